@@ -1,0 +1,79 @@
+"""Settings: every knob is an environment variable with the ``RWKV_`` prefix (12-factor).
+
+This module is the one place settings are read. Edit the defaults here if you prefer not to set
+environment variables. Bad values fail at start-up with a message naming the variable.
+"""
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="RWKV_", extra="ignore")
+
+    # model
+    model_path: str = "server/model/rwkv7-g1g-2.9b-20260526-ctx8192.pth"
+    vocab_path: str = str(ROOT / "eof_v20230424.txt")
+    device: str = Field("auto", description="auto | cpu | cuda | cuda:N")
+    dtype: Literal["auto", "fp16", "bf16", "fp32"] = "auto"
+    state_dtype: Literal["fp32", "fp16", "bf16"] = "fp32"
+    demo: str | None = Field(None, description="serve random weights of this preset (tiny, 0.1b, ...)")
+
+    # scheduler
+    max_batch_size: int = Field(256, ge=1, le=65536)
+    buffer_size: int = Field(32, ge=1, le=4096)
+    prefill_chunk: int = Field(4096, ge=16, description="prompt tokens prefilled per scheduler step")
+    max_queue: int = Field(4096, ge=1, description="waiting tasks beyond this get 503")
+    max_prompt_tokens: int = Field(131072, ge=1)
+    max_tokens_cap: int = Field(40960, ge=0)
+
+    # sampling defaults
+    default_max_tokens: int = Field(2000, ge=0)
+    default_temperature: float = Field(1.0, ge=0, le=2)
+    default_top_p: float = Field(0.3, ge=0, le=1)
+    default_top_k: int = Field(50, ge=-1)
+    default_presence_penalty: float = Field(2.0, ge=0, le=10)
+    default_repetition_penalty: float = Field(0.0, ge=0, le=10)
+    default_penalty_decay: float = Field(1.0, ge=0, le=1)
+
+    # task store
+    task_default_cpu_capacity: int = Field(300, ge=1)
+    task_db_max_size: int = Field(10000, ge=1)
+    task_async_queue_size: int = Field(200, ge=1)
+    task_db_path: str = "rwkv_tasks.db"
+    state_cache_mb: int = Field(1024, ge=0)
+
+    # server
+    host: str = "0.0.0.0"
+    port: int = Field(8000, ge=1, le=65535)
+    api_key: str | None = None
+    cors_origins: str = "*"
+    chat_think: bool = Field(True, description="default thinking switch for chat prompts")
+    max_body_bytes: int = Field(8 * 1024 * 1024, ge=1024)
+    verbose: bool = True
+
+    @field_validator("device")
+    @classmethod
+    def _check_device(cls, v: str) -> str:
+        if v not in ("auto", "cpu", "cuda") and not v.startswith("cuda:"):
+            raise ValueError("must be auto, cpu, cuda or cuda:N")
+        return v
+
+
+def load_settings() -> Settings:
+    """Read the settings, turning a validation error into a message naming the variables."""
+    from pydantic import ValidationError
+
+    try:
+        return Settings()
+    except ValidationError as e:
+        lines = [f"RWKV_{'_'.join(map(str, err['loc'])).upper()}: {err['msg']}" for err in e.errors()]
+        raise SystemExit("Invalid configuration:\n  " + "\n  ".join(lines)) from None
+
+
+settings = load_settings()

@@ -1,0 +1,45 @@
+"""One log format for everything: our loguru loggers and uvicorn/starlette's stdlib logging.
+
+Format (as in the product README): ``12:01:23.45 | INFO    | scheduler.dynamic  | message``.
+Use ``get_logger("scheduler.dynamic")`` to get a logger bound to a component name.
+"""
+
+import logging
+import sys
+
+from loguru import logger
+
+FORMAT = "{time:HH:mm:ss.SS} | {level: <7} | {extra[name]: <18} | {message}"
+_configured = False
+
+
+class _InterceptHandler(logging.Handler):
+    """Forward stdlib log records (uvicorn, starlette, fastapi) to loguru."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            level = logger.level(record.levelname).name
+        except ValueError:
+            level = record.levelno
+        name = "api" if record.name.startswith(("uvicorn", "starlette", "fastapi")) else record.name
+        logger.bind(name=name).opt(exception=record.exc_info).log(level, record.getMessage())
+
+
+def setup_logging(verbose: bool = True) -> None:
+    """Install the single sink and route stdlib loggers through it (idempotent)."""
+    global _configured
+    logger.remove()
+    logger.configure(extra={"name": "rwkv"})
+    logger.add(sys.stderr, format=FORMAT, level="INFO" if verbose else "WARNING", enqueue=False)
+    if not _configured:
+        logging.basicConfig(handlers=[_InterceptHandler()], level=logging.INFO, force=True)
+        for name in ("uvicorn", "uvicorn.error", "uvicorn.access", "starlette", "fastapi"):
+            lg = logging.getLogger(name)
+            lg.handlers = [_InterceptHandler()]
+            lg.propagate = False
+        _configured = True
+
+
+def get_logger(name: str):
+    """A loguru logger that prints ``name`` in the component column."""
+    return logger.bind(name=name)

@@ -1,0 +1,231 @@
+"""Task: one sequence's lifecycle, tokens, sampling parameters and recurrent state.
+
+Status: ``PREFILL -> READY -> RUNNING -> FINISHED``, and ``FINISHED -> READY`` via ``continue_gen()``.
+
+Token convention (the invariant everything relies on): the recurrent ``state`` has consumed every
+token of the sequence *except* ``current_token``, which is the next input of the model. After a
+prompt is prefilled, ``current_token`` is the prompt's last token; after generation it is the last
+sampled token (``None`` when generation ended on an end-of-text/new-turn token, which is neither
+returned nor fed). ``pending`` holds prompt tokens appended but not yet fed.
+
+While a task is not in a slot its state lives on the CPU (``state``: a ``State`` of batch 1,
+``penalties``: ``[V]`` float32 or ``None`` for all zeros). The scheduler thread is the only writer
+of tokens, state and status while the task is in flight; other threads read and call ``stop()``.
+"""
+
+from __future__ import annotations
+
+import secrets
+import threading
+import time
+from enum import IntEnum
+from typing import Callable
+
+SAMPLING_FIELDS = (
+    "max_tokens", "temperature", "top_p", "top_k",
+    "presence_penalty", "repetition_penalty", "penalty_decay", "seed",
+)
+
+
+class Status(IntEnum):
+    PREFILL = 0
+    READY = 1
+    RUNNING = 2
+    FINISHED = 3
+
+
+def new_task_id(prefix: str = "TASK") -> str:
+    """``TASK_<32 hex>`` / ``TMP_<32 hex>``: 128 random bits, unguessable."""
+    return f"{prefix}_{secrets.token_hex(16)}"
+
+
+class Task:
+    def __init__(
+        self,
+        prompt_tokens: list[int] | None = None,
+        *,
+        task_id: str = "TMP",
+        max_tokens: int = 50,
+        temperature: float = 0.3,
+        top_p: float = 0.1,
+        top_k: int = 20,
+        presence_penalty: float = 0.0,
+        repetition_penalty: float = 0.0,
+        penalty_decay: float = 0.0,
+        seed: int | None = 42,
+        collect_callback: Callable[[list[int]], None] | None = None,
+        finish_callback: Callable[[list[int]], None] | None = None,
+        decoder: Callable[[list[int]], str] | None = None,
+    ):
+        self.task_id = task_id
+        self.status = Status.PREFILL
+        self.max_tokens = max_tokens
+        self.temperature = temperature
+        self.top_p = top_p
+        self.top_k = top_k
+        self.presence_penalty = presence_penalty
+        self.repetition_penalty = repetition_penalty
+        self.penalty_decay = penalty_decay
+        self.seed = secrets.randbits(62) if seed is None else int(seed)
+        self.rng_counter = 0  # draws made so far from this task's (seed, counter) stream
+        self.collect_callback = collect_callback
+        self.finish_callback = finish_callback
+        self._decoder = decoder
+
+        self.state = None  # State(batch=1) on CPU, or None for the zero state
+        self.penalties = None  # Tensor[V] float32 on CPU, or None for zeros
+        self.current_token: int | None = None
+        self.pending: list[int] = []
+        self.history: list[int] = []  # every token the state has consumed, in order
+        self.output: list[int] = []  # tokens generated in the current round
+        self._unpopped = 0  # index into output of the first token pop_tokens() has not returned
+
+        self.finish_reason: str | None = None  # "stop" | "length" | "abort" | "error"
+        self.error: str | None = None
+        self.stop_requested = False
+        self.prefill_time = 0.0
+        self.gen_time = 0.0
+        self.created = time.time()
+        self.finished_at: float | None = None
+        self._lock = threading.Lock()
+        self._done = threading.Event()
+        self._listeners: list[Callable[[Task], None]] = []
+        self._stop_hook: Callable[[Task], None] | None = None  # set by the scheduler owning it
+        if prompt_tokens:
+            self.prefill(prompt_tokens)
+
+    # ---- reading results -------------------------------------------------------------
+    def pop_tokens(self) -> list[int]:
+        """Generated tokens not yet popped (and mark them popped)."""
+        with self._lock:
+            out = self.output[self._unpopped:]
+            self._unpopped = len(self.output)
+        return out
+
+    def get_all_tokens(self) -> list[int]:
+        """All tokens generated in this round (does not pop)."""
+        with self._lock:
+            return list(self.output)
+
+    def decode(self, tokens: list[int]) -> str:
+        if self._decoder is None:
+            raise RuntimeError("this task has no tokenizer attached (create it via a scheduler)")
+        return self._decoder(tokens)
+
+    @property
+    def is_finished(self) -> bool:
+        return self.status == Status.FINISHED
+
+    @property
+    def is_template(self) -> bool:
+        return self.task_id.startswith("_")
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until the task finishes; True if it did within ``timeout``."""
+        return self._done.wait(timeout)
+
+    # ---- control -----------------------------------------------------------------------
+    def stop(self) -> None:
+        """Ask the scheduler to end generation at its next step; tokens so far are kept."""
+        self.stop_requested = True
+        hook = self._stop_hook
+        if hook is not None:
+            hook(self)
+
+    def prefill(self, prompt_tokens: list[int]) -> None:
+        """Append prompt tokens to the sequence; they are fed when the scheduler next runs it."""
+        if self.status == Status.RUNNING:
+            raise RuntimeError(f"task {self.task_id} is running; stop it or wait before prefilling")
+        if self.status == Status.FINISHED:
+            self.continue_gen()
+        if self.current_token is not None:
+            self.pending.append(self.current_token)
+            self.current_token = None
+        self.pending.extend(int(t) for t in prompt_tokens)
+        self.status = Status.PREFILL
+        self._done.clear()
+
+    def continue_gen(self, prompt_tokens: list[int] | None = None, **params) -> None:
+        """Reset a finished task to READY for another round, optionally appending a prompt."""
+        if self.status == Status.RUNNING:
+            raise RuntimeError(f"task {self.task_id} is running")
+        self.update_params(**params)
+        self.status = Status.READY
+        self.output = []
+        self._unpopped = 0
+        self.finish_reason = None
+        self.error = None
+        self.stop_requested = False
+        self.finished_at = None
+        self._done.clear()
+        if prompt_tokens:
+            self.prefill(prompt_tokens)
+
+    def update_params(self, **params) -> None:
+        for key, value in params.items():
+            if key not in SAMPLING_FIELDS and key not in ("collect_callback", "finish_callback"):
+                raise TypeError(f"unknown task parameter {key!r}")
+            if value is not None:
+                setattr(self, key, value)
+
+    @property
+    def needs_prefill(self) -> bool:
+        return bool(self.pending)
+
+    @property
+    def can_generate(self) -> bool:
+        """True if there is a next input token (after pending tokens are fed)."""
+        return self.current_token is not None or bool(self.pending)
+
+    # ---- listeners (any number of readers, e.g. SSE subscribers) ---------------------
+    def subscribe(self, fn: Callable[[Task], None]) -> None:
+        """Call ``fn(task)`` (on the scheduler thread) after each pulse and when finished."""
+        with self._lock:
+            self._listeners.append(fn)
+
+    def unsubscribe(self, fn: Callable[[Task], None]) -> None:
+        with self._lock:
+            if fn in self._listeners:
+                self._listeners.remove(fn)
+
+    # ---- called by the scheduler thread -------------------------------------------------
+    def _append_output(self, tokens: list[int]) -> None:
+        with self._lock:
+            self.output.extend(tokens)
+        if tokens and self.collect_callback is not None:
+            self.collect_callback(tokens)
+        self._notify()
+
+    def _finish(self, reason: str, error: str | None = None) -> None:
+        self.finish_reason = reason
+        self.error = error
+        self.status = Status.FINISHED
+        self.finished_at = time.time()
+        if self.finish_callback is not None:
+            self.finish_callback(self.get_all_tokens())
+        self._done.set()
+        self._notify()
+
+    def _notify(self) -> None:
+        with self._lock:
+            listeners = list(self._listeners)
+        for fn in listeners:
+            fn(self)
+
+    # ---- copying ----------------------------------------------------------------------
+    def fork(self, task_id: str) -> Task:
+        """A new READY task starting from a copy of this task's state and parameters."""
+        t = Task(task_id=task_id, decoder=self._decoder,
+                 **{k: getattr(self, k) for k in SAMPLING_FIELDS})
+        t.state = None if self.state is None else self.state.clone()
+        t.penalties = None if self.penalties is None else self.penalties.clone()
+        t.current_token = self.current_token
+        t.pending = list(self.pending)
+        t.history = list(self.history)
+        t.rng_counter = self.rng_counter
+        t.status = Status.READY
+        return t
+
+    def __repr__(self) -> str:
+        return (f"Task({self.task_id}, {self.status.name}, hist={len(self.history)}, "
+                f"out={len(self.output)}, pending={len(self.pending)})")
