@@ -1,0 +1,149 @@
+"""RWKV "world" tokenizer: greedy longest-byte-match over `eof_v20230424.txt` (MODEL.md).
+
+The vocabulary file is built by `python -m server.model.build_vocab` (the `rwkv` package's
+`rwkv_vocab_v20230424.txt` plus the first line `0 '<|endoftext|>' 13`). Each line is
+`id repr(token) byte_length`, the token a `str` (UTF-8 encoded) or `bytes` literal.
+
+Encoding walks a byte trie (one dict per node) from each position and keeps the longest
+vocabulary entry that matches; it agrees exactly with `rwkv.rwkv_tokenizer.TRIE_TOKENIZER`.
+Id 0 (end of text) is never produced by `encode` (the literal text `<|endoftext|>` encodes as
+ordinary tokens) and decodes to nothing.
+"""
+
+from __future__ import annotations
+
+import ast
+import codecs
+import numbers
+from collections.abc import Iterable
+from pathlib import Path
+
+EOS_ID = 0
+VOCAB_SIZE = 65536
+DEFAULT_VOCAB_PATH = Path(__file__).resolve().parents[2] / "eof_v20230424.txt"
+_ID = 256  # key under which a trie node stores the id of the token ending there
+
+
+def load_vocab(path: str | Path) -> dict[int, bytes]:
+    """Parse a vocabulary file into {id: token bytes}; raises ValueError on a bad line."""
+    vocab: dict[int, bytes] = {}
+    with open(path, encoding="utf-8") as f:
+        for lineno, line in enumerate(f, 1):
+            line = line.rstrip("\r\n")
+            if not line:
+                continue
+            try:
+                first, last = line.index(" "), line.rindex(" ")
+                tid, n = int(line[:first]), int(line[last + 1 :])
+                tok = ast.literal_eval(line[first + 1 : last])
+            except (ValueError, SyntaxError) as e:
+                raise ValueError(f"{path}:{lineno}: unparsable vocabulary line") from e
+            if isinstance(tok, str):
+                tok = tok.encode("utf-8")
+            if not isinstance(tok, bytes) or len(tok) != n or tid in vocab:
+                raise ValueError(f"{path}:{lineno}: bad token, length or duplicate id {tid}")
+            vocab[tid] = tok
+    return vocab
+
+
+class Tokenizer:
+    """Greedy longest-match byte tokenizer over the RWKV world vocabulary."""
+
+    def __init__(self, vocab_path: str | Path | None = None, vocab_size: int = VOCAB_SIZE):
+        vocab = load_vocab(vocab_path or DEFAULT_VOCAB_PATH)
+        if max(vocab) >= vocab_size or min(vocab) < 0:
+            raise ValueError(f"vocabulary ids must lie in [0, {vocab_size})")
+        self.vocab_size = vocab_size
+        # _bytes[i]: token i's bytes; b"" for id 0 and ids absent from the file
+        self._bytes = [b""] * vocab_size
+        self._root: dict = {}
+        for tid, tok in vocab.items():
+            if tid == EOS_ID:
+                continue
+            self._bytes[tid] = tok
+            node = self._root
+            for b in tok:
+                node = node.setdefault(b, {})
+            node[_ID] = tid
+        missing = [b for b in range(256) if _ID not in self._root.get(b, {})]
+        if missing:  # invariant relied on by encode_bytes: every single byte is a token
+            raise ValueError(f"vocabulary lacks single-byte tokens {missing[:8]}")
+
+    def encode(self, text: str) -> list[int]:
+        """Token ids of `text` (UTF-8; lone surrogates pass through as their 3 raw bytes)."""
+        return self.encode_bytes(text.encode("utf-8", errors="surrogatepass"))
+
+    def encode_bytes(self, data: bytes) -> list[int]:
+        """Greedy tokenisation: at each position take the longest vocabulary entry."""
+        root, n, i = self._root, len(data), 0
+        out: list[int] = []
+        append = out.append
+        while i < n:
+            node = root[data[i]]
+            best, end, j = node[_ID], i + 1, i + 1
+            while j < n:
+                node = node.get(data[j])
+                if node is None:
+                    break
+                j += 1
+                tid = node.get(_ID)
+                if tid is not None:
+                    best, end = tid, j
+            append(best)
+            i = end
+        return out
+
+    def validate(self, ids: Iterable[int]) -> list[int]:
+        """`ids` as a list of ints; ValueError naming the first id outside [0, vocab_size)."""
+        out = [int(t) for t in ids]
+        for t in out:
+            if not 0 <= t < self.vocab_size:
+                raise ValueError(f"token id {t} is outside the vocabulary [0, {self.vocab_size})")
+        return out
+
+    def token_bytes(self, tid: int) -> bytes:
+        """Bytes of one token; b"" for id 0 and for any id without a vocabulary entry."""
+        return self._bytes[tid] if 0 <= tid < self.vocab_size else b""
+
+    def decode_bytes(self, ids: Iterable[int]) -> bytes:
+        """Concatenated token bytes (may end inside a UTF-8 character); never raises."""
+        table, size = self._bytes, self.vocab_size
+        return b"".join([table[t] if 0 <= t < size else b"" for t in ids])
+
+    def decode(self, ids: Iterable[int]) -> str:
+        """Text of `ids`; invalid or incomplete UTF-8 becomes U+FFFD; never raises."""
+        return self.decode_bytes(ids).decode("utf-8", errors="replace")
+
+
+class IncrementalDecoder:
+    """Streams text from token ids without ever emitting half a UTF-8 character.
+
+    Incomplete trailing bytes are held back until later tokens complete them; bytes that can
+    never become valid are emitted at once as U+FFFD. `flush()` ends the stream (a held
+    incomplete tail becomes U+FFFD) and resets the decoder.
+    """
+
+    def __init__(self, tokenizer: Tokenizer):
+        self.tokenizer = tokenizer
+        self._utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
+
+    def feed(self, tokens: Iterable[int] | int) -> str:
+        """Text completed by `tokens` (one id or several)."""
+        if isinstance(tokens, numbers.Integral):
+            tokens = (tokens,)
+        text = self._utf8.decode(self.tokenizer.decode_bytes(tokens), final=False)
+        held = self.pending
+        # CPython holds ED A0..BF (a UTF-16 surrogate's prefix) for its surrogatepass
+        # handler, though it can never become valid: release it as U+FFFD now.
+        if len(held) == 2 and held[0] == 0xED and held[1] >= 0xA0:
+            text += self._utf8.decode(b"", final=True)
+        return text
+
+    def flush(self) -> str:
+        """Whatever is still held (as U+FFFD: it was incomplete); the decoder starts afresh."""
+        return self._utf8.decode(b"", final=True)
+
+    @property
+    def pending(self) -> bytes:
+        """Bytes held back because they may still become a character."""
+        return self._utf8.getstate()[0]
