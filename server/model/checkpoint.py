@@ -1,0 +1,177 @@
+"""RWKV-7 ("x070") checkpoints: load a `.pth` state dict, read the model's sizes from its shapes,
+and reject bad files with an error that names the problem (MODEL.md has the layout)."""
+
+from __future__ import annotations
+
+import pickle
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+HEAD_SIZE = 64
+WHERE_MODELS_COME_FROM = (
+    "RWKV-7 checkpoints are published in the BlinkDL/rwkv7-g1 repository on HuggingFace "
+    "(e.g. rwkv7-g1g-2.9b-20260526-ctx8192.pth); for random weights in the same layout run "
+    "`python -m server.model.random OUT.pth --preset tiny`"
+)
+
+
+class CheckpointError(ValueError):
+    """A checkpoint file is missing, unreadable, not RWKV-7, or has inconsistent shapes."""
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    n_layer: int
+    n_embd: int  # C
+    n_head: int  # H = C / head_size
+    head_size: int  # N (64)
+    vocab_size: int  # V
+    d_decay: int  # Dw: w1 [C, Dw], w2 [Dw, C]
+    d_aaa: int  # Da: a1, a2
+    d_value: int  # Dv: v1, v2 (layers >= 1; 0 when there is only one layer)
+    d_gate: int  # Dg: g1, g2
+
+    @property
+    def d_ffn(self) -> int:
+        return 4 * self.n_embd
+
+
+def expected_shapes(cfg: ModelConfig) -> dict[str, tuple[int, ...]]:
+    """Every key of a published RWKV-7 state dict with its shape, in the published order."""
+    C, V, H, N, F = cfg.n_embd, cfg.vocab_size, cfg.n_head, cfg.head_size, cfg.d_ffn
+    vec, mix = (C,), (1, 1, C)
+    shapes: dict[str, tuple[int, ...]] = {"emb.weight": (V, C)}
+    for i in range(cfg.n_layer):
+        p = f"blocks.{i}."
+        if i == 0:
+            shapes[p + "ln0.weight"] = shapes[p + "ln0.bias"] = vec
+        for ln in ("ln1", "ln2"):
+            shapes[f"{p}{ln}.weight"] = shapes[f"{p}{ln}.bias"] = vec
+        a = p + "att."
+        for name in ("x_r", "x_w", "x_k", "x_v", "x_a", "x_g"):
+            shapes[a + name] = mix
+        loras = [("w", cfg.d_decay, True), ("a", cfg.d_aaa, True), ("v", cfg.d_value, i > 0),
+                 ("g", cfg.d_gate, False)]
+        for letter, d, has_bias in loras:
+            if letter == "v" and i == 0:
+                continue
+            if has_bias:
+                shapes[f"{a}{letter}0"] = mix
+            shapes[f"{a}{letter}1"] = (C, d)
+            shapes[f"{a}{letter}2"] = (d, C)
+        shapes[a + "k_k"] = shapes[a + "k_a"] = mix
+        shapes[a + "r_k"] = (H, N)
+        for lin in ("receptance", "key", "value", "output"):
+            shapes[f"{a}{lin}.weight"] = (C, C)
+        shapes[a + "ln_x.weight"] = shapes[a + "ln_x.bias"] = vec
+        shapes[p + "ffn.x_k"] = mix
+        shapes[p + "ffn.key.weight"] = (F, C)
+        shapes[p + "ffn.value.weight"] = (C, F)
+    shapes["ln_out.weight"] = shapes["ln_out.bias"] = vec
+    shapes["head.weight"] = (V, C)
+    return shapes
+
+
+def _n_layer(sd: dict) -> int:
+    """1 + the largest block index among the keys (0 when there is none)."""
+    idx = [int(k.split(".")[1]) for k in sd if k.startswith("blocks.") and k.split(".")[1].isdigit()]
+    return max(idx) + 1 if idx else 0
+
+
+def _missing(sd: dict, keys) -> list[str]:
+    return [k for k in keys if k not in sd]
+
+
+def _not_rwkv7(missing: list[str], sd: dict) -> CheckpointError:
+    shown = ", ".join(missing[:8]) + (f", ... ({len(missing)} missing)" if len(missing) > 8 else "")
+    hint = ""
+    if any(k.endswith(("att.time_decay", "att.time_faaaa", "att.time_first")) for k in sd):
+        hint = " (this looks like an RWKV-4/5/6 checkpoint)"
+    return CheckpointError(f"not an RWKV-7 checkpoint{hint}: missing keys {shown}")
+
+
+def infer_config(sd: dict) -> ModelConfig:
+    """Read the sizes of an RWKV-7 state dict from its shapes and check every key's shape.
+    Raises CheckpointError naming missing keys or the first key whose shape is wrong."""
+    core = ["emb.weight", "head.weight", "blocks.0.att.r_k", "blocks.0.att.w1",
+            "blocks.0.att.a1", "blocks.0.att.g1", "blocks.0.att.k_k", "blocks.0.att.x_r"]
+    missing = _missing(sd, core)
+    if missing:
+        raise _not_rwkv7(missing, sd)
+    n_layer = _n_layer(sd)
+    V, C = sd["emb.weight"].shape if sd["emb.weight"].dim() == 2 else (0, 0)
+    if sd["blocks.0.att.r_k"].dim() != 2:
+        raise CheckpointError(f"inconsistent shapes: blocks.0.att.r_k expected 2 dims [H, N], "
+                              f"got {tuple(sd['blocks.0.att.r_k'].shape)}")
+    H, N = sd["blocks.0.att.r_k"].shape
+    if C == 0 or H * N != C:
+        raise CheckpointError(f"inconsistent shapes: emb.weight {tuple(sd['emb.weight'].shape)} "
+                              f"and blocks.0.att.r_k {(H, N)} (expected [V, C] and [C/64, 64])")
+    v1 = sd.get("blocks.1.att.v1")
+    cfg = ModelConfig(
+        n_layer=n_layer, n_embd=C, n_head=H, head_size=N, vocab_size=V,
+        d_decay=sd["blocks.0.att.w1"].shape[-1], d_aaa=sd["blocks.0.att.a1"].shape[-1],
+        d_value=v1.shape[-1] if v1 is not None else 0, d_gate=sd["blocks.0.att.g1"].shape[-1])
+    shapes = expected_shapes(cfg)
+    missing = _missing(sd, shapes)
+    if missing:
+        raise _not_rwkv7(missing, sd)
+    for key, shape in shapes.items():
+        got = tuple(sd[key].shape)
+        if got != shape:
+            raise CheckpointError(f"inconsistent shapes: {key} expected {shape}, got {got} "
+                                  f"(model read as L{n_layer} C{C} V{V})")
+        if not sd[key].is_floating_point():
+            raise CheckpointError(f"{key} has dtype {sd[key].dtype}, expected a float dtype")
+    return cfg
+
+
+def _torch_load(path: Path) -> object:
+    """torch.load with weights_only=True, memory-mapped when the file format allows it."""
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+    except RuntimeError as e:
+        if "mmap" not in str(e):  # legacy (non-zip) files cannot be memory-mapped
+            raise
+    return torch.load(path, map_location="cpu", weights_only=True)
+
+
+def _short(e: Exception) -> str:
+    """The informative line of a torch.load error (weights-only errors are long)."""
+    text = str(e)
+    marker = "WeightsUnpickler error:"
+    if marker in text:
+        text = text[text.index(marker):].replace("\n", " ")
+        text = " ".join(text.split()).split(" Check the documentation")[0]
+    else:
+        text = text.strip().splitlines()[0] if text.strip() else ""
+    return f"{type(e).__name__}: {text[:300]}"
+
+
+def load_checkpoint(path) -> tuple[dict[str, torch.Tensor], ModelConfig]:
+    """Load an RWKV-7 `.pth` state dict (bf16/fp16/fp32) and read its ModelConfig from the shapes.
+    Tensors stay on the CPU in the file's dtype (memory-mapped where possible)."""
+    path = Path(path)
+    if not path.is_file():
+        what = "is a directory, not a checkpoint file" if path.is_dir() else "does not exist"
+        raise CheckpointError(f"model file {path} {what}. {WHERE_MODELS_COME_FROM}")
+    try:
+        sd = _torch_load(path)
+    except (pickle.UnpicklingError, RuntimeError, EOFError, OSError, zipfile.BadZipFile,
+            ValueError, AttributeError, ImportError, IndexError, KeyError) as e:
+        raise CheckpointError(f"cannot read {path} as a PyTorch checkpoint (corrupt, or not a "
+                              f"state dict of tensors): {_short(e)}") from e
+    if not isinstance(sd, dict) or not sd:
+        raise CheckpointError(f"{path} is not a state dict (it holds {type(sd).__name__}"
+                              f"{', empty' if isinstance(sd, dict) else ''})")
+    bad = [k for k, v in sd.items() if not isinstance(k, str) or not isinstance(v, torch.Tensor)]
+    if bad:
+        raise CheckpointError(f"{path} is not a state dict of tensors: entry {bad[0]!r} "
+                              f"is {type(sd[bad[0]]).__name__}")
+    try:
+        return sd, infer_config(sd)
+    except CheckpointError as e:
+        raise CheckpointError(f"{path}: {e}") from None

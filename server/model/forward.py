@@ -1,0 +1,198 @@
+"""RWKV7: the batched forward used by the engine — prefill of many prompts and one-token decode.
+
+Numerics (fp16/bf16 safety): weights are cast to the run dtype once at load; the residual stream,
+LayerNorm/GroupNorm, decay, key normalisation and the WKV state math stay in fp32; matmul inputs
+and outputs are in the run dtype. ``blocks.0.ln0`` is folded into the embedding at load.
+
+Rows that must not advance (padding after a prompt's end, inactive decode rows) get an identity
+step: decay 1 and k = v = kappa = 0, so their WKV state is left bit-for-bit unchanged, and their
+token-shift vectors are kept. The WKV functions are attributes (``wkv_step``/``wkv_chunk``) so a
+kernel with the same contract (see wkv.py) can replace them.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from server.model import wkv
+from server.model.checkpoint import ModelConfig
+from server.model.layer_weights import LayerWeights, layer_weights
+from server.model.reference import GN_EPS, LN_EPS
+from server.model.state import State
+
+DECAY_SCALE = math.exp(-0.5)  # decay = exp(-e^-0.5 · sigmoid(w))
+
+
+def _default_dtype(device: torch.device) -> torch.dtype:
+    return torch.float16 if device.type == "cuda" else torch.float32
+
+
+class RWKV7:
+    """Batched RWKV-7 forward (see docs/architecture.md). ``prefill_chunk`` tokens of each prompt
+    go through the layers at a time, at most ``prefill_tokens`` tokens (rows x chunk) per pass."""
+
+    def __init__(self, state_dict: dict[str, Tensor], cfg: ModelConfig, device="cpu",
+                 dtype: torch.dtype | None = None, state_dtype: torch.dtype = torch.float32,
+                 prefill_chunk: int = 256, prefill_tokens: int = 16384):
+        self.cfg = cfg
+        self.device = torch.device(device)
+        self.dtype = dtype or _default_dtype(self.device)
+        self.state_dtype = state_dtype
+        self.prefill_chunk, self.prefill_tokens = prefill_chunk, prefill_tokens
+        dev, dt = self.device, self.dtype
+        emb = state_dict["emb.weight"]
+        ln0_w, ln0_b = (state_dict[f"blocks.0.ln0.{n}"].float() for n in ("weight", "bias"))
+        self.emb = torch.empty(emb.shape, dtype=dt, device=dev)  # [V, C], ln0 folded in
+        for i in range(0, emb.shape[0], 8192):  # fp32 LayerNorm a slice at a time
+            part = emb[i:i + 8192].to(dev, torch.float32)
+            self.emb[i:i + 8192] = F.layer_norm(part, part.shape[-1:], ln0_w.to(dev),
+                                                ln0_b.to(dev), LN_EPS).to(dt)
+        self.layers: list[LayerWeights] = [layer_weights(state_dict, cfg, i, dev, dt)
+                                           for i in range(cfg.n_layer)]
+        self.ln_out = tuple(state_dict[f"ln_out.{n}"].to(dev, torch.float32)
+                            for n in ("weight", "bias"))
+        self.head = state_dict["head.weight"].to(dev, dt)  # [V, C]
+        self.wkv_step, self.wkv_chunk = wkv.wkv_step, wkv.wkv_chunk
+
+    def new_state(self, batch: int) -> State:
+        return State.zeros(self.cfg, batch, self.device, self.dtype, self.state_dtype)
+
+    # ---- public passes -----------------------------------------------------------------
+    @torch.no_grad()
+    def decode(self, tokens: Tensor, state: State, active: Tensor | None = None) -> Tensor:
+        """One token per row. tokens: [B] long; state rows B (updated in place).
+        ``active`` [B] bool: rows where it is False keep their state (their logits are junk).
+        Returns logits [B, V] float32."""
+        self._check(state, tokens.shape[0])
+        tokens = tokens.to(self.device)
+        keep = None if active is None else active.to(self.device).view(-1, 1)  # [B, 1]
+        x = self._forward(tokens.view(-1, 1), state, keep, None)  # [B, C]
+        return self._logits(x)
+
+    @torch.no_grad()
+    def prefill(self, token_lists: list[list[int]], state: State) -> Tensor:
+        """Row i of ``state`` <- sequence i, continuing from what the row holds (in place).
+        Prompts may have different lengths (none empty). Returns the logits after each
+        sequence's last token: [n, V] float32."""
+        n = len(token_lists)
+        self._check(state, n)
+        lens = [len(t) for t in token_lists]
+        if n == 0 or min(lens) == 0:
+            raise ValueError("prefill needs at least one sequence and no empty sequence")
+        order = sorted(range(n), key=lambda i: -lens[i])  # longest first
+        x_last = torch.empty(n, self.cfg.n_embd, dtype=torch.float32, device=self.device)
+        for off in range(0, lens[order[0]], self.prefill_chunk):
+            rows = [i for i in order if lens[i] > off]
+            per_pass = max(1, self.prefill_tokens // min(self.prefill_chunk, lens[rows[0]] - off))
+            for g in range(0, len(rows), per_pass):
+                group = rows[g:g + per_pass]
+                if len(group) == n:  # every row: work on the state itself, in natural order
+                    group = list(range(n))
+                self._prefill_pass(token_lists, group, off, state, x_last)
+        return self._logits(x_last)
+
+    # ---- internals ---------------------------------------------------------------------
+    def _check(self, state: State, batch: int) -> None:
+        if state.batch_size != batch:
+            raise ValueError(f"state has {state.batch_size} rows, the batch has {batch}")
+        if state.device != self.device:
+            raise ValueError(f"state is on {state.device}, the model on {self.device}")
+
+    def _prefill_pass(self, token_lists, rows: list[int], off: int, state: State,
+                      x_last: Tensor) -> None:
+        """Tokens off..off+chunk of sequences ``rows`` into their state rows."""
+        chunk = self.prefill_chunk
+        parts = [token_lists[i][off:off + chunk] for i in rows]
+        widths = [len(p) for p in parts]
+        T = max(widths)
+        tok = torch.zeros(len(rows), T, dtype=torch.long)
+        for j, p in enumerate(parts):
+            tok[j, :len(p)] = torch.as_tensor(p, dtype=torch.long)
+        w = torch.as_tensor(widths, device=self.device)
+        keep = None if min(widths) == T else torch.arange(T, device=self.device) < w[:, None]
+        in_place = rows == list(range(state.batch_size))
+        sub = state if in_place else state.select(rows)
+        x = self._forward(tok.to(self.device), sub, keep, w - 1)  # [rows, C]
+        if not in_place:
+            state.assign(rows, sub)
+        done = [j for j, i in enumerate(rows) if len(token_lists[i]) <= off + chunk]
+        if done:
+            dst = torch.as_tensor([rows[j] for j in done], device=self.device)
+            x_last.index_copy_(0, dst, x[torch.as_tensor(done, device=self.device)])
+
+    def _forward(self, tokens: Tensor, state: State, keep: Tensor | None,
+                 last: Tensor | None) -> Tensor:
+        """tokens: [B, T]; keep: [B, T] bool (None = all valid); last: [B] index of each row's
+        last valid token (None = T - 1). Returns the residual at ``last``: [B, C] float32."""
+        x = self.emb[tokens].float()  # [B, T, C] residual stream, fp32
+        v_first = None
+        for i, lw in enumerate(self.layers):
+            x, v_first = self._time_mix(lw, x, state, i, keep, last, v_first)
+            x = self._channel_mix(lw, x, state, i, keep, last)
+        if last is None:
+            return x[:, -1]
+        return x[torch.arange(x.shape[0], device=x.device), last]
+
+    def _shift(self, u: Tensor, prev: Tensor, keep, last) -> Tensor:
+        """Token shift: returns d = previous - u [B, T, C] and stores the new ``prev`` in place."""
+        d = torch.cat([prev.unsqueeze(1), u[:, :-1]], 1) - u
+        if last is not None:
+            prev.copy_(u[torch.arange(u.shape[0], device=u.device), last])
+        elif keep is not None:  # decode with inactive rows
+            prev.copy_(torch.where(keep[:, -1:], u[:, -1], prev))
+        else:
+            prev.copy_(u[:, -1])
+        return d
+
+    def _time_mix(self, lw: LayerWeights, x, state, i, keep, last, v_first):
+        B, T, C = x.shape
+        H, N, dt = self.cfg.n_head, self.cfg.head_size, self.dtype
+        u = F.layer_norm(x, (C,), lw.ln1_w, lw.ln1_b, LN_EPS).to(dt)
+        d = self._shift(u, state.shift[i, 0], keep, last)
+        xr, xw, xk, xv, xa, xg = (u + d * lw.mix.view(6, 1, 1, C)).unbind(0)
+        r, k, v = F.linear(xr, lw.wr), F.linear(xk, lw.wk), F.linear(xv, lw.wv)
+        w = lw.w0 + torch.tanh(xw @ lw.w1) @ lw.w2
+        w = torch.exp(-DECAY_SCALE * torch.sigmoid(w.float()))  # [B, T, C] in (0, 1)
+        a = torch.sigmoid((lw.a0 + (xa @ lw.a1) @ lw.a2).float())
+        g = torch.sigmoid(xg @ lw.g1) @ lw.g2
+        kappa = F.normalize(k.float().view(B, T, H, N) * lw.k_k, dim=-1)  # [B, T, H, N]
+        k = k.float() * (1 + (a - 1) * lw.k_a.view(C))
+        if v_first is None:
+            v_first = v
+        else:
+            v = v + (v_first - v) * torch.sigmoid(lw.v0 + (xv @ lw.v1) @ lw.v2)
+        y = self._wkv(state.wkv[i], r, w, k, v, kappa, a.view(B, T, H, N), keep)
+        y = F.group_norm(y.float().view(B * T, C), H, lw.lnx_w, lw.lnx_b, GN_EPS).view(B, T, C)
+        bonus = (r.float() * k * lw.r_k).view(B, T, H, N).sum(-1, keepdim=True)  # [B, T, H, 1]
+        y = y + (bonus * v.float().view(B, T, H, N)).view(B, T, C)
+        return x + F.linear((y * g.float()).to(dt), lw.wo).float(), v_first
+
+    def _wkv(self, S: Tensor, r, w, k, v, kappa, a, keep) -> Tensor:
+        """Mask non-advancing positions to identity steps, then run the recurrence on S [B,H,N,N]."""
+        B, T, C = r.shape
+        H, N = self.cfg.n_head, self.cfg.head_size
+        if keep is not None:
+            m = keep.view(B, T, 1)
+            w = torch.where(m, w, 1.0)
+            k, v = k * m, v * m
+            kappa = kappa * m.view(B, T, 1, 1)
+        r, w, k, v = (t.view(B, T, H, N) for t in (r, w, k, v))
+        if T == 1:
+            return self.wkv_step(S, *(t[:, 0] for t in (r, w, k, v, kappa, a))).view(B, 1, C)
+        return self.wkv_chunk(S, r, w, k, v, kappa, a).reshape(B, T, C)
+
+    def _channel_mix(self, lw: LayerWeights, x, state, i, keep, last):
+        C = x.shape[-1]
+        u = F.layer_norm(x, (C,), lw.ln2_w, lw.ln2_b, LN_EPS).to(self.dtype)
+        d = self._shift(u, state.shift[i, 1], keep, last)
+        h = torch.relu(F.linear(u + d * lw.ffn_x_k, lw.ffn_key)) ** 2  # [B, T, 4C]
+        return x + F.linear(h, lw.ffn_value).float()
+
+    def _logits(self, x: Tensor) -> Tensor:
+        """x: [B, C] fp32 residual -> logits [B, V] fp32."""
+        u = F.layer_norm(x, x.shape[-1:], *self.ln_out, LN_EPS).to(self.dtype)
+        return F.linear(u, self.head).float()

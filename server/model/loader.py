@@ -1,0 +1,73 @@
+"""RWKV070ModelLoader: the SDK-facing bundle of an RWKV-7 model (weights + batched forward) and its
+tokenizer, as the seed README shows:
+
+    loader = RWKV070ModelLoader("models/rwkv7-2.9b.pth", "eof_v20230424.txt")
+    loader.encode("你好"); loader.decode([123, 456]); loader.gen_state(batch_size=1)
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+from loguru import logger
+
+from server.model.checkpoint import load_checkpoint
+from server.model.forward import RWKV7
+from server.model.state import State
+
+_DTYPES = {"fp16": torch.float16, "float16": torch.float16, "half": torch.float16,
+           "bf16": torch.bfloat16, "bfloat16": torch.bfloat16,
+           "fp32": torch.float32, "float32": torch.float32, "float": torch.float32}
+
+
+def parse_device(device) -> torch.device:
+    """None or "auto" -> cuda when available, else cpu."""
+    if device is None or device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(device)
+
+
+def parse_dtype(dtype) -> torch.dtype | None:
+    """A torch.dtype, a name ("fp16", "bf16", "fp32", ...) or None/"auto" (-> None)."""
+    if dtype is None or dtype == "auto" or isinstance(dtype, torch.dtype):
+        return dtype
+    if dtype not in _DTYPES:
+        raise ValueError(f"unknown dtype {dtype!r}; use one of fp16, bf16, fp32")
+    return _DTYPES[dtype]
+
+
+class RWKV070ModelLoader:
+    """Loads ``model_path`` (an RWKV-7 .pth) onto ``device`` in ``dtype`` (default: fp16 on CUDA,
+    fp32 on CPU) with a WKV state in ``state_dtype`` (default fp32), plus the tokenizer at
+    ``vocab_path`` (default: eof_v20230424.txt at the repository root).
+    Raises CheckpointError for a missing or bad checkpoint."""
+
+    def __init__(self, model_path, vocab_path=None, device=None, dtype=None, state_dtype=None):
+        from server.model.tokenizer import Tokenizer
+
+        self.model_path = Path(model_path)
+        self.name = self.model_path.stem
+        sd, self.cfg = load_checkpoint(self.model_path)
+        self.model = RWKV7(sd, self.cfg, device=parse_device(device), dtype=parse_dtype(dtype),
+                           state_dtype=parse_dtype(state_dtype) or torch.float32)
+        del sd
+        self.tokenizer = Tokenizer(vocab_path)
+        if self.tokenizer.vocab_size > self.cfg.vocab_size:
+            logger.warning(f"tokenizer has {self.tokenizer.vocab_size} ids but the model only "
+                           f"{self.cfg.vocab_size}: larger ids will fail")
+        logger.info(f"loaded {self.name}: L{self.cfg.n_layer} C{self.cfg.n_embd} "
+                    f"V{self.cfg.vocab_size} on {self.model.device} ({self.model.dtype}, "
+                    f"state {self.model.state_dtype})")
+
+    def encode(self, text: str) -> list[int]:
+        return self.tokenizer.encode(text)
+
+    def decode(self, tokens) -> str:
+        return self.tokenizer.decode(tokens)
+
+    def gen_state(self, batch_size: int = 1, device="cpu") -> State:
+        """A zero State of ``batch_size`` rows in the model's dtypes (on the CPU by default:
+        a task's own state lives there)."""
+        m = self.model
+        return State.zeros(self.cfg, batch_size, device, m.dtype, m.state_dtype)

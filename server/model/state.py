@@ -1,0 +1,78 @@
+"""State: the batched recurrent state of RWKV-7 (one row per sequence, "slots").
+
+Shapes (L layers, B rows, C = n_embd, H heads of N = 64):
+    shift [L, 2, B, C]    run dtype; [:, 0] = previous ln1 output (att), [:, 1] = previous ln2 output (ffn)
+    wkv   [L, B, H, N, N] state dtype (fp32 default); S[i, j]: row i = value index, col j = key index
+The zero state (all zeros) is the state before any token. Its size does not grow with the context.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+
+def _index(idx, device) -> Tensor:
+    """Row indices as a LongTensor on ``device``."""
+    if isinstance(idx, Tensor):
+        return idx.to(device=device, dtype=torch.long)
+    return torch.as_tensor(list(idx), dtype=torch.long, device=device)
+
+
+@dataclass
+class State:
+    shift: Tensor  # [L, 2, B, C] run dtype
+    wkv: Tensor  # [L, B, H, N, N] state dtype
+
+    @classmethod
+    def zeros(cls, cfg, batch: int, device="cpu", dtype=torch.float32,
+              state_dtype=torch.float32) -> "State":
+        """The zero state for ``batch`` rows of a model with config ``cfg`` (a ModelConfig)."""
+        L, C, H, N = cfg.n_layer, cfg.n_embd, cfg.n_head, cfg.head_size
+        shift = torch.zeros(L, 2, batch, C, dtype=dtype, device=device)
+        wkv = torch.zeros(L, batch, H, N, N, dtype=state_dtype, device=device)
+        return cls(shift, wkv)
+
+    @property
+    def batch_size(self) -> int:
+        return self.shift.shape[2]
+
+    @property
+    def device(self) -> torch.device:
+        return self.shift.device
+
+    def select(self, idx) -> "State":
+        """A new State holding rows ``idx`` (a copy), in that order."""
+        i = _index(idx, self.device)
+        return State(self.shift.index_select(2, i), self.wkv.index_select(1, i))
+
+    def assign(self, idx, other: "State") -> None:
+        """Rows ``idx`` of self <- rows 0..len(idx)-1 of ``other`` (cast and moved as needed)."""
+        i = _index(idx, self.device)
+        n = i.numel()
+        self.shift.index_copy_(2, i, other.shift[:, :, :n].to(self.shift.device, self.shift.dtype))
+        self.wkv.index_copy_(1, i, other.wkv[:, :n].to(self.wkv.device, self.wkv.dtype))
+
+    def clone(self) -> "State":
+        return State(self.shift.clone(), self.wkv.clone())
+
+    def to(self, device=None, dtype=None, state_dtype=None) -> "State":
+        """A State on ``device`` with shift in ``dtype`` and wkv in ``state_dtype`` (None = keep).
+        Returns self when nothing changes (like Tensor.to)."""
+        shift = self.shift.to(device=device or self.shift.device, dtype=dtype or self.shift.dtype)
+        wkv = self.wkv.to(device=device or self.wkv.device, dtype=state_dtype or self.wkv.dtype)
+        if shift is self.shift and wkv is self.wkv:
+            return self
+        return State(shift, wkv)
+
+    def zero_(self, idx=None) -> None:
+        """Reset rows ``idx`` (all rows when None) to the zero state, in place."""
+        if idx is None:
+            self.shift.zero_()
+            self.wkv.zero_()
+            return
+        i = _index(idx, self.device)
+        self.shift.index_fill_(2, i, 0)
+        self.wkv.index_fill_(1, i, 0)

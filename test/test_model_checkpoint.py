@@ -1,0 +1,141 @@
+"""Checkpoint loading (shapes -> ModelConfig, one test per bad-file case), the random generator's
+published layout, and the RWKV070ModelLoader bundle."""
+
+import pytest
+import torch
+
+from server.model.checkpoint import CheckpointError, expected_shapes, infer_config, load_checkpoint
+from server.model.random import PRESETS, main, make_random_state_dict, preset_config, random_tensor
+
+
+@pytest.fixture(scope="module")
+def small_sd():
+    return make_random_state_dict(3, 128, 300, seed=7)  # L3 C128 V300, bf16
+
+
+def save(tmp_path, obj, name="m.pth"):
+    path = tmp_path / name
+    torch.save(obj, path)
+    return path
+
+
+# ---- good files ---------------------------------------------------------------------------
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
+def test_load_reads_config_from_shapes(tmp_path, small_sd, dtype):
+    sd, cfg = load_checkpoint(save(tmp_path, {k: v.to(dtype) for k, v in small_sd.items()}))
+    assert (cfg.n_layer, cfg.n_embd, cfg.n_head, cfg.head_size, cfg.vocab_size) == (3, 128, 2, 64, 300)
+    assert (cfg.d_decay, cfg.d_aaa, cfg.d_value, cfg.d_gate) == (32, 32, 32, 64)
+    assert list(sd) == list(small_sd) and sd["head.weight"].dtype == dtype
+    assert torch.equal(sd["blocks.2.att.w1"].float(), small_sd["blocks.2.att.w1"].float())
+
+
+def test_lora_sizes_are_read_not_computed(small_sd):
+    sd = dict(small_sd)
+    for i in range(3):  # a checkpoint with a different decay-LoRA width than the formula
+        sd[f"blocks.{i}.att.w1"] = torch.zeros(128, 96)
+        sd[f"blocks.{i}.att.w2"] = torch.zeros(96, 128)
+    assert infer_config(sd).d_decay == 96
+
+
+# ---- bad files: each names its problem ---------------------------------------------------
+def test_missing_file_says_where_models_come_from(tmp_path):
+    with pytest.raises(CheckpointError, match=r"does not exist.*BlinkDL/rwkv7-g1.*server\.model\.random"):
+        load_checkpoint(tmp_path / "nope.pth")
+    with pytest.raises(CheckpointError, match="is a directory"):
+        load_checkpoint(tmp_path)
+
+
+def test_garbage_or_truncated_file_is_unreadable(tmp_path, small_sd):
+    path = tmp_path / "junk.pth"
+    path.write_bytes(b"this is not a pickle or a zip file at all" * 10)
+    with pytest.raises(CheckpointError, match="cannot read .*junk.pth as a PyTorch checkpoint"):
+        load_checkpoint(path)
+    good = save(tmp_path, small_sd).read_bytes()
+    path.write_bytes(good[: len(good) // 2])
+    with pytest.raises(CheckpointError, match="cannot read .*junk.pth .*corrupt"):
+        load_checkpoint(path)
+
+
+def test_not_a_state_dict(tmp_path):
+    with pytest.raises(CheckpointError, match="is not a state dict .*list"):
+        load_checkpoint(save(tmp_path, [torch.zeros(3)]))
+    with pytest.raises(CheckpointError, match="not a state dict of tensors: entry 'epoch'"):
+        load_checkpoint(save(tmp_path, {"epoch": 3, "emb.weight": torch.zeros(2, 2)}))
+
+
+def test_rwkv6_file_is_not_rwkv7(tmp_path):
+    sd6 = {"emb.weight": torch.zeros(300, 128), "head.weight": torch.zeros(300, 128),
+           "blocks.0.att.time_decay": torch.zeros(128), "blocks.0.att.time_faaaa": torch.zeros(2, 64),
+           "blocks.0.att.time_maa_x": torch.zeros(1, 1, 128)}
+    with pytest.raises(CheckpointError, match=r"not an RWKV-7 checkpoint \(this looks like an "
+                                              r"RWKV-4/5/6.*missing keys blocks\.0\.att\.r_k"):
+        load_checkpoint(save(tmp_path, sd6))
+
+
+def test_missing_key_in_later_block(tmp_path, small_sd):
+    sd = {k: v for k, v in small_sd.items() if k != "blocks.2.ffn.value.weight"}
+    with pytest.raises(CheckpointError, match=r"missing keys blocks\.2\.ffn\.value\.weight$"):
+        load_checkpoint(save(tmp_path, sd))
+
+
+def test_inconsistent_shape_names_the_key(tmp_path, small_sd):
+    sd = dict(small_sd, **{"blocks.1.att.a2": torch.zeros(32, 96)})
+    with pytest.raises(CheckpointError, match=r"inconsistent shapes: blocks\.1\.att\.a2 expected "
+                                              r"\(32, 128\), got \(32, 96\)"):
+        load_checkpoint(save(tmp_path, sd))
+    sd = dict(small_sd, **{"head.weight": torch.zeros(301, 128)})
+    with pytest.raises(CheckpointError, match=r"head\.weight expected \(300, 128\), got \(301, 128\)"):
+        infer_config(sd)
+
+
+# ---- the random generator ------------------------------------------------------------------
+def test_0_1b_preset_has_the_published_shapes():
+    shapes = expected_shapes(preset_config("0.1b"))
+    C, V, F = 768, 65536, 3072
+    assert len(shapes) == 1 + 2 + 12 * 30 + 11 * 3 + 3
+    assert shapes["emb.weight"] == (V, C) and shapes["head.weight"] == (V, C)
+    assert "blocks.0.att.v0" not in shapes and "blocks.1.ln0.weight" not in shapes
+    for i in range(12):
+        a = f"blocks.{i}.att."
+        assert shapes[a + "w1"] == (C, 64) and shapes[a + "w2"] == (64, C)
+        assert shapes[a + "a1"] == (C, 64) and shapes[a + "a2"] == (64, C)
+        assert shapes[a + "g1"] == (C, 128) and shapes[a + "g2"] == (128, C)
+        if i:
+            assert shapes[a + "v1"] == (C, 32) and shapes[a + "v2"] == (32, C)
+            assert shapes[a + "v0"] == (1, 1, C)
+        assert shapes[a + "r_k"] == (12, 64) and shapes[a + "x_g"] == (1, 1, C)
+        assert shapes[a + "key.weight"] == (C, C) and shapes[a + "ln_x.bias"] == (C,)
+        assert shapes[f"blocks.{i}.ffn.key.weight"] == (F, C)
+        assert shapes[f"blocks.{i}.ffn.value.weight"] == (C, F)
+    for key in ("blocks.3.att.w1", "blocks.3.att.r_k", "blocks.3.ffn.value.weight"):
+        assert tuple(random_tensor(key, shapes[key]).shape) == shapes[key]
+
+
+def test_presets_sizes_and_lora_formula():
+    dims = {n: preset_config(n) for n in PRESETS}
+    assert [(c.n_layer, c.n_embd) for c in dims.values()] == list(PRESETS.values())
+    c = dims["2.9b"]  # sqrt(2560) = 50.6
+    assert (c.d_decay, c.d_aaa, c.d_value, c.d_gate) == (128, 128, 96, 256)
+    c = dims["13.3b"]  # sqrt(4096) = 64
+    assert (c.n_layer, c.d_decay, c.d_value, c.d_gate) == (61, 160, 96, 320)
+    n_params = sum(torch.Size(s).numel() for s in expected_shapes(dims["2.9b"]).values())
+    assert 2.8e9 < n_params < 3.2e9
+
+
+def test_generator_is_deterministic_per_key():
+    a = make_random_state_dict(2, 64, 50, seed=1, dtype=torch.float32)
+    b = make_random_state_dict(3, 64, 50, seed=1, dtype=torch.float32)
+    assert torch.equal(a["blocks.1.att.w1"], b["blocks.1.att.w1"])  # independent of the others
+    c = make_random_state_dict(2, 64, 50, seed=2, dtype=torch.float32)
+    assert not torch.equal(a["blocks.1.att.w1"], c["blocks.1.att.w1"])
+
+
+def test_cli_writes_a_loadable_checkpoint(tmp_path, capsys):
+    out = tmp_path / "r.pth"
+    main([str(out), "--preset", "tiny", "--layers", "3", "--vocab", "100", "--dtype", "fp16"])
+    assert "wrote" in capsys.readouterr().out
+    sd, cfg = load_checkpoint(out)
+    assert (cfg.n_layer, cfg.n_embd, cfg.vocab_size) == (3, 128, 100)
+    assert sd["emb.weight"].dtype == torch.float16
+    with pytest.raises(SystemExit):
+        main([str(out)])  # neither a preset nor --layers/--embd
