@@ -1,0 +1,241 @@
+"""Vectorised per-row sampling with penalties and seeded, layout-independent random streams.
+
+`BatchSampler.sample(logits, batch)` does, for every row at once (no per-row Python loop):
+
+1. `x = logits - penalties` (API.md "Penalties": before temperature);
+2. rows with `temperature <= 0` take `argmax(x)`; the others use `x / temperature`;
+3. top-k (`top_k <= 0` = off) then top-p (`top_p >= 1` = off) on the tempered distribution.
+   Top-p keeps the shortest prefix of the descending-sorted candidates whose mass reaches
+   `top_p`, always at least the top token (so `top_p = 0` is greedy on the tempered logits);
+4. one uniform per row from `uniform(seed, counter)` (below), then inverse-CDF sampling;
+5. penalties in place: every entry `*= decay`, then `P[t] += presence` if `P[t] == 0`
+   (checked after the decay) else `+= repetition`;
+6. `counter += 1` for every (active) row, greedy ones included.
+
+Candidate selection (a full-vocabulary sort is the expensive step, so it is avoided):
+- rows with top-k off and top-p off ("full") sample the whole distribution in vocabulary
+  order: one cumsum and a `searchsorted`, no sort;
+- rows with `1 <= top_k <= TOPK_CAP` ("topk") share one `torch.topk` with k = the largest k of
+  those rows; each row then truncates to its own k;
+- the remaining filtered rows (top-k off or above the cap, with top-p on) are fully sorted.
+Each group runs on its rows only. The grouping (and the k of `torch.topk`, a Python int) needs
+the parameters on the host: it is read back once and cached on the `SamplingBatch` until its
+parameters change (`assign()` resets it; after writing temperature/top_k/top_p in place call
+`invalidate()`), so steady-state decoding never waits for the device. Penalties, seeds and
+counters are not part of the plan. `sample(..., active=mask)` leaves the penalties and counter
+of inactive rows untouched (their tokens are computed anyway and should be ignored).
+
+Randomness: `uniform(seed, counter)` is the `counter`-th output of SplitMix64 seeded with
+`seed`, computed with wrapping int64 tensor arithmetic (right shifts are masked to make them
+logical), top 53 bits -> float64 in [0, 1). No global generator is involved, so a row's tokens
+depend only on its logits, parameters, seed and counter, never on its slot or the batch size.
+Mass is accumulated with a float64 cumsum of unnormalised weights `exp(x - max)`; truncation to
+a prefix reuses that cumsum, so a row's result does not depend on the other rows. (Kernels may
+round the last bit differently for different shapes, e.g. vectorised vs scalar tails on CPU or
+parallel scans on CUDA; a token can then differ only if the draw lands within that rounding of
+a CDF boundary, or between exactly tied logits.)
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+import torch
+from torch import Tensor
+
+TOPK_CAP = 1024  # larger k (or top-k off with top-p on) falls back to a full sort
+
+_MASK64 = (1 << 64) - 1
+
+
+def wrap_seed(v: int) -> int:
+    """Any Python int -> the int64 with the same low 64 bits (for `SamplingBatch.seed`)."""
+    v &= _MASK64
+    return v - (1 << 64) if v >= 1 << 63 else v
+
+
+_GAMMA = wrap_seed(0x9E3779B97F4A7C15)
+_MIX1 = wrap_seed(0xBF58476D1CE4E5B9)
+_MIX2 = wrap_seed(0x94D049BB133111EB)
+
+
+def _shr(x: Tensor, s: int) -> Tensor:
+    """Logical right shift of int64 (torch's `>>` is arithmetic on negatives)."""
+    return (x >> s) & ((1 << (64 - s)) - 1)
+
+
+def splitmix64(seed: Tensor, counter: Tensor) -> Tensor:
+    """The `counter`-th (0-based) output of SplitMix64(seed), elementwise; int64 in, int64 out."""
+    z = seed + (counter + 1) * _GAMMA  # int64 products wrap mod 2**64
+    z = (z ^ _shr(z, 30)) * _MIX1
+    z = (z ^ _shr(z, 27)) * _MIX2
+    return z ^ _shr(z, 31)
+
+
+def uniform(seed: Tensor, counter: Tensor) -> Tensor:
+    """float64 in [0, 1) from the top 53 bits of `splitmix64(seed, counter)`."""
+    return _shr(splitmix64(seed, counter), 11).to(torch.float64) * (2.0 ** -53)
+
+
+@dataclass
+class SamplingBatch:
+    """Per-row sampling parameters and state; every tensor is indexed by row along dim 0."""
+
+    temperature: Tensor  # [B] f32, <= 0 = greedy
+    top_k: Tensor        # [B] i32, <= 0 = off
+    top_p: Tensor        # [B] f32, >= 1 = off
+    presence: Tensor     # [B] f32
+    repetition: Tensor   # [B] f32
+    decay: Tensor        # [B] f32
+    penalties: Tensor    # [B, V] f32, updated in place by sample()
+    seed: Tensor         # [B] i64
+    counter: Tensor      # [B] i64, incremented in place by sample()
+
+    def __post_init__(self):
+        self._plan = None  # BatchSampler's host-side row grouping, built from the parameters
+
+    def invalidate(self) -> None:
+        """Call after writing temperature/top_k/top_p in place (assign() does it itself)."""
+        self._plan = None
+
+    @classmethod
+    def empty(cls, batch: int, vocab_size: int, device="cpu") -> "SamplingBatch":
+        """`batch` neutral rows: temperature 1, top-k/top-p off, no penalties, seed 0, counter 0."""
+        def full(value, dtype):
+            return torch.full((batch,), value, dtype=dtype, device=device)
+        return cls(
+            temperature=full(1.0, torch.float32), top_k=full(0, torch.int32),
+            top_p=full(1.0, torch.float32), presence=full(0.0, torch.float32),
+            repetition=full(0.0, torch.float32), decay=full(1.0, torch.float32),
+            penalties=torch.zeros(batch, vocab_size, dtype=torch.float32, device=device),
+            seed=full(0, torch.int64), counter=full(0, torch.int64))
+
+    @property
+    def batch_size(self) -> int:
+        return self.temperature.shape[0]
+
+    def select(self, idx) -> "SamplingBatch":
+        """New batch holding rows `idx` (a copy)."""
+        idx = torch.as_tensor(idx, dtype=torch.long, device=self.temperature.device)
+        return SamplingBatch(**{f.name: getattr(self, f.name)[idx] for f in fields(self)})
+
+    def assign(self, idx, other: "SamplingBatch") -> None:
+        """Rows `idx` <- rows 0..len(idx)-1 of `other` (moved/cast as needed), in place."""
+        idx = torch.as_tensor(idx, dtype=torch.long, device=self.temperature.device)
+        n = idx.shape[0]
+        for f in fields(self):
+            dst = getattr(self, f.name)
+            dst[idx] = getattr(other, f.name)[:n].to(dst.device, dst.dtype)
+        self.invalidate()
+
+    def to(self, device) -> "SamplingBatch":
+        return SamplingBatch(**{f.name: getattr(self, f.name).to(device) for f in fields(self)})
+
+
+def _draw_prefix(vals: Tensor, k: Tensor, top_p: Tensor, u: Tensor) -> Tensor:
+    """Inverse-CDF draw among descending-sorted candidates, truncated by top-k then top-p.
+
+    vals: [R, K] tempered logits, descending; k: [R] candidates allowed (1..K); top_p: [R];
+    u: [R] f64 in [0, 1). Returns positions [R] into dim 1.
+    """
+    w = torch.exp(vals - vals[:, :1])                   # [R, K], w[:, 0] == 1
+    cum = torch.cumsum(w, dim=1, dtype=torch.float64)   # [R, K], nondecreasing
+    pos = torch.arange(vals.shape[1], device=vals.device)
+    in_k = pos[None, :] < k[:, None]                    # [R, K]
+    mass_k = cum.gather(1, (k - 1)[:, None]).squeeze(1)  # [R] mass of the top-k prefix
+    before = torch.nn.functional.pad(cum[:, :-1], (1, 0))  # [R, K] mass strictly before each
+    limit = torch.where(top_p >= 1, torch.inf, top_p.double() * mass_k)
+    n = ((before < limit[:, None]) & in_k).sum(1).clamp_(min=1)  # prefix is contiguous
+    return _invert(cum, cum.gather(1, (n - 1)[:, None]).squeeze(1), u)
+
+
+def _invert(cum: Tensor, total: Tensor, u: Tensor) -> Tensor:
+    """First index i with cum[i] > u * total; never past the entry where cum reaches total."""
+    target = torch.minimum(u * total, torch.nextafter(total, torch.zeros_like(total)))
+    idx = torch.searchsorted(cum, target[:, None], right=True).squeeze(1)
+    return idx.clamp_(max=cum.shape[1] - 1)
+
+
+class BatchSampler:
+    """Samples one token per row; see the module docstring for the exact procedure."""
+
+    def __init__(self, vocab_size: int, device="cpu"):
+        self.vocab_size = vocab_size
+        self.device = torch.device(device)
+
+    def sample(self, logits: Tensor, batch: SamplingBatch, active: Tensor | None = None) -> Tensor:
+        """logits: [B, V] f32 -> tokens [B] int64; updates batch.penalties and batch.counter.
+
+        active: optional [B] bool; rows where it is False get a token but keep their penalties
+        and counter (their random stream does not advance).
+        """
+        B, V = logits.shape
+        assert V == self.vocab_size and batch.batch_size == B, (logits.shape, batch.batch_size)
+        x = logits.float() - batch.penalties                        # [B, V]
+        tokens = x.argmax(dim=1)                                    # greedy rows keep this
+        plan = batch._plan if batch._plan is not None else self._make_plan(batch)
+        if plan:
+            greedy = batch.temperature <= 0
+            x = x / torch.where(greedy, 1.0, batch.temperature)[:, None]
+            k = torch.where(batch.top_k > 0, batch.top_k.clamp(max=V), V).long()  # [B] 1..V
+            u = uniform(batch.seed, batch.counter)                  # [B] f64
+            for draw, rows, kmax in plan:
+                if rows is None:  # the group is the whole batch: no gather/scatter
+                    tokens = draw(x, k, batch.top_p, u, kmax)
+                else:
+                    tokens[rows] = draw(x[rows], k[rows], batch.top_p[rows], u[rows], kmax)
+        self._update(batch, tokens, active)
+        return tokens
+
+    def _make_plan(self, batch: SamplingBatch) -> list:
+        """[(draw, rows [R] on device or None for all, kmax)] per non-empty group; one host sync.
+
+        Cached on the batch until its parameters change (assign() / invalidate()).
+        """
+        V, B = self.vocab_size, batch.batch_size
+        k = torch.where(batch.top_k > 0, batch.top_k.clamp(max=V), V).long()
+        use_topk = (batch.top_k > 0) & (k <= TOPK_CAP)
+        full = (k == V) & (batch.top_p >= 1)  # no truncation at all
+        group = torch.where(batch.temperature <= 0, 0,
+                            torch.where(full, 1, torch.where(use_topk, 2, 3)))
+        group, k_host = torch.stack([group, k]).cpu()
+        plan = []
+        for g, draw in ((1, self._full), (2, self._topk), (3, self._sorted)):
+            rows = (group == g).nonzero().squeeze(1)                # [R] host
+            if rows.numel():
+                kmax = int(k_host[rows].max())
+                plan.append((draw, None if rows.numel() == B else rows.to(batch.penalties.device),
+                             kmax))
+        batch._plan = plan
+        return plan
+
+    @staticmethod
+    def _full(x: Tensor, k, top_p, u: Tensor, kmax) -> Tensor:
+        """Whole distribution in vocabulary order (no sort)."""
+        w = torch.exp(x - x.amax(dim=1, keepdim=True))
+        cum = torch.cumsum(w, dim=1, dtype=torch.float64)
+        return _invert(cum, cum[:, -1], u)
+
+    @staticmethod
+    def _topk(x: Tensor, k: Tensor, top_p: Tensor, u: Tensor, kmax: int) -> Tensor:
+        vals, idx = torch.topk(x, kmax, dim=1)                      # [R, kmax] descending
+        return idx.gather(1, _draw_prefix(vals, k, top_p, u)[:, None]).squeeze(1)
+
+    @staticmethod
+    def _sorted(x: Tensor, k: Tensor, top_p: Tensor, u: Tensor, kmax: int) -> Tensor:
+        vals, idx = torch.sort(x, dim=1, descending=True)           # [R, V]
+        return idx.gather(1, _draw_prefix(vals, k, top_p, u)[:, None]).squeeze(1)
+
+    @staticmethod
+    def _update(batch: SamplingBatch, tokens: Tensor, active: Tensor | None) -> None:
+        """Penalty decay + presence/repetition on the sampled token; counter += 1 (active rows)."""
+        P, decay = batch.penalties, batch.decay                     # [B, V], [B]
+        presence, repetition = batch.presence, batch.repetition
+        if active is not None:
+            active = active.to(P.device)
+            decay = torch.where(active, decay, 1.0)
+            presence, repetition = presence * active, repetition * active
+        P.mul_(decay[:, None])
+        rows = torch.arange(P.shape[0], device=P.device)
+        cur = P[rows, tokens]
+        P[rows, tokens] = cur + torch.where(cur == 0, presence, repetition)
+        batch.counter.add_(1 if active is None else active.long())

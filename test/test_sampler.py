@@ -1,0 +1,227 @@
+"""BatchSampler / SamplingBatch: filtering, distribution, penalties, seeded streams (CPU)."""
+import pytest
+import torch
+
+from server.model.sampler import (TOPK_CAP, BatchSampler, SamplingBatch, splitmix64, uniform,
+                                  wrap_seed)
+
+_M64 = (1 << 64) - 1
+
+
+def _ref_splitmix64(seed: int, n: int) -> int:
+    """Unsigned textbook SplitMix64: n-th (0-based) output for `seed`."""
+    z = (seed + (n + 1) * 0x9E3779B97F4A7C15) & _M64
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _M64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _M64
+    return z ^ (z >> 31)
+
+
+def _rows(batch: int, vocab: int, **params) -> SamplingBatch:
+    """`batch` rows; each keyword is a scalar (same for all rows) or a list (one per row)."""
+    sb = SamplingBatch.empty(batch, vocab)
+    for name, value in params.items():
+        t = getattr(sb, name)
+        t.copy_(torch.as_tensor(value, dtype=t.dtype).expand_as(t))
+    return sb
+
+
+def _expected_probs(logits, pen, temp, top_k, top_p) -> torch.Tensor:
+    """Plain float64 reference of the filtered, renormalised distribution of one row."""
+    p = torch.softmax((logits.double() - pen.double()) / temp, dim=0)
+    order = torch.argsort(p, descending=True)
+    keep = torch.zeros_like(p, dtype=torch.bool)
+    mass, total_k = 0.0, p[order[:top_k if top_k > 0 else len(p)]].sum().item()
+    for rank, i in enumerate(order.tolist()):
+        if (top_k > 0 and rank >= top_k) or (rank > 0 and mass >= top_p * total_k):
+            break
+        keep[i] = True
+        mass += p[i].item()
+    q = torch.where(keep, p, 0.0)
+    return q / q.sum()
+
+
+def test_splitmix64_matches_reference_and_known_vectors():
+    seeds = [0, 1, -1, 1234567, 2**62 + 12345, -(2**63), 2**63 - 1]
+    counters = [0, 1, 2, 7, 1000, 2**40]
+    s = torch.tensor([x for x in seeds for _ in counters])
+    c = torch.tensor(counters * len(seeds))
+    got = [v & _M64 for v in splitmix64(s, c).tolist()]
+    assert got == [_ref_splitmix64(x & _M64, n) for x in seeds for n in counters]
+    # published SplitMix64 outputs for seed 1234567
+    ref = [6457827717110365317, 3203168211198807973, 9817491932198370423]
+    assert [v & _M64 for v in splitmix64(torch.full((3,), 1234567), torch.arange(3)).tolist()] == ref
+    u = uniform(s, c)
+    assert u.dtype == torch.float64 and bool((u >= 0).all()) and bool((u < 1).all())
+
+
+def test_greedy_picks_argmax_of_penalised_logits():
+    torch.manual_seed(0)
+    logits = torch.randn(4, 50)
+    sb = _rows(4, 50, temperature=0.0, top_k=[0, 3, 0, 0], top_p=[1.0, 0.5, 1.0, 1.0])
+    sb.penalties[2, logits[2].argmax()] = 100.0  # row 2's best token is penalised away
+    want = (logits - sb.penalties).argmax(1)
+    got = BatchSampler(50).sample(logits, sb)
+    assert got.tolist() == want.tolist()
+    assert got[2] != logits[2].argmax()
+    assert sb.counter.tolist() == [1, 1, 1, 1]
+
+
+@pytest.mark.parametrize("top_k,top_p", [(3, 1.0), (0, 0.6), (5, 0.7), (1, 1.0), (0, 0.0), (4, 0.0)])
+def test_filtering_never_emits_excluded_tokens(top_k, top_p):
+    torch.manual_seed(1)
+    V, N = 12, 2000
+    logits = torch.randn(V) * 2
+    allowed = _expected_probs(logits, torch.zeros(V), 1.0, top_k, top_p) > 0
+    sb = _rows(N, V, top_k=top_k, top_p=top_p, seed=list(range(N)))
+    got = BatchSampler(V).sample(logits.expand(N, V).clone(), sb)
+    assert bool(allowed[got].all())
+    assert set(got.tolist()) == set(allowed.nonzero().squeeze(1).tolist())  # all kept ones occur
+    for _ in range(20):  # and along one row's stream, counters advancing
+        assert bool(allowed[BatchSampler(V).sample(logits.expand(N, V).clone(), sb)].all())
+
+
+@pytest.mark.parametrize("temp,top_k,top_p", [(1.0, 0, 1.0), (0.7, 0, 1.0), (1.5, 5, 1.0),
+                                              (1.0, 0, 0.8), (0.8, 6, 0.9), (1.0, 2000, 0.85)])
+def test_frequencies_match_renormalised_distribution(temp, top_k, top_p):
+    torch.manual_seed(2)
+    V, N = 10, 40000
+    logits, pen = torch.randn(V), torch.rand(V)
+    q = _expected_probs(logits, pen, temp, top_k, top_p)
+    sb = _rows(N, V, temperature=temp, top_k=top_k, top_p=top_p, seed=torch.arange(N) * 7 + 3)
+    sb.penalties.copy_(pen.expand(N, V))
+    got = BatchSampler(V).sample(logits.expand(N, V).clone(), sb)
+    counts = torch.bincount(got, minlength=V).double()
+    assert bool((counts[q == 0] == 0).all())
+    kept = q > 0
+    expect = q[kept] * N
+    chi2 = ((counts[kept] - expect) ** 2 / expect).sum().item()
+    assert chi2 < 30.0, (chi2, counts.tolist(), expect.tolist())  # df <= 9: p ~ 5e-4
+
+
+def test_penalties_follow_spec_exactly():
+    V = 6
+    logits = torch.tensor([[5.0, 4.0, 3.0, 0.0, 0.0, 0.0]])
+    sb = _rows(1, V, temperature=0.0, presence=2.0, repetition=0.25, decay=0.5)
+    sb.penalties[0, 3] = 1.0
+    sampler = BatchSampler(V)
+    assert sampler.sample(logits, sb).item() == 0        # first occurrence: presence
+    assert sb.penalties[0].tolist() == [2.0, 0.0, 0.0, 0.5, 0.0, 0.0]
+    assert sampler.sample(logits, sb).item() == 1        # 5 - 2 < 4
+    assert sb.penalties[0].tolist() == [1.0, 2.0, 0.0, 0.25, 0.0, 0.0]
+    assert sampler.sample(logits, sb).item() == 0        # 5 - 1 = 4 > 4 - 2: repetition now
+    assert sb.penalties[0].tolist() == [0.5 + 0.25, 1.0, 0.0, 0.125, 0.0, 0.0]
+    sb.decay.fill_(0.0)                                  # decayed to 0 -> presence again
+    assert sampler.sample(logits, sb).item() == 0
+    assert sb.penalties[0].tolist() == [2.0, 0.0, 0.0, 0.0, 0.0, 0.0]
+    assert sb.counter.item() == 4
+
+
+_LAYOUT_CASES = [dict(top_k=0, top_p=1.0), dict(top_k=0, top_p=0.9), dict(top_k=20, top_p=0.95),
+                 dict(top_k=TOPK_CAP + 500, top_p=1.0)]
+
+
+@pytest.mark.parametrize("params", _LAYOUT_CASES)
+def test_same_seed_same_tokens_whatever_the_slot(params):
+    V, steps, slot = 2048, 50, 5
+    target = dict(temperature=1.2, presence=0.5, repetition=0.3, decay=0.9, seed=-987654321, **params)
+    alone = _rows(1, V, **target)
+    crowd = _rows(8, V, temperature=[0.0, 1.0, 0.5, 1.0, 2.0, 1.0, 0.9, 1.0],
+                  top_k=[0, 5, 0, 700, 0, 0, 40, 0], top_p=[1.0, 0.5, 0.3, 1.0, 1.0, 1.0, 0.8, 0.95],
+                  seed=list(range(100, 108)))
+    crowd.assign([slot], alone)
+    sampler, gen = BatchSampler(V), torch.Generator().manual_seed(3)
+    seq_alone, seq_crowd = [], []
+    for _ in range(steps):
+        logits = torch.randn(8, V, generator=gen) * 3
+        seq_alone.append(sampler.sample(logits[slot:slot + 1].clone(), alone).item())
+        seq_crowd.append(sampler.sample(logits, crowd)[slot].item())
+    assert seq_alone == seq_crowd
+    assert torch.equal(alone.penalties[0], crowd.penalties[slot])
+    assert len(set(seq_alone)) > 10  # really random, not stuck
+
+
+def test_different_seeds_differ_and_same_seed_repeats():
+    V = 256
+    logits = torch.randn(1, V, generator=torch.Generator().manual_seed(4)).expand(3, V).clone()
+    sb = _rows(3, V, seed=[1, 2, 1])
+    seqs = torch.stack([BatchSampler(V).sample(logits, sb) for _ in range(50)], dim=1)
+    assert seqs[0].tolist() == seqs[2].tolist()
+    assert (seqs[0] != seqs[1]).sum() > 40
+
+
+def test_mixed_rows_in_one_batch_match_each_row_alone():
+    V = 2048
+    logits = torch.randn(7, V, generator=torch.Generator().manual_seed(5)) * 2
+    sb = _rows(7, V, temperature=[0.0, 1.0, 1.0, 1.0, 0.7, 1.3, 1.0],
+               top_k=[50, 1, 0, 0, 30, 0, 1500], top_p=[0.5, 1.0, 0.0, 1.0, 0.9, 0.7, 1.0],
+               seed=[11, 12, 13, 14, 15, 16, 17])
+    solo = [sb.select([i]) for i in range(7)]
+    got = BatchSampler(V).sample(logits, sb)
+    best = logits.argmax(1)
+    assert got[:3].tolist() == best[:3].tolist()  # greedy, top_k=1, top_p=0
+    for i in range(7):
+        assert BatchSampler(V).sample(logits[i:i + 1].clone(), solo[i]).item() == got[i].item()
+    assert sb.counter.tolist() == [1] * 7
+
+
+def test_select_and_assign_rows():
+    sb = _rows(4, 8, temperature=[0.1, 0.2, 0.3, 0.4], top_k=[1, 2, 3, 4], seed=[-1, 2, 3, 2**40])
+    sb.penalties[2, 5] = 7.0
+    part = sb.select(torch.tensor([2, 0]))
+    assert part.batch_size == 2 and part.top_k.tolist() == [3, 1] and part.penalties[0, 5] == 7.0
+    part.penalties[0, 5] = 1.0  # a copy
+    assert sb.penalties[2, 5] == 7.0
+    dst = SamplingBatch.empty(3, 8)
+    dst.assign([1, 2], sb.select([3, 2]))
+    assert dst.seed.tolist() == [0, 2**40, 3] and dst.penalties[2, 5] == 7.0
+    assert dst.temperature.dtype == torch.float32 and dst.top_k.dtype == torch.int32
+    assert wrap_seed(2**64 + 5) == 5 and wrap_seed(2**64 - 1) == -1 and wrap_seed(-3) == -3
+
+
+def test_parameter_changes_after_sampling_take_effect():
+    V = 64
+    logits = torch.randn(2, V, generator=torch.Generator().manual_seed(7))
+    sb, sampler = _rows(2, V, seed=[1, 2]), BatchSampler(V)
+    sampler.sample(logits, sb)
+    sb.assign([1], _rows(1, V, temperature=0.0))             # assign() resets the plan
+    assert sampler.sample(logits, sb)[1] == logits[1].argmax()
+    sb.top_k.fill_(1)
+    sb.invalidate()                                          # direct writes need invalidate()
+    assert sampler.sample(logits, sb).tolist() == logits.argmax(1).tolist()
+
+
+def test_inactive_rows_keep_penalties_and_counter():
+    V = 300
+    gen = torch.Generator().manual_seed(8)
+    sb = _rows(4, V, top_p=[1.0, 0.9, 1.0, 1.0], top_k=[0, 0, 30, 0], presence=1.0,
+               repetition=0.5, decay=0.8, seed=[5, 6, 7, 8])
+    alone = [sb.select([i]) for i in range(4)]
+    sampler, active = BatchSampler(V), torch.tensor([True, False, True, False])
+    with torch.inference_mode():  # as the engine calls it
+        for _ in range(10):
+            logits = torch.randn(4, V, generator=gen)
+            got = sampler.sample(logits, sb, active=active)
+            for i in (0, 2):
+                assert sampler.sample(logits[i:i + 1].clone(), alone[i]).item() == got[i].item()
+    assert sb.counter.tolist() == [10, 0, 10, 0]
+    assert torch.equal(sb.penalties[[1, 3]], torch.zeros(2, V))
+    assert torch.equal(sb.penalties[0], alone[0].penalties[0]) and sb.penalties[0].sum() > 0
+
+
+@pytest.mark.gpu
+def test_cuda_matches_cpu_and_never_syncs_once_planned():
+    V = 4096
+    logits = torch.randn(6, V, generator=torch.Generator().manual_seed(6)) * 2
+    params = dict(temperature=[0.0, 1.0, 0.8, 1.0, 1.0, 1.0], top_k=[0, 0, 40, 0, 2000, 0],
+                  top_p=[1.0, 1.0, 0.9, 0.8, 1.0, 0.0], seed=[1, 2, 3, 4, 5, 6], presence=0.4)
+    cpu, gpu = _rows(6, V, **params), _rows(6, V, **params).to("cuda")
+    want = [BatchSampler(V).sample(logits, cpu).tolist() for _ in range(20)]
+    sampler, logits_gpu = BatchSampler(V, "cuda"), logits.cuda()
+    active = torch.ones(6, dtype=torch.bool, device="cuda")
+    got = [sampler.sample(logits_gpu, gpu, active=active)]  # builds the plan: one sync
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        got += [sampler.sample(logits_gpu, gpu, active=active) for _ in range(19)]
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    assert torch.stack(got).tolist() == want
