@@ -1,0 +1,65 @@
+"""Many concurrent streamed requests from asyncio (httpx.AsyncClient); prints throughput.
+
+    uv run python test/batch_async.py --url http://localhost:8000 --n 256 --concurrency 64 \
+        --max-tokens 200 --api openai
+"""
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import time
+
+import httpx
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_common import (StreamMeter, format_report, headers_for, parse_args,  # noqa: E402
+                          request_for, summarize)
+
+
+async def send_one(client: httpx.AsyncClient, gate: asyncio.Semaphore, args,
+                   index: int) -> StreamMeter:
+    """Send request `index` once `gate` admits it and consume its stream."""
+    path, body = request_for(args.api, index, args.max_tokens, args.temperature, args.model)
+    async with gate:
+        meter = StreamMeter(args.api)
+        try:
+            async with client.stream("POST", path, json=body) as resp:
+                if resp.status_code == 200:
+                    async for line in resp.aiter_lines():
+                        meter.feed(line)
+                else:
+                    await resp.aread()
+                    meter.error = f"HTTP {resp.status_code}: {resp.text[:200]}"
+                meter.finish(resp.status_code)
+        except httpx.HTTPError as exc:
+            meter.error = f"{type(exc).__name__}: {exc}"
+            meter.finish()
+    return meter
+
+
+async def run_batch_async(args, transport: httpx.AsyncBaseTransport | None = None) -> dict:
+    """Send `args.n` requests, `args.concurrency` at most in flight; return `summarize`'s dict."""
+    limits = httpx.Limits(max_connections=args.concurrency,
+                          max_keepalive_connections=args.concurrency)
+    gate = asyncio.Semaphore(args.concurrency)
+    async with httpx.AsyncClient(base_url=args.url, headers=headers_for(args),
+                                 timeout=args.timeout, limits=limits,
+                                 transport=transport) as client:
+        start = time.perf_counter()
+        meters = await asyncio.gather(*(send_one(client, gate, args, i) for i in range(args.n)))
+        seconds = time.perf_counter() - start
+    return summarize(list(meters), seconds)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point; exit status 1 when any request failed."""
+    args = parse_args("Concurrent streamed requests with asyncio + httpx.AsyncClient.", argv)
+    figures = asyncio.run(run_batch_async(args))
+    print(format_report(figures, f"batch_async  api={args.api}  n={args.n}  "
+                                 f"concurrency={args.concurrency}  max_tokens={args.max_tokens}"))
+    return 1 if figures["errors"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
