@@ -1,0 +1,151 @@
+"""WKV-7 kernel micro-benchmark and GPU correctness check (run on the GPU machine).
+
+    python -m server.bench.wkv            # tables: decode step and prefill, 2.9B shape (H = 40)
+    python -m server.bench.wkv --check    # Triton vs fp64 reference on random inputs (CUDA)
+    TRITON_INTERPRET=1 python -m server.bench.wkv --check --small   # same, Triton interpreter on CPU
+
+Decode figures are per call of one layer's step, timed as CUDA-graph replays of 32 layers'
+calls on 32 distinct state tensors (what the engine does; keeps small states from living in L2).
+GB/s counts S read + written plus the six input vectors and y.
+"""
+
+import argparse
+import functools
+import sys
+
+import torch
+
+from server.model.kernels import check
+from server.model.kernels import wkv_triton as wt
+from server.model.kernels.wkv_torch import wkv_chunk_ref
+
+H, N, LAYERS = 40, 64, 32
+DTYPES = {"fp32": torch.float32, "fp16": torch.float16}
+
+
+def _graph_time_us(fn, reps: int = 20) -> float:
+    """Median µs of one replay of a CUDA graph capturing fn()."""
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        fn()  # warm-up / compile outside the capture
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        fn()
+    times = []
+    for _ in range(reps):
+        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        e0.record()
+        g.replay()
+        e1.record()
+        e1.synchronize()
+        times.append(e0.elapsed_time(e1) * 1e3)
+    return sorted(times)[len(times) // 2]
+
+
+def bench_decode(B: int, state: str, **cfg) -> tuple[float, float]:
+    """(µs per layer call, GB/s) for one decode step at batch B."""
+    S = (torch.randn(LAYERS, B, H, N, N, device="cuda") * 0.5).to(DTYPES[state])
+    xs = [x[:, 0] for x in check.random_inputs(B, 1, H, torch.float16, "cuda")]
+
+    def run():
+        for layer in range(LAYERS):
+            wt.wkv_step_triton(S[layer], *xs, **cfg)
+
+    us = _graph_time_us(run) / LAYERS
+    nbytes = 2 * S[0].numel() * S.element_size() + 7 * B * H * N * 2
+    return us, nbytes / us * 1e-3
+
+
+DECODE_CFGS = [{}, {"rows": 8, "warps": 1}, {"rows": 16, "warps": 1}, {"rows": 16, "warps": 2},
+               {"rows": 32, "warps": 2}, {"rows": 32, "warps": 4}, {"rows": 64, "warps": 4},
+               {"rows": 64, "warps": 8}]
+
+
+def decode_table() -> None:
+    print("\n## decode step, H=40 (per layer call; graph replay of 32 layers)")
+    print("| B | state | config | µs/call | GB/s |")
+    print("|---|---|---|---|---|")
+    for B in (1, 32, 256, 1024):
+        for state in ("fp32", "fp16"):
+            for cfg in DECODE_CFGS:
+                try:
+                    us, gbs = bench_decode(B, state, **cfg)
+                except Exception as e:  # keep the rest of the table
+                    print(f"| {B} | {state} | {cfg} | failed: {e!r:.200} | |", flush=True)
+                    continue
+                print(f"| {B} | {state} | {cfg or 'auto'} | {us:.2f} | {gbs:.0f} |", flush=True)
+            torch.cuda.empty_cache()
+
+
+PREFILL_VARIANTS = [("chunk", {}), ("chunk", {"rows": 16}), ("chunk", {"rows": 32}),
+                    ("chunk", {"rows": 64}), ("chunk", {"warps": 2}), ("chunk", {"warps": 8}),
+                    ("chunk", {"precision": "tf32x3"}), ("seq", {}), ("seq", {"rows": 64})]
+
+
+def prefill_table() -> None:
+    from triton.testing import do_bench
+    print("\n## prefill, H=40, fp16 inputs (one layer call; err = max rel err of y vs fp64 ref)")
+    print("| B | T | state | kernel | config | ms/layer | Mtok/s per layer | ktok/s for 32 layers | err y |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    fns = {"chunk": wt.wkv_chunk_triton, "seq": wt.wkv_seq_triton}
+    for B, T in ((1, 4096), (64, 512)):
+        xs = check.random_inputs(B, T, H, torch.float16, "cuda")
+        for state in ("fp32", "fp16"):
+            S0 = check.random_state(B, H, DTYPES[state], "cuda")
+            y64 = wkv_chunk_ref(S0.double(), *(x.double() for x in xs))
+            variants = PREFILL_VARIANTS if state == "fp32" else [("chunk", {}), ("seq", {})]
+            for name, cfg in variants:
+                fn = fns[name]
+                try:
+                    err = check.max_rel_err(fn(S0.clone(), *xs, **cfg), y64)
+                    S = S0.clone()
+                    ms = do_bench(lambda: fn(S, *xs, **cfg), warmup=50, rep=300,
+                                  return_mode="median")
+                except Exception as e:  # keep the rest of the table
+                    print(f"| {B} | {T} | {state} | {name} | {cfg} | failed: {e!r:.200} |", flush=True)
+                    continue
+                tps = B * T / ms * 1e3
+                print(f"| {B} | {T} | {state} | {name} | {cfg or 'auto'} | {ms:.3f} | "
+                      f"{tps / 1e6:.2f} | {tps / LAYERS / 1e3:.1f} | {err:.1e} |", flush=True)
+
+
+def run_checks(device: str, small: bool) -> bool:
+    """Every kernel against the fp64 reference; prints one row per case, returns all-ok."""
+    Bs, Ts, Hh = ((1, 2), (1, 5, 20), 2) if small else ((1, 3, 64), (1, 7, 64, 300), 4)
+    cases = []
+    for B in Bs:
+        for T in Ts:
+            for sd, xd in ((torch.float32, torch.float32), (torch.float16, torch.float16),
+                           (torch.float32, torch.bfloat16)):
+                if T == 1:
+                    cases.append((wt.wkv_step_triton, "step", B, T, sd, xd, True))
+                cases.append((wt.wkv_seq_triton, "seq", B, T, sd, xd, False))
+                cases.append((wt.wkv_chunk_triton, "chunk", B, T, sd, xd, False))
+            cases.append((functools.partial(wt.wkv_chunk_triton, precision="tf32x3"),
+                          "chunk-tf32x3", B, T, torch.float32, torch.float32, False))
+    ok = True
+    print("| case | max rel err y | max rel err S | ok |\n|---|---|---|---|")
+    for fn, name, B, T, sd, xd, step in cases:
+        res = check.check_case(fn, name, B, T, Hh, sd, xd, device, step=step, seed=B * 1000 + T)
+        ok &= res.ok
+        print(f"| {res.name} | {res.err_y:.2e} | {res.err_s:.2e} | {res.ok} |", flush=True)
+    return ok
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--check", action="store_true", help="correctness against fp64 reference")
+    p.add_argument("--small", action="store_true", help="with --check: few small cases")
+    args = p.parse_args()
+    if args.check:
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+        sys.exit(0 if run_checks(device, args.small) else 1)
+    print(f"# WKV kernels on {torch.cuda.get_device_name()}, torch {torch.__version__}")
+    decode_table()
+    prefill_table()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,42 @@
+"""WKV-7 recurrence entry points: Triton on CUDA (when Triton imports), plain torch otherwise.
+
+Both update S in place and return y in r's dtype; math is fp32 whatever the storage dtypes.
+    wkv_step(S[B, H, N, N] fp32|fp16, r, w, k, v, kappa, a: [B, H, N])    -> y [B, H, N]
+    wkv_chunk(S[B, H, N, N] fp32|fp16, r, w, k, v, kappa, a: [B, T, H, N]) -> y [B, T, H, N]
+w is the decay in (0, 1) (not its log). Semantics: `wkv_torch.py`.
+"""
+
+from torch import Tensor
+
+from .wkv_torch import CHUNK, wkv_chunk_ref, wkv_step_ref
+
+try:
+    from .wkv_triton import wkv_chunk_triton, wkv_seq_triton, wkv_step_triton
+    HAS_TRITON = True
+except ImportError:  # CPU-only installs
+    HAS_TRITON = False
+
+__all__ = ["HAS_TRITON", "wkv_chunk", "wkv_step"]
+
+
+def _use_triton(S: Tensor) -> bool:
+    return HAS_TRITON and S.is_cuda
+
+
+def wkv_step(S: Tensor, r: Tensor, w: Tensor, k: Tensor, v: Tensor,
+             kappa: Tensor, a: Tensor) -> Tensor:
+    """One token for B sequences: S [B, H, N, N] (in place), r..a [B, H, N] -> y [B, H, N]."""
+    if _use_triton(S):
+        return wkv_step_triton(S, r, w, k, v, kappa, a)
+    return wkv_step_ref(S, r, w, k, v, kappa, a)
+
+
+def wkv_chunk(S: Tensor, r: Tensor, w: Tensor, k: Tensor, v: Tensor,
+              kappa: Tensor, a: Tensor) -> Tensor:
+    """T tokens for B sequences of equal length: S [B, H, N, N] (in place),
+    r..a [B, T, H, N] -> y [B, T, H, N]."""
+    if not _use_triton(S):
+        return wkv_chunk_ref(S, r, w, k, v, kappa, a)
+    if r.shape[1] < CHUNK:
+        return wkv_seq_triton(S, r, w, k, v, kappa, a)
+    return wkv_chunk_triton(S, r, w, k, v, kappa, a)
