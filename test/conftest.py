@@ -1,0 +1,30 @@
+"""Shared fixtures. Tests run on the CPU with random checkpoints in the published layout."""
+
+import os
+
+# Two cores shared by pytest, test servers and their clients: OpenMP's spinning worker threads
+# slow tiny CPU ops ~10x under such contention, so each process uses one thread.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
+
+
+@pytest.fixture(scope="session")
+def tiny_model_path(tmp_path_factory) -> str:
+    """A random ``tiny`` checkpoint (L2 C128, full 65536 vocabulary), written once per session."""
+    from server.model.random import main as make_random
+
+    path = tmp_path_factory.mktemp("models") / "rwkv7-tiny-random.pth"
+    make_random([str(path), "--preset", "tiny", "--seed", "1"])
+    return str(path)
+
+
+@pytest.fixture(scope="session")
+def tiny_loader(tiny_model_path):
+    """The real loader on the tiny checkpoint (CPU, fp32)."""
+    from server.model.loader import RWKV070ModelLoader
+
+    return RWKV070ModelLoader(tiny_model_path, device="cpu")
