@@ -133,7 +133,7 @@ class BatchEngine:
         self.stop_host[slot] = True
 
     # ---- compute -----------------------------------------------------------------------
-    @torch.inference_mode()
+    @torch.no_grad()
     def prefill(self, slots: list[int], token_lists: list[list[int]]) -> None:
         """Feed ``token_lists[i]`` into the state of ``slots[i]`` (in place)."""
         idx = torch.tensor(slots, dtype=torch.long, device=self.device)
@@ -141,7 +141,7 @@ class BatchEngine:
         self.model.prefill(token_lists, sub)
         self.state.assign(slots, sub)
 
-    @torch.inference_mode()
+    @torch.no_grad()
     def pulse(self, steps: int) -> PulseResult:
         """Run up to ``steps`` decode steps for live slots; return what each produced."""
         cap, dev = self.capacity, self.device
@@ -162,7 +162,7 @@ class BatchEngine:
             out[:, s] = tok
             valid[:, s] = ok
             self.n_gen += ok
-            self.cur = torch.where(ok, tok, self.cur)
+            self.cur.copy_(torch.where(ok, tok, self.cur))
             reason.masked_fill_(active & is_eos, REASON_EOS)
             reason.masked_fill_(ok & (self.n_gen >= self.max_new), REASON_LENGTH)
             done = done | ~active | is_eos | (self.n_gen >= self.max_new)

@@ -1,0 +1,200 @@
+"""Scheduler, engine and Task lifecycle on the CPU with a tiny random checkpoint.
+
+The central property: batching changes nothing. A task's tokens are the same whether it runs
+alone or among others joining and leaving (capacity going up and down), greedy or seeded.
+"""
+
+import threading
+import time
+
+import pytest
+
+from server.scheduler import DynamicScheduler, SimpleScheduler
+from server.task.task import Status, Task
+
+
+def params(i: int) -> dict:
+    """Varied per-task parameters: greedy and seeded sampling, penalties, lengths."""
+    return dict(
+        max_tokens=5 + (i * 7) % 23,
+        temperature=0.0 if i % 3 == 0 else 0.5 + (i % 4) * 0.3,
+        top_p=[1.0, 0.9, 0.3, 0.0][i % 4],
+        top_k=[0, 50, 5, -1][(i // 2) % 4],
+        presence_penalty=[0.0, 0.5, 2.0][i % 3],
+        repetition_penalty=[0.0, 0.3][i % 2],
+        penalty_decay=[1.0, 0.99, 0.5][i % 3],
+        seed=1000 + i,
+    )
+
+
+def prompt(i: int) -> str:
+    return f"User: question number {i}" + " and more" * (i % 9) * 3 + "\n\nAssistant:"
+
+
+def run_alone(loader, text, **kw) -> list[int]:
+    sched = DynamicScheduler(loader, max_batch_size=1, buffer_size=4)
+    task = sched.new_task(text, **kw)
+    sched.run()
+    return task.output
+
+
+def test_seed_minimal_example(tiny_loader):
+    scheduler = DynamicScheduler(tiny_loader, max_batch_size=256, buffer_size=32)
+    tasks = [scheduler.new_task(f"User: {p}\n\nAssistant:", max_tokens=20, temperature=0.7,
+                                top_p=0.3, top_k=50)
+             for p in ["你好，介绍一下你自己", "用 Python 写一个快速排序", "1+1等于几？"]]
+    scheduler.run()
+    for task in tasks:
+        assert task.status == Status.FINISHED and task.task_id == "TMP"
+        toks = task.pop_tokens()
+        assert 1 <= len(toks) <= 20 and task.pop_tokens() == []
+        assert isinstance(task.decode(toks), str)
+    assert scheduler.capacity == 1  # shrank back when idle
+
+
+def test_callbacks_per_pulse_and_once_at_finish(tiny_loader):
+    scheduler = DynamicScheduler(tiny_loader, max_batch_size=4, buffer_size=8)
+    chunks, finals = [], []
+    task = scheduler.new_task("User: 写一首诗\n\nAssistant:", max_tokens=30, temperature=0.8,
+                              collect_callback=chunks.append, finish_callback=finals.append)
+    scheduler.run()
+    assert [len(c) for c in chunks] == [8, 8, 8, 6]
+    assert finals == [task.get_all_tokens()] and sum(chunks, []) == task.output
+
+
+def test_batching_and_resizing_change_nothing(tiny_loader):
+    """20 tasks join in waves (from callbacks) and leave at different times: capacity goes
+    1 -> 2 -> ... -> 32 -> ... -> 1, and every task's tokens equal its tokens run alone."""
+    n = 40
+    scheduler = DynamicScheduler(tiny_loader, max_batch_size=32, buffer_size=4)
+    tasks: dict[int, Task] = {}
+    todo = list(range(1, n))
+    lock = threading.Lock()
+
+    def grow(_tokens):  # each pulse of any task releases as many new tasks as are running
+        with lock:
+            batch = [todo.pop(0) for _ in range(min(len(tasks), len(todo)))]
+        for i in batch:
+            tasks[i] = scheduler.new_task(prompt(i), collect_callback=grow, **params(i))
+
+    tasks[0] = scheduler.new_task(prompt(0), collect_callback=grow, **params(0))
+    scheduler.run()
+    assert len(tasks) == n and all(t.status == Status.FINISHED for t in tasks.values())
+    caps = [r["to"] for r in scheduler.resizes]
+    assert max(caps) == 32 and caps[-1] == 1
+    assert any(a["to"] < a["frm"] and a["tasks"] > 0 for a in scheduler.resizes)  # live compaction
+    for i in range(0, n, 2):  # every other task, to keep the test fast
+        assert tasks[i].output == run_alone(tiny_loader, prompt(i), **params(i)), i
+
+
+def test_max_tokens_zero_is_prefill_only_and_forks_match_prefilling(tiny_loader):
+    scheduler = DynamicScheduler(tiny_loader, max_batch_size=8, buffer_size=4)
+    head = "User: 你是一个专业的中英技术翻译，请翻译以下内容。\n\n"
+    tpl = scheduler.new_task(head, max_tokens=0, temperature=0.3)
+    scheduler.run()
+    head_tokens = tiny_loader.encode(head)
+    assert tpl.status == Status.FINISHED and tpl.output == []
+    assert tpl.current_token == head_tokens[-1] and tpl.history == head_tokens[:-1]
+    assert tpl.state is not None
+    questions = ["请翻译：Hello", "请翻译：The transformer architecture.", "请翻译：猫"]
+    forks = []
+    for q in questions:
+        t = tpl.fork("TMP")
+        t.continue_gen(tiny_loader.encode(f"User: {q}\n\nAssistant:"), max_tokens=12,
+                       temperature=0.0)
+        scheduler.add_task(t)
+        forks.append(t)
+    scheduler.run()
+    for q, t in zip(questions, forks):
+        direct = run_alone(tiny_loader, head_tokens + tiny_loader.encode(f"User: {q}\n\nAssistant:"),
+                           max_tokens=12, temperature=0.0)
+        assert t.output == direct
+    assert tpl.output == [] and tpl.current_token == head_tokens[-1]  # template untouched
+
+
+def test_continue_equals_concatenation(tiny_loader):
+    scheduler = DynamicScheduler(tiny_loader, max_batch_size=4, buffer_size=5)
+    first = tiny_loader.encode("User: tell me a story\n\nAssistant:")
+    more = tiny_loader.encode("\n\nUser: and then?\n\nAssistant:")
+    kw = dict(temperature=0.9, top_p=0.9, top_k=40, seed=7)
+    task = scheduler.new_task(first, max_tokens=9, **kw)
+    scheduler.run()
+    out1 = list(task.output)
+    assert task.finish_reason == "length" and len(out1) == 9
+    task.continue_gen()
+    task.prefill(more)
+    task.max_tokens = 11
+    scheduler.add_task(task)
+    scheduler.run()
+    assert task.history[: len(first) + len(out1)] == first + out1
+    # one task fed the concatenation, continuing the same random stream, gives the same tokens
+    ref = Task(first + out1 + more, max_tokens=11, **kw)
+    ref.rng_counter = 9
+    ref.penalties = None
+    scheduler.add_task(ref)
+    scheduler.run()
+    assert task.output == ref.output and len(ref.output) == 11
+
+
+def test_stop_takes_effect_and_keeps_tokens(tiny_loader):
+    scheduler = DynamicScheduler(tiny_loader, max_batch_size=4, buffer_size=2)
+    scheduler.start_daemon()
+    try:
+        task = scheduler.new_task("User: go on forever\n\nAssistant:", max_tokens=100_000)
+        while len(task.output) < 4:
+            time.sleep(0.01)
+        task.stop()
+        assert task.wait(5)
+        assert task.finish_reason == "abort" and 4 <= len(task.output) < 100
+        task.continue_gen(max_tokens=3)
+        scheduler.add_task(task)
+        assert task.wait(5) and len(task.output) == 3
+    finally:
+        scheduler.shutdown()
+    assert not scheduler._thread.is_alive()
+
+
+def test_daemon_run_waits_and_shutdown_aborts(tiny_loader):
+    scheduler = DynamicScheduler(tiny_loader, max_batch_size=8, buffer_size=4)
+    scheduler.start_daemon()
+    short = scheduler.new_task("User: hi\n\nAssistant:", max_tokens=6)
+    scheduler.run()  # with a daemon running, run() waits for it to go idle
+    assert short.status == Status.FINISHED and len(short.output) == 6
+    long = scheduler.new_task("User: hi\n\nAssistant:", max_tokens=100_000)
+    while not long.output:
+        time.sleep(0.01)
+    scheduler.shutdown()
+    assert long.status == Status.FINISHED and long.finish_reason == "abort"
+
+
+def test_fault_in_a_pulse_fails_only_those_tasks(tiny_loader, monkeypatch):
+    scheduler = SimpleScheduler(tiny_loader, max_batch_size=2, buffer_size=4)
+    real = scheduler.engine.model.decode
+    calls = {"n": 0}
+
+    def flaky(*a, **k):
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise RuntimeError("injected fault")
+        return real(*a, **k)
+
+    monkeypatch.setattr(scheduler.engine.model, "decode", flaky)
+    bad = scheduler.new_task("User: a\n\nAssistant:", max_tokens=10)
+    scheduler.run()
+    assert bad.finish_reason == "error" and "injected fault" in bad.error
+    good = scheduler.new_task("User: a\n\nAssistant:", max_tokens=10, temperature=0)
+    scheduler.run()
+    assert good.finish_reason == "length" and len(good.output) == 10
+
+
+def test_add_task_rejects_finished_and_full_queue(tiny_loader):
+    from server.scheduler import QueueFull
+
+    scheduler = DynamicScheduler(tiny_loader, max_batch_size=2, buffer_size=4, max_queue=2)
+    task = scheduler.new_task("User: x\n\nAssistant:", max_tokens=2)
+    scheduler.new_task("User: y\n\nAssistant:", max_tokens=2)
+    with pytest.raises(QueueFull):
+        scheduler.new_task("User: z\n\nAssistant:", max_tokens=2)
+    scheduler.run()
+    with pytest.raises(ValueError, match="continue_gen"):
+        scheduler.add_task(task)
