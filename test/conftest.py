@@ -28,3 +28,43 @@ def tiny_loader(tiny_model_path):
     from server.model.loader import RWKV070ModelLoader
 
     return RWKV070ModelLoader(tiny_model_path, device="cpu")
+
+
+@pytest.fixture(scope="session")
+def tiny_tokenizer():
+    """The world tokenizer (the servers' own vocabulary file)."""
+    from server.model.tokenizer import Tokenizer
+
+    return Tokenizer()
+
+
+# ---- a real server (python run.py) in a subprocess: see server_harness.py ------------------
+@pytest.fixture(scope="module")
+def start_server(tiny_model_path, tmp_path_factory):
+    """Factory ``start_server(db_path=None, model=None, **env) -> ServerProcess`` (started and
+    healthy); every server it started is stopped after the module's tests."""
+    from server_harness import ServerProcess
+
+    started = []
+
+    def start(db_path=None, model=None, **env):
+        d = tmp_path_factory.mktemp("server")
+        srv = ServerProcess(model or tiny_model_path, db_path or d / "tasks.db",
+                            d / "server.log", **env)
+        started.append(srv)
+        return srv.start()
+
+    yield start
+    for srv in started:
+        srv.stop()
+
+
+@pytest.fixture(scope="module")
+def server(start_server):
+    """A running server on the tiny checkpoint, shared by a test module (``.url``, ``.restart()``)."""
+    return start_server()
+
+
+@pytest.fixture(scope="module")
+def server_url(server) -> str:
+    return server.url

@@ -1,0 +1,61 @@
+"""Start RWKV-Server: ``python run.py`` (settings from ``RWKV_*`` variables, see server/config.py).
+
+    python run.py                          # serve RWKV_MODEL_PATH on 0.0.0.0:8000
+    python run.py --model path/to/rwkv7.pth --port 8080
+    python run.py --demo                   # random weights (preset tiny): try the API without a model
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+GRACEFUL_SHUTDOWN_S = 10
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(
+        prog="run.py", description="RWKV-Server: batched RWKV-7 inference with an OpenAI-compatible "
+        "API and a Task API. Every option overrides its RWKV_* environment variable.")
+    ap.add_argument("--model", metavar="PATH", help="RWKV-7 .pth checkpoint (RWKV_MODEL_PATH)")
+    ap.add_argument("--host", help="address to listen on (RWKV_HOST, default 0.0.0.0)")
+    ap.add_argument("--port", type=int, help="port to listen on (RWKV_PORT, default 8000)")
+    ap.add_argument("--demo", nargs="?", const="tiny", metavar="PRESET",
+                    help="serve RANDOM weights of PRESET (tiny, 0.1b, 0.4b, 1.5b, 2.9b, 7.2b, "
+                         "13.3b; default tiny) to try the API without a model (RWKV_DEMO)")
+    return ap.parse_args(argv)
+
+
+def apply_overrides(args: argparse.Namespace) -> None:
+    """Command-line options become RWKV_* variables before the settings are read."""
+    for name, value in (("MODEL_PATH", args.model), ("HOST", args.host), ("PORT", args.port),
+                        ("DEMO", args.demo)):
+        if value is not None:
+            os.environ[f"RWKV_{name}"] = str(value)
+
+
+def main(argv=None) -> None:
+    apply_overrides(parse_args(argv))
+    from server.config import settings  # read after the overrides; exits on bad values
+    from server.logger import get_logger, setup_logging
+
+    setup_logging(settings.verbose)
+    log = get_logger("api")
+    if not settings.demo and not os.path.isfile(settings.model_path):
+        from server.model.checkpoint import WHERE_MODELS_COME_FROM
+
+        log.error(f"Model file not found: {settings.model_path}. {WHERE_MODELS_COME_FROM}. "
+                  "Or try the API with random weights: python run.py --demo")
+        sys.exit(2)
+
+    import uvicorn
+
+    from server.api.app import create_app
+
+    uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_config=None,
+                timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S)
+
+
+if __name__ == "__main__":
+    main()

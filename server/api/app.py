@@ -1,0 +1,90 @@
+"""The FastAPI application: ``create_app(settings=None, runtime=None)``.
+
+The lifespan sets up logging, builds the runtime (model, ``DynamicScheduler`` daemon, TaskManager;
+see ``lifecycle``) unless one is given, and on shut-down stops generation, flushes the task store
+and frees the device. Routes: ``/health``, the Task API (``/v1/tasks``) and the OpenAI routes.
+"""
+
+from __future__ import annotations
+
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI, Request
+
+from server.api.lifecycle import build_runtime, close_runtime
+from server.api.middleware import ApiKeyMiddleware, BodyLimitMiddleware, CORSMiddleware
+from server.api.routes import tasks
+from server.api.task_service import TaskService
+from server.logger import get_logger, setup_logging
+from server.model.checkpoint import CheckpointError
+
+log = get_logger("api")
+
+
+def _lifespan(settings, runtime):
+    @asynccontextmanager
+    async def lifespan(app: FastAPI):
+        setup_logging(settings.verbose)
+        try:
+            rt = runtime if runtime is not None else build_runtime(settings)
+        except CheckpointError as e:  # the message says what is wrong and where models come from
+            log.error(f"Cannot load the model: {e}")
+            raise SystemExit(2) from None
+        app.state.runtime = rt
+        app.state.task_service = TaskService(rt)
+        log.info(f"Serving {rt.loader.name} (max batch {settings.max_batch_size}, "
+                 f"buffer {settings.buffer_size})")
+        try:
+            yield
+        finally:
+            app.state.task_service.close()
+            if runtime is None:  # a runtime passed in belongs to the caller
+                close_runtime(rt)
+
+    return lifespan
+
+
+def _health(request: Request) -> dict:
+    rt = request.app.state.runtime
+    sch = rt.scheduler
+    thread = getattr(sch, "_thread", None)
+    return {
+        "status": "ok",
+        "model": rt.loader.name,
+        "loaded": True,
+        "demo": bool(rt.settings.demo),
+        "scheduler_alive": bool(thread is not None and thread.is_alive()),
+        "capacity": sch.capacity,
+        "max_batch_size": sch.max_batch_size,
+        "active": sch.num_active,
+        "queue": len(sch.waiting),
+    }
+
+
+def create_app(settings=None, runtime=None) -> FastAPI:
+    """The app; ``settings`` default to ``server.config.settings``."""
+    if settings is None:
+        settings = runtime.settings if runtime is not None else _default_settings()
+    app = FastAPI(title="RWKV-Server", version="0.1.0", lifespan=_lifespan(settings, runtime),
+                  description="Batched RWKV-7 inference: Task API and OpenAI-compatible API")
+    app.add_api_route("/health", _health, methods=["GET"], tags=["server"],
+                      summary="Model, scheduler and queue state")
+    app.include_router(tasks.router)
+    try:
+        from server.api.routes.openai import router as openai_router
+    except ImportError:  # the OpenAI routes are optional while they are being written
+        openai_router = None
+    if openai_router is not None:
+        app.include_router(openai_router)
+    # added innermost first: CORS ends up outermost
+    app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
+    if settings.api_key:
+        app.add_middleware(ApiKeyMiddleware, api_key=settings.api_key)
+    app.add_middleware(CORSMiddleware, origins=settings.cors_origins)
+    return app
+
+
+def _default_settings():
+    from server.config import settings
+
+    return settings

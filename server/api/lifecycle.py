@@ -1,0 +1,98 @@
+"""Start-up and shut-down of the serving runtime: model, scheduler daemon, task store.
+
+``build_runtime(settings)`` loads the model (or, with ``settings.demo``, random weights of that
+preset written to a temporary file and loaded through the same loader), starts the
+``DynamicScheduler`` daemon and opens the ``TaskManager``. ``close_runtime`` stops generation,
+flushes and closes the store and frees the device.
+"""
+
+from __future__ import annotations
+
+import gc
+import shutil
+import tempfile
+from pathlib import Path
+
+from server.api.deps import Runtime
+from server.logger import get_logger
+
+log = get_logger("api")
+
+
+def write_demo_checkpoint(preset: str, directory: Path) -> Path:
+    """Random weights of ``preset`` in the published layout, saved as ``rwkv7-demo-<preset>.pth``."""
+    import torch
+
+    from server.model.random import PRESETS, make_random_state_dict
+
+    if preset not in PRESETS:
+        raise SystemExit(f"Unknown demo preset {preset!r}; choose one of {', '.join(PRESETS)}")
+    n_layer, n_embd = PRESETS[preset]
+    path = directory / f"rwkv7-demo-{preset}.pth"
+    torch.save(make_random_state_dict(n_layer, n_embd), path)
+    return path
+
+
+def load_model(settings):
+    """The ``RWKV070ModelLoader`` for the settings (demo: random weights, logged as such)."""
+    from server.model.loader import RWKV070ModelLoader
+
+    auto = lambda v: None if v == "auto" else v  # noqa: E731 - the loader picks the default
+    kw = dict(device=auto(settings.device), dtype=auto(settings.dtype),
+              state_dtype=auto(settings.state_dtype))
+    if not settings.demo:
+        log.info(f"Loading model {settings.model_path}")
+        return RWKV070ModelLoader(settings.model_path, settings.vocab_path, **kw)
+    log.warning(f"DEMO MODE: serving RANDOM weights of preset '{settings.demo}' — the output is "
+                "gibberish; set RWKV_MODEL_PATH (or --model) to serve a real RWKV-7 checkpoint")
+    tmp = Path(tempfile.mkdtemp(prefix="rwkv-demo-"))
+    try:
+        return RWKV070ModelLoader(write_demo_checkpoint(settings.demo, tmp),
+                                  settings.vocab_path, **kw)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def open_manager(settings, loader):
+    from server.task.manager import TaskManager
+
+    return TaskManager(db_path=settings.task_db_path,
+                       capacity=settings.task_default_cpu_capacity,
+                       max_db_size=settings.task_db_max_size,
+                       queue_size=settings.task_async_queue_size, loader=loader)
+
+
+def build_runtime(settings) -> Runtime:
+    """Load the model, start the scheduler daemon, open the task store."""
+    from server.scheduler import DynamicScheduler
+
+    loader = load_model(settings)
+    scheduler = DynamicScheduler(loader, settings.max_batch_size, settings.buffer_size,
+                                 prefill_chunk=settings.prefill_chunk,
+                                 max_queue=settings.max_queue)
+    scheduler.start_daemon()
+    try:
+        manager = open_manager(settings, loader)
+        manager.set_dependencies(loader, scheduler.sampler)
+    except BaseException:
+        scheduler.shutdown()
+        raise
+    return Runtime(settings=settings, loader=loader, scheduler=scheduler, manager=manager)
+
+
+def close_runtime(rt: Runtime) -> None:
+    """Stop generation, flush and close the task store, free the device."""
+    log.info("Shutting down: stopping generation")
+    rt.scheduler.shutdown()
+    try:
+        rt.manager.flush()
+    finally:
+        rt.manager.close()
+    device = getattr(rt.loader.model, "device", None)
+    rt.loader = rt.scheduler = None
+    gc.collect()
+    if device is not None and str(device).startswith("cuda"):
+        import torch
+
+        torch.cuda.empty_cache()
+    log.info("Shutdown complete")

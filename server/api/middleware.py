@@ -1,0 +1,184 @@
+"""ASGI middleware: CORS, API key, body size limit, and a last-resort error reply.
+
+Order, outermost first: ``CORSMiddleware`` (answers preflights on every path, puts CORS headers
+on every reply, errors included, and turns an unexpected exception into a JSON 500 that still
+carries them) -> ``ApiKeyMiddleware`` -> ``BodyLimitMiddleware`` -> the app.
+
+Error bodies follow the route family: ``{"detail": msg}`` on the Task API and ``/health``,
+OpenAI's ``{"error": {...}}`` elsewhere (the OpenAI routes and anything unknown).
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+
+from server.logger import get_logger
+
+log = get_logger("api")
+ALLOW_METHODS = "GET, POST, OPTIONS"
+PREFLIGHT_MAX_AGE = "600"
+
+
+def error_body(path: str, status: int, message: str, code: str | None = None) -> bytes:
+    """The JSON error body fitting ``path`` (Task API vs OpenAI shape)."""
+    if path.startswith("/v1/tasks") or path == "/health":
+        return json.dumps({"detail": message}).encode()
+    kind = "invalid_request_error" if status < 500 else "server_error"
+    if status == 401:
+        kind = "authentication_error"
+    return json.dumps({"error": {"message": message, "type": kind, "param": None,
+                                 "code": code}}).encode()
+
+
+async def send_error(send, path: str, status: int, message: str, code: str | None = None,
+                     headers: list[tuple[bytes, bytes]] | None = None) -> None:
+    body = error_body(path, status, message, code)
+    raw = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    await send({"type": "http.response.start", "status": status, "headers": raw + (headers or [])})
+    await send({"type": "http.response.body", "body": body})
+
+
+def _header(scope, name: bytes) -> str | None:
+    for k, v in scope.get("headers", ()):
+        if k == name:
+            return v.decode("latin-1")
+    return None
+
+
+class CORSMiddleware:
+    """CORS for browser clients (OPENAI_COMPAT.md cases 2-3).
+
+    ``origins``: ``"*"`` (any origin) or a comma-separated list. Preflights (``OPTIONS`` with
+    ``Access-Control-Request-Method``) are answered here on every path, echoing the requested
+    headers; private-network preflights get ``Access-Control-Allow-Private-Network: true``.
+    """
+
+    def __init__(self, app, origins: str = "*"):
+        self.app = app
+        items = [o.strip().rstrip("/") for o in origins.split(",") if o.strip()]
+        self.any_origin = "*" in items
+        self.origins = set(items)
+
+    def _allow_origin(self, origin: str) -> str | None:
+        if self.any_origin:
+            return "*"
+        return origin if origin.rstrip("/") in self.origins else None
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        origin = _header(scope, b"origin")
+        allowed = self._allow_origin(origin) if origin else None
+        if (scope["method"] == "OPTIONS" and origin
+                and _header(scope, b"access-control-request-method") is not None):
+            return await self._preflight(scope, send, allowed)
+        cors = [] if allowed is None else [(b"access-control-allow-origin", allowed.encode())]
+        if cors and not self.any_origin:
+            cors.append((b"vary", b"Origin"))
+        started = False
+
+        async def send_cors(message):
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+                message = {**message, "headers": list(message.get("headers", [])) + cors}
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_cors)
+        except Exception as e:  # never a bare 500 page: a JSON reply with CORS headers
+            log.opt(exception=e).error(f"Unhandled error on {scope['method']} {scope['path']}: {e!r}")
+            if not started:
+                await send_error(send, scope["path"], 500, f"Internal server error: "
+                                 f"{type(e).__name__}", "internal_error", cors)
+
+    async def _preflight(self, scope, send, allowed: str | None) -> None:
+        if allowed is None:
+            return await send_error(send, scope["path"], 400, "Disallowed CORS origin")
+        headers = [(b"access-control-allow-origin", allowed.encode()),
+                   (b"access-control-allow-methods", ALLOW_METHODS.encode()),
+                   (b"access-control-max-age", PREFLIGHT_MAX_AGE.encode()),
+                   (b"content-length", b"0")]
+        requested = _header(scope, b"access-control-request-headers")
+        if requested:
+            headers.append((b"access-control-allow-headers", requested.encode("latin-1")))
+        if (_header(scope, b"access-control-request-private-network") or "").lower() == "true":
+            headers.append((b"access-control-allow-private-network", b"true"))
+        if not self.any_origin:
+            headers.append((b"vary", b"Origin"))
+        await send({"type": "http.response.start", "status": 204, "headers": headers})
+        await send({"type": "http.response.body", "body": b""})
+
+
+class ApiKeyMiddleware:
+    """With a key configured, every route but ``/health`` needs ``Authorization: Bearer <key>``.
+
+    The key is compared in constant time and never logged.
+    """
+
+    OPEN_PATHS = frozenset({"/health"})
+
+    def __init__(self, app, api_key: str):
+        self.app = app
+        self._key = api_key.encode()
+
+    def _authorized(self, scope) -> bool:
+        auth = _header(scope, b"authorization") or ""
+        scheme, _, token = auth.partition(" ")
+        if scheme.lower() != "bearer":
+            return False
+        return hmac.compare_digest(token.strip().encode("latin-1", "replace"), self._key)
+
+    async def __call__(self, scope, receive, send):
+        if (scope["type"] == "http" and scope["path"] not in self.OPEN_PATHS
+                and scope["method"] != "OPTIONS" and not self._authorized(scope)):
+            return await send_error(send, scope["path"], 401, "Invalid or missing API key "
+                                    "(send Authorization: Bearer <key>)", "invalid_api_key",
+                                    [(b"www-authenticate", b"Bearer")])
+        await self.app(scope, receive, send)
+
+
+class BodyLimitMiddleware:
+    """Refuse request bodies over ``max_bytes`` with 413 before any work is done."""
+
+    def __init__(self, app, max_bytes: int):
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        length = _header(scope, b"content-length")
+        if length is not None:
+            if not length.isdigit():
+                return await send_error(send, scope["path"], 400, "Bad Content-Length header")
+            if int(length) > self.max_bytes:
+                return await self._too_large(scope, send)
+            return await self.app(scope, receive, send)
+        if _header(scope, b"transfer-encoding") is None:
+            return await self.app(scope, receive, send)
+        # chunked body of unknown size: read it (up to the limit) before the app sees it
+        body, more = bytearray(), True
+        while more:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return
+            body += message.get("body", b"")
+            more = message.get("more_body", False)
+            if len(body) > self.max_bytes:
+                return await self._too_large(scope, send)
+        replayed = False
+
+        async def replay():
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": bytes(body), "more_body": False}
+            return await receive()
+
+        await self.app(scope, replay, send)
+
+    async def _too_large(self, scope, send) -> None:
+        await send_error(send, scope["path"], 413, f"Request body too large (limit "
+                         f"{self.max_bytes} bytes, RWKV_MAX_BODY_BYTES)", "request_too_large")

@@ -1,0 +1,171 @@
+"""Task API (``/v1/tasks``): the endpoints of API.md §1.
+
+Create-like endpoints (``tmp``, ``create``, ``fim``, ``fork``, ``continue``) answer at once with a
+``TaskResponseModel`` (``result: ""``), or with an SSE stream when ``stream`` is true. A
+``max_tokens=0`` request (template mode) answers once its prefill is done, with ``finished: true``.
+"""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Depends, HTTPException, Query, Request
+
+from server.api.bridge import wait_finished
+from server.api.schemas.tasks import (ContinueRequest, CreateRequest, FimRequest, TaskInfo,
+                                      TaskList, TaskResponseModel)
+from server.api.task_service import (TASK_NOT_FOUND, TaskService, invalid, is_busy,
+                                     state_discarded)
+from server.task.manager import TaskNotFound
+from server.api.task_stream import sse_response
+from server.task.task import Status, Task, new_task_id
+
+router = APIRouter(prefix="/v1/tasks", tags=["tasks"])
+NOT_FOUND = {404: {"description": "Task not found"}}
+
+
+def get_service(request: Request) -> TaskService:
+    return request.app.state.task_service
+
+
+async def _started(svc: TaskService, task: Task, stream: bool, creator_owns: bool):
+    """The reply to a create-like request once ``task`` is submitted."""
+    if stream:
+        stop = task.stop if creator_owns else None  # a temporary task dies with its stream
+        return sse_response(task, svc.loader.tokenizer, 0, stop)
+    if task.max_tokens == 0:
+        await wait_finished(task)  # prefill only: the state is ready when we answer
+        return svc.reply(task)
+    return svc.reply(task, finished=False)
+
+
+async def _create(svc: TaskService, body: CreateRequest | FimRequest, prompt, tmp: bool):
+    tokens = await svc.encode(prompt, "prefix" if isinstance(body, FimRequest) else "prompt")
+    task = svc.new_task(tokens, tmp, svc.sampling(body, defaults=True))
+    await svc.submit_new(task)
+    return await _started(svc, task, body.stream, tmp)
+
+
+@router.post("/tmp", response_model=TaskResponseModel)
+async def create_tmp(body: CreateRequest, svc: TaskService = Depends(get_service)):
+    """A temporary task (``TMP_…``): never written to the database."""
+    return await _create(svc, body, body.prompt, tmp=True)
+
+
+@router.post("/create", response_model=TaskResponseModel)
+async def create_task(body: CreateRequest, svc: TaskService = Depends(get_service)):
+    """A persistent task (``TASK_…``), written to the database when it finishes."""
+    return await _create(svc, body, body.prompt, tmp=False)
+
+
+@router.post("/fim", response_model=TaskResponseModel)
+async def fill_in_middle(body: FimRequest, svc: TaskService = Depends(get_service)):
+    """Fill in the middle (temporary task)."""
+    if not body.prefix and not body.suffix:
+        raise invalid("prefix", "prefix and suffix must not both be empty", "")
+    prompt = f"✿prefix✿✿suffix✿{body.suffix}✿middle✿{body.prefix}"
+    return await _create(svc, body, prompt, tmp=True)
+
+
+@router.get("/list", response_model=TaskList)
+async def list_tasks(svc: TaskService = Depends(get_service)):
+    return await svc.store(svc.manager.list_all_tasks)
+
+
+@router.get("/{task_id}/get_result", response_model=TaskResponseModel, responses=NOT_FOUND)
+async def get_result(task_id: str, svc: TaskService = Depends(get_service)):
+    return svc.result(await svc.get(task_id))
+
+
+@router.get("/{task_id}/stream", responses=NOT_FOUND)
+async def stream(task_id: str, pos: int = Query(0, ge=0, description="token offset"),
+                 svc: TaskService = Depends(get_service)):
+    """SSE of the task's output from token ``pos``; any number of subscribers at once."""
+    task = await svc.get(task_id)
+    return sse_response(task, svc.loader.tokenizer, pos)
+
+
+@router.get("/{task_id}/status", response_model=TaskInfo, responses=NOT_FOUND)
+async def status(task_id: str, svc: TaskService = Depends(get_service)):
+    return svc.info(await svc.get(task_id))
+
+
+def _check_resumable(task: Task) -> None:
+    if is_busy(task):
+        raise HTTPException(409, f"Task {task.task_id} is running; stop it or wait until it "
+                                 "has finished")
+    if state_discarded(task):
+        raise HTTPException(409, "A temporary task's state is not kept after it finishes; "
+                                 "use a persistent task (POST /v1/tasks/create)")
+
+
+async def _resume(svc: TaskService, task: Task, body: ContinueRequest, tmp: bool):
+    """Append the body's prompt to an idle task, update its parameters and generate again."""
+    tokens = await svc.encode(body.prompt, required=False)
+    task.continue_gen(tokens or None, **svc.sampling(body, defaults=False))
+    svc.submit(task)
+    return await _started(svc, task, body.stream, tmp)
+
+
+@router.post("/{task_id}/fork", response_model=TaskResponseModel, responses=NOT_FOUND)
+async def fork(task_id: str, body: ContinueRequest | None = None,
+               tmp: bool = Query(False, description="make the copy a TMP_ task"),
+               svc: TaskService = Depends(get_service)):
+    """A new task starting from a copy of ``task_id``'s state, then as continue."""
+    body = body or ContinueRequest()
+    src = await svc.get(task_id)
+    _check_resumable(src)
+    task = src.fork(new_task_id("TMP" if tmp else "TASK"))
+    task.keep_state = not tmp
+    await svc.register(task)
+    try:
+        return await _resume(svc, task, body, tmp)
+    except HTTPException:
+        await svc.forget(task)
+        raise
+
+
+@router.post("/{task_id}/continue", response_model=TaskResponseModel, responses=NOT_FOUND)
+async def continue_task(task_id: str, body: ContinueRequest | None = None,
+                        svc: TaskService = Depends(get_service)):
+    """Append ``prompt`` (if given) to the task and generate again; 409 while it runs."""
+    body = body or ContinueRequest()
+    task = await svc.get(task_id)
+    if task.is_template:
+        raise HTTPException(403, "Templates are read-only; fork them instead")
+    _check_resumable(task)
+    return await _resume(svc, task, body, task.task_id.startswith("TMP"))
+
+
+@router.post("/{task_id}/stop", response_model=TaskInfo, responses=NOT_FOUND)
+async def stop(task_id: str, svc: TaskService = Depends(get_service)):
+    """End generation at the next step; the tokens so far are kept."""
+    task = await svc.get(task_id)
+    if is_busy(task):
+        task.stop()
+    return svc.info(task)
+
+
+@router.post("/{task_id}/as_template", response_model=TaskResponseModel, responses=NOT_FOUND)
+async def as_template(task_id: str, svc: TaskService = Depends(get_service)):
+    """Copy a finished task into a new read-only template ``_TMPL_<hex>``."""
+    src = await svc.get(task_id)
+    _check_resumable(src)
+    tpl = src.fork("_TMPL_" + new_task_id("X")[2:])
+    tpl.status = Status.FINISHED
+    await svc.store(svc.manager.put_task, tpl.task_id, tpl)
+    return svc.reply(tpl, finished=True)
+
+
+@router.post("/{task_id}/delete", response_model=TaskInfo, responses=NOT_FOUND)
+async def delete(task_id: str, force: bool = Query(False, description="needed for templates"),
+                 svc: TaskService = Depends(get_service)):
+    task = await svc.get(task_id)
+    if task.is_template and not force:
+        raise HTTPException(403, "Templates are protected; delete with ?force=true")
+    if is_busy(task):
+        task.stop()
+    info = svc.info(task)
+    try:
+        await svc.store(svc.manager.delete_task_from_any_level, task_id, force=force)
+    except TaskNotFound:  # deleted meanwhile by another request
+        raise HTTPException(404, TASK_NOT_FOUND) from None
+    return info

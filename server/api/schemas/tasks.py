@@ -1,0 +1,86 @@
+"""Task API bodies and replies (API.md §1).
+
+Request bodies forbid unknown fields (a typo is a 422 naming it). Every generation field is
+optional: on create/tmp an absent field takes the server default (``RWKV_DEFAULT_*``), on
+fork/continue it keeps the task's current value. Token-id ranges and prompt lengths depend on the
+loaded model and are checked by the routes.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field, StrictInt
+
+I64_MIN, I64_MAX = -(2**63), 2**63 - 1
+MAX_TOKENS_LIMIT = 40960
+
+# body field -> Task attribute (the same names)
+SAMPLING_KEYS = ("max_tokens", "temperature", "top_k", "top_p", "presence_penalty",
+                 "repetition_penalty", "penalty_decay", "seed")
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+
+class GenerationParams(_Body):
+    """Sampling parameters shared by every create-like body."""
+
+    max_tokens: int | None = Field(None, ge=0, le=MAX_TOKENS_LIMIT,
+                                   description="0 = prefill only (template mode)")
+    temperature: float | None = Field(None, ge=0, le=2, description="0 = greedy")
+    top_k: int | None = Field(None, ge=-1, le=2**31 - 1, description="-1 or 0 = off")
+    top_p: float | None = Field(None, ge=0, le=1)
+    presence_penalty: float | None = Field(None, ge=0, le=10)
+    repetition_penalty: float | None = Field(None, ge=0, le=10)
+    penalty_decay: float | None = Field(None, ge=0, le=1)
+    stream: bool = False
+    seed: int | None = Field(None, ge=I64_MIN, le=I64_MAX, description="null = random")
+
+    def sampling(self) -> dict:
+        """The sampling fields that were given (absent ones left out)."""
+        return {k: getattr(self, k) for k in SAMPLING_KEYS if getattr(self, k) is not None}
+
+
+Prompt = str | list[StrictInt]
+
+
+class CreateRequest(GenerationParams):
+    """Body of ``POST /tmp`` and ``POST /create``: ``prompt`` is required and non-empty."""
+
+    prompt: Prompt = Field(description="text, or a list of token ids")
+
+
+class ContinueRequest(GenerationParams):
+    """Body of ``POST /{id}/continue`` and ``POST /{id}/fork``: everything optional."""
+
+    prompt: Prompt | None = Field(None, description="appended to the task before generating")
+
+
+class FimRequest(GenerationParams):
+    """Body of ``POST /fim``: prompt ``✿prefix✿✿suffix✿{suffix}✿middle✿{prefix}``."""
+
+    prefix: str
+    suffix: str = ""
+
+
+class TaskResponseModel(BaseModel):
+    task_id: str
+    result: str
+    prefill_time: float
+    gen_time: float
+    speed: float
+    finished: bool
+
+
+class TaskInfo(BaseModel):
+    task_id: str
+    generated_buf: int = Field(description="tokens generated so far")
+    status: int = Field(description="0 PREFILL, 1 READY, 2 RUNNING, 3 FINISHED")
+
+
+class TaskList(BaseModel):
+    cpu_cache_count: int
+    database_count: int
+    total_count: int
+    cpu_tasks: list
+    db_tasks: list

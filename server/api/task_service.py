@@ -1,0 +1,164 @@
+"""What the Task API routes do, apart from HTTP: prompts, parameters, submitting, looking up.
+
+No tensors here. Store operations (``TaskManager`` calls, which may read or write SQLite) run on
+one dedicated worker thread, so the event loop never blocks on the database and the manager sees
+one caller at a time. Long prompts are encoded off the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+from concurrent.futures import ThreadPoolExecutor
+
+from fastapi import HTTPException
+from fastapi.exceptions import RequestValidationError
+
+from server.api.schemas.tasks import GenerationParams, TaskInfo, TaskResponseModel
+from server.model.tokenizer import IncrementalDecoder
+from server.scheduler import QueueFull
+from server.task.manager import TaskNotFound
+from server.task.manager import is_busy as is_busy  # re-exported for the routes
+from server.task.task import Task, new_task_id
+
+INLINE_ENCODE_CHARS = 2048  # longer prompts are encoded on a worker thread
+RETRY_AFTER_S = "1"
+TASK_NOT_FOUND = "Task not found"
+
+
+def invalid(field: str, msg: str, value=None) -> RequestValidationError:
+    """A 422 naming ``field`` of the body, in FastAPI's own error format."""
+    return RequestValidationError([{"type": "value_error", "loc": ("body", field),
+                                    "msg": msg, "input": value}])
+
+
+def state_discarded(task: Task) -> bool:
+    """A temporary task whose final state was not kept (it cannot be continued or forked)."""
+    return getattr(task, "keep_state", True) is False and task.is_finished
+
+
+class TaskService:
+    def __init__(self, runtime):
+        self.rt = runtime
+        self.settings = runtime.settings
+        self.loader = runtime.loader
+        self.scheduler = runtime.scheduler
+        self.manager = runtime.manager
+        self.vocab_size = runtime.loader.cfg.vocab_size
+        self._store = ThreadPoolExecutor(1, thread_name_prefix="rwkv-store")
+
+    def close(self) -> None:
+        self._store.shutdown(wait=True)
+
+    async def store(self, fn, *args, **kwargs):
+        """Run a TaskManager call on the store thread."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._store, lambda: fn(*args, **kwargs))
+
+    # ---- prompts and parameters ------------------------------------------------------
+    async def encode(self, prompt, field: str = "prompt", required: bool = True) -> list[int]:
+        """Token ids of a text or token-id prompt; 422 if empty/out of range, 400 if too long."""
+        if prompt is None or len(prompt) == 0:
+            if required:
+                raise invalid(field, "Prompt must not be empty", prompt)
+            return []
+        if isinstance(prompt, str):
+            if len(prompt) > INLINE_ENCODE_CHARS:
+                tokens = await asyncio.to_thread(self.loader.encode, prompt)
+            else:
+                tokens = self.loader.encode(prompt)
+        else:
+            bad = next((t for t in prompt if not 0 <= t < self.vocab_size), None)
+            if bad is not None:
+                raise invalid(field, f"Token id {bad} is outside the vocabulary "
+                                     f"[0, {self.vocab_size})", bad)
+            tokens = list(prompt)
+        limit = self.settings.max_prompt_tokens
+        if len(tokens) > limit:
+            raise HTTPException(400, f"Prompt is {len(tokens)} tokens; the limit is {limit} "
+                                     "(RWKV_MAX_PROMPT_TOKENS)")
+        return tokens
+
+    def sampling(self, body: GenerationParams, defaults: bool) -> dict:
+        """Task parameters from a body; with ``defaults`` absent fields take the settings'."""
+        s = self.settings
+        out = dict(max_tokens=s.default_max_tokens, temperature=s.default_temperature,
+                   top_k=s.default_top_k, top_p=s.default_top_p,
+                   presence_penalty=s.default_presence_penalty,
+                   repetition_penalty=s.default_repetition_penalty,
+                   penalty_decay=s.default_penalty_decay) if defaults else {}
+        out.update(body.sampling())
+        if "seed" in body.model_fields_set and body.seed is None:
+            out["seed"] = secrets.randbits(62)  # explicit null: a fresh random stream
+        if "max_tokens" in out:
+            out["max_tokens"] = min(out["max_tokens"], s.max_tokens_cap)
+        if out.get("top_k", 0) > self.vocab_size:
+            out["top_k"] = self.vocab_size
+        return out
+
+    def new_task(self, tokens: list[int], tmp: bool, params: dict) -> Task:
+        task = Task(tokens, task_id=new_task_id("TMP" if tmp else "TASK"),
+                    decoder=self.loader.decode, **{"seed": None, **params})
+        # a temporary task's state is thrown away unless it is all the task produces
+        task.keep_state = not tmp or task.max_tokens == 0
+        return task
+
+    # ---- submitting and looking up -------------------------------------------------------
+    async def register(self, task: Task) -> None:
+        """Put a task in the TaskManager (it writes persistent ones whenever they finish)."""
+        await self.store(self.manager.put_task, task.task_id, task)
+
+    async def forget(self, task: Task) -> None:
+        """Drop a task that was registered but could not be started."""
+        try:
+            await self.store(self.manager.delete_task_from_any_level, task.task_id, force=True)
+        except TaskNotFound:
+            pass
+
+    def submit(self, task: Task) -> None:
+        """Hand a task to the scheduler; 503 with Retry-After when its queue is full."""
+        try:
+            self.scheduler.add_task(task)
+        except QueueFull as e:
+            raise HTTPException(503, f"Server busy: {e}; retry shortly",
+                                headers={"Retry-After": RETRY_AFTER_S}) from None
+
+    async def submit_new(self, task: Task) -> None:
+        await self.register(task)
+        try:
+            self.submit(task)
+        except HTTPException:
+            await self.forget(task)
+            raise
+
+    async def get(self, task_id: str) -> Task:
+        """The task with ``task_id`` (from the cache or the database); 404 if unknown."""
+        task = await self.store(self.manager.get_task, task_id)
+        if task is None:
+            raise HTTPException(404, TASK_NOT_FOUND)
+        return task
+
+    # ---- replies ---------------------------------------------------------------------------
+    def result(self, task: Task) -> TaskResponseModel:
+        """The full text so far (an incomplete trailing character is held back until done)."""
+        if task.finish_reason == "error":
+            raise HTTPException(500, f"Generation failed: {task.error}")
+        tokens = task.get_all_tokens()
+        finished = task.is_finished
+        dec = IncrementalDecoder(self.loader.tokenizer)
+        text = dec.feed(tokens) + (dec.flush() if finished else "")
+        return self.reply(task, text, finished, len(tokens))
+
+    @staticmethod
+    def reply(task: Task, text: str = "", finished: bool | None = None,
+              n_tokens: int = 0) -> TaskResponseModel:
+        gen = float(task.gen_time)
+        return TaskResponseModel(
+            task_id=task.task_id, result=text, prefill_time=float(task.prefill_time),
+            gen_time=gen, speed=n_tokens / gen if gen > 0 else 0.0,
+            finished=task.is_finished if finished is None else finished)
+
+    @staticmethod
+    def info(task: Task) -> TaskInfo:
+        return TaskInfo(task_id=task.task_id, generated_buf=len(task.get_all_tokens()),
+                        status=int(task.status))
