@@ -197,6 +197,7 @@ class Task:
         self._notify()
 
     def _finish(self, reason: str, error: str | None = None) -> None:
+        self._stop_hook = None  # a finished task belongs to no scheduler (also when dropped unrun)
         self.finish_reason = reason
         self.error = error
         self.status = Status.FINISHED

@@ -1,0 +1,317 @@
+"""TaskManager: an LRU cache of tasks in CPU memory in front of the SQLite TaskStore.
+
+Ids decide the policy:
+  * ``_…``   templates: read-only. Written synchronously (``synchronous=FULL``) at ``put_task``
+             and never overwritten (putting an existing template id raises ``TemplateExists``), never
+             evicted, never pruned; deleting one needs ``force``. Templates in memory are pinned
+             and *not* counted against the cache capacity. A template put while its scheduler
+             still runs it is written when it finishes.
+  * ``TMP…`` temporary: cached only; never written (an evicted one is gone).
+  * others (``TASK_…``) persistent: written by the background writer when they finish (so a
+             ``kill -9`` loses none that finished a moment before), when evicted, closed or
+             flushed; unchanged tasks are not written again.
+
+A task the scheduler holds (running, or queued/admitted and not finished) is "busy": it is never
+evicted (the cache may exceed its capacity meanwhile), never written (its CPU state lags its
+tokens), and ``close_task`` defers to its finish. ``get_task`` serves the newest copy: cache, then
+a write still queued, then the database.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from collections import OrderedDict
+
+from server.logger import get_logger
+from server.task.policy import (TaskNotFound, TemplateExists, TemplateProtected, is_busy,
+                                is_template_id, is_temporary_id, same_content, signature)
+from server.task.serialize import TaskBusy, decode_task, snapshot
+from server.task.store import DuplicateTaskId, TaskStore
+from server.task.task import Status, Task, new_task_id
+from server.task.writer import AsyncWriter, WriteJob
+
+log = get_logger("task.manager")
+__all__ = ["TaskManager", "TaskNotFound", "TemplateProtected", "TemplateExists", "TaskBusy",
+           "get_task_manager", "is_busy", "is_template_id", "is_temporary_id"]
+
+
+class TaskManager:
+    def __init__(self, db_path: str | None = None, capacity: int | None = None,
+                 max_db_size: int | None = None, queue_size: int | None = None, loader=None):
+        from server.config import settings
+
+        self.capacity = capacity or settings.task_default_cpu_capacity
+        self.max_db_size = max_db_size or settings.task_db_max_size
+        self.store = TaskStore(db_path or settings.task_db_path)
+        self.writer = AsyncWriter(self.store, queue_size or settings.task_async_queue_size,
+                                  self.max_db_size, on_lost=self._forget_clean)
+        self.loader, self.sampler = loader, None
+        self._lock = threading.RLock()
+        self._cache: OrderedDict[str, Task] = OrderedDict()  # non-templates, least recent first
+        self._templates: dict[str, Task] = {}  # pinned, not counted
+        self._unsaved: set[str] = set()  # templates put while busy: written when they finish
+        self._closing: dict[str, Task] = {}  # closed while busy: written when they finish
+        self._clean: dict[str, tuple] = {}  # id -> signature of the content last queued/written
+        self._hooks: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+        self._closed = False
+
+    def set_dependencies(self, loader, sampler=None) -> None:
+        """Attach the model bundle: tasks loaded from the database decode with ``loader.decode``."""
+        self.loader, self.sampler = loader, sampler
+        with self._lock:
+            for t in [*self._cache.values(), *self._templates.values()]:
+                if t._decoder is None:
+                    t._decoder = loader.decode
+
+    # ---- the seed's API ---------------------------------------------------------------
+    def put_task(self, task_id: str, task: Task) -> str:
+        """Store ``task`` under ``task_id`` (sets ``task.task_id``). Templates: see module doc."""
+        if task._decoder is None and self.loader is not None:
+            task._decoder = self.loader.decode
+        if is_template_id(task_id):
+            return self._put_template(task_id, task)
+        task.task_id = task_id
+        with self._lock:
+            self._cache[task_id] = task
+            self._cache.move_to_end(task_id)
+            self._closing.pop(task_id, None)  # a closed older object under this id is superseded
+            self._clean.pop(task_id, None)
+            jobs = self._evict_locked()
+        self.track(task)
+        if task.status == Status.FINISHED:  # it may have finished before it was tracked
+            self._on_finished(task)
+        self._submit(jobs)
+        return task_id
+
+    def get_task(self, task_id: str) -> Task | None:
+        """The task from memory, else from the database (then cached); None if unknown."""
+        task, jobs = self._get_cached(task_id)
+        if task is not None or is_temporary_id(task_id):
+            self._submit(jobs)
+            return task
+        rec = self.store.get(task_id)
+        if rec is None:
+            return None
+        loaded = decode_task(rec[0], rec[1], task_id=task_id,
+                             decoder=self.loader.decode if self.loader is not None else None)
+        with self._lock:
+            task, jobs = self._get_cached(task_id)
+            if task is None:  # nobody loaded or put it meanwhile
+                task = loaded
+                self._clean[task_id] = signature(task)  # identical to its row
+                if is_template_id(task_id):
+                    self._templates[task_id] = task
+                else:
+                    self._cache[task_id] = task
+                    jobs = self._evict_locked()
+        self.track(task)
+        self._submit(jobs)
+        return task
+
+    def fork_template(self, template_id: str, new_id: str | None = None, tmp: bool = False) -> str:
+        """Put a copy of ``template_id`` (any stored task at rest) under a new id; return it."""
+        src = self.get_task(template_id)
+        if src is None:
+            raise TaskNotFound(f"task {template_id} not found")
+        if is_busy(src):
+            raise TaskBusy(f"task {template_id} is running; fork it when it has finished")
+        new_id = new_id or new_task_id("TMP" if tmp else "TASK")
+        child = src.fork(new_id)
+        if child._decoder is None and self.loader is not None:
+            child._decoder = self.loader.decode
+        self.put_task(new_id, child)
+        return new_id
+
+    def close_task(self, task_id: str) -> bool:
+        """Write the task (persistent ids) and drop it from memory; False if it was not there."""
+        job = None
+        with self._lock:
+            if is_template_id(task_id):  # stored already (unless unsaved: keep it until it is)
+                if task_id in self._unsaved:
+                    return False
+                return self._templates.pop(task_id, None) is not None
+            task = self._cache.pop(task_id, None)
+            if task is None:
+                return False
+            if not is_temporary_id(task_id):
+                if is_busy(task):
+                    self._closing[task_id] = task
+                else:
+                    job = self._job_locked(task_id, task)
+            self._clean.pop(task_id, None)
+        self._submit([job] if job else [])
+        return True
+
+    def delete_task_from_any_level(self, task_id: str, force: bool = False) -> Task:
+        """Delete from memory, the write queue and the database; return the task as it was.
+        Raises ``TemplateProtected`` for a template without ``force``, ``TaskNotFound``."""
+        with self._lock:
+            task = (self._templates.get(task_id) or self._cache.get(task_id)
+                    or self._closing.get(task_id) or self.writer.pending_task(task_id))
+        meta = None if task is not None else self.store.get_meta(task_id)
+        if task is None and meta is None:
+            raise TaskNotFound(f"task {task_id} not found")
+        if is_template_id(task_id) and not force:
+            raise TemplateProtected(f"{task_id} is a template; delete it with force=true")
+        with self._lock:
+            for level in (self._templates, self._cache, self._closing, self._clean):
+                level.pop(task_id, None)
+            self._unsaved.discard(task_id)
+        self.writer.delete(task_id)
+        if task is None:
+            task = decode_task(meta, None, task_id=task_id, tensors=False)
+        elif is_busy(task):
+            task.stop()
+        return task
+
+    def list_all_tasks(self) -> dict:
+        """API.md's ``/list`` reply: ids in memory (templates first, then least recently used)
+        and the first 100 ids in the database (most recently written first)."""
+        with self._lock:
+            cpu = [*self._templates, *self._cache, *self._closing]
+        db = self.store.ids(newest_first=True)
+        return {"cpu_cache_count": len(cpu), "database_count": len(db),
+                "total_count": len(set(cpu).union(db)), "cpu_tasks": cpu, "db_tasks": db[:100]}
+
+    # ---- persistence hooks --------------------------------------------------------------
+    def track(self, task: Task) -> None:
+        """Write ``task`` whenever it finishes (persistent ids, while this manager holds it)."""
+        with self._lock:
+            if task in self._hooks:
+                return
+
+            def on_event(t: Task) -> None:
+                if t.status == Status.FINISHED:
+                    self._on_finished(t)
+
+            self._hooks[task] = on_event
+        task.subscribe(on_event)
+
+    def flush(self) -> None:
+        """Queue every changed persistent task at rest, then wait until all writes are done."""
+        with self._lock:
+            jobs = [self._job_locked(i, t) for i, t in self._cache.items()
+                    if not is_temporary_id(i) and not is_busy(t)]
+        self._submit([j for j in jobs if j])
+        self.writer.flush()
+
+    def close(self) -> None:
+        """Flush, stop the writer thread and close the database (idempotent)."""
+        if self._closed:
+            return
+        self._closed = True
+        self.flush()
+        self.writer.close()
+        self.store.close()
+
+    # ---- internals ------------------------------------------------------------------------
+    def _put_template(self, task_id: str, task: Task) -> str:
+        with self._lock:
+            if task_id in self._templates or self.writer.pending_task(task_id) is not None \
+                    or self.store.contains(task_id):
+                raise TemplateExists(f"template {task_id} exists; templates are never overwritten")
+            task.task_id = task_id
+            self._templates[task_id] = task  # reserved: a concurrent put of the id fails
+            busy = is_busy(task)
+            if busy:
+                self._unsaved.add(task_id)
+        self.track(task)
+        if busy:
+            return task_id
+        try:
+            self.writer.write_now(task_id, snapshot(task), template=True, insert=True)
+        except DuplicateTaskId as e:
+            with self._lock:
+                self._templates.pop(task_id, None)
+            raise TemplateExists(f"template {task_id} exists") from e
+        with self._lock:
+            self._clean[task_id] = signature(task)
+        log.info(f"template {task_id} stored ({len(task.history)} tokens of context)")
+        return task_id
+
+    def _get_cached(self, task_id: str):
+        """``(task or None, write jobs from evictions)``; revives closed/queued tasks."""
+        with self._lock:
+            if task_id in self._templates:
+                return self._templates[task_id], []
+            if task_id in self._cache:
+                self._cache.move_to_end(task_id)
+                return self._cache[task_id], []
+            task = self._closing.pop(task_id, None) or self.writer.pending_task(task_id)
+            if task is None:
+                return None, []
+            if is_template_id(task_id):
+                self._templates[task_id] = task
+                return task, []
+            self._cache[task_id] = task  # reopened
+            return task, self._evict_locked()
+
+    def _on_finished(self, task: Task) -> None:
+        """A tracked task finished (scheduler thread): write it if it is still ours."""
+        tid, job = task.task_id, None
+        with self._lock:
+            if is_template_id(tid):
+                if tid in self._unsaved and self._templates.get(tid) is task:
+                    self._unsaved.discard(tid)
+                    job = self._job_locked(tid, task, template=True)
+            elif not is_temporary_id(tid):
+                if self._closing.get(tid) is task:
+                    del self._closing[tid]
+                    job = self._job_locked(tid, task)
+                elif self._cache.get(tid) is task:
+                    job = self._job_locked(tid, task)
+        self._submit([job] if job else [])
+
+    def _job_locked(self, task_id: str, task: Task, template: bool = False) -> WriteJob | None:
+        """A write of ``task`` unless its content was written already (caller holds the lock)."""
+        sig = signature(task)
+        if same_content(self._clean.get(task_id), sig):
+            return None
+        job = self.writer.prepare(task_id, task, snapshot(task), template)
+        self._clean[task_id] = sig
+        return job
+
+    def _evict_locked(self) -> list[WriteJob]:
+        """Drop least recently used tasks beyond capacity (skipping busy ones); their writes."""
+        jobs, over = [], len(self._cache) - self.capacity
+        for tid in list(self._cache):
+            if over <= 0:
+                break
+            task = self._cache[tid]
+            if is_busy(task):
+                continue
+            del self._cache[tid]
+            over -= 1
+            if not is_temporary_id(tid):
+                job = self._job_locked(tid, task)
+                if job:
+                    jobs.append(job)
+            self._clean.pop(tid, None)
+        return jobs
+
+    def _submit(self, jobs: list[WriteJob]) -> None:
+        for job in jobs:  # outside our lock: submit blocks while the queue is full
+            self.writer.submit(job)
+
+    def _forget_clean(self, task_ids: list[str]) -> None:
+        """Rows failed to write or were pruned: tasks still in memory are written again."""
+        with self._lock:
+            for tid in task_ids:
+                self._clean.pop(tid, None)
+
+
+_manager: TaskManager | None = None
+_manager_lock = threading.Lock()
+
+
+def get_task_manager() -> TaskManager:
+    """The process-wide TaskManager built from settings (closed at interpreter exit)."""
+    global _manager
+    with _manager_lock:
+        if _manager is None or _manager._closed:
+            import atexit
+
+            _manager = TaskManager()
+            atexit.register(_manager.close)
+        return _manager

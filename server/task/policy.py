@@ -1,0 +1,55 @@
+"""Task id policy, the "busy" test, content signatures and the TaskManager's exceptions.
+
+Ids: ``_…`` templates (read-only, kept for ever), ``TMP…`` temporary (never written), anything
+else persistent (``TASK_…``).
+"""
+
+from __future__ import annotations
+
+import weakref
+
+from server.task.task import SAMPLING_FIELDS, Status, Task
+
+
+class TaskNotFound(LookupError):
+    """No task with that id in memory or in the database."""
+
+
+class TemplateProtected(PermissionError):
+    """Templates are read-only: deleting one needs ``force=True``."""
+
+
+class TemplateExists(TemplateProtected):
+    """A template with that id exists; templates are never overwritten."""
+
+
+def is_template_id(task_id: str) -> bool:
+    return task_id.startswith("_")
+
+
+def is_temporary_id(task_id: str) -> bool:
+    return task_id.startswith("TMP")
+
+
+def is_busy(task: Task) -> bool:
+    """True while a scheduler holds the task (its ``_stop_hook`` is set until it finishes)."""
+    return task.status == Status.RUNNING or (
+        task.status != Status.FINISHED and task._stop_hook is not None)
+
+
+def signature(task: Task) -> tuple:
+    """Changes whenever a Task method changes what would be stored (tensors by identity:
+    the engine replaces a task's CPU tensors, it never writes into them)."""
+    st = task.state
+    tensors = (None, None) if st is None else (st.shift, st.wkv)
+    refs = tuple(None if t is None else weakref.ref(t) for t in (*tensors, task.penalties))
+    return (int(task.status), task.finished_at, task.finish_reason, task.rng_counter,
+            task.current_token, len(task.pending), len(task.history), len(task.output),
+            tuple(getattr(task, k) for k in SAMPLING_FIELDS), refs)
+
+
+def same_content(a: tuple | None, b: tuple) -> bool:
+    if a is None or a[:-1] != b[:-1]:
+        return False
+    return all((x is None and y is None) or (x is not None and y is not None and x() is y())
+               for x, y in zip(a[-1], b[-1]))

@@ -1,0 +1,151 @@
+"""TaskStore: the SQLite table behind the TaskManager (one row per task: JSON + raw bytes).
+
+Table ``tasks(task_id TEXT PRIMARY KEY, is_template INTEGER, updated_at REAL, meta TEXT,
+blob BLOB)`` (``meta``/``blob`` as in ``server.task.serialize``). The database runs in WAL mode with
+``synchronous=NORMAL``: every committed write survives a ``kill -9`` of the process (only a power
+loss can take the last commits back); writes made with ``durable=True`` (templates) use
+``synchronous=FULL`` and survive that too. A file left by a killed process opens normally (SQLite
+replays or discards its WAL). One connection guarded by a lock serves all threads.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+from pathlib import Path
+
+SCHEMA_VERSION = 1
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS tasks (
+    task_id     TEXT PRIMARY KEY,
+    is_template INTEGER NOT NULL DEFAULT 0,
+    updated_at  REAL NOT NULL,
+    meta        TEXT NOT NULL,
+    blob        BLOB
+);
+CREATE INDEX IF NOT EXISTS tasks_age ON tasks (is_template, updated_at);
+"""
+
+
+class DuplicateTaskId(sqlite3.IntegrityError):
+    """``insert`` found a row with that id already (templates are never overwritten)."""
+
+
+class TaskStore:
+    """Thread-safe put/get/delete of task records in one SQLite file."""
+
+    def __init__(self, path: str | Path, timeout: float = 30.0):
+        self.path = str(path)
+        if self.path != ":memory:":
+            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        self._db = sqlite3.connect(self.path, timeout=timeout, check_same_thread=False,
+                                   isolation_level=None)  # autocommit; explicit transactions
+        with self._lock:
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.execute(f"PRAGMA journal_size_limit={64 << 20}")  # WAL shrinks back
+            self._db.executescript(_SCHEMA)
+            self._db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+
+    # ---- writing -------------------------------------------------------------------------
+    def put(self, task_id: str, meta: str, blob: bytes | None, is_template: bool = False,
+            durable: bool = False) -> None:
+        """Insert or replace the row of ``task_id``."""
+        self._write("INSERT OR REPLACE", task_id, meta, blob, is_template, durable)
+
+    def insert(self, task_id: str, meta: str, blob: bytes | None, is_template: bool = False,
+               durable: bool = False) -> None:
+        """Insert a new row; raises ``DuplicateTaskId`` if ``task_id`` is already stored."""
+        try:
+            self._write("INSERT", task_id, meta, blob, is_template, durable)
+        except sqlite3.IntegrityError as e:
+            raise DuplicateTaskId(f"{task_id} is already stored") from e
+
+    def _write(self, verb: str, task_id, meta, blob, is_template, durable) -> None:
+        sql = (f"{verb} INTO tasks (task_id, is_template, updated_at, meta, blob) "
+               "VALUES (?, ?, ?, ?, ?)")
+        with self._lock:
+            if durable:
+                self._db.execute("PRAGMA synchronous=FULL")
+            try:
+                self._db.execute(sql, (task_id, int(is_template), time.time(), meta, blob))
+            finally:
+                if durable:
+                    self._db.execute("PRAGMA synchronous=NORMAL")
+
+    def delete(self, task_id: str) -> bool:
+        """Delete a row; True if there was one."""
+        with self._lock:
+            return self._db.execute("DELETE FROM tasks WHERE task_id=?", (task_id,)).rowcount > 0
+
+    def prune(self, max_size: int) -> list[str]:
+        """Delete the oldest non-template rows beyond ``max_size``; return their ids."""
+        with self._lock:
+            n = self._db.execute("SELECT COUNT(*) FROM tasks WHERE is_template=0").fetchone()[0]
+            if n <= max_size:
+                return []
+            rows = self._db.execute(
+                "SELECT task_id FROM tasks WHERE is_template=0 "
+                "ORDER BY updated_at, task_id LIMIT ?",
+                (n - max_size,)).fetchall()
+            ids = [r[0] for r in rows]
+            self._db.execute("BEGIN")
+            try:
+                self._db.executemany("DELETE FROM tasks WHERE task_id=?", [(i,) for i in ids])
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            return ids
+
+    # ---- reading -------------------------------------------------------------------------
+    def get(self, task_id: str) -> tuple[str, bytes | None] | None:
+        """``(meta, blob)`` of ``task_id``, or None."""
+        with self._lock:
+            row = self._db.execute("SELECT meta, blob FROM tasks WHERE task_id=?",
+                                   (task_id,)).fetchone()
+        return None if row is None else (row[0], row[1])
+
+    def get_meta(self, task_id: str) -> str | None:
+        with self._lock:
+            row = self._db.execute("SELECT meta FROM tasks WHERE task_id=?", (task_id,)).fetchone()
+        return None if row is None else row[0]
+
+    def contains(self, task_id: str) -> bool:
+        with self._lock:
+            return self._db.execute("SELECT 1 FROM tasks WHERE task_id=?",
+                                    (task_id,)).fetchone() is not None
+
+    def ids(self, limit: int | None = None, templates: bool | None = None,
+            newest_first: bool = False) -> list[str]:
+        """Stored ids in order of last write; ``templates`` True/False filters, None = all."""
+        sql, args = "SELECT task_id FROM tasks", []
+        if templates is not None:
+            sql += " WHERE is_template=?"
+            args.append(int(templates))
+        sql += f" ORDER BY updated_at {'DESC' if newest_first else 'ASC'}, task_id"
+        if limit is not None:
+            sql += " LIMIT ?"
+            args.append(int(limit))
+        with self._lock:
+            return [r[0] for r in self._db.execute(sql, args)]
+
+    def count(self, templates: bool | None = None) -> int:
+        sql, args = "SELECT COUNT(*) FROM tasks", ()
+        if templates is not None:
+            sql, args = sql + " WHERE is_template=?", (int(templates),)
+        with self._lock:
+            return self._db.execute(sql, args).fetchone()[0]
+
+    def close(self) -> None:
+        """Checkpoint the WAL into the main file and close (idempotent)."""
+        with self._lock:
+            if self._db is None:
+                return
+            try:
+                self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            finally:
+                self._db.close()
+                self._db = None

@@ -1,0 +1,141 @@
+"""AsyncWriter: the TaskManager's background writer thread (bounded queue, FIFO, never drops).
+
+A write is a ``Snapshot`` taken by the caller (cheap) and encoded and stored here (the byte copy
+and the SQLite write happen on this thread). ``submit`` blocks while the queue is full, so data is
+never dropped; callers must not hold a lock the writer needs (the writer takes only its own locks).
+
+Each task id with writes queued has a *ticket*; ``delete`` retires the ticket, so writes queued
+before a delete are skipped instead of resurrecting the row. Until its writes are done the task is
+still reachable through ``pending_task`` (the manager serves reads from it, not from a stale row).
+After each write the oldest non-template rows beyond ``max_db_size`` are pruned.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from dataclasses import dataclass
+
+from server.logger import get_logger
+from server.task.serialize import Snapshot
+from server.task.store import TaskStore
+from server.task.task import Task
+
+log = get_logger("task.writer")
+
+
+@dataclass(eq=False)
+class _Ticket:
+    task: Task  # the newest object queued for this id
+    pending: int = 0  # its writes not yet done
+
+
+@dataclass(eq=False)
+class WriteJob:
+    task_id: str
+    ticket: _Ticket
+    snap: Snapshot
+    template: bool
+
+
+class AsyncWriter:
+    def __init__(self, store: TaskStore, queue_size: int, max_db_size: int | None = None,
+                 on_lost=None):
+        self.store = store
+        self.on_lost = on_lost  # called with ids whose row is gone or was not written (or pruned)
+        self.max_db_size = max_db_size
+        self.writes = 0  # rows written (for tests and stats)
+        self.failures = 0
+        self._queue: queue.Queue = queue.Queue(maxsize=max(1, queue_size))
+        self._tickets: dict[str, _Ticket] = {}
+        self._tlock = threading.Lock()  # guards _tickets; never held while taking another lock
+        self._db_lock = threading.Lock()  # orders "is the ticket current? write" against deletes
+        self._thread = threading.Thread(target=self._loop, name="rwkv-task-writer", daemon=True)
+        self._thread.start()
+
+    # ---- called by the manager -----------------------------------------------------------
+    def prepare(self, task_id: str, task: Task, snap: Snapshot, template: bool = False) -> WriteJob:
+        """Register a write (the task is reachable via ``pending_task``); ``submit`` it next."""
+        with self._tlock:
+            ticket = self._tickets.get(task_id)
+            if ticket is None:
+                ticket = self._tickets[task_id] = _Ticket(task)
+            ticket.task = task
+            ticket.pending += 1
+        return WriteJob(task_id, ticket, snap, template)
+
+    def submit(self, job: WriteJob) -> None:
+        """Queue a prepared write; blocks while the queue is full."""
+        self._queue.put(job)
+
+    def pending_task(self, task_id: str) -> Task | None:
+        """The task object whose write is queued but not yet done, if any."""
+        with self._tlock:
+            ticket = self._tickets.get(task_id)
+        return None if ticket is None else ticket.task
+
+    def write_now(self, task_id: str, snap: Snapshot, template: bool, insert: bool) -> None:
+        """Encode and write on the caller's thread (``insert``: fail if the id is stored)."""
+        meta, blob = snap.encode()
+        with self._db_lock:
+            write = self.store.insert if insert else self.store.put
+            write(task_id, meta, blob, is_template=template, durable=template)
+            self.writes += 1
+
+    def delete(self, task_id: str) -> bool:
+        """Skip queued writes of ``task_id`` and delete its row; True if a row was deleted."""
+        with self._tlock:
+            self._tickets.pop(task_id, None)
+        with self._db_lock:
+            return self.store.delete(task_id)
+
+    def flush(self) -> None:
+        """Block until every write queued so far is done."""
+        self._queue.join()
+
+    def close(self) -> None:
+        if self._thread.is_alive():
+            self._queue.put(None)
+            self._thread.join()
+
+    # ---- the thread ------------------------------------------------------------------------
+    def _loop(self) -> None:
+        while True:
+            job = self._queue.get()
+            try:
+                if job is None:
+                    return
+                self._write(job)
+            except Exception as e:  # a failed write is logged; the writer goes on
+                self.failures += 1
+                log.opt(exception=e).error(f"writing task {job.task_id} failed: {e}")
+                if self.on_lost is not None:
+                    self.on_lost([job.task_id])
+            finally:
+                if job is not None:
+                    self._done(job)
+                self._queue.task_done()
+
+    def _write(self, job: WriteJob) -> None:
+        meta, blob = job.snap.encode()
+        pruned = []
+        with self._db_lock:
+            with self._tlock:
+                current = self._tickets.get(job.task_id) is job.ticket
+            if not current:
+                return  # deleted after it was queued
+            self.store.put(job.task_id, meta, blob, is_template=job.template,
+                           durable=job.template)
+            self.writes += 1
+            if self.max_db_size is not None:
+                pruned = self.store.prune(self.max_db_size)
+        if pruned:
+            log.info(f"pruned {len(pruned)} oldest tasks (max {self.max_db_size})")
+            if self.on_lost is not None:
+                self.on_lost(pruned)
+
+    def _done(self, job: WriteJob) -> None:
+        with self._tlock:
+            job.ticket.pending -= 1
+            if job.ticket.pending <= 0 and self._tickets.get(job.task_id) is job.ticket:
+                del self._tickets[job.task_id]

@@ -1,0 +1,353 @@
+"""TaskManager: LRU cache + SQLite, templates, background writes, crash safety (kill -9)."""
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from task_fakes import make_task, same_bits, same_task
+
+from server.task.manager import (TaskBusy, TaskManager, TaskNotFound, TemplateExists,
+                                 TemplateProtected)
+from server.task.store import TaskStore
+from server.task.task import Status
+
+HERE = Path(__file__).resolve().parent
+
+
+@pytest.fixture
+def db(tmp_path):
+    return str(tmp_path / "tasks.db")
+
+
+def manager(db, capacity=3, **kw):
+    return TaskManager(db_path=db, capacity=capacity, queue_size=kw.pop("queue_size", 4),
+                       max_db_size=kw.pop("max_db_size", 1000), **kw)
+
+
+def test_template_survives_restart_and_forks(db):
+    tm = manager(db)
+    tpl = make_task(1, dtype=torch.bfloat16)
+    assert tm.put_task("_coder", tpl) == "_coder" and tpl.task_id == "_coder"
+    assert TaskStore(db).contains("_coder")  # written at put, before any flush
+    tm.close()
+
+    tm2 = manager(db)
+    got = tm2.get_task("_coder")
+    assert same_task(got, tpl)
+    new_id = tm2.fork_template("_coder")
+    assert new_id.startswith("TASK_") and len(new_id) == 5 + 32
+    fork = tm2.get_task(new_id)
+    assert fork.status == Status.READY and fork.history == tpl.history
+    assert fork.current_token == tpl.current_token and fork.seed == tpl.seed
+    assert same_bits(fork.state.wkv, tpl.state.wkv) and same_bits(fork.penalties, tpl.penalties)
+    fork.state.wkv.add_(1)  # the fork owns its state
+    fork.penalties.zero_()
+    assert same_bits(tm2.get_task("_coder").state.wkv, tpl.state.wkv)
+    assert same_bits(tm2.get_task("_coder").penalties, tpl.penalties)
+    tmp_id = tm2.fork_template("_coder", tmp=True)
+    assert tmp_id.startswith("TMP_") and tm2.get_task(tmp_id) is not None
+    assert tm2.fork_template("_coder", new_id="TASK_mine") == "TASK_mine"
+    tm2.close()
+
+
+def test_template_overwrite_is_refused(db):
+    tm = manager(db)
+    tm.put_task("_t", make_task(1))
+    with pytest.raises(TemplateExists):
+        tm.put_task("_t", make_task(2))
+    tm.close()
+    tm = manager(db)  # also when the template is only in the database
+    with pytest.raises(TemplateExists):
+        tm.put_task("_t", make_task(2))
+    assert same_task(tm.get_task("_t"), make_task(1, "_t"))
+    tm.close()
+
+
+def test_delete_rules(db):
+    tm = manager(db)
+    tm.put_task("_t", make_task(1))
+    tm.put_task("TASK_a", make_task(2))
+    with pytest.raises(TemplateProtected):
+        tm.delete_task_from_any_level("_t")
+    with pytest.raises(TaskNotFound):
+        tm.delete_task_from_any_level("TASK_nope")
+    with pytest.raises(TaskNotFound):
+        tm.fork_template("_nope")
+    assert tm.delete_task_from_any_level("TASK_a").task_id == "TASK_a"
+    assert tm.get_task("TASK_a") is None
+    assert tm.delete_task_from_any_level("_t", force=True).task_id == "_t"
+    tm.close()
+    tm = manager(db)
+    assert tm.get_task("_t") is None and tm.store.count() == 0
+    tm.put_task("_t", make_task(3))  # the id is free again
+    tm.close()
+
+
+def test_lru_eviction_writes_and_reloads_intact(db):
+    tm = manager(db, capacity=2)
+    originals = {f"TASK_{i}": make_task(i, f"TASK_{i}", status=Status.READY) for i in range(6)}
+    for tid, t in originals.items():
+        tm.put_task(tid, t)
+    assert tm.list_all_tasks()["cpu_tasks"] == ["TASK_4", "TASK_5"]
+    tm.writer.flush()
+    assert set(tm.store.ids()) == {f"TASK_{i}" for i in range(4)}  # the evicted ones
+    for tid, t in originals.items():
+        got = tm.get_task(tid)
+        assert same_task(got, make_task(int(tid[5:]), tid, status=Status.READY)), tid
+    # least recently used goes first: touching TASK_0 keeps it
+    tm.get_task("TASK_0")
+    tm.put_task("TASK_9", make_task(9))
+    assert "TASK_0" in tm.list_all_tasks()["cpu_tasks"]
+    tm.close()
+
+
+def test_unchanged_tasks_are_not_rewritten(db):
+    tm = manager(db, capacity=1)
+    tm.put_task("TASK_a", make_task(1))  # finished: written at once
+    tm.writer.flush()
+    assert tm.writer.writes == 1
+    tm.put_task("TASK_b", make_task(2))  # evicts TASK_a, unchanged: no second write
+    tm.get_task("TASK_a")  # reload evicts TASK_b, written already
+    tm.flush()
+    assert tm.writer.writes == 2
+    tm.get_task("TASK_a").update_params(temperature=1.5)  # a change is written on flush
+    tm.flush()
+    assert tm.writer.writes == 3 and tm.store.count() == 2
+    tm.close()
+
+
+def test_tmp_tasks_are_never_written(db):
+    tm = manager(db, capacity=2)
+    for i in range(5):
+        tm.put_task(f"TMP_{i}", make_task(i))
+    tm.flush()
+    assert tm.store.count() == 0 and tm.writer.writes == 0
+    assert tm.get_task("TMP_0") is None  # evicted temporaries are gone
+    assert tm.get_task("TMP_4") is not None
+    assert tm.close_task("TMP_4") and tm.get_task("TMP_4") is None
+    tm.close()
+    assert TaskStore(db).count() == 0
+
+
+def test_running_tasks_are_not_evicted_and_written_when_finished(db):
+    tm = manager(db, capacity=1)
+    run = make_task(1, status=Status.RUNNING)
+    tm.put_task("TASK_run", run)
+    tm.put_task("TASK_b", make_task(2))
+    tm.put_task("TASK_c", make_task(3))
+    assert "TASK_run" in tm.list_all_tasks()["cpu_tasks"]  # busy: kept over capacity
+    with pytest.raises(TaskBusy):
+        tm.fork_template("TASK_run")
+    assert tm.close_task("TASK_run")  # deferred until it finishes
+    tm.flush()
+    assert not tm.store.contains("TASK_run")
+    run._finish("stop")  # on the scheduler thread in real life
+    tm.writer.flush()
+    assert tm.store.contains("TASK_run")
+    assert same_task(tm.get_task("TASK_run"), run)  # closed: now read back from the database
+    tm.close()
+    tm = manager(db)
+    assert tm.get_task("TASK_run").finish_reason == "stop"
+    tm.close()
+
+
+def test_persistent_task_is_written_when_it_finishes(db):
+    tm = manager(db, capacity=10)
+    t = make_task(5, status=Status.READY)
+    tm.put_task("TASK_f", t)
+    t._stop_hook = lambda task: None  # handed to a scheduler: busy
+    t.status = Status.RUNNING
+    t._append_output([7])  # a pulse: nothing written yet
+    tm.writer.flush()
+    assert tm.writer.writes == 0
+    t._finish("length")
+    tm.writer.flush()  # no manager.flush(): the finish itself queued the write
+    assert tm.writer.writes == 1
+    tm.close()
+    tm = manager(db)
+    stored = tm.get_task("TASK_f")
+    assert stored.is_finished and stored.output == t.output and same_task(stored, t)
+    tm.close()
+
+
+def test_template_put_while_running_is_written_when_it_finishes(db):
+    tm = manager(db)
+    t = make_task(1, status=Status.RUNNING)
+    tm.put_task("_late", t)
+    assert not tm.store.contains("_late")
+    with pytest.raises(TemplateExists):
+        tm.put_task("_late", make_task(2))
+    t._finish("length")
+    tm.writer.flush()
+    assert tm.store.contains("_late")
+    t.continue_gen()
+    t._finish("stop")  # templates are written once, never overwritten
+    tm.writer.flush()
+    assert tm.writer.writes == 1
+    tm.close()
+
+
+def test_delete_cancels_a_queued_write(db):
+    tm = manager(db, capacity=1)
+    with tm.writer._db_lock:  # hold the writer before it stores anything
+        tm.put_task("TASK_a", make_task(1))  # finished: its write is queued
+        assert tm.writer.pending_task("TASK_a") is not None
+        deleter = threading.Thread(target=tm.delete_task_from_any_level, args=("TASK_a",))
+        deleter.start()  # retires the write, then waits for the lock to delete the row
+        while tm.writer.pending_task("TASK_a") is not None:
+            time.sleep(0.01)
+    deleter.join(10)
+    tm.writer.flush()
+    assert not tm.store.contains("TASK_a") and tm.get_task("TASK_a") is None
+    tm.close()
+
+
+def test_full_queue_blocks_and_loses_nothing(db):
+    tm = manager(db, capacity=1, queue_size=1)
+    done = threading.Event()
+
+    def produce():
+        for i in range(8):
+            tm.put_task(f"TASK_{i}", make_task(i, status=Status.READY))
+        done.set()
+
+    with tm.writer._db_lock:  # writer stalled: the producer must block, not drop
+        threading.Thread(target=produce, daemon=True).start()
+        assert not done.wait(0.3)
+    assert done.wait(10)
+    tm.close()
+    assert TaskStore(db).count() == 8
+
+
+def test_prune_keeps_templates(db):
+    tm = manager(db, capacity=1, max_db_size=3)
+    tm.put_task("_a", make_task(0))
+    tm.put_task("_b", make_task(1))
+    for i in range(8):
+        tm.put_task(f"TASK_{i}", make_task(i))
+        tm.writer.flush()
+    tm.close()
+    ids = TaskStore(db).ids()
+    assert sorted(ids) == ["TASK_5", "TASK_6", "TASK_7", "_a", "_b"]
+
+
+def test_pruned_task_still_in_memory_is_written_again(db):
+    tm = manager(db, capacity=2, max_db_size=1)
+    tm.put_task("TASK_a", make_task(1))  # finished: written
+    tm.writer.flush()
+    tm.put_task("TASK_b", make_task(2))  # written; prunes TASK_a's row
+    tm.writer.flush()
+    assert tm.store.ids() == ["TASK_b"]
+    tm.put_task("TASK_c", make_task(3, status=Status.READY))  # evicts TASK_a: written again
+    tm.writer.flush()
+    assert tm.store.ids() == ["TASK_a"]
+    assert same_task(tm.get_task("TASK_a"), make_task(1, "TASK_a"))
+    tm.close()
+
+
+def test_concurrent_use_loses_nothing(db):
+    tm = manager(db, capacity=3, queue_size=2)
+    errors = []
+
+    def work(k):
+        try:
+            for i in range(15):
+                tid = f"TASK_{k}_{i}"
+                tm.put_task(tid, make_task(i, status=Status.READY))
+                got = tm.get_task(f"TASK_{k}_{i // 2}")
+                assert same_task(got, make_task(i // 2, f"TASK_{k}_{i // 2}", status=Status.READY))
+                tm.get_task(tm.fork_template(tid, tmp=True))
+        except Exception as e:  # reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not errors
+    tm.close()
+    tm = manager(db)
+    assert tm.store.count() == 60
+    for k in range(4):
+        for i in range(15):
+            assert same_task(tm.get_task(f"TASK_{k}_{i}"),
+                             make_task(i, f"TASK_{k}_{i}", status=Status.READY))
+    tm.close()
+
+
+def test_list_all_tasks_shape(db):
+    tm = manager(db, capacity=2)
+    tm.put_task("_t", make_task(0))
+    for i in range(4):
+        tm.put_task(f"TASK_{i}", make_task(i))
+    tm.writer.flush()
+    info = tm.list_all_tasks()
+    assert set(info) == {"cpu_cache_count", "database_count", "total_count",
+                         "cpu_tasks", "db_tasks"}
+    assert info["cpu_tasks"] == ["_t", "TASK_2", "TASK_3"] and info["cpu_cache_count"] == 3
+    assert info["database_count"] == 5 and info["total_count"] == 5
+    assert set(info["db_tasks"]) == {"_t", "TASK_0", "TASK_1", "TASK_2", "TASK_3"}
+    tm.close()
+
+
+def test_decoder_attached_to_loaded_tasks(db):
+    class Loader:
+        def decode(self, tokens):
+            return ",".join(map(str, tokens))
+
+    tm = manager(db)
+    tm.put_task("_t", make_task(1))
+    tm.close()
+    tm = manager(db)
+    tm.set_dependencies(Loader(), None)
+    assert tm.get_task("_t").decode([1, 2]) == "1,2"
+    assert tm.get_task(tm.fork_template("_t")).decode([3]) == "3"
+    tm.close()
+
+
+def test_kill_9_leaves_every_finished_task_intact(db):
+    """A child writes a template and keeps finishing persistent tasks; SIGKILL it mid-write.
+    The database opens and every task that finished over a second before the kill is intact."""
+    child = subprocess.Popen([sys.executable, str(HERE / "task_fakes.py"), "crash-child", db],
+                             stdout=subprocess.PIPE, text=True)
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(child.stdout), daemon=True)
+    reader.start()
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        fins = [ln for ln in list(lines) if ln.startswith("FIN")]
+        if fins and time.time() - float(fins[0].split()[3]) > 1.5:
+            break
+        time.sleep(0.05)
+    t_kill = time.time()
+    os.kill(child.pid, signal.SIGKILL)
+    child.wait(10)
+    reader.join(10)
+    assert child.returncode == -signal.SIGKILL
+
+    assert TaskStore(db)._db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    tm = manager(db)
+    big = (4, 64, 4, 16)
+    assert same_task(tm.get_task("_crash_tpl"), make_task(0, "_crash_tpl", shape=big))
+    checked = 0
+    for ln in lines:
+        if not ln.startswith("FIN"):
+            continue
+        _, tid, i, t_fin = ln.split()
+        if float(t_fin) > t_kill - 1.0:
+            continue
+        got = tm.get_task(tid)
+        assert got is not None, tid
+        want = make_task(int(i), tid, shape=big)
+        want.finished_at = got.finished_at
+        assert same_task(got, want), tid
+        checked += 1
+    assert checked >= 5
+    tm.close()

@@ -1,0 +1,155 @@
+"""Task records (JSON + raw tensor bytes, no pickle) and the SQLite TaskStore."""
+
+import json
+import re
+import sqlite3
+import threading
+from pathlib import Path
+
+import pytest
+import torch
+from task_fakes import make_task, same_bits, same_task
+
+from server.task.serialize import RecordError, TaskBusy, decode_task, encode_task
+from server.task.store import DuplicateTaskId, TaskStore
+from server.task.task import Status, Task
+
+ROOT = Path(__file__).resolve().parent.parent
+DTYPES = [torch.float32, torch.float16, torch.bfloat16]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("state_dtype", DTYPES)
+def test_round_trip_is_bit_exact(dtype, state_dtype):
+    t = make_task(3, "TASK_abc", dtype=dtype, state_dtype=state_dtype)
+    t.state.shift.view(-1)[:4] = torch.tensor([float("nan"), float("inf"), -0.0, 1e-30])
+    t.pending = [9, 8]
+    meta, blob = encode_task(t)
+    assert json.loads(meta)["task_id"] == "TASK_abc"  # metadata is plain JSON
+    u = decode_task(meta, blob)
+    assert same_task(t, u)
+    assert u.state.shift.dtype == dtype and u.state.wkv.dtype == state_dtype
+    assert u.state.wkv.shape == (2, 1, 2, 4, 4) and u.state.batch_size == 1
+    raw = [x.state.shift.view(torch.uint8).numpy().tobytes() for x in (t, u)]
+    assert raw[0] == raw[1]
+    assert u.is_finished and u.wait(0)  # a stored finished task reads as finished
+    u.state.wkv.add_(1)  # decoded tensors are writable and own their memory
+    assert not same_bits(u.state.wkv, t.state.wkv)
+
+
+def test_zero_state_and_statuses_round_trip():
+    for status in (Status.PREFILL, Status.READY, Status.FINISHED):
+        t = Task([5, 6, 7], task_id="TASK_z", seed=None)
+        t.status = status
+        u = decode_task(*encode_task(t))
+        assert u.state is None and u.penalties is None
+        assert u.status == status and u.pending == [5, 6, 7] and u.seed == t.seed
+        assert u.is_finished == (status == Status.FINISHED)
+
+
+def test_stored_id_is_the_row_key():
+    u = decode_task(*encode_task(make_task(1, "TASK_a")), task_id="_tpl")
+    assert u.task_id == "_tpl" and u.is_template
+
+
+def test_running_task_is_refused():
+    t = make_task(1, status=Status.RUNNING)
+    with pytest.raises(TaskBusy):
+        encode_task(t)
+
+
+def test_malformed_records_are_rejected():
+    meta, blob = encode_task(make_task(2))
+    m = json.loads(meta)
+    with pytest.raises(RecordError):
+        decode_task(dict(m, version=99), blob)
+    bad = json.loads(meta)
+    bad["tensors"][0]["dtype"] = "object"
+    with pytest.raises(RecordError):
+        decode_task(bad, blob)
+    with pytest.raises(RecordError):
+        decode_task(m, blob[:-8])  # truncated blob
+    bad = json.loads(meta)
+    bad["tensors"] = [e for e in bad["tensors"] if e["name"] != "wkv"]
+    with pytest.raises(RecordError):
+        decode_task(bad, blob)
+
+
+def test_store_put_get_delete_and_listing(tmp_path):
+    s = TaskStore(tmp_path / "t.db")
+    assert s._db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    s.put("TASK_1", '{"a":1}', b"\x00\x01")
+    s.put("_tpl", '{"b":2}', None, is_template=True, durable=True)
+    s.put("TASK_1", '{"a":3}', b"\x02")  # replace
+    assert s.get("TASK_1") == ('{"a":3}', b"\x02") and s.get("nope") is None
+    assert s.get_meta("_tpl") == '{"b":2}' and s.contains("_tpl")
+    assert s.count() == 2 and s.count(templates=True) == 1 and s.ids(templates=False) == ["TASK_1"]
+    assert s.ids(newest_first=True) == ["TASK_1", "_tpl"]
+    with pytest.raises(DuplicateTaskId):
+        s.insert("_tpl", "{}", None, is_template=True)
+    assert s.get_meta("_tpl") == '{"b":2}'
+    assert s.delete("TASK_1") and not s.delete("TASK_1")
+    s.close()
+    s2 = TaskStore(tmp_path / "t.db")  # reopen
+    assert s2.ids() == ["_tpl"]
+    s2.close()
+
+
+def test_prune_drops_oldest_non_templates(tmp_path):
+    s = TaskStore(tmp_path / "p.db")
+    s.put("_a", "{}", None, is_template=True)
+    for i in range(6):
+        s.put(f"TASK_{i}", "{}", None)
+    s.put("_b", "{}", None, is_template=True)
+    assert s.prune(10) == []
+    assert s.prune(2) == ["TASK_0", "TASK_1", "TASK_2", "TASK_3"]
+    assert sorted(s.ids()) == ["TASK_4", "TASK_5", "_a", "_b"]
+    assert s.prune(0) == ["TASK_4", "TASK_5"] and sorted(s.ids()) == ["_a", "_b"]
+
+
+def test_store_is_thread_safe(tmp_path):
+    s = TaskStore(tmp_path / "c.db")
+    errors = []
+
+    def work(k):
+        try:
+            for i in range(30):
+                s.put(f"TASK_{k}_{i}", json.dumps({"k": k}), bytes([k]) * 100)
+                assert s.get(f"TASK_{k}_{i}")[1] == bytes([k]) * 100
+        except Exception as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors and s.count() == 120
+    assert s._db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+
+
+def test_no_pickle_in_stored_data_paths():
+    """Stored data is never unpickled: the task package does not mention pickle or torch.load/
+    save at all, and nowhere in server/ is pickle used to load (checkpoints go through
+    torch.load(weights_only=True), which refuses arbitrary objects)."""
+    for path in (ROOT / "server" / "task").rglob("*.py"):
+        text = path.read_text()
+        assert not re.search(r"pickle|torch\.(load|save)|marshal|shelve", text), path
+    for path in (ROOT / "server").rglob("*.py"):
+        text = path.read_text()
+        bad = r"pickle\.(loads?|Unpickler)\b|cloudpickle|\bdill\b|shelve"
+        assert not re.search(bad, text), path
+        for call in re.finditer(r"torch\.load\(([^)]*)\)", text):
+            assert "weights_only=True" in call.group(1), (path, call.group(0))
+
+
+def test_sqlite_rows_hold_json_and_bytes(tmp_path):
+    s = TaskStore(tmp_path / "r.db")
+    meta, blob = encode_task(make_task(4, dtype=torch.bfloat16))
+    s.put("TASK_r", meta, blob)
+    s.close()
+    db = sqlite3.connect(tmp_path / "r.db")
+    kinds = db.execute("SELECT typeof(meta), typeof(blob) FROM tasks").fetchone()
+    assert kinds == ("text", "blob")
+    row_meta, row_blob = db.execute("SELECT meta, blob FROM tasks").fetchone()
+    assert same_task(decode_task(row_meta, row_blob), make_task(4, dtype=torch.bfloat16))
