@@ -179,12 +179,18 @@ def test_fault_in_a_pulse_fails_only_those_tasks(tiny_loader, monkeypatch):
         return real(*a, **k)
 
     monkeypatch.setattr(scheduler.engine.model, "decode", flaky)
-    bad = scheduler.new_task("User: a\n\nAssistant:", max_tokens=10)
+    bad = scheduler.new_task("User: a\n\nAssistant:", max_tokens=10, temperature=0)
     scheduler.run()
     assert bad.finish_reason == "error" and "injected fault" in bad.error
     good = scheduler.new_task("User: a\n\nAssistant:", max_tokens=10, temperature=0)
     scheduler.run()
     assert good.finish_reason == "length" and len(good.output) == 10
+    # nothing lost: the failed task went back to its own state and prompt, and can be rerun
+    assert bad.history == [] and bad.pending == tiny_loader.encode("User: a\n\nAssistant:")
+    bad.continue_gen()
+    scheduler.add_task(bad)
+    scheduler.run()
+    assert bad.output == good.output
 
 
 def test_add_task_rejects_finished_and_full_queue(tiny_loader):

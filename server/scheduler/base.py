@@ -209,6 +209,8 @@ class BaseScheduler:
             self.slots[slot] = task
             task.status = Status.PREFILL if task.needs_prefill else Status.READY
             task._t_admit = time.perf_counter()
+            # what the task's CPU state stands for, restored if a fault loses the slot
+            task._admitted_as = (len(task.history), list(task.pending), task.current_token)
 
     def _prefill(self) -> None:
         """Feed pending prompt tokens (all but the last) of admitted tasks, within the budget."""
@@ -323,7 +325,8 @@ class BaseScheduler:
         for slot in slots:
             task = self.slots[slot]
             self.slots[slot] = None
-            task._stop_hook = None
+            n_hist, task.pending, task.current_token = task._admitted_as
+            del task.history[n_hist:]  # the slot's state is lost: back to the task's own state
             task._finish("error", msg)
         self.decoding.clear()
         self.engine.resize(self.initial_capacity(), [])
