@@ -52,14 +52,14 @@ class ReferenceRWKV7:
             v_first = v
         else:
             v = v + (v_first - v) * torch.sigmoid(w[p + "v0"] + (xv @ w[p + "v1"]) @ w[p + "v2"])
-        y = torch.empty(H, N)
-        for h in range(H):
-            hs = slice(h * N, (h + 1) * N)
-            S = state.wkv[i, 0, h]  # [N, N]: row = value index, column = key index
-            kap, a_h = kappa[hs], a[hs]
-            S.copy_(S @ torch.diag(decay[hs]) - torch.outer(S @ kap, kap * a_h)
-                    + torch.outer(v[hs], k[hs]))
-            y[h] = S @ r[hs]
+        # every head at once: S [H, N, N] (row = value index, column = key index), vectors [H, N]
+        S = state.wkv[i, 0]
+        r_, w_, k_, v_, kap, a_ = (t.view(H, N) for t in (r, decay, k, v, kappa, a))
+        S_kappa = (S @ kap.unsqueeze(-1))  # S·κ: [H, N, 1]
+        S.copy_(S * w_.unsqueeze(1)  # S·diag(decay)
+                - S_kappa * (kap * a_).unsqueeze(1)  # (S·κ)(κ⊙a)ᵀ
+                + v_.unsqueeze(-1) * k_.unsqueeze(1))  # v·kᵀ
+        y = (S @ r_.unsqueeze(-1)).squeeze(-1)  # S·r: [H, N]
         y = F.group_norm(y.view(1, -1), H, w[p + "ln_x.weight"], w[p + "ln_x.bias"],
                          eps=GN_EPS).view(-1)
         bonus = (r * k * w[p + "r_k"].view(-1)).view(H, N).sum(-1, keepdim=True)  # [H, 1]

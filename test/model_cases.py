@@ -1,0 +1,69 @@
+"""Shared fixtures data for the model tests: random checkpoints and reference runs (CPU fp32)."""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+import torch
+
+from server.model.checkpoint import ModelConfig, infer_config
+from server.model.random import make_random_state_dict
+from server.model.reference import ReferenceRWKV7
+from server.model.state import State
+
+# name -> (n_layer, n_embd, vocab, seed): the "tiny" preset and a few-layer C=512 model
+MODELS = {"tiny": (2, 128, 65536, 0), "c512": (3, 512, 1024, 1)}
+PROMPT_LENS = [1, 7, 64, 300]
+DECODE_STEPS = 64
+
+
+@dataclass
+class Case:
+    sd: dict
+    cfg: ModelConfig
+    ref: ReferenceRWKV7
+    prompts: list[list[int]]
+    decode_tokens: torch.Tensor  # [n, DECODE_STEPS]
+    ref_logits: torch.Tensor = None  # [n, 1 + DECODE_STEPS, V]: after the prompt, then each step
+    ref_states: list[State] = field(default_factory=list)  # after prompt + all decode tokens
+
+
+@contextmanager
+def one_thread():
+    """Run torch on one CPU thread: these small ops lose more to thread hand-offs than they gain,
+    badly so when the 2-core test machine is shared."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(n)
+
+
+def rand_tokens(n: int, vocab: int, seed: int) -> list[int]:
+    return torch.randint(0, vocab, (n,), generator=torch.Generator().manual_seed(seed)).tolist()
+
+
+def make_case(name: str, with_reference: bool = True) -> Case:
+    L, C, V, seed = MODELS[name]
+    sd = make_random_state_dict(L, C, V, seed=seed)
+    cfg = infer_config(sd)
+    prompts = [rand_tokens(n, V, 100 + n) for n in PROMPT_LENS]
+    dec = torch.tensor([rand_tokens(DECODE_STEPS, V, 200 + i) for i in range(len(prompts))])
+    case = Case(sd, cfg, ReferenceRWKV7(sd, cfg), prompts, dec)
+    if with_reference:
+        rows = []
+        for prompt, toks in zip(prompts, dec.tolist()):
+            st = case.ref.zero_state()
+            logits = [case.ref.forward_seq(prompt, st)] + [case.ref.forward(t, st) for t in toks]
+            rows.append(torch.stack(logits))
+            case.ref_states.append(st)
+        case.ref_logits = torch.stack(rows)
+    return case
+
+
+def rel_err(a: torch.Tensor, b: torch.Tensor) -> float:
+    """Largest per-row relative error ||a - b|| / ||b|| over the last dimension."""
+    a, b = a.float().cpu(), b.float().cpu()
+    return ((a - b).norm(dim=-1) / b.norm(dim=-1)).max().item()
