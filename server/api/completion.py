@@ -1,0 +1,123 @@
+"""Running OpenAI choices: temporary tasks, each followed through an ``OutputSplitter``.
+
+One ``Choice`` per returned choice: its task (``TMP_…``, state not kept), its splitter and, at the
+end, its finish reason. ``run_choices`` follows all of a request's tasks at once and yields
+``(choice, piece)`` as text arrives, ``(choice, None)`` when a choice is over. When a splitter
+matches a stop string or the turn boundary, the task is stopped and the choice ends there. When
+the consumer goes away (client disconnect: the generator is cancelled or closed), every task that
+is still running is stopped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+
+from server.api.bridge import follow, wait_finished
+from server.api.splitter import OutputSplitter, Piece
+from server.task.task import Task, new_task_id
+
+SEED_MOD = 1 << 62  # seeds stay in the sampler's int64 range
+
+
+@dataclass
+class Choice:
+    index: int
+    task: Task
+    splitter: OutputSplitter
+    echo: str = ""  # /v1/completions echo: the prompt text, sent first
+    pieces: list[Piece] = field(default_factory=list)  # everything emitted (non-stream replies)
+    finish_reason: str | None = None  # "stop" | "length" | "tool_calls" (None while running)
+    error: str | None = None  # the task failed
+
+    @property
+    def completion_tokens(self) -> int:
+        return len(self.task.get_all_tokens())
+
+
+def make_tasks(prompt: list[int], n: int, params: dict, seed: int | None) -> list[Task]:
+    """``n`` temporary tasks for one prompt; with a seed, task ``i`` gets ``seed + i``."""
+    tasks = []
+    for i in range(n):
+        s = None if seed is None else (seed + i) % SEED_MOD
+        task = Task(list(prompt), task_id=new_task_id("TMP"), seed=s, **params)
+        task.keep_state = False  # nothing reads a temporary task's state afterwards
+        tasks.append(task)
+    return tasks
+
+
+def submit(scheduler, tasks: list[Task]) -> None:
+    """Enqueue all ``tasks``; if the queue fills midway, stop the ones already queued and re-raise."""
+    added = []
+    try:
+        for task in tasks:
+            scheduler.add_task(task)
+            added.append(task)
+    except Exception:
+        for task in added:
+            task.stop()
+        raise
+
+
+def final_reason(choice: Choice) -> str:
+    """OpenAI's finish_reason for a choice whose task and splitter are done."""
+    if choice.splitter.stopped:
+        reason = "stop"
+    else:
+        reason = "length" if choice.task.finish_reason == "length" else "stop"
+    if choice.splitter.tool_calls and reason != "length":
+        return "tool_calls"
+    return reason
+
+
+async def _follow(choice: Choice, tokenizer, queue: asyncio.Queue) -> None:
+    task, splitter = choice.task, choice.splitter
+    async for chunk in follow(task, tokenizer):
+        pieces = splitter.feed(chunk.text)
+        if chunk.finished:
+            pieces += splitter.finish(task.finish_reason)
+        for piece in pieces:
+            await queue.put((choice, piece))
+        if splitter.stopped:
+            task.stop()  # a stop string or the turn boundary: the rest is never sent
+            break
+    await wait_finished(task)  # usage counts what was generated, up to the stop
+    if task.finish_reason == "error":
+        choice.error = task.error or "generation failed"
+
+
+async def _produce(choice: Choice, tokenizer, queue: asyncio.Queue) -> None:
+    """Follow one choice, then put ``(choice, None)``; a failure becomes ``choice.error``."""
+    try:
+        await _follow(choice, tokenizer, queue)
+    except Exception as e:  # reported to the client, never a hung stream
+        choice.error = f"{type(e).__name__}: {e}"
+        choice.task.stop()
+    choice.finish_reason = final_reason(choice)
+    await queue.put((choice, None))
+
+
+async def run_choices(choices: list[Choice], tokenizer) -> AsyncIterator[tuple[Choice, Piece | None]]:
+    """Follow every choice's task concurrently; see the module docstring."""
+    queue: asyncio.Queue = asyncio.Queue()
+    producers = [asyncio.create_task(_produce(c, tokenizer, queue)) for c in choices]
+    open_choices = len(choices)
+    try:
+        while open_choices:
+            choice, piece = await queue.get()
+            if piece is None:
+                open_choices -= 1
+            yield choice, piece
+    finally:
+        for c in choices:
+            if not c.task.is_finished:
+                c.task.stop()
+        for p in producers:
+            p.cancel()
+
+
+def usage(prompt_tokens: int, choices: list[Choice]) -> dict:
+    completion = sum(c.completion_tokens for c in choices)
+    return {"prompt_tokens": prompt_tokens, "completion_tokens": completion,
+            "total_tokens": prompt_tokens + completion}

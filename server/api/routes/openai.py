@@ -1,0 +1,243 @@
+"""OpenAI-compatible routes: ``GET /v1/models``, ``POST /v1/chat/completions``, ``POST /v1/completions``.
+
+Parameter mapping onto the RWKV sampler (API.md §1 penalties: the first time a token is sampled its
+penalty grows by ``presence``, each later time by ``repetition``):
+
+- ``presence_penalty`` p and ``frequency_penalty`` f (OpenAI: ``p·[count>0] + f·count``) become
+  ``presence = p + f`` and ``repetition = f``, which is the same penalty while ``penalty_decay`` is
+  1; negative values count as 0 (RWKV penalties only push away) and each result is capped at 10.
+  Absent fields take ``RWKV_DEFAULT_PRESENCE_PENALTY`` / ``RWKV_DEFAULT_REPETITION_PENALTY``.
+- ``max_completion_tokens`` (preferred) or ``max_tokens``, else ``RWKV_DEFAULT_MAX_TOKENS``; capped
+  at ``RWKV_MAX_TOKENS_CAP``. ``temperature``, ``top_p`` as OpenAI; ``top_k`` and ``penalty_decay``
+  are RWKV extensions. ``seed``: choice ``i`` of ``n`` uses ``seed + i``.
+- ``logprobs`` is not supported: a truthy value is answered 400 (``logprobs: null``/``false``/``0``
+  pass). ``best_of`` only checks ``best_of >= n`` (choices are not ranked) and is refused with
+  ``stream``. Any ``model`` id is served by the loaded model and echoed back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import secrets
+import time
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse
+from sse_starlette.sse import EventSourceResponse, ServerSentEvent
+
+from server.api.chat import ChatError, build_chat_prompt, wants_think
+from server.api.completion import Choice, make_tasks, run_choices, submit
+from server.api.deps import get_runtime
+from server.api.routes.openai_format import (Reply, chat_body, chat_events, completion_body,
+                                             completion_events)
+from server.api.routes.openai_schemas import (ChatRequest, CompletionRequest, OpenAIError,
+                                              parse_request)
+from server.api.splitter import OutputSplitter
+from server.api.tools import parse_tools, tools_active
+from server.scheduler import QueueFull
+
+router = APIRouter(tags=["openai"])
+ALIAS = "rwkv-7"
+MAX_CHOICES = 128  # tasks one request may start (prompts × n)
+PING_SECONDS = 15
+STARTED = int(time.time())  # "created" of a model whose file is gone (demo weights)
+
+
+def _clamp(x: float) -> float:
+    return min(max(x, 0.0), 10.0)
+
+
+def sampling_params(req, s, max_completion_tokens: int | None = None) -> dict:
+    """Task parameters from a request and the settings ``s`` (see the module docstring)."""
+    max_tokens = next((v for v in (max_completion_tokens, req.max_tokens) if v is not None),
+                      s.default_max_tokens)
+    p = s.default_presence_penalty if req.presence_penalty is None else req.presence_penalty
+    f = s.default_repetition_penalty if req.frequency_penalty is None else req.frequency_penalty
+    pick = lambda v, d: d if v is None else v  # noqa: E731
+    return dict(max_tokens=min(max_tokens, s.max_tokens_cap),
+                temperature=pick(req.temperature, s.default_temperature),
+                top_p=pick(req.top_p, s.default_top_p), top_k=pick(req.top_k, s.default_top_k),
+                presence_penalty=_clamp(max(p, 0) + max(f, 0)), repetition_penalty=_clamp(f),
+                penalty_decay=pick(req.penalty_decay, s.default_penalty_decay))
+
+
+def _check_length(n_tokens: int, limit: int, what: str) -> None:
+    if n_tokens > limit:
+        raise OpenAIError(400, f"This model's maximum context length is {limit} tokens. However, "
+                          f"your {what} resulted in {n_tokens} tokens. Please reduce the length "
+                          f"of the {what}.", param="messages" if what == "messages" else "prompt",
+                          code="context_length_exceeded")
+
+
+def _submit(rt, tasks) -> None:
+    try:
+        submit(rt.scheduler, tasks)
+    except QueueFull as e:
+        raise OpenAIError(503, f"The server is busy ({e}); retry shortly.", type="server_error",
+                          code="server_busy", headers={"Retry-After": "1"}) from None
+
+
+def _reply(rt, req, prefix: str, prompt_tokens: int) -> Reply:
+    return Reply(f"{prefix}-{secrets.token_hex(12)}", int(time.time()), req.model or rt.model_name,
+                 prompt_tokens, req.include_usage)
+
+
+def _sse(events, choices: list[Choice]) -> EventSourceResponse:
+    """``data: <json>\\n\\n`` events only; keep-alives are ``: ping`` comments. A client that
+    disconnects stops the tasks at once (the generator's own clean-up stops them too)."""
+    async def on_close(_message) -> None:
+        for c in choices:
+            c.task.stop()
+
+    return EventSourceResponse(events, sep="\n", ping=PING_SECONDS,
+                               ping_message_factory=lambda: ServerSentEvent(comment="ping", sep="\n"),
+                               headers={"Cache-Control": "no-cache"},
+                               client_close_handler_callable=on_close)
+
+
+async def _watch_disconnect(request: Request, choices: list[Choice]) -> None:
+    while True:
+        await asyncio.sleep(0.25)
+        if await request.is_disconnected():
+            for c in choices:
+                c.task.stop()
+            return
+
+
+async def _run_to_end(request: Request, rt, choices: list[Choice]) -> None:
+    """Non-stream: collect every choice's pieces; a client that leaves stops the tasks."""
+    watcher = asyncio.create_task(_watch_disconnect(request, choices))
+    try:
+        async for choice, piece in run_choices(choices, rt.loader.tokenizer):
+            if piece is not None:
+                choice.pieces.append(piece)
+    finally:
+        watcher.cancel()
+    failed = [c.error for c in choices if c.error]
+    if failed:
+        raise OpenAIError(500, f"Generation failed: {failed[0]}", type="server_error",
+                          code="generation_error")
+
+
+def _openai_errors(handler):
+    """Answer ``OpenAIError`` in OpenAI's shape (never FastAPI's ``{"detail": …}``)."""
+    async def wrapped(request: Request):
+        try:
+            return await handler(request)
+        except OpenAIError as e:
+            return e.response()
+    wrapped.__name__ = handler.__name__
+    wrapped.__doc__ = handler.__doc__
+    return wrapped
+
+
+# ---- models ----------------------------------------------------------------------------------
+def _model_cards(rt) -> list[dict]:
+    path = getattr(rt.loader, "model_path", None)
+    try:
+        created = int(os.path.getmtime(path))
+    except (TypeError, OSError):
+        created = STARTED
+    names = [rt.model_name] + ([ALIAS] if rt.model_name != ALIAS else [])
+    return [{"id": n, "object": "model", "created": created, "owned_by": "rwkv"} for n in names]
+
+
+@router.get("/v1/models")
+async def list_models(request: Request):
+    """The loaded model (named after its file) and the alias ``rwkv-7``."""
+    return {"object": "list", "data": _model_cards(get_runtime(request))}
+
+
+@router.get("/v1/models/{model_id}")
+async def retrieve_model(model_id: str, request: Request):
+    for card in _model_cards(get_runtime(request)):
+        if card["id"] == model_id:
+            return card
+    return OpenAIError(404, f"The model '{model_id}' does not exist", param="model",
+                       code="model_not_found").response()
+
+
+# ---- chat --------------------------------------------------------------------------------------
+@router.post("/v1/chat/completions")
+@_openai_errors
+async def chat_completions(request: Request):
+    """OpenAI chat completion over the RWKV g1 chat prompt (see ``server.api.chat``)."""
+    rt = get_runtime(request)
+    req = await parse_request(request, ChatRequest)
+    if req.logprobs:
+        raise OpenAIError(400, "logprobs are not supported by this server", param="logprobs")
+    try:
+        tools = parse_tools(req.tools)
+        offer = tools_active(tools, req.tool_choice)
+        think = wants_think(req.reasoning_effort, rt.settings.chat_think)
+        prompt = build_chat_prompt(req.messages, think, tools if offer else None, req.tool_choice)
+    except ChatError as e:
+        raise OpenAIError(400, e.message, param=e.param) from None
+    tokens = await asyncio.to_thread(rt.loader.encode, prompt)
+    _check_length(len(tokens), rt.settings.max_prompt_tokens, "messages")
+    params = sampling_params(req, rt.settings, req.max_completion_tokens)
+    tasks = make_tasks(tokens, req.n or 1, params, req.seed)
+    inline = bool(getattr(rt.settings, "chat_inline_think", False))
+    choices = [Choice(i, t, OutputSplitter("think" if think else "direct", req.stop_list,
+                                           tools=offer, inline_think=inline))
+               for i, t in enumerate(tasks)]
+    _submit(rt, tasks)
+    reply = _reply(rt, req, "chatcmpl", len(tokens))
+    if req.stream:
+        return _sse(chat_events(reply, choices, rt.loader.tokenizer), choices)
+    await _run_to_end(request, rt, choices)
+    return JSONResponse(chat_body(reply, choices))
+
+
+# ---- completions -------------------------------------------------------------------------------
+async def _prompt_tokens(rt, prompt) -> list[tuple[str, list[int]]]:
+    """``(text, tokens)`` per prompt: a string, strings, token ids or lists of token ids."""
+    if isinstance(prompt, str) or (prompt and isinstance(prompt[0], int)):
+        prompt = [prompt]
+    if not prompt:
+        raise OpenAIError(400, "prompt must not be an empty list", param="prompt")
+    vocab = rt.loader.cfg.vocab_size
+    out = []
+    for i, p in enumerate(prompt):
+        if isinstance(p, str):
+            out.append((p, await asyncio.to_thread(rt.loader.encode, p)))
+            continue
+        if any(t < 0 or t >= vocab for t in p):
+            raise OpenAIError(400, f"prompt {i} has token ids outside 0..{vocab - 1}",
+                              param="prompt")
+        out.append((rt.loader.decode(p), list(p)))
+    return out
+
+
+@router.post("/v1/completions")
+@_openai_errors
+async def completions(request: Request):
+    """OpenAI (legacy) text completion: the prompt is continued as is."""
+    rt = get_runtime(request)
+    req = await parse_request(request, CompletionRequest)
+    n = req.n or 1
+    if req.logprobs:
+        raise OpenAIError(400, "logprobs are not supported by this server", param="logprobs")
+    if req.best_of is not None and req.best_of > 1 and req.stream:
+        raise OpenAIError(400, "best_of cannot be used with stream", param="best_of")
+    if req.best_of is not None and req.best_of < n:
+        raise OpenAIError(400, "best_of must be greater than or equal to n", param="best_of")
+    prompts = await _prompt_tokens(rt, req.prompt)
+    if len(prompts) * n > MAX_CHOICES:
+        raise OpenAIError(400, f"at most {MAX_CHOICES} choices per request (prompts × n)",
+                          param="n")
+    for _, toks in prompts:
+        _check_length(len(toks), rt.settings.max_prompt_tokens, "prompt")
+    params = sampling_params(req, rt.settings)
+    choices = []
+    for i, (text, toks) in enumerate(prompts):
+        tasks = make_tasks(toks or [0], n, params, req.seed)  # empty prompt: start a document
+        choices += [Choice(i * n + j, t, OutputSplitter("text", req.stop_list),
+                           echo=text if req.echo else "") for j, t in enumerate(tasks)]
+    _submit(rt, [c.task for c in choices])
+    reply = _reply(rt, req, "cmpl", sum(len(t) for _, t in prompts))
+    if req.stream:
+        return _sse(completion_events(reply, choices, rt.loader.tokenizer), choices)
+    await _run_to_end(request, rt, choices)
+    return JSONResponse(completion_body(reply, choices))

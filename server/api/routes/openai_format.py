@@ -1,0 +1,142 @@
+"""OpenAI reply shapes: non-stream bodies and SSE chunk sequences (OPENAI_COMPAT.md cases 6-11, 15).
+
+Stream invariants: every chunk carries the same ``id``/``created``/``model``; chat chunks always
+have ``choices`` with a ``delta``; each choice's first delta is ``{"role": "assistant",
+"content": ""}`` and ``role`` never appears again; each choice ends with ``delta: {}`` and its
+``finish_reason``; with ``include_usage`` every chunk has ``"usage": null`` and one extra
+``{"choices": [], "usage": {…}}`` chunk precedes ``[DONE]``. A failure after the stream started
+is sent as ``{"error": {…}}`` (no ``choices``) and the stream ends without ``[DONE]``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from contextlib import aclosing
+from dataclasses import dataclass
+
+from server.api.completion import Choice, run_choices, usage
+from server.api.splitter import Piece, collect
+from server.api.tools import new_call_id
+
+DONE = "[DONE]"
+
+
+@dataclass
+class Reply:
+    """What every chunk or body of one request shares."""
+
+    id: str
+    created: int
+    model: str
+    prompt_tokens: int
+    include_usage: bool = False
+
+    def head(self, obj: str) -> dict:
+        return {"id": self.id, "object": obj, "created": self.created, "model": self.model}
+
+
+def dump(obj) -> str:
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+
+
+def error_event(message: str) -> str:
+    return dump({"error": {"message": message, "type": "server_error", "param": None,
+                           "code": "generation_error"}})
+
+
+# ---- chat ------------------------------------------------------------------------------------
+def chat_message(choice: Choice) -> dict:
+    parts = collect(choice.pieces)
+    msg = {"role": "assistant", "content": parts["content"]}
+    if parts["reasoning"]:
+        msg["reasoning_content"] = parts["reasoning"]
+    if parts["calls"]:
+        msg["content"] = parts["content"] or None
+        msg["tool_calls"] = [{"id": new_call_id(), "type": "function",
+                              "function": {"name": name, "arguments": args}}
+                             for name, args in parts["calls"]]
+    return msg
+
+
+def chat_body(reply: Reply, choices: list[Choice]) -> dict:
+    return {**reply.head("chat.completion"),
+            "choices": [{"index": c.index, "message": chat_message(c), "logprobs": None,
+                         "finish_reason": c.finish_reason} for c in choices],
+            "usage": usage(reply.prompt_tokens, choices)}
+
+
+def _tool_call_deltas(k: int, piece: Piece) -> list[dict]:
+    """A streamed call: ``id``/``type``/``name`` once, then the arguments; ``index`` on both."""
+    first = {"index": k, "id": new_call_id(), "type": "function",
+             "function": {"name": piece.name, "arguments": ""}}
+    return [{"tool_calls": [first]},
+            {"tool_calls": [{"index": k, "function": {"arguments": piece.arguments}}]}]
+
+
+async def _events(reply: Reply, choices: list[Choice], tokenizer, obj: str,
+                  chunks_for) -> AsyncIterator[str]:
+    """Drive the choices; ``chunks_for(choice, piece)`` gives the chunks of one event."""
+    async with aclosing(run_choices(choices, tokenizer)) as events:
+        async for choice, piece in events:
+            if piece is None and choice.error:
+                yield error_event(f"Generation failed: {choice.error}")
+                return
+            for chunk in chunks_for(choice, piece):
+                yield chunk
+    if reply.include_usage:
+        yield dump({**reply.head(obj), "choices": [], "usage": usage(reply.prompt_tokens, choices)})
+    yield DONE
+
+
+async def chat_events(reply: Reply, choices: list[Choice], tokenizer) -> AsyncIterator[str]:
+    obj = "chat.completion.chunk"
+    extra = {"usage": None} if reply.include_usage else {}
+    calls = {c.index: 0 for c in choices}
+
+    def chunk(index: int, delta: dict, finish: str | None = None) -> str:
+        return dump({**reply.head(obj), "choices": [
+            {"index": index, "delta": delta, "logprobs": None, "finish_reason": finish}], **extra})
+
+    def chunks_for(choice: Choice, piece: Piece | None) -> list[str]:
+        if piece is None:
+            return [chunk(choice.index, {}, choice.finish_reason)]
+        if piece.kind == "tool_call":
+            calls[choice.index] += 1
+            return [chunk(choice.index, d) for d in _tool_call_deltas(calls[choice.index] - 1, piece)]
+        key = "reasoning_content" if piece.kind == "reasoning" else "content"
+        return [chunk(choice.index, {key: piece.text})]
+
+    for c in choices:
+        yield chunk(c.index, {"role": "assistant", "content": ""})
+    async with aclosing(_events(reply, choices, tokenizer, obj, chunks_for)) as events:
+        async for event in events:
+            yield event
+
+
+# ---- completions -------------------------------------------------------------------------------
+def completion_body(reply: Reply, choices: list[Choice]) -> dict:
+    return {**reply.head("text_completion"),
+            "choices": [{"index": c.index, "text": c.echo + collect(c.pieces)["content"],
+                         "logprobs": None, "finish_reason": c.finish_reason} for c in choices],
+            "usage": usage(reply.prompt_tokens, choices)}
+
+
+async def completion_events(reply: Reply, choices: list[Choice], tokenizer) -> AsyncIterator[str]:
+    extra = {"usage": None} if reply.include_usage else {}
+
+    def chunk(index: int, text: str, finish: str | None = None) -> str:
+        return dump({**reply.head("text_completion"), "choices": [
+            {"index": index, "text": text, "logprobs": None, "finish_reason": finish}], **extra})
+
+    def chunks_for(choice: Choice, piece: Piece | None) -> list[str]:
+        if piece is None:
+            return [chunk(choice.index, "", choice.finish_reason)]
+        return [chunk(choice.index, piece.text)] if piece.kind == "content" else []
+
+    for c in choices:
+        if c.echo:
+            yield chunk(c.index, c.echo)
+    async with aclosing(_events(reply, choices, tokenizer, "text_completion", chunks_for)) as ev:
+        async for event in ev:
+            yield event

@@ -1,0 +1,108 @@
+"""Request models and errors of the OpenAI-compatible routes.
+
+Unknown fields are ignored (clients send many: ``user`` as an object, ``logit_bias``, ``min_p``,
+``response_format``, ``parallel_tool_calls``…). Only fields we act on are declared, with types
+lenient enough for what real clients send. Failures become OpenAI-shaped 400s, never FastAPI's
+``{"detail": …}``.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+
+class OpenAIError(Exception):
+    """An error answered as ``{"error": {"message", "type", "param", "code"}}``."""
+
+    def __init__(self, status: int, message: str, type: str = "invalid_request_error",
+                 param: str | None = None, code: str | None = None,
+                 headers: dict[str, str] | None = None):
+        super().__init__(message)
+        self.status, self.message, self.type = status, message, type
+        self.param, self.code, self.headers = param, code, headers
+
+    def body(self) -> dict:
+        return {"error": {"message": self.message, "type": self.type,
+                          "param": self.param, "code": self.code}}
+
+    def response(self) -> JSONResponse:
+        return JSONResponse(self.body(), status_code=self.status, headers=self.headers)
+
+
+class _Request(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    model: str | None = None
+    stream: bool | None = False
+    stream_options: dict[str, Any] | None = None
+    n: int | None = Field(1, ge=1, le=128)
+    stop: str | list[str] | None = None
+    seed: int | None = None
+    max_tokens: int | None = Field(None, ge=0)
+    temperature: float | None = Field(None, ge=0, le=2)
+    top_p: float | None = Field(None, ge=0, le=1)
+    top_k: int | None = Field(None, ge=-1)  # RWKV extension; -1 or 0 = off
+    presence_penalty: float | None = Field(None, ge=-2, le=10)
+    frequency_penalty: float | None = Field(None, ge=-2, le=10)
+    penalty_decay: float | None = Field(None, ge=0, le=1)  # RWKV extension
+
+    @property
+    def include_usage(self) -> bool:
+        return bool((self.stream_options or {}).get("include_usage"))
+
+    @property
+    def stop_list(self) -> list[str]:
+        stops = [self.stop] if isinstance(self.stop, str) else list(self.stop or [])
+        return [s for s in stops if s]
+
+
+class ChatRequest(_Request):
+    messages: list[Any]  # checked message by message in server.api.chat
+    max_completion_tokens: int | None = Field(None, ge=0)
+    reasoning_effort: str | None = None
+    tools: list[Any] | None = None
+    tool_choice: str | dict[str, Any] | None = None
+    logprobs: bool | None = None
+
+
+class CompletionRequest(_Request):
+    prompt: str | list[str] | list[int] | list[list[int]]
+    echo: bool | None = False
+    best_of: int | None = Field(None, ge=1)
+    logprobs: int | None = None
+
+
+_TYPE_NAMES = {"str", "int", "float", "bool", "dict", "list", "none"}
+
+
+def _param(loc: tuple) -> str:
+    """``('stop', 'list[str]', 0)`` → ``stop.0``: drop pydantic's union-member names."""
+    parts = [str(x) for x in loc
+             if isinstance(x, int) or (x.isidentifier() and x not in _TYPE_NAMES)]
+    return ".".join(parts) or "body"
+
+
+async def parse_request(request, model: type[_Request]) -> _Request:
+    """Read and validate the JSON body, raising ``OpenAIError(400)`` with a readable message."""
+    raw = await request.body()
+    try:
+        data = json.loads(raw or b"null")
+    except ValueError as e:
+        raise OpenAIError(400, f"We could not parse the JSON body of your request ({e}). "
+                          "The body must be a JSON object.") from None
+    if not isinstance(data, dict):
+        raise OpenAIError(400, "The request body must be a JSON object.")
+    try:
+        return model.model_validate(data)
+    except ValidationError as e:
+        err = e.errors()[0]
+        param = _param(err["loc"][:1]) if err["type"] == "missing" else _param(err["loc"])
+        if err["type"] == "missing":
+            raise OpenAIError(400, f"Missing required parameter: '{param}'.", param=param,
+                              code="missing_required_parameter") from None
+        raise OpenAIError(400, f"Invalid value for '{param}': {err['msg']}.", param=param,
+                          code="invalid_value") from None

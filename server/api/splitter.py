@@ -1,0 +1,181 @@
+"""Turn the model's streamed text into reasoning, answer text and tool calls (pure, no I/O).
+
+Modes (how the prompt ended):
+
+- ``think``: the prompt ended with `` <think``; the model writes ``>reasoning</think>answer``.
+- ``direct``: the prompt ended with `` <think>\\n</think``; the model writes ``>answer``.
+- ``text``: plain completion; everything is answer text.
+
+Invariants: no emitted text ever contains (part of) a stop string, the turn boundary
+``\\n\\nUser:``, ``</think>`` or a tool-call tag. Text that might be the start of one of these is
+held back until the next chunk decides; a full match of a stop string or the boundary sets
+``stopped`` (the caller stops the task) and everything after it is dropped. Stop strings apply to
+the answer, not to the reasoning; the boundary applies to both. Trailing newlines held back when
+the task itself ended (``finish("stop")``: end-of-text or the engine's new-turn check) are dropped.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from server.api.tools import CLOSE_TAG, OPEN_TAG, parse_tool_call
+
+BOUNDARY = "\n\nUser:"
+THINK_END = "</think>"
+
+
+@dataclass
+class Piece:
+    kind: str  # "reasoning" | "content" | "tool_call"
+    text: str = ""  # reasoning/content text, or the raw block of a tool call
+    name: str = ""  # tool_call only
+    arguments: str = ""  # tool_call only: JSON text
+
+
+def held_suffix(buf: str, markers: list[str]) -> int:
+    """Length of the longest end of ``buf`` that is a proper prefix of some marker."""
+    best = 0
+    for m in markers:
+        for n in range(min(len(m) - 1, len(buf)), best, -1):
+            if buf.endswith(m[:n]):
+                best = n
+                break
+    return best
+
+
+def earliest(buf: str, markers: list[str]) -> tuple[int, str | None]:
+    """``(index, marker)`` of the first full marker in ``buf`` (``(-1, None)`` if none)."""
+    pos, hit = -1, None
+    for m in markers:
+        i = buf.find(m)
+        if i >= 0 and (pos < 0 or i < pos or (i == pos and len(m) > len(hit))):
+            pos, hit = i, m
+    return pos, hit
+
+
+class OutputSplitter:
+    """Feed decoded text in chunks; get back ``Piece``s that are safe to send."""
+
+    def __init__(self, mode: str = "text", stop: list[str] | tuple = (), tools: bool = False,
+                 inline_think: bool = False):
+        assert mode in ("think", "direct", "text")
+        self.mode = mode
+        self.stop = [s for s in stop if s]
+        self.tools = tools
+        self.inline_think = inline_think  # reasoning sent as "<think>…</think>" inside content
+        self.phase = "gt" if mode != "text" else "content"
+        self.buf = ""
+        self.stopped = False  # a stop string or the boundary matched: the output is over
+        self.tool_calls = 0
+        self._started = {"reasoning": False, "content": False}
+        self._think_open = False
+
+    # ---- public --------------------------------------------------------------------------
+    def feed(self, text: str) -> list[Piece]:
+        if self.stopped:
+            return []
+        self.buf += text
+        return self._drain(final=False)
+
+    def finish(self, reason: str | None = None) -> list[Piece]:
+        """Flush what was held back; ``reason`` is the task's finish reason."""
+        if self.stopped:
+            return []
+        if reason == "stop" and not self.buf.strip():
+            self.buf = ""  # the newlines before an end-of-text / new turn
+        out = self._drain(final=True)
+        if self.inline_think and self._think_open:
+            out.append(Piece("content", THINK_END))
+            self._think_open = False
+        return out
+
+    # ---- phases ------------------------------------------------------------------------------
+    def _drain(self, final: bool) -> list[Piece]:
+        out: list[Piece] = []
+        while not self.stopped:
+            before = (self.phase, len(self.buf))
+            getattr(self, "_" + self.phase)(out, final)
+            if (self.phase, len(self.buf)) == before:
+                break
+        if final and not self.stopped and self.buf:
+            self._emit(out, "reasoning" if self.phase == "reasoning" else "content", self.buf)
+            self.buf = ""
+        return out
+
+    def _gt(self, out: list[Piece], final: bool) -> None:
+        if not self.buf:
+            return
+        if self.buf[0] == ">":  # the model closing the switch tag
+            self.buf = self.buf[1:]
+        self.phase = "reasoning" if self.mode == "think" else "content"
+
+    def _reasoning(self, out: list[Piece], final: bool) -> None:
+        markers = [THINK_END, BOUNDARY]
+        pos, hit = earliest(self.buf, markers)
+        if hit is None:
+            return self._emit_safe(out, "reasoning", markers, final)
+        self._emit(out, "reasoning", self.buf[:pos])
+        self.buf = self.buf[pos + len(hit):]
+        if hit == BOUNDARY:
+            self._stop()
+        else:
+            self.phase = "content"
+            if self.inline_think and self._think_open:
+                out.append(Piece("content", THINK_END))
+                self._think_open = False
+
+    def _content(self, out: list[Piece], final: bool) -> None:
+        markers = self.stop + [BOUNDARY] + ([OPEN_TAG] if self.tools else [])
+        pos, hit = earliest(self.buf, markers)
+        if hit is None:
+            return self._emit_safe(out, "content", markers, final)
+        self._emit(out, "content", self.buf[:pos])
+        if hit != OPEN_TAG:
+            self.buf = ""
+            self._stop()
+            return
+        end = self.buf.find(CLOSE_TAG, pos)
+        if end < 0 and not final:
+            self.buf = self.buf[pos:]  # wait for the closing tag
+            return
+        block_end = len(self.buf) if end < 0 else end + len(CLOSE_TAG)
+        raw, body = self.buf[pos:block_end], self.buf[pos + len(OPEN_TAG): end if end >= 0 else None]
+        self.buf = self.buf[block_end:]
+        call = parse_tool_call(body)
+        if call is None:
+            self._emit(out, "content", raw)  # not a usable call: it is just text
+        else:
+            self.tool_calls += 1
+            out.append(Piece("tool_call", raw, call[0], call[1]))
+
+    # ---- helpers ---------------------------------------------------------------------------
+    def _emit_safe(self, out: list[Piece], kind: str, markers: list[str], final: bool) -> None:
+        """Emit the buffer except an end that could still grow into one of ``markers``."""
+        keep = 0 if final else held_suffix(self.buf, markers)
+        self._emit(out, kind, self.buf[: len(self.buf) - keep])
+        self.buf = self.buf[len(self.buf) - keep:]
+
+    def _emit(self, out: list[Piece], kind: str, text: str) -> None:
+        if not self._started[kind]:
+            text = text.lstrip()  # no leading whitespace at the start of reasoning/answer
+        if not text:
+            return
+        self._started[kind] = True
+        if kind == "reasoning" and self.inline_think:
+            if not self._think_open:
+                out.append(Piece("content", "<think>"))  # one whole delta, as clients expect
+                self._think_open = True
+            kind = "content"
+        out.append(Piece(kind, text))
+
+    def _stop(self) -> None:
+        self.stopped = True
+        self.buf = ""
+
+
+def collect(pieces: list[Piece]) -> dict:
+    """Join pieces into ``{"reasoning", "content", "calls": [(name, arguments)]}`` (non-stream)."""
+    reasoning = "".join(p.text for p in pieces if p.kind == "reasoning")
+    content = "".join(p.text for p in pieces if p.kind == "content")
+    calls = [(p.name, p.arguments) for p in pieces if p.kind == "tool_call"]
+    return {"reasoning": reasoning, "content": content, "calls": calls}

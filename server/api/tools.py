@@ -1,0 +1,152 @@
+"""Tool (function) calling for a model without native tool tokens: a prompt convention.
+
+When a request has ``tools``, the prompt's System message lists them (one JSON object per line) and
+asks the model to call one by writing, on its own line::
+
+    <tool_call>{"name": "get_weather", "arguments": {"city": "Paris"}}</tool_call>
+
+The answer is scanned for such blocks (``splitter.py``); each one becomes an OpenAI ``tool_calls``
+entry whose ``arguments`` is the JSON text of the object. Parsing is lenient: code fences, a
+JSON-string ``arguments``, ``parameters`` instead of ``arguments``, the OpenAI nested
+``{"function": {...}}`` form and a missing closing tag at the end of the output are all accepted.
+Assistant history with ``tool_calls`` is written back in the same form, so the model sees its own
+calls, followed by the ``Tool:`` results.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import secrets
+from dataclasses import dataclass, field
+
+OPEN_TAG = "<tool_call>"
+CLOSE_TAG = "</tool_call>"
+_FENCE = re.compile(r"^```[a-zA-Z]*\s*|\s*```$")
+
+
+@dataclass
+class ToolSpec:
+    name: str
+    description: str = ""
+    parameters: dict = field(default_factory=dict)
+
+
+def _error(message: str, param: str):
+    from server.api.chat import ChatError  # chat imports this module
+
+    return ChatError(message, param)
+
+
+def parse_tools(tools) -> list[ToolSpec]:
+    """Validate a request's ``tools`` list (OpenAI ``{"type": "function", "function": {...}}``)."""
+    if tools is None:
+        return []
+    if not isinstance(tools, list):
+        raise _error("tools must be a list", "tools")
+    specs = []
+    for i, tool in enumerate(tools):
+        fn = tool.get("function") if isinstance(tool, dict) else None
+        if not isinstance(fn, dict) or tool.get("type", "function") != "function":
+            raise _error("each tool must be {\"type\": \"function\", \"function\": {\"name\": ...}}",
+                         f"tools.{i}")
+        name = fn.get("name")
+        if not isinstance(name, str) or not name:
+            raise _error("a tool's function needs a non-empty string 'name'", f"tools.{i}.function.name")
+        params = fn.get("parameters") or {}
+        if not isinstance(params, dict):
+            raise _error("a tool's 'parameters' must be a JSON schema object",
+                         f"tools.{i}.function.parameters")
+        specs.append(ToolSpec(name, str(fn.get("description") or ""), params))
+    return specs
+
+
+def forced_tool(tool_choice, tools: list[ToolSpec]) -> str | None:
+    """The tool name a ``tool_choice`` object forces, validated against ``tools``."""
+    if not isinstance(tool_choice, dict):
+        return None
+    name = (tool_choice.get("function") or {}).get("name") or tool_choice.get("name")
+    if name not in {t.name for t in tools}:
+        raise _error(f"tool_choice names a function that is not in tools: {name!r}", "tool_choice")
+    return name
+
+
+def tools_active(tools: list[ToolSpec], tool_choice) -> bool:
+    """Whether tools are offered to the model (``tool_choice: "none"`` hides them)."""
+    return bool(tools) and tool_choice != "none"
+
+
+def tools_instructions(tools: list[ToolSpec], tool_choice=None) -> str:
+    """The System text describing ``tools`` and the call format ("" when none are offered)."""
+    if not tools_active(tools, tool_choice):
+        return ""
+    forced = forced_tool(tool_choice, tools)
+    lines = ["You can call these tools (functions), each described by one JSON object:"]
+    for t in tools:
+        if forced is None or t.name == forced:
+            desc = {"name": t.name, "description": t.description, "parameters": t.parameters}
+            lines.append(json.dumps(desc, ensure_ascii=False))
+    lines.append("To call a tool, write one line per call, exactly in this form:")
+    lines.append(OPEN_TAG + '{"name": "<tool name>", "arguments": {<arguments as JSON>}}' + CLOSE_TAG)
+    lines.append("Each call's result comes back in a Tool: message.")
+    if forced:
+        lines.append(f"You must call the tool {forced} now.")
+    elif tool_choice == "required":
+        lines.append("You must call at least one tool now.")
+    else:
+        lines.append("If no tool is needed, answer directly.")
+    return "\n".join(lines)
+
+
+def render_tool_calls(calls, param: str) -> str:
+    """Assistant history ``tool_calls`` written in the format the model is asked to use."""
+    if not isinstance(calls, list):
+        raise _error("tool_calls must be a list", param)
+    lines = []
+    for i, call in enumerate(calls):
+        fn = call.get("function") if isinstance(call, dict) else None
+        if not isinstance(fn, dict) or not fn.get("name"):
+            raise _error("each tool call needs function.name", f"{param}.{i}")
+        args = fn.get("arguments") or "{}"
+        try:
+            args = json.loads(args) if isinstance(args, str) else args
+        except ValueError:
+            pass  # keep the text as the model would see it
+        body = json.dumps({"name": fn["name"], "arguments": args}, ensure_ascii=False)
+        lines.append(OPEN_TAG + body + CLOSE_TAG)
+    return "\n".join(lines)
+
+
+def _loads_object(text: str):
+    text = _FENCE.sub("", text.strip())
+    for candidate in (text, text[text.find("{"): text.rfind("}") + 1]):
+        try:
+            obj = json.loads(candidate)
+        except ValueError:
+            continue
+        if isinstance(obj, dict):
+            return obj
+    return None
+
+
+def parse_tool_call(body: str) -> tuple[str, str] | None:
+    """``(name, arguments JSON text)`` from the text between the tags, or None if unusable."""
+    obj = _loads_object(body)
+    if obj is None:
+        return None
+    if isinstance(obj.get("function"), dict):
+        obj = obj["function"]
+    name = obj.get("name")
+    if not isinstance(name, str) or not name.strip():
+        return None
+    args = next((obj[k] for k in ("arguments", "parameters", "args") if k in obj), {})
+    if isinstance(args, str):
+        try:
+            args = json.loads(args) if args.strip() else {}
+        except ValueError:
+            return name.strip(), args  # not JSON: pass the text on unchanged
+    return name.strip(), json.dumps(args, ensure_ascii=False)
+
+
+def new_call_id() -> str:
+    return "call_" + secrets.token_hex(12)

@@ -1,0 +1,349 @@
+"""OpenAI-compatible API against a real uvicorn server on a random tiny checkpoint.
+
+Driven by the official ``openai`` SDK and by raw HTTP (SSE framing). Exact checks come from
+determinism: a seeded request always yields the same tokens, so a chat reply can be compared
+with the raw completion of the same prompt, a stop-cut reply with the uncut one, a stream with
+the non-stream reply, and choice ``j`` of ``n`` with a single request seeded ``seed + j``.
+"""
+
+import json
+import socket
+import time
+
+import httpx
+import openai
+import pytest
+
+from server.api.chat import build_chat_prompt
+from openai_helpers import LiveServer, http, sdk, stream_chunks  # noqa: F401 (fixtures)
+
+MSGS = [{"role": "user", "content": "Tell me a story."}]
+DIRECT = dict(reasoning_effort="none")
+SAMPLE = dict(model="rwkv-7", temperature=1.0, top_p=1.0, max_tokens=12, seed=11)
+ERROR_KEYS = {"message", "type", "param", "code"}
+
+
+@pytest.fixture(scope="module")
+def server(tiny_model_path, tmp_path_factory):
+    from server.config import Settings
+
+    settings = Settings(model_path=tiny_model_path, demo=None, device="cpu", dtype="fp32",
+                        task_db_path=str(tmp_path_factory.mktemp("db") / "tasks.db"),
+                        api_key=None, chat_think=True, max_prompt_tokens=1000,
+                        default_max_tokens=16, verbose=False)
+    with LiveServer(settings) as srv:
+        yield srv
+
+
+def chat(sdk, **kw):
+    return sdk.chat.completions.create(**{"messages": MSGS, **SAMPLE, **kw})
+
+
+def assert_error(r: httpx.Response, status: int, code=None, param=None) -> dict:
+    assert r.status_code == status, r.text
+    body = r.json()
+    assert set(body) == {"error"} and set(body["error"]) == ERROR_KEYS
+    assert isinstance(body["error"]["message"], str) and body["error"]["message"]
+    if code is not None:
+        assert body["error"]["code"] == code
+    if param is not None:
+        assert body["error"]["param"] == param
+    return body["error"]
+
+
+# ---- connecting (cases 1-3) -----------------------------------------------------------------------
+def test_models_list_and_retrieve(sdk, http, server):
+    raw = http.get("/v1/models").json()
+    assert raw["object"] == "list"
+    assert [m["id"] for m in raw["data"]] == [server.runtime.model_name, "rwkv-7"]
+    assert server.runtime.model_name == "rwkv7-tiny-random"
+    for m in raw["data"]:
+        assert set(m) == {"id", "object", "created", "owned_by"} and m["object"] == "model"
+        assert isinstance(m["created"], int) and m["created"] > 0
+    assert [m.id for m in sdk.models.list()] == ["rwkv7-tiny-random", "rwkv-7"]
+    assert sdk.models.retrieve("rwkv-7").id == "rwkv-7"
+    assert_error(http.get("/v1/models/gpt-4"), 404, code="model_not_found")
+
+
+def raw_status(url: str, request: bytes) -> int:
+    """Send bytes as they are (httpx refuses a header value with a trailing space)."""
+    host, port = url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=30) as s:
+        s.sendall(request)
+        return int(s.recv(64).split()[1])
+
+
+@pytest.mark.parametrize("headers", [{}, {"Authorization": "Bearer x"}])
+def test_any_key_accepted_without_server_key(http, server, headers):
+    assert http.get("/v1/models", headers=headers).status_code == 200
+    r = http.post("/v1/chat/completions", headers=headers,
+                  json={"messages": MSGS, "max_tokens": 1})
+    assert r.status_code == 200, r.text
+    body = json.dumps({"messages": MSGS, "max_tokens": 1}).encode()
+    assert raw_status(server.url, b"POST /v1/chat/completions HTTP/1.1\r\nHost: t\r\n"
+                      b"Authorization: Bearer \r\nContent-Type: application/json\r\n"
+                      b"Content-Length: %d\r\nConnection: close\r\n\r\n%s"
+                      % (len(body), body)) == 200  # Open WebUI's empty key
+
+
+def test_cors_preflight_and_error_replies(http):
+    asked = "authorization, content-type, x-stainless-os, x-stainless-retry-count"
+    r = http.options("/v1/chat/completions", headers={
+        "Origin": "https://chat.example.com", "Access-Control-Request-Method": "POST",
+        "Access-Control-Request-Headers": asked, "Access-Control-Request-Private-Network": "true"})
+    assert r.status_code in (200, 204)
+    assert r.headers["access-control-allow-origin"] in ("*", "https://chat.example.com")
+    assert "POST" in r.headers["access-control-allow-methods"]
+    assert r.headers["access-control-allow-headers"].lower() == asked
+    assert r.headers["access-control-allow-private-network"] == "true"
+    bad = http.post("/v1/chat/completions", headers={"Origin": "https://chat.example.com"},
+                    json={"messages": MSGS, "temperature": 9})
+    assert_error(bad, 400, param="temperature")
+    assert "access-control-allow-origin" in bad.headers
+
+
+# ---- requests (cases 4-5) -------------------------------------------------------------------------
+def test_client_extras_are_accepted(http, tiny_loader):
+    messages = [
+        {"role": "developer", "content": "Be kind."},
+        {"role": "user", "content": [{"type": "text", "text": "Hi"}]},
+        {"role": "assistant", "content": "<think>hmm</think>Hello!", "reasoning_content": "x"},
+        {"role": "assistant", "content": None},
+        {"role": "user", "content": "Again"}]
+    body = {"model": "gpt-4o", "messages": messages, "user": {"id": "u1", "name": "webui"},
+            "logit_bias": {}, "seed": None, "logprobs": None, "response_format": {"type": "text"},
+            "parallel_tool_calls": True, "reasoning_effort": "none", "top_k": 5, "min_p": 0.1,
+            "max_completion_tokens": 3, "max_tokens": 50, "n": 1, "stop": "zzqq",
+            "tool_choice": "auto", "frequency_penalty": 0.5, "presence_penalty": -1, "penalty_decay": 0.99}
+    r = http.post("/v1/chat/completions", json=body)
+    assert r.status_code == 200, r.text
+    out = r.json()
+    assert out["model"] == "gpt-4o"  # any model id is served by the loaded model
+    assert out["usage"]["completion_tokens"] <= 3  # max_completion_tokens wins over max_tokens
+    prompt = ("System: Be kind.\n\nUser: Hi\n\nAssistant: Hello!\n\nUser: Again\n\n"
+              "Assistant: <think>\n</think")
+    assert out["usage"]["prompt_tokens"] == len(tiny_loader.encode(prompt))
+    r = http.post("/v1/chat/completions", json={**body, "stop": ["a", "b"], "user": "str",
+                                                "tool_choice": {"type": "function", "function": {"name": "f"}}})
+    assert r.status_code == 200, r.text  # tool_choice without tools: ignored
+
+
+def test_image_part_is_refused(sdk):
+    with pytest.raises(openai.BadRequestError) as e:
+        chat(sdk, messages=[{"role": "user", "content": [
+            {"type": "text", "text": "What is this?"},
+            {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}]}])
+    assert "image" in e.value.message.lower() and e.value.param == "messages.0.content.1"
+
+
+# ---- replies (cases 6-9) --------------------------------------------------------------------------
+def test_chat_non_stream_shape_and_usage(http, tiny_loader):
+    r = http.post("/v1/chat/completions", json={"messages": MSGS, **SAMPLE, **DIRECT})
+    body = r.json()
+    assert set(body) == {"id", "object", "created", "model", "choices", "usage"}
+    assert body["id"].startswith("chatcmpl-") and body["object"] == "chat.completion"
+    assert isinstance(body["created"], int) and body["model"] == "rwkv-7"
+    (choice,) = body["choices"]
+    assert set(choice) == {"index", "message", "logprobs", "finish_reason"}
+    assert choice["index"] == 0 and choice["logprobs"] is None
+    assert choice["message"]["role"] == "assistant" and isinstance(choice["message"]["content"], str)
+    assert "reasoning_content" not in choice["message"]
+    usage = body["usage"]
+    assert usage["prompt_tokens"] == len(tiny_loader.encode(build_chat_prompt(MSGS, think=False)))
+    assert usage["total_tokens"] == usage["prompt_tokens"] + usage["completion_tokens"]
+    assert choice["finish_reason"] in ("stop", "length")
+    if choice["finish_reason"] == "length":
+        assert usage["completion_tokens"] == SAMPLE["max_tokens"]
+
+
+def test_n_and_seed(sdk):
+    both = chat(sdk, n=2, **DIRECT)
+    assert [c.index for c in both.choices] == [0, 1]
+    texts = [c.message.content for c in both.choices]
+    assert texts[0] != texts[1]
+    assert chat(sdk, **DIRECT).choices[0].message.content == texts[0]
+    assert chat(sdk, **{**DIRECT, "seed": SAMPLE["seed"] + 1}).choices[0].message.content == texts[1]
+    assert both.usage.completion_tokens == 2 * chat(sdk, **DIRECT).usage.completion_tokens
+
+
+def test_stream_framing_and_same_text(http, sdk):
+    full = chat(sdk, **DIRECT).choices[0]
+    chunks = stream_chunks(http, "/v1/chat/completions", {"messages": MSGS, **SAMPLE, **DIRECT})
+    assert chunks[0]["choices"][0]["delta"] == {"role": "assistant", "content": ""}
+    assert all("role" not in c["choices"][0]["delta"] for c in chunks[1:])
+    assert len({(c["id"], c["created"], c["model"]) for c in chunks}) == 1
+    assert all(c["object"] == "chat.completion.chunk" and "usage" not in c for c in chunks)
+    assert all(len(c["choices"]) == 1 and "delta" in c["choices"][0] for c in chunks)
+    assert [c["choices"][0]["finish_reason"] for c in chunks[:-1]] == [None] * (len(chunks) - 1)
+    assert chunks[-1]["choices"][0]["delta"] == {}
+    assert chunks[-1]["choices"][0]["finish_reason"] == full.finish_reason
+    text = "".join(c["choices"][0]["delta"].get("content", "") for c in chunks)
+    assert text == full.message.content
+    sdk_text = "".join(c.choices[0].delta.content or "" for c in chat(sdk, stream=True, **DIRECT))
+    assert sdk_text == text
+
+
+def test_stream_include_usage(http, sdk):
+    usage = chat(sdk, **DIRECT).usage
+    chunks = stream_chunks(http, "/v1/chat/completions", {
+        "messages": MSGS, **SAMPLE, **DIRECT, "stream_options": {"include_usage": True}})
+    assert all(c["usage"] is None for c in chunks[:-1])
+    assert chunks[-1]["choices"] == [] and chunks[-1]["usage"] == usage.model_dump(exclude_none=True)
+    last = list(chat(sdk, stream=True, stream_options={"include_usage": True}, **DIRECT))[-1]
+    assert last.usage.completion_tokens == usage.completion_tokens
+
+
+def test_reasoning_content_is_split_out(sdk, http):
+    # the same seeded generation seen raw (completion of the chat prompt) and through the chat route
+    raw = sdk.completions.create(prompt=build_chat_prompt(MSGS, think=True), **SAMPLE)
+    text = raw.choices[0].text
+    expected = (text[1:] if text.startswith(">") else text).lstrip()
+    assert "</think>" not in expected and "\n\nUser:" not in expected  # random weights
+    msg = chat(sdk).choices[0].message  # RWKV_CHAT_THINK is on in this server
+    assert msg.content == "" and msg.reasoning_content == expected
+    chunks = stream_chunks(http, "/v1/chat/completions", {"messages": MSGS, **SAMPLE})
+    deltas = [c["choices"][0]["delta"] for c in chunks]
+    assert "".join(d.get("reasoning_content", "") for d in deltas) == expected
+    assert "".join(d.get("content", "") for d in deltas) == ""
+
+
+def test_stop_strings_cut_and_stop(sdk, http):
+    full = chat(sdk, max_tokens=24, **DIRECT).choices[0].message.content
+    k = len(full) // 2
+    stop = full[k: k + 3]
+    k = full.find(stop)
+    assert k > 0
+    cut = chat(sdk, max_tokens=24, stop=[stop, "never-there"], **DIRECT).choices[0]
+    assert cut.message.content == full[:k].lstrip() and cut.finish_reason == "stop"
+    chunks = stream_chunks(http, "/v1/chat/completions",
+                           {"messages": MSGS, **SAMPLE, **DIRECT, "max_tokens": 24, "stop": stop})
+    assert "".join(c["choices"][0]["delta"].get("content", "") for c in chunks) == full[:k].lstrip()
+    assert chunks[-1]["choices"][0]["finish_reason"] == "stop"
+
+
+def test_tools_are_described_and_answered(sdk, tiny_loader):
+    from server.api.tools import parse_tools
+
+    tools = [{"type": "function", "function": {"name": "get_weather", "description": "Weather",
+                                               "parameters": {"type": "object", "properties": {}}}}]
+    r = chat(sdk, tools=tools, tool_choice="auto", **DIRECT)
+    prompt = build_chat_prompt(MSGS, think=False, tools=parse_tools(tools))
+    assert r.usage.prompt_tokens == len(tiny_loader.encode(prompt))
+    assert r.choices[0].finish_reason in ("stop", "length", "tool_calls")
+    assert r.choices[0].message.role == "assistant"
+    none = chat(sdk, tools=tools, tool_choice="none", **DIRECT)
+    assert none.usage.prompt_tokens == len(tiny_loader.encode(build_chat_prompt(MSGS, think=False)))
+
+
+# ---- /v1/completions (case 11) ---------------------------------------------------------------------
+def complete(sdk, **kw):
+    return sdk.completions.create(**{**SAMPLE, "max_tokens": 6, **kw})
+
+
+def test_completions_prompt_forms_order_and_seeds(sdk, tiny_loader):
+    ids = tiny_loader.encode("Once upon")
+    one = [complete(sdk, prompt=p, seed=SAMPLE["seed"] + j).choices[0].text
+           for p in ("Once upon", "The end") for j in range(2)]
+    r = complete(sdk, prompt=["Once upon", "The end"], n=2)
+    assert r.object == "text_completion" and r.id.startswith("cmpl-")
+    assert [c.index for c in r.choices] == [0, 1, 2, 3]  # index = i*n + j, in prompt order
+    assert [c.text for c in r.choices] == one
+    assert r.usage.prompt_tokens == len(ids) + len(tiny_loader.encode("The end"))
+    assert complete(sdk, prompt=ids).choices[0].text == one[0]
+    by_ids = complete(sdk, prompt=[ids, tiny_loader.encode("The end")])
+    assert [c.text for c in by_ids.choices] == [one[0], one[2]]
+    echo = complete(sdk, prompt="Once upon", echo=True).choices[0]
+    assert echo.text == "Once upon" + one[0] and echo.logprobs is None
+
+
+def test_completions_stream(http, sdk):
+    full = complete(sdk, prompt=["Once upon", "The end"])
+    chunks = stream_chunks(http, "/v1/completions", {**SAMPLE, "max_tokens": 6, "echo": True,
+                                                     "prompt": ["Once upon", "The end"]})
+    assert len({(c["id"], c["created"]) for c in chunks}) == 1
+    texts, finish = {0: "", 1: ""}, {}
+    for c in chunks:
+        assert c["object"] == "text_completion" and "usage" not in c
+        (ch,) = c["choices"]
+        assert set(ch) == {"index", "text", "logprobs", "finish_reason"}
+        texts[ch["index"]] += ch["text"]
+        if ch["finish_reason"]:
+            finish[ch["index"]] = ch["finish_reason"]
+    assert texts == {0: "Once upon" + full.choices[0].text, 1: "The end" + full.choices[1].text}
+    assert finish == {0: full.choices[0].finish_reason, 1: full.choices[1].finish_reason}
+    usage = stream_chunks(http, "/v1/completions", {**SAMPLE, "prompt": "x",
+                                                    "stream_options": {"include_usage": True}})
+    assert usage[-1]["choices"] == [] and usage[-1]["usage"]["prompt_tokens"] == 1
+
+
+def test_completions_stop(sdk):
+    full = complete(sdk, prompt="Once upon", max_tokens=24).choices[0].text
+    stop = full[len(full) // 2:][:3]
+    cut = complete(sdk, prompt="Once upon", max_tokens=24, stop=stop).choices[0]
+    assert cut.text == full[: full.find(stop)] and cut.finish_reason == "stop"
+
+
+@pytest.mark.parametrize("body,param", [
+    ({"best_of": 2, "stream": True}, "best_of"),
+    ({"best_of": 1, "n": 2}, "best_of"),
+    ({"logprobs": 2}, "logprobs"),
+    ({"prompt": []}, "prompt"),
+    ({"prompt": [1, 70000]}, "prompt"),
+    ({"prompt": ["a", 1]}, "prompt"),
+])
+def test_completions_refusals(http, body, param):
+    r = http.post("/v1/completions", json={"prompt": "x", "max_tokens": 2, **body})
+    assert_error(r, 400, param=param)
+
+
+# ---- errors (cases 12-14) ---------------------------------------------------------------------------
+@pytest.mark.parametrize("content,param", [
+    (b"{not json", None),
+    (b"[1, 2]", None),
+    (json.dumps({"messages": MSGS, "temperature": "hot"}).encode(), "temperature"),
+    (json.dumps({"messages": MSGS, "temperature": 2.5}).encode(), "temperature"),
+    (json.dumps({"messages": MSGS, "n": 0}).encode(), "n"),
+    (json.dumps({"messages": MSGS, "stop": [1]}).encode(), "stop"),
+    (json.dumps({"model": "rwkv-7"}).encode(), "messages"),
+    (json.dumps({"messages": "hi"}).encode(), "messages"),
+    (json.dumps({"messages": [{"role": "robot", "content": "x"}]}).encode(), "messages.0.role"),
+])
+def test_bad_requests_are_400_in_openai_shape(http, content, param):
+    r = http.post("/v1/chat/completions", content=content,
+                  headers={"Content-Type": "application/json"})
+    assert_error(r, 400, param=param)
+    assert http.get("/v1/models").status_code == 200  # still serving
+
+
+def test_prompt_too_long(sdk, http):
+    long = [{"role": "user", "content": "word " * 1500}]
+    with pytest.raises(openai.BadRequestError) as e:
+        chat(sdk, messages=long)
+    assert e.value.code == "context_length_exceeded"
+    assert "This model's maximum context length is 1000 tokens" in e.value.message
+    r = http.post("/v1/completions", json={"prompt": "word " * 1500})
+    assert_error(r, 400, code="context_length_exceeded", param="prompt")
+
+
+# ---- a client that leaves (case 16) -------------------------------------------------------------------
+def wait_idle(scheduler, seconds: float = 10.0) -> float:
+    t0 = time.time()
+    while scheduler.num_active or scheduler.waiting:
+        assert time.time() - t0 < seconds, "generation went on after the client left"
+        time.sleep(0.02)
+    return time.time() - t0
+
+
+def test_disconnect_stops_generation(server):
+    sched = server.runtime.scheduler
+    body = {"messages": MSGS, **SAMPLE, "max_tokens": 20000, "stream": True}
+    with httpx.Client(base_url=server.url, timeout=60) as client:
+        with client.stream("POST", "/v1/chat/completions", json=body) as r:
+            lines = r.iter_lines()
+            assert next(lines).startswith("data: ")
+            assert sched.num_active == 1
+    assert wait_idle(sched) < 5  # 20000 tokens would take minutes
+    with pytest.raises(httpx.ReadTimeout):
+        httpx.post(server.url + "/v1/completions", json={**body, "prompt": "x", "stream": False},
+                   timeout=1.0)
+    assert wait_idle(sched) < 5

@@ -1,0 +1,160 @@
+"""OpenAI API over HTTP with scripted model output: tool calls, reasoning, boundary, errors, busy.
+
+Random weights never write a tool call, so here the server's scheduler is swapped for one that
+"generates" a fixed text (tokenized with the real tokenizer, handed out a few tokens at a time from
+another thread); everything else — routes, splitter, SSE — is the real server.
+"""
+
+import json
+import types
+
+import httpx
+import openai
+import pytest
+from openai_helpers import (LiveServer, ScriptedScheduler, http, sdk,  # noqa: F401 (fixtures)
+                            stream_chunks)
+
+MSGS = [{"role": "user", "content": "Weather in Paris?"}]
+TOOLS = [{"type": "function", "function": {
+    "name": "get_weather", "description": "Current weather of a city",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}]
+CALL = '<tool_call>{"name": "get_weather", "arguments": {"city": "Paris"}}</tool_call>'
+
+
+@pytest.fixture(scope="module")
+def server(tiny_model_path, tmp_path_factory):
+    from server.config import Settings
+
+    settings = Settings(model_path=tiny_model_path, demo=None, device="cpu",
+                        task_db_path=str(tmp_path_factory.mktemp("db") / "tasks.db"),
+                        api_key=None, chat_think=False, verbose=False)
+    with LiveServer(settings) as srv:
+        yield srv
+
+
+@pytest.fixture
+def script(server, tiny_loader, monkeypatch):
+    """``script(text, **kw)``: the next requests' tasks all produce ``text``."""
+    def install(text: str, **kw) -> ScriptedScheduler:
+        fake = ScriptedScheduler(tiny_loader, text, **kw)
+        monkeypatch.setattr(server.runtime, "scheduler", fake)
+        return fake
+    return install
+
+
+def test_tool_call_non_stream(sdk, script):
+    script(">" + CALL)
+    r = sdk.chat.completions.create(model="rwkv-7", messages=MSGS, tools=TOOLS)
+    choice = r.choices[0]
+    assert choice.finish_reason == "tool_calls"
+    assert choice.message.content is None
+    (call,) = choice.message.tool_calls
+    assert call.id.startswith("call_") and call.type == "function"
+    assert call.function.name == "get_weather"
+    assert json.loads(call.function.arguments) == {"city": "Paris"}
+
+
+def test_tool_call_stream_deltas(http, sdk, script):
+    script(">Checking.\n" + CALL + "\n" + CALL.replace("Paris", "Rome"), per_pulse=1)
+    chunks = stream_chunks(http, "/v1/chat/completions",
+                           {"model": "rwkv-7", "messages": MSGS, "tools": TOOLS})
+    deltas = [c["choices"][0]["delta"] for c in chunks]
+    assert "".join(d.get("content") or "" for d in deltas).strip() == "Checking."
+    calls = [tc for d in deltas for tc in d.get("tool_calls", [])]
+    assert all("index" in tc and "function" in tc for tc in calls)
+    firsts = [tc for tc in calls if "id" in tc]
+    assert [(tc["index"], tc["type"], tc["function"]) for tc in firsts] == [
+        (0, "function", {"name": "get_weather", "arguments": ""}),
+        (1, "function", {"name": "get_weather", "arguments": ""})]
+    assert len({tc["id"] for tc in firsts}) == 2
+    later = [tc for tc in calls if "id" not in tc]
+    assert all(set(tc) == {"index", "function"} and set(tc["function"]) == {"arguments"}
+               for tc in later)
+    args = {i: "".join(tc["function"]["arguments"] for tc in calls if tc["index"] == i)
+            for i in (0, 1)}
+    assert {i: json.loads(a) for i, a in args.items()} == {0: {"city": "Paris"}, 1: {"city": "Rome"}}
+    assert chunks[-1]["choices"][0] == {"index": 0, "delta": {}, "logprobs": None,
+                                        "finish_reason": "tool_calls"}
+    stream = sdk.chat.completions.create(model="rwkv-7", messages=MSGS, tools=TOOLS, stream=True)
+    assert sum(len(c.choices[0].delta.tool_calls or []) for c in stream) == len(calls)
+
+
+def test_tool_follow_up_is_accepted(sdk, script):
+    script(">It is 18C and sunny in Paris.")
+    history = MSGS + [
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "call_1", "type": "function",
+             "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "18C, sunny"}]
+    r = sdk.chat.completions.create(model="rwkv-7", messages=history, tools=TOOLS)
+    assert r.choices[0].message.content == "It is 18C and sunny in Paris."
+    assert r.choices[0].finish_reason == "stop" and not r.choices[0].message.tool_calls
+
+
+def test_reasoning_and_turn_boundary(http, sdk, script):
+    fake = script(">The user greets me.</think>\nHello! How can I help?\n\nUser: and more", per_pulse=1)
+    r = sdk.chat.completions.create(model="rwkv-7", messages=MSGS, reasoning_effort="high")
+    msg = r.choices[0].message
+    assert msg.reasoning_content == "The user greets me."
+    assert msg.content == "Hello! How can I help?" and r.choices[0].finish_reason == "stop"
+    assert fake.tasks[0].stop_requested  # the boundary stopped generation
+    chunks = stream_chunks(http, "/v1/chat/completions",
+                           {"model": "rwkv-7", "messages": MSGS, "reasoning_effort": "medium"})
+    deltas = [c["choices"][0]["delta"] for c in chunks]
+    assert "".join(d.get("reasoning_content", "") for d in deltas) == "The user greets me."
+    assert "".join(d.get("content", "") for d in deltas) == "Hello! How can I help?"
+    assert all("<" not in d.get("content", "") and "User" not in d.get("content", "")
+               for d in deltas)
+
+
+def test_inline_think_setting(http, server, script, monkeypatch):
+    settings = types.SimpleNamespace(**server.runtime.settings.model_dump(), chat_inline_think=True)
+    monkeypatch.setattr(server.runtime, "settings", settings)
+    script(">Short thought.</think>\nAnswer.", per_pulse=1)
+    chunks = stream_chunks(http, "/v1/chat/completions",
+                           {"model": "rwkv-7", "messages": MSGS, "reasoning_effort": "high"})
+    contents = [c["choices"][0]["delta"].get("content") for c in chunks[1:-1]]
+    assert contents[0] == "<think>"  # one whole delta
+    assert "".join(contents) == "<think>Short thought.</think>Answer."
+
+
+def test_error_after_stream_started(http, sdk, script):
+    script(">Some text that", reason="error", error="RuntimeError: device lost")
+    with http.stream("POST", "/v1/chat/completions",
+                     json={"messages": MSGS, "stream": True}) as r:
+        assert r.status_code == 200
+        raw = r.read().decode()
+    events = [e.removeprefix("data: ") for e in raw.split("\n\n") if e]
+    assert "[DONE]" not in events
+    last = json.loads(events[-1])
+    assert set(last) == {"error"} and "device lost" in last["error"]["message"]
+    with pytest.raises(openai.APIError):
+        list(sdk.chat.completions.create(model="rwkv-7", messages=MSGS, stream=True))
+    r = http.post("/v1/completions", json={"prompt": "x"})
+    assert r.status_code == 500 and "device lost" in r.json()["error"]["message"]
+
+
+def test_busy_is_503_with_retry_after(http, sdk, script):
+    script("x", capacity=0)
+    r = http.post("/v1/chat/completions", json={"messages": MSGS})
+    assert r.status_code == 503 and r.headers["retry-after"] == "1"
+    assert set(r.json()["error"]) == {"message", "type", "param", "code"}
+    with pytest.raises(openai.InternalServerError):
+        sdk.completions.create(model="rwkv-7", prompt="x")
+    fake = script("x", capacity=1, delay=0.5)  # the queue fills after the first of n=3
+    assert http.post("/v1/chat/completions", json={"messages": MSGS, "n": 3}).status_code == 503
+    assert len(fake.tasks) == 1 and fake.tasks[0].stop_requested
+
+
+def test_keep_alives_are_comments(http, sdk, script, monkeypatch):
+    import server.api.routes.openai as routes
+
+    monkeypatch.setattr(routes, "PING_SECONDS", 0.05)
+    script(">slow answer", per_pulse=1, delay=0.15)
+    with http.stream("POST", "/v1/chat/completions",
+                     json={"messages": MSGS, "stream": True}) as r:
+        raw = r.read().decode()
+    assert "\n: ping\n\n" in raw or raw.startswith(": ping\n\n")
+    assert all(line.startswith(("data: ", ": ping")) for line in raw.split("\n") if line)
+    stream = sdk.chat.completions.create(model="rwkv-7", messages=MSGS, stream=True)
+    assert "".join(c.choices[0].delta.content or "" for c in stream) == "slow answer"

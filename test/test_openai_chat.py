@@ -1,0 +1,193 @@
+"""Chat prompt, tool-call convention and output splitter (pure functions, fixed strings)."""
+
+import json
+
+import pytest
+
+from server.api.chat import ChatError, build_chat_prompt, fold, wants_think
+from server.api.splitter import OutputSplitter, collect, held_suffix
+from server.api.tools import parse_tool_call, parse_tools, tools_instructions
+
+WEATHER = [{"type": "function", "function": {
+    "name": "get_weather", "description": "Weather of a city",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}]
+
+
+# ---- prompt --------------------------------------------------------------------------------------
+def test_prompt_roles_folding_and_think_switch():
+    msgs = [{"role": "developer", "content": "Be brief.  \n\n\nNo lists."},
+            {"role": "user", "content": [{"type": "text", "text": "Hi"},
+                                         {"type": "text", "text": "there  "}]},
+            {"role": "assistant", "content": "<think>secret\n\nplan</think>Hello!",
+             "reasoning_content": "ignored"},
+            {"role": "user", "content": "Bye\n\nnow"}]
+    expected = ("System: Be brief.\nNo lists.\n\nUser: Hi\nthere\n\nAssistant: Hello!\n\n"
+                "User: Bye\nnow\n\nAssistant:")
+    assert build_chat_prompt(msgs, think=True) == expected + " <think"
+    assert build_chat_prompt(msgs, think=False) == expected + " <think>\n</think"
+
+
+def test_prompt_seed_readme_example():
+    msgs = [{"role": "system", "content": "你是一个专业的技术翻译。"},
+            {"role": "user", "content": "LLMs use attention."}]
+    assert build_chat_prompt(msgs, think=True) == (
+        "System: 你是一个专业的技术翻译。\n\nUser: LLMs use attention.\n\nAssistant: <think")
+
+
+def test_prompt_null_content_tool_history_and_tool_role():
+    msgs = [{"role": "user", "content": "Weather in Paris?"},
+            {"role": "assistant", "content": None, "tool_calls": [
+                {"id": "call_1", "type": "function",
+                 "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}}]},
+            {"role": "tool", "tool_call_id": "call_1", "content": "18C, sunny"}]
+    assert build_chat_prompt(msgs, think=False) == (
+        "User: Weather in Paris?\n\nAssistant: <tool_call>{\"name\": \"get_weather\", "
+        "\"arguments\": {\"city\": \"Paris\"}}</tool_call>\n\nTool: 18C, sunny\n\n"
+        "Assistant: <think>\n</think")
+
+
+def test_prompt_tools_described_in_system_message():
+    tools = parse_tools(WEATHER)
+    msgs = [{"role": "system", "content": "You help."}, {"role": "user", "content": "Paris?"}]
+    prompt = build_chat_prompt(msgs, think=True, tools=tools)
+    system = prompt.split("\n\n")[0]
+    assert system.startswith("System: You help.\nYou can call these tools")
+    assert '{"name": "get_weather", "description": "Weather of a city"' in system
+    assert "<tool_call>" in system and "\n\n" not in system
+    no_system = build_chat_prompt(msgs[1:], think=True, tools=tools)
+    assert no_system.startswith("System: You can call these tools")
+    assert "User: Paris?" in no_system
+    assert "You must call the tool get_weather now." in tools_instructions(
+        tools, {"type": "function", "function": {"name": "get_weather"}})
+    assert "at least one tool" in tools_instructions(tools, "required")
+    assert tools_instructions(tools, "none") == ""
+
+
+@pytest.mark.parametrize("msgs,param", [
+    ([{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}],
+     "messages.0.content.0"),
+    ([{"role": "wizard", "content": "x"}], "messages.0.role"),
+    ([], "messages"),
+    (["hello"], "messages.0"),
+])
+def test_prompt_errors_name_the_field(msgs, param):
+    with pytest.raises(ChatError) as e:
+        build_chat_prompt(msgs, think=True)
+    assert e.value.param == param
+    assert ("image" in e.value.message.lower()) == param.endswith("content.0")
+
+
+def test_fold_and_think_switch():
+    assert fold("a  \n\n \n b \r\n\r\nc ") == "a\n b\nc"
+    assert wants_think(None, True) and not wants_think(None, False)
+    assert not wants_think("none", True) and wants_think("low", False)
+
+
+def test_tool_errors():
+    with pytest.raises(ChatError):
+        parse_tools([{"type": "function", "function": {"description": "no name"}}])
+    with pytest.raises(ChatError):
+        tools_instructions(parse_tools(WEATHER), {"type": "function", "function": {"name": "x"}})
+
+
+# ---- tool-call parsing ------------------------------------------------------------------------------
+@pytest.mark.parametrize("body,expected", [
+    ('{"name": "f", "arguments": {"a": 1}}', ("f", '{"a": 1}')),
+    ('\n```json\n{"name": "f", "arguments": {"a": "é"}}\n```\n', ("f", '{"a": "é"}')),
+    ('{"name": "f", "arguments": "{\\"a\\": 2}"}', ("f", '{"a": 2}')),
+    ('{"name": "f", "parameters": {"b": [1]}}', ("f", '{"b": [1]}')),
+    ('{"function": {"name": "f", "arguments": {}}}', ("f", "{}")),
+    ('call: {"name": "f"} thanks', ("f", "{}")),
+    ('{"arguments": {}}', None),
+    ("not json", None),
+])
+def test_parse_tool_call(body, expected):
+    assert parse_tool_call(body) == expected
+
+
+# ---- splitter ----------------------------------------------------------------------------------------
+def run(mode, chunks, reason="stop", **kw):
+    s = OutputSplitter(mode, **kw)
+    pieces = []
+    for c in chunks:
+        pieces += s.feed(c)
+    pieces += s.finish(reason)
+    return pieces, s
+
+
+def chars(text):
+    return list(text)  # the hardest chunking: one character at a time
+
+
+@pytest.mark.parametrize("chunking", [chars, lambda t: [t]])
+def test_splitter_reasoning_then_answer_and_boundary(chunking):
+    text = ">I should greet.</think>\nHello there!\n\nUser: more"
+    pieces, s = run("think", chunking(text))
+    out = collect(pieces)
+    assert out == {"reasoning": "I should greet.", "content": "Hello there!", "calls": []}
+    assert s.stopped
+
+
+def test_splitter_direct_mode_drops_gt_and_trailing_newlines():
+    pieces, s = run("direct", [">", "\nHi", " there", "\n", "\n"], reason="stop")
+    assert [p.text for p in pieces] == ["Hi", " there"] and not s.stopped
+    pieces, _ = run("direct", [">Hi\n"], reason="length")
+    assert collect(pieces)["content"] == "Hi\n"  # cut by max_tokens: the newline is real text
+
+
+def test_splitter_stop_strings_never_leak():
+    for chunking in (chars, lambda t: [t], lambda t: [t[:7], t[7:]]):
+        pieces, s = run("text", chunking("abc STOP def"), stop=["STOP", "xyz"])
+        assert "".join(p.text for p in pieces) == "abc "
+        assert s.stopped
+    pieces, s = run("text", ["abc ST"], reason="length", stop=["STOP"])
+    assert collect(pieces)["content"] == "abc ST" and not s.stopped  # a partial match is text
+
+
+def test_splitter_holds_partial_markers():
+    s = OutputSplitter("text", stop=["END"])
+    assert [p.text for p in s.feed("one E")] == ["one "]
+    assert [p.text for p in s.feed("x")] == ["Ex"]
+    assert s.feed("\n") == [] and s.feed("\nUs") == []
+    assert s.feed("er:") == [] and s.stopped
+    assert held_suffix("ab\n\nUs", ["\n\nUser:"]) == 4
+
+
+def test_splitter_stop_applies_to_answer_not_reasoning():
+    pieces, s = run("think", [">a.b</think>x.y"], stop=["."])
+    assert collect(pieces) == {"reasoning": "a.b", "content": "x", "calls": []}
+
+
+@pytest.mark.parametrize("chunking", [chars, lambda t: [t]])
+def test_splitter_tool_calls(chunking):
+    text = ('>Let me check.\n<tool_call>{"name": "get_weather", "arguments": {"city": "Paris"}}'
+            '</tool_call>\n<tool_call>{"name": "f", "arguments": {}}</tool_call>')
+    pieces, s = run("direct", chunking(text), tools=True)
+    out = collect(pieces)
+    assert out["content"].strip() == "Let me check."
+    assert out["calls"] == [("get_weather", '{"city": "Paris"}'), ("f", "{}")]
+    assert s.tool_calls == 2
+    assert all("<tool" not in p.text for p in pieces if p.kind == "content")
+
+
+def test_splitter_tool_call_unclosed_bad_and_disabled():
+    pieces, _ = run("direct", ['>\n<tool_call>{"name": "f", "arguments": {"x": 1}}'], tools=True)
+    assert collect(pieces)["calls"] == [("f", '{"x": 1}')]
+    pieces, s = run("direct", [">a <tool_call>oops</tool_call> b"], tools=True)
+    assert collect(pieces)["content"] == "a <tool_call>oops</tool_call> b" and not s.tool_calls
+    pieces, _ = run("direct", ['><tool_call>{"name": "f"}</tool_call>'], tools=False)
+    assert collect(pieces)["calls"] == []
+
+
+def test_splitter_inline_think():
+    pieces, _ = run("think", chars(">why</think>\nok"), inline_think=True)
+    texts = [p.text for p in pieces]
+    assert all(p.kind == "content" for p in pieces)
+    assert texts[0] == "<think>" and "".join(texts) == "<think>why</think>ok"
+    pieces, _ = run("think", [">unfinished"], reason="length", inline_think=True)
+    assert "".join(p.text for p in pieces) == "<think>unfinished</think>"
+
+
+def test_splitter_unicode_and_json_roundtrip():
+    pieces, _ = run("direct", [">你好", "，世界 🌍"])
+    assert json.loads(json.dumps(collect(pieces)["content"])) == "你好，世界 🌍"
