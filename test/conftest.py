@@ -39,10 +39,11 @@ def tiny_tokenizer():
 
 
 # ---- a real server (python run.py) in a subprocess: see server_harness.py ------------------
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def start_server(tiny_model_path, tmp_path_factory):
     """Factory ``start_server(db_path=None, model=None, **env) -> ServerProcess`` (started and
-    healthy); every server it started is stopped after the module's tests."""
+    healthy, CPU, own database unless ``db_path``); servers still running at the end of the
+    session are stopped."""
     from server_harness import ServerProcess
 
     started = []
@@ -59,12 +60,22 @@ def start_server(tiny_model_path, tmp_path_factory):
         srv.stop()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def server(start_server):
-    """A running server on the tiny checkpoint, shared by a test module (``.url``, ``.restart()``)."""
+    """One server on the tiny checkpoint shared by the session (``.url``, ``.restart()`` keeps
+    the port and database)."""
     return start_server()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def server_url(server) -> str:
     return server.url
+
+
+@pytest.fixture(scope="module")
+def http(server_url):
+    """An ``httpx.Client`` for the shared server."""
+    import httpx
+
+    with httpx.Client(base_url=server_url, timeout=30) as c:
+        yield c

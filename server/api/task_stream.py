@@ -11,6 +11,8 @@ separated by ``\\n\\n``; keep-alives are comment lines.
 from __future__ import annotations
 
 import json
+
+import anyio
 from collections.abc import AsyncIterator, Callable
 
 from sse_starlette import EventSourceResponse, ServerSentEvent
@@ -19,6 +21,7 @@ from server.api.bridge import follow
 from server.task.task import Task
 
 PING_S = 15
+SHUTDOWN_GRACE_S = 3.0  # below run.py's graceful-shutdown timeout
 
 
 def _event(obj) -> ServerSentEvent:
@@ -52,5 +55,15 @@ async def task_events(task: Task, tokenizer, pos: int = 0,
 
 def sse_response(task: Task, tokenizer, pos: int = 0,
                  on_disconnect: Callable[[], None] | None = None) -> EventSourceResponse:
-    return EventSourceResponse(task_events(task, tokenizer, pos, on_disconnect),
-                               ping=PING_S, sep="\n")
+    """The SSE reply. When the server is asked to shut down, the task is stopped so the stream
+    still ends normally (last chunk, ``[DONE]``) within ``SHUTDOWN_GRACE_S``."""
+    shutdown = anyio.Event()
+
+    async def stop_on_shutdown() -> None:
+        await shutdown.wait()
+        task.stop()
+
+    return EventSourceResponse(task_events(task, tokenizer, pos, on_disconnect), ping=PING_S,
+                               sep="\n", shutdown_event=shutdown,
+                               shutdown_grace_period=SHUTDOWN_GRACE_S,
+                               data_sender_callable=stop_on_shutdown)

@@ -19,7 +19,13 @@ from server.api.task_stream import sse_response
 from server.task.task import Status, Task, new_task_id
 
 router = APIRouter(prefix="/v1/tasks", tags=["tasks"])
+_SSE = {"text/event-stream": {"schema": {"type": "string"}}}
 NOT_FOUND = {404: {"description": "Task not found"}}
+CREATED = {200: {"content": _SSE, "description": "JSON, or an SSE stream when stream=true"},
+           400: {"description": "Prompt too long"},
+           503: {"description": "Queue full (Retry-After)"}}
+RESUMED = {**CREATED, **NOT_FOUND, 403: {"description": "Template (read-only)"},
+           409: {"description": "Task running, or its state was not kept"}}
 
 
 def get_service(request: Request) -> TaskService:
@@ -44,19 +50,19 @@ async def _create(svc: TaskService, body: CreateRequest | FimRequest, prompt, tm
     return await _started(svc, task, body.stream, tmp)
 
 
-@router.post("/tmp", response_model=TaskResponseModel)
+@router.post("/tmp", response_model=TaskResponseModel, responses=CREATED)
 async def create_tmp(body: CreateRequest, svc: TaskService = Depends(get_service)):
     """A temporary task (``TMP_…``): never written to the database."""
     return await _create(svc, body, body.prompt, tmp=True)
 
 
-@router.post("/create", response_model=TaskResponseModel)
+@router.post("/create", response_model=TaskResponseModel, responses=CREATED)
 async def create_task(body: CreateRequest, svc: TaskService = Depends(get_service)):
     """A persistent task (``TASK_…``), written to the database when it finishes."""
     return await _create(svc, body, body.prompt, tmp=False)
 
 
-@router.post("/fim", response_model=TaskResponseModel)
+@router.post("/fim", response_model=TaskResponseModel, responses=CREATED)
 async def fill_in_middle(body: FimRequest, svc: TaskService = Depends(get_service)):
     """Fill in the middle (temporary task)."""
     if not body.prefix and not body.suffix:
@@ -75,7 +81,7 @@ async def get_result(task_id: str, svc: TaskService = Depends(get_service)):
     return svc.result(await svc.get(task_id))
 
 
-@router.get("/{task_id}/stream", responses=NOT_FOUND)
+@router.get("/{task_id}/stream", responses={200: {"content": _SSE}, **NOT_FOUND})
 async def stream(task_id: str, pos: int = Query(0, ge=0, description="token offset"),
                  svc: TaskService = Depends(get_service)):
     """SSE of the task's output from token ``pos``; any number of subscribers at once."""
@@ -97,42 +103,47 @@ def _check_resumable(task: Task) -> None:
                                  "use a persistent task (POST /v1/tasks/create)")
 
 
-async def _resume(svc: TaskService, task: Task, body: ContinueRequest, tmp: bool):
-    """Append the body's prompt to an idle task, update its parameters and generate again."""
-    tokens = await svc.encode(body.prompt, required=False)
+def _resume(svc: TaskService, task: Task, tokens: list[int], body: ContinueRequest, tmp: bool):
+    """Append ``tokens`` to an idle task, update its parameters and submit it. Synchronous: no
+    other request can change the task between the caller's checks and this."""
     task.continue_gen(tokens or None, **svc.sampling(body, defaults=False))
+    if tmp:  # a temporary task's state is kept only when it is all the task produces
+        task.keep_state = task.max_tokens == 0
     svc.submit(task)
-    return await _started(svc, task, body.stream, tmp)
 
 
-@router.post("/{task_id}/fork", response_model=TaskResponseModel, responses=NOT_FOUND)
+@router.post("/{task_id}/fork", response_model=TaskResponseModel, responses=RESUMED)
 async def fork(task_id: str, body: ContinueRequest | None = None,
                tmp: bool = Query(False, description="make the copy a TMP_ task"),
                svc: TaskService = Depends(get_service)):
     """A new task starting from a copy of ``task_id``'s state, then as continue."""
     body = body or ContinueRequest()
+    tokens = await svc.encode(body.prompt, required=False)
     src = await svc.get(task_id)
     _check_resumable(src)
     task = src.fork(new_task_id("TMP" if tmp else "TASK"))
-    task.keep_state = not tmp
     await svc.register(task)
     try:
-        return await _resume(svc, task, body, tmp)
+        _resume(svc, task, tokens, body, tmp)
     except HTTPException:
         await svc.forget(task)
         raise
+    return await _started(svc, task, body.stream, tmp)
 
 
-@router.post("/{task_id}/continue", response_model=TaskResponseModel, responses=NOT_FOUND)
+@router.post("/{task_id}/continue", response_model=TaskResponseModel, responses=RESUMED)
 async def continue_task(task_id: str, body: ContinueRequest | None = None,
                         svc: TaskService = Depends(get_service)):
     """Append ``prompt`` (if given) to the task and generate again; 409 while it runs."""
     body = body or ContinueRequest()
+    tokens = await svc.encode(body.prompt, required=False)
     task = await svc.get(task_id)
     if task.is_template:
         raise HTTPException(403, "Templates are read-only; fork them instead")
     _check_resumable(task)
-    return await _resume(svc, task, body, task.task_id.startswith("TMP"))
+    tmp = task.task_id.startswith("TMP")
+    _resume(svc, task, tokens, body, tmp)
+    return await _started(svc, task, body.stream, tmp)
 
 
 @router.post("/{task_id}/stop", response_model=TaskInfo, responses=NOT_FOUND)
@@ -144,7 +155,8 @@ async def stop(task_id: str, svc: TaskService = Depends(get_service)):
     return svc.info(task)
 
 
-@router.post("/{task_id}/as_template", response_model=TaskResponseModel, responses=NOT_FOUND)
+@router.post("/{task_id}/as_template", response_model=TaskResponseModel,
+             responses={**NOT_FOUND, 409: RESUMED[409]})
 async def as_template(task_id: str, svc: TaskService = Depends(get_service)):
     """Copy a finished task into a new read-only template ``_TMPL_<hex>``."""
     src = await svc.get(task_id)
@@ -155,7 +167,8 @@ async def as_template(task_id: str, svc: TaskService = Depends(get_service)):
     return svc.reply(tpl, finished=True)
 
 
-@router.post("/{task_id}/delete", response_model=TaskInfo, responses=NOT_FOUND)
+@router.post("/{task_id}/delete", response_model=TaskInfo,
+             responses={**NOT_FOUND, 403: {"description": "Template without force=true"}})
 async def delete(task_id: str, force: bool = Query(False, description="needed for templates"),
                  svc: TaskService = Depends(get_service)):
     task = await svc.get(task_id)

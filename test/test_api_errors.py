@@ -1,0 +1,137 @@
+"""Task API under bad input, with an API key, CORS and a full queue (real server, tiny model).
+
+Every error is answered with the right status and a readable message, and the server keeps serving.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+import httpx
+import pytest
+
+from task_api_client import PROMPT, create, wait_result
+
+
+def _field_error(r: httpx.Response, field: str) -> None:
+    assert r.status_code == 422, r.text
+    detail = r.json()["detail"]
+    assert any(field in map(str, e["loc"]) for e in detail), detail
+
+
+@pytest.mark.parametrize("body,field", [
+    ({"prompt": PROMPT, "temperature": "hot"}, "temperature"),
+    ({"prompt": PROMPT, "temperature": 2.5}, "temperature"),
+    ({"prompt": PROMPT, "max_tokens": -1}, "max_tokens"),
+    ({"prompt": PROMPT, "max_tokens": 40961}, "max_tokens"),
+    ({"prompt": PROMPT, "top_p": 1.5}, "top_p"),
+    ({"prompt": PROMPT, "top_k": -2}, "top_k"),
+    ({"prompt": PROMPT, "penalty_decay": 2}, "penalty_decay"),
+    ({"prompt": PROMPT, "temprature": 0.5}, "temprature"),
+    ({"prompt": 123}, "prompt"),
+    ({"prompt": ""}, "prompt"),
+    ({"prompt": []}, "prompt"),
+    ({"prompt": [1, 70000]}, "prompt"),
+    ({"prompt": [-1]}, "prompt"),
+    ({"prompt": [1, "2"]}, "prompt"),
+    ({"max_tokens": 5}, "prompt"),
+])
+def test_bad_bodies_are_422_naming_the_field(http, body, field):
+    for path in ("/v1/tasks/tmp", "/v1/tasks/create"):
+        _field_error(http.post(path, json=body), field)
+
+
+def test_other_bad_requests(http):
+    r = http.post("/v1/tasks/create", content=b'{"prompt": "x",', headers={"content-type":
+                                                                          "application/json"})
+    assert r.status_code == 422 and "JSON" in r.text
+    _field_error(http.post("/v1/tasks/fim", json={"suffix": "x"}), "prefix")
+    tid = create(http, max_tokens=1)["task_id"]
+    _field_error(http.post(f"/v1/tasks/{tid}/continue", json={"top_p": -1}), "top_p")
+    assert http.get(f"/v1/tasks/{tid}/stream", params={"pos": -1}).status_code == 422
+    assert http.post(f"/v1/tasks/{tid}/fork", params={"tmp": "maybe"}).status_code == 422
+    too_long = http.post("/v1/tasks/tmp", json={"prompt": [1] * 131073})
+    assert too_long.status_code == 400 and "RWKV_MAX_PROMPT_TOKENS" in too_long.json()["detail"]
+    big = http.post("/v1/tasks/tmp", content=b"x" * (8 * 1024 * 1024 + 1))
+    assert big.status_code == 413
+
+
+@pytest.mark.parametrize("method,action", [
+    ("GET", "get_result"), ("GET", "stream"), ("GET", "status"), ("POST", "fork"),
+    ("POST", "continue"), ("POST", "stop"), ("POST", "as_template"), ("POST", "delete"),
+])
+def test_unknown_ids_are_404(http, method, action):
+    for tid in ("TASK_" + "0" * 32, "TMP_nope", "_TMPL_missing"):
+        r = http.request(method, f"/v1/tasks/{tid}/{action}")
+        assert r.status_code == 404 and r.json() == {"detail": "Task not found"}
+
+
+def test_still_serving_after_errors(http):
+    test_other_bad_requests(http)
+    assert http.get("/health").json()["scheduler_alive"] is True
+    r = create(http, "/v1/tasks/tmp", max_tokens=4)
+    assert wait_result(http, r["task_id"])["finished"]
+
+
+# ---- security and admission ---------------------------------------------------------------------
+def test_missing_model_fails_fast(tmp_path):
+    from server_harness import ROOT, SERVER_ENV, free_port
+
+    cmd = [sys.executable, "run.py", "--model", str(tmp_path / "nope.pth"), "--port",
+           str(free_port())]
+    env = {**os.environ, **SERVER_ENV}
+    p = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    out = p.stdout + p.stderr
+    assert p.returncode != 0 and "Traceback" not in out
+    assert "nope.pth" in out and "huggingface" in out.lower() and "--demo" in out
+
+
+def test_cors_preflight_and_headers_on_errors(http):
+    r = http.options("/v1/tasks/create", headers={
+        "Origin": "https://chat.example.com", "Access-Control-Request-Method": "POST",
+        "Access-Control-Request-Headers": "authorization, content-type, x-stainless-os",
+        "Access-Control-Request-Private-Network": "true"})
+    assert r.status_code in (200, 204)
+    assert r.headers["access-control-allow-origin"] in ("*", "https://chat.example.com")
+    assert "POST" in r.headers["access-control-allow-methods"]
+    assert "x-stainless-os" in r.headers["access-control-allow-headers"]
+    assert "authorization" in r.headers["access-control-allow-headers"]
+    assert r.headers["access-control-allow-private-network"] == "true"
+    err = http.get("/v1/tasks/TMP_x/status", headers={"Origin": "https://chat.example.com"})
+    assert err.status_code == 404 and "access-control-allow-origin" in err.headers
+
+
+def test_api_key_and_queue_limit(start_server):
+    key = "sk-test-0123456789abcdef"
+    srv = start_server(RWKV_API_KEY=key, RWKV_MAX_BATCH_SIZE="1", RWKV_MAX_QUEUE="1",
+                       RWKV_CORS_ORIGINS="https://ok.example")
+    auth = {"Authorization": f"Bearer {key}"}
+    with httpx.Client(base_url=srv.url, timeout=30) as c:
+        assert c.get("/health").status_code == 200  # open
+        for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": key}):
+            r = c.get("/v1/tasks/list", headers=headers)
+            assert r.status_code == 401 and "API key" in r.json()["detail"]
+        assert c.get("/v1/tasks/list", headers=auth).status_code == 200
+        pre = c.options("/v1/tasks/tmp", headers={"Origin": "https://ok.example",
+                                                  "Access-Control-Request-Method": "POST"})
+        assert pre.status_code in (200, 204)
+        assert pre.headers["access-control-allow-origin"] == "https://ok.example"
+        bad = c.options("/v1/tasks/tmp", headers={"Origin": "https://evil.example",
+                                                  "Access-Control-Request-Method": "POST"})
+        assert "access-control-allow-origin" not in bad.headers
+        # one slot, one waiting place: the third long task is refused with Retry-After
+        body = {"prompt": PROMPT, "max_tokens": 40000}
+        ids = [c.post("/v1/tasks/create", json=body, headers=auth) for _ in range(2)]
+        assert [r.status_code for r in ids] == [200, 200]
+        deadline = time.monotonic() + 10
+        while c.get("/health").json()["active"] < 1 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        full = c.post("/v1/tasks/create", json=body, headers=auth)
+        assert full.status_code == 503 and full.headers["retry-after"].isdigit()
+        for r in ids:
+            c.post(f"/v1/tasks/{r.json()['task_id']}/stop", headers=auth)
+    srv.stop()
+    assert key not in srv.log()
