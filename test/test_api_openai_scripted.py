@@ -8,7 +8,6 @@ another thread); everything else — routes, splitter, SSE — is the real serve
 import json
 import types
 
-import httpx
 import openai
 import pytest
 from openai_helpers import (LiveServer, ScriptedScheduler, http, sdk,  # noqa: F401 (fixtures)
@@ -158,3 +157,47 @@ def test_keep_alives_are_comments(http, sdk, script, monkeypatch):
     assert all(line.startswith(("data: ", ": ping")) for line in raw.split("\n") if line)
     stream = sdk.chat.completions.create(model="rwkv-7", messages=MSGS, stream=True)
     assert "".join(c.choices[0].delta.content or "" for c in stream) == "slow answer"
+
+
+def test_parameters_reach_the_tasks(http, server, script):
+    fake = script(">ok")
+    r = http.post("/v1/chat/completions", json={
+        "messages": MSGS, "n": 2, "seed": 9, "temperature": 0.5, "top_p": 0.8, "top_k": 7,
+        "presence_penalty": 0.5, "frequency_penalty": 0.25, "penalty_decay": 0.9,
+        "max_tokens": 10 ** 6})
+    assert r.status_code == 200, r.text
+    s = server.runtime.settings
+    for j, task in enumerate(fake.tasks):
+        assert task.task_id.startswith("TMP_") and task.keep_state is False
+        assert task.seed == 9 + j and task.max_tokens == s.max_tokens_cap
+        assert (task.temperature, task.top_p, task.top_k) == (0.5, 0.8, 7)
+        # OpenAI: p·[count>0] + f·count  ==  RWKV: first time p + f, each later time f
+        assert (task.presence_penalty, task.repetition_penalty) == (0.75, 0.25)
+        assert task.penalty_decay == 0.9
+    fake = script(">ok")
+    http.post("/v1/completions", json={"prompt": "x", "frequency_penalty": -1})
+    (task,) = fake.tasks
+    assert task.max_tokens == s.default_max_tokens and task.temperature == s.default_temperature
+    assert (task.presence_penalty, task.repetition_penalty) == (s.default_presence_penalty, 0.0)
+    assert (task.top_p, task.top_k) == (s.default_top_p, s.default_top_k)
+
+
+def test_utf8_never_split(http, script):
+    text = "你好，世界 🌍🎉 naïve — ½"
+    script(">" + text, per_pulse=1)
+    chunks = stream_chunks(http, "/v1/chat/completions", {"messages": MSGS})
+    deltas = [c["choices"][0]["delta"].get("content", "") for c in chunks]
+    assert "".join(deltas) == text and not any("\ufffd" in d for d in deltas)
+    assert len([d for d in deltas if d]) > 5  # really streamed piece by piece
+
+
+def test_api_key_when_configured(server, tmp_path):
+    settings = server.runtime.settings.model_copy(update={
+        "api_key": "s3cret", "task_db_path": str(tmp_path / "k.db")})
+    with LiveServer(settings) as keyed:
+        bad = openai.OpenAI(base_url=keyed.url + "/v1", api_key="wrong", max_retries=0)
+        with pytest.raises(openai.AuthenticationError) as e:
+            bad.models.list()
+        assert e.value.status_code == 401 and e.value.type == "authentication_error"
+        good = openai.OpenAI(base_url=keyed.url + "/v1", api_key="s3cret", max_retries=0)
+        assert [m.id for m in good.models.list()][-1] == "rwkv-7"

@@ -77,6 +77,10 @@ def test_prompt_errors_name_the_field(msgs, param):
     assert ("image" in e.value.message.lower()) == param.endswith("content.0")
 
 
+def test_prompt_of_empty_messages_starts_with_the_answer():
+    assert build_chat_prompt([{"role": "user", "content": " \n "}], think=True) == "Assistant: <think"
+
+
 def test_fold_and_think_switch():
     assert fold("a  \n\n \n b \r\n\r\nc ") == "a\n b\nc"
     assert wants_think(None, True) and not wants_think(None, False)

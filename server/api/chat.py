@@ -115,7 +115,7 @@ def build_chat_prompt(messages: list, think: bool, tools: list[ToolSpec] | None 
             turns[0] = f"{turns[0]}\n{guide}"
         else:
             turns.insert(0, f"System: {guide}")
-    return "\n\n".join(turns) + "\n\nAssistant:" + (THINK_ON if think else THINK_OFF)
+    return "\n\n".join(turns + ["Assistant:" + (THINK_ON if think else THINK_OFF)])
 
 
 def wants_think(reasoning_effort, default: bool) -> bool:
