@@ -1,8 +1,8 @@
 """What the Task API routes do, apart from HTTP: prompts, parameters, submitting, looking up.
 
-No tensors here. Store operations (``TaskManager`` calls, which may read or write SQLite) run on
-one dedicated worker thread, so the event loop never blocks on the database and the manager sees
-one caller at a time. Long prompts are encoded off the event loop.
+No tensors here. Store operations (``TaskManager`` calls, which may read or write SQLite) and
+copies of task state run on a small pool of worker threads, so the event loop never blocks on the
+database or on tensor copies. Long prompts are encoded off the event loop too.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from server.task.manager import TaskNotFound
 from server.task.manager import is_busy as is_busy  # re-exported for the routes
 from server.task.task import Task, new_task_id
 
+STORE_THREADS = 4  # the TaskManager is thread-safe; a slow write must not stall every lookup
 INLINE_ENCODE_CHARS = 2048  # longer prompts are encoded on a worker thread
 RETRY_AFTER_S = "1"
 TASK_NOT_FOUND = "Task not found"
@@ -37,6 +38,16 @@ def state_discarded(task: Task) -> bool:
     return getattr(task, "keep_state", True) is False and task.is_finished
 
 
+def check_resumable(task: Task) -> None:
+    """409 unless the task is idle and still has its state (it can be continued or copied)."""
+    if is_busy(task):
+        raise HTTPException(409, f"Task {task.task_id} is running; stop it or wait until it "
+                                 "has finished")
+    if state_discarded(task):
+        raise HTTPException(409, "A temporary task's state is not kept after it finishes; "
+                                 "use a persistent task (POST /v1/tasks/create)")
+
+
 class TaskService:
     def __init__(self, runtime):
         self.rt = runtime
@@ -45,13 +56,13 @@ class TaskService:
         self.scheduler = runtime.scheduler
         self.manager = runtime.manager
         self.vocab_size = runtime.loader.cfg.vocab_size
-        self._store = ThreadPoolExecutor(1, thread_name_prefix="rwkv-store")
+        self._store = ThreadPoolExecutor(STORE_THREADS, thread_name_prefix="rwkv-store")
 
     def close(self) -> None:
         self._store.shutdown(wait=True)
 
     async def store(self, fn, *args, **kwargs):
-        """Run a TaskManager call on the store thread."""
+        """Run a TaskManager call (or a state copy) on a store thread."""
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._store, lambda: fn(*args, **kwargs))
 
@@ -101,6 +112,14 @@ class TaskService:
                     decoder=self.loader.decode, **{"seed": None, **params})
         # a temporary task's state is thrown away unless it is all the task produces
         task.keep_state = not tmp or task.max_tokens == 0
+        return task
+
+    async def copy(self, src: Task, new_id: str) -> Task:
+        """A copy of an idle task under ``new_id`` (state cloned off the event loop); 409 if it
+        is running or its state was not kept."""
+        check_resumable(src)
+        task = await self.store(src.fork, new_id)
+        check_resumable(src)  # started meanwhile: the copy may mix two moments
         return task
 
     # ---- submitting and looking up -------------------------------------------------------

@@ -12,8 +12,8 @@ from fastapi import APIRouter, Depends, HTTPException, Query, Request
 from server.api.bridge import wait_finished
 from server.api.schemas.tasks import (ContinueRequest, CreateRequest, FimRequest, TaskInfo,
                                       TaskList, TaskResponseModel)
-from server.api.task_service import (TASK_NOT_FOUND, TaskService, invalid, is_busy,
-                                     state_discarded)
+from server.api.task_service import (TASK_NOT_FOUND, TaskService, check_resumable, invalid,
+                                     is_busy)
 from server.task.manager import TaskNotFound
 from server.api.task_stream import sse_response
 from server.task.task import Status, Task, new_task_id
@@ -94,15 +94,6 @@ async def status(task_id: str, svc: TaskService = Depends(get_service)):
     return svc.info(await svc.get(task_id))
 
 
-def _check_resumable(task: Task) -> None:
-    if is_busy(task):
-        raise HTTPException(409, f"Task {task.task_id} is running; stop it or wait until it "
-                                 "has finished")
-    if state_discarded(task):
-        raise HTTPException(409, "A temporary task's state is not kept after it finishes; "
-                                 "use a persistent task (POST /v1/tasks/create)")
-
-
 def _resume(svc: TaskService, task: Task, tokens: list[int], body: ContinueRequest, tmp: bool):
     """Append ``tokens`` to an idle task, update its parameters and submit it. Synchronous: no
     other request can change the task between the caller's checks and this."""
@@ -119,9 +110,7 @@ async def fork(task_id: str, body: ContinueRequest | None = None,
     """A new task starting from a copy of ``task_id``'s state, then as continue."""
     body = body or ContinueRequest()
     tokens = await svc.encode(body.prompt, required=False)
-    src = await svc.get(task_id)
-    _check_resumable(src)
-    task = src.fork(new_task_id("TMP" if tmp else "TASK"))
+    task = await svc.copy(await svc.get(task_id), new_task_id("TMP" if tmp else "TASK"))
     await svc.register(task)
     try:
         _resume(svc, task, tokens, body, tmp)
@@ -140,7 +129,7 @@ async def continue_task(task_id: str, body: ContinueRequest | None = None,
     task = await svc.get(task_id)
     if task.is_template:
         raise HTTPException(403, "Templates are read-only; fork them instead")
-    _check_resumable(task)
+    check_resumable(task)
     tmp = task.task_id.startswith("TMP")
     _resume(svc, task, tokens, body, tmp)
     return await _started(svc, task, body.stream, tmp)
@@ -159,9 +148,7 @@ async def stop(task_id: str, svc: TaskService = Depends(get_service)):
              responses={**NOT_FOUND, 409: RESUMED[409]})
 async def as_template(task_id: str, svc: TaskService = Depends(get_service)):
     """Copy a finished task into a new read-only template ``_TMPL_<hex>``."""
-    src = await svc.get(task_id)
-    _check_resumable(src)
-    tpl = src.fork("_TMPL_" + new_task_id("X")[2:])
+    tpl = await svc.copy(await svc.get(task_id), "_TMPL_" + new_task_id("X")[2:])
     tpl.status = Status.FINISHED
     await svc.store(svc.manager.put_task, tpl.task_id, tpl)
     return svc.reply(tpl, finished=True)
