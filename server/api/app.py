@@ -13,7 +13,7 @@ from fastapi import FastAPI, Request
 
 from server.api.lifecycle import build_runtime, close_runtime
 from server.api.middleware import ApiKeyMiddleware, BodyLimitMiddleware, CORSMiddleware
-from server.api.routes import tasks
+from server.api.routes import openai, tasks
 from server.api.task_service import TaskService
 from server.logger import get_logger, setup_logging
 from server.model.checkpoint import CheckpointError
@@ -70,12 +70,7 @@ def create_app(settings=None, runtime=None) -> FastAPI:
     app.add_api_route("/health", _health, methods=["GET"], tags=["server"],
                       summary="Model, scheduler and queue state")
     app.include_router(tasks.router)
-    try:
-        from server.api.routes.openai import router as openai_router
-    except ImportError:  # the OpenAI routes are optional while they are being written
-        openai_router = None
-    if openai_router is not None:
-        app.include_router(openai_router)
+    app.include_router(openai.router)
     # added innermost first: CORS ends up outermost
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
     if settings.api_key:
