@@ -5,6 +5,7 @@ Every error is answered with the right status and a readable message, and the se
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -56,7 +57,14 @@ def test_other_bad_requests(http):
     too_long = http.post("/v1/tasks/tmp", json={"prompt": [1] * 131073})
     assert too_long.status_code == 400 and "RWKV_MAX_PROMPT_TOKENS" in too_long.json()["detail"]
     big = http.post("/v1/tasks/tmp", content=b"x" * (8 * 1024 * 1024 + 1))
-    assert big.status_code == 413
+    assert big.status_code == 413 and "RWKV_MAX_BODY_BYTES" in big.json()["detail"]
+    # chunked bodies (no Content-Length) are measured as they arrive
+    chunked = http.post("/v1/tasks/tmp", content=iter([b"x" * (1 << 20)] * 9))
+    assert chunked.status_code == 413
+    small = json.dumps({"prompt": PROMPT, "max_tokens": 2}).encode()
+    ok = http.post("/v1/tasks/tmp", content=iter([small[:10], small[10:]]),
+                   headers={"content-type": "application/json"})
+    assert ok.status_code == 200 and wait_result(http, ok.json()["task_id"])["finished"]
 
 
 @pytest.mark.parametrize("method,action", [
