@@ -58,3 +58,14 @@ def test_half_state_and_inputs():
     y_ref = steps(S.clone(), *(x.float() for x in xs))
     assert ((y.float() - y_ref).norm() / y_ref.norm()) < 5e-3
     assert torch.isfinite(S32).all()
+
+
+def test_fp64_state_runs_the_chunk_in_fp64():
+    S, *xs = inputs(1, 70, 2, seed=9)
+    xs = [x.double() for x in xs]
+    S_step, S_chunk = S.double(), S.double()
+    y_ref = steps(S_step, *xs)
+    y = wkv_chunk(S_chunk, *xs)
+    assert y.dtype == torch.float64
+    assert ((y - y_ref).norm() / y_ref.norm()) < 1e-12
+    assert ((S_chunk - S_step).norm() / S_step.norm()) < 1e-12

@@ -20,11 +20,20 @@ from torch import Tensor
 
 from server.model import wkv
 from server.model.checkpoint import ModelConfig
+from server.model.cuda_graph import GraphedDecode
 from server.model.layer_weights import LayerWeights, layer_weights
 from server.model.reference import GN_EPS, LN_EPS
 from server.model.state import State
 
 DECAY_SCALE = math.exp(-0.5)  # decay = exp(-e^-0.5 · sigmoid(w))
+
+
+def _normalise(device) -> torch.device:
+    """"cuda" -> "cuda:<current>", so it compares equal to the device of tensors made on it."""
+    device = torch.device(device)
+    if device.type == "cuda" and device.index is None:
+        return torch.device("cuda", torch.cuda.current_device())
+    return device
 
 
 def _default_dtype(device: torch.device) -> torch.dtype:
@@ -33,13 +42,14 @@ def _default_dtype(device: torch.device) -> torch.dtype:
 
 class RWKV7:
     """Batched RWKV-7 forward (see docs/architecture.md). ``prefill_chunk`` tokens of each prompt
-    go through the layers at a time, at most ``prefill_tokens`` tokens (rows x chunk) per pass."""
+    go through the layers at a time, at most ``prefill_tokens`` tokens (rows x chunk) per pass.
+    On CUDA, decode replays a captured CUDA graph (``cuda_graphs=False``: run eagerly)."""
 
     def __init__(self, state_dict: dict[str, Tensor], cfg: ModelConfig, device="cpu",
                  dtype: torch.dtype | None = None, state_dtype: torch.dtype = torch.float32,
-                 prefill_chunk: int = 256, prefill_tokens: int = 16384):
+                 prefill_chunk: int = 256, prefill_tokens: int = 16384, cuda_graphs: bool = True):
         self.cfg = cfg
-        self.device = torch.device(device)
+        self.device = _normalise(device)
         self.dtype = dtype or _default_dtype(self.device)
         self.state_dtype = state_dtype
         self.prefill_chunk, self.prefill_tokens = prefill_chunk, prefill_tokens
@@ -57,6 +67,8 @@ class RWKV7:
                             for n in ("weight", "bias"))
         self.head = state_dict["head.weight"].to(dev, dt)  # [V, C]
         self.wkv_step, self.wkv_chunk = wkv.wkv_step, wkv.wkv_chunk
+        use_graphs = cuda_graphs and self.device.type == "cuda"
+        self._graphed = GraphedDecode(self._decode_step) if use_graphs else None
 
     def new_state(self, batch: int) -> State:
         return State.zeros(self.cfg, batch, self.device, self.dtype, self.state_dtype)
@@ -69,7 +81,13 @@ class RWKV7:
         Returns logits [B, V] float32."""
         self._check(state, tokens.shape[0])
         tokens = tokens.to(self.device)
-        keep = None if active is None else active.to(self.device).view(-1, 1)  # [B, 1]
+        active = None if active is None else active.to(self.device)
+        if self._graphed is not None:
+            return self._graphed(tokens, state, active)
+        return self._decode_step(tokens, state, active)
+
+    def _decode_step(self, tokens: Tensor, state: State, active: Tensor | None) -> Tensor:
+        keep = None if active is None else active.view(-1, 1)  # [B, 1]
         x = self._forward(tokens.view(-1, 1), state, keep, None)  # [B, C]
         return self._logits(x)
 

@@ -14,6 +14,7 @@ A step with w = 1 and k = v = kappa = 0 leaves S unchanged bit for bit (used for
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 
 SUB = 32  # tokens per sub-chunk: exp(±0.61·SUB/2) stays far inside fp32 range
@@ -21,59 +22,78 @@ SUB = 32  # tokens per sub-chunk: exp(±0.61·SUB/2) stays far inside fp32 range
 
 def wkv_step(S: Tensor, r: Tensor, w: Tensor, k: Tensor, v: Tensor, kappa: Tensor,
              a: Tensor) -> Tensor:
-    """One token. S: [B, H, N, N] (in place); r, w, k, v, kappa, a: [B, H, N] -> y [B, H, N]."""
-    out_dtype, s = r.dtype, S.to(torch.promote_types(S.dtype, torch.float32))
-    r, w, k, v, kappa, a = (x.to(s.dtype) for x in (r, w, k, v, kappa, a))
-    s_kappa = (s @ kappa.unsqueeze(-1))  # [B, H, N, 1]
-    s = s * w.unsqueeze(-2) - s_kappa @ (kappa * a).unsqueeze(-2) + v.unsqueeze(-1) @ k.unsqueeze(-2)
-    S.copy_(s)
-    return (s @ r.unsqueeze(-1)).squeeze(-1).to(out_dtype)
+    """One token. S: [B, H, N, N] (in place); r, w, k, v, kappa, a: [B, H, N] -> y [B, H, N].
+    An fp32 (fp64) contiguous S is updated in place with three passes over it."""
+    B, H, N = r.shape
+    out_dtype, md = r.dtype, torch.promote_types(S.dtype, torch.float32)
+    s = S if S.dtype == md and S.is_contiguous() else S.to(md).contiguous()
+    r, w, k, v, kappa, a = (x.to(md).reshape(B * H, N) for x in (r, w, k, v, kappa, a))
+    s3 = s.view(B * H, N, N)
+    s_kappa = torch.bmm(s3, kappa.unsqueeze(-1))  # S·kappa: [BH, N, 1]
+    s3.mul_(w.unsqueeze(1))  # S·diag(w)
+    s3.baddbmm_(s_kappa, (-kappa * a).unsqueeze(1))  # - (S·kappa)(kappa ⊙ a)^T
+    s3.baddbmm_(v.unsqueeze(-1), k.unsqueeze(1))  # + v·k^T
+    if s is not S:
+        S.copy_(s)
+    return torch.bmm(s3, r.unsqueeze(-1)).view(B, H, N).to(out_dtype)
 
 
-def _sub_chunk(s: Tensor, r, lw, k, v, na, b) -> Tensor:
-    """T <= SUB tokens exactly, fp32. s: [B, H, N, N] (replaced in place); r, lw, k, v, na, b:
-    [B, H, T, N] with lw = log w, na = -kappa, b = kappa ⊙ a. Returns y [B, H, T, N].
+def _chunk_terms(r, lw, k, v, na, b):
+    """Everything about a chunk of T tokens that does not depend on its incoming state S_0.
+    Inputs [..., T, N] fp32 (leading dims e.g. [B, H, chunks]) with lw = log w, na = -kappa,
+    b = kappa ⊙ a. Returns R, Y0, M, D such that
+        y = R·S_0^T + Y0        (R [..., T, N(key)], Y0 [..., T, N(value)])
+        S_T = S_0·M + D         (M [..., N(key), N(key)], D [..., N(value), N(key)]).
 
     With G_t = w_1 ⊙ ... ⊙ w_t and u_t = S_{t-1}·na_t (what the low-rank term removes),
         S_t = S_0·diag(G_t) + sum_{s<=t} (u_s b_s^T + v_s k_s^T)·diag(G_t / G_s),
-    so the rows u_t solve a unit lower-triangular system and y_t = S_t·r_t is a few matmuls."""
+    so the rows u_t solve a unit lower-triangular system: U = P·S_0^T + Q."""
     T = r.shape[-2]
-    g = lw.cumsum(-2)  # log G_t: [B, H, T, N]
-    mid = g[..., T // 2: T // 2 + 1, :]  # scale reference: both exp() signs stay moderate
-    q_in, q_ex = torch.exp(g - mid), torch.exp(g - lw - mid)  # G_t, G_{t-1} (over G_mid)
-    inv = torch.exp(mid - g)  # G_mid / G_s
-    b_s, k_s = b * inv, k * inv
-    na_t, r_t = na * q_ex, r * q_in
-    lower = torch.ones(T, T, dtype=torch.bool, device=r.device).tril()
-    strict = lower.tril(-1)
-    # u_t = S_0 (na_t ⊙ G_{t-1}) + sum_{s<t} [(na_t ⊙ G_{t-1}/G_s)·b_s] u_s + [(...)·k_s] v_s
-    s0_t = s.mT  # [B, H, N(key), N(value)]
-    m_nb = (na_t @ b_s.mT) * strict  # [B, H, T, T]
+    g = lw.cumsum(-2)  # log G_t
+    g_prev = g - lw  # log G_{t-1}
+    mid = g[..., T // 2: T // 2 + 1, :]  # scale reference: exp() of both signs stays moderate
+    b_s, k_s = b * torch.exp(mid - g), k * torch.exp(mid - g)  # ⊙ G_mid / G_s
+    na_t, r_t = na * torch.exp(g_prev - mid), r * torch.exp(g - mid)  # ⊙ G_{t-1|t} / G_mid
+    ones = torch.ones(T, T, dtype=torch.bool, device=r.device)
+    lower, strict = ones.tril(), ones.tril(-1)
+    m_nb = (na_t @ b_s.mT) * strict  # [..., T, T]: (na_t ⊙ G_{t-1}/G_s)·b_s, s < t
     m_nk = (na_t @ k_s.mT) * strict
-    g_abs = torch.exp(g - lw)  # G_{t-1}
-    rhs = (na * g_abs) @ s0_t + m_nk @ v  # [B, H, T, N(value)]
+    a_rb = (r_t @ b_s.mT) * lower  # (r_t ⊙ G_t/G_s)·b_s, s <= t
+    a_rk = (r_t @ k_s.mT) * lower
     eye = torch.eye(T, dtype=r.dtype, device=r.device)
-    u = torch.linalg.solve_triangular(eye - m_nb, rhs, upper=False, unitriangular=True)
-    y = (r * torch.exp(g)) @ s0_t + ((r_t @ b_s.mT) * lower) @ u + ((r_t @ k_s.mT) * lower) @ v
-    tail = torch.exp(g[..., -1:, :] - g)  # G_T / G_s <= 1: [B, H, T, N]
-    s.copy_(s * torch.exp(g[..., -1:, :]) + u.mT @ (b * tail) + v.mT @ (k * tail))
-    return y
+    inv = torch.linalg.solve_triangular(eye - m_nb, eye.expand_as(m_nb), upper=False,
+                                        unitriangular=True)  # (I - m_nb)^-1
+    P = inv @ (na * torch.exp(g_prev))  # [..., T, N(key)]
+    Q = inv @ (m_nk @ v)  # [..., T, N(value)]
+    R = r * torch.exp(g) + a_rb @ P
+    Y0 = a_rb @ Q + a_rk @ v
+    tail = torch.exp(g[..., -1:, :] - g)  # G_T / G_s <= 1
+    bt, kt = b * tail, k * tail
+    M = torch.diag_embed(torch.exp(g[..., -1, :])) + P.mT @ bt
+    D = Q.mT @ bt + v.mT @ kt
+    return R, Y0, M, D
 
 
 def wkv_chunk(S: Tensor, r: Tensor, w: Tensor, k: Tensor, v: Tensor, kappa: Tensor,
               a: Tensor) -> Tensor:
-    """T tokens in order, exactly (SUB at a time). S: [B, H, N, N] (in place);
-    r, w, k, v, kappa, a: [B, T, H, N] -> y [B, T, H, N] in r's dtype."""
-    T = r.shape[1]
-    s = S.float()
-    # [B, T, H, N] -> [B, H, T, N] fp32
-    r32, lw, k32, v32, kap = (x.float().transpose(1, 2) for x in (r, torch.log(w.float()), k, v,
-                                                                  kappa))
-    b = kap * a.float().transpose(1, 2)
-    ys = []
-    for t0 in range(0, T, SUB):
-        sl = slice(t0, min(T, t0 + SUB))
-        ys.append(_sub_chunk(s, r32[:, :, sl], lw[:, :, sl], k32[:, :, sl], v32[:, :, sl],
-                             -kap[:, :, sl], b[:, :, sl]))
+    """T tokens in order, exactly. S: [B, H, N, N] (in place); r, w, k, v, kappa, a:
+    [B, T, H, N] -> y [B, T, H, N] in r's dtype. The sequence is cut into SUB-token chunks whose
+    terms are computed all at once; only S is carried from chunk to chunk (S <- S·M + D)."""
+    B, T, H, N = r.shape
+    pad = (-T) % SUB  # padded with identity steps: w = 1, everything else 0
+    n = (T + pad) // SUB
+    s = S.to(torch.promote_types(S.dtype, torch.float32))  # the math dtype (fp32, or fp64)
+
+    def prep(x: Tensor) -> Tensor:  # [B, T, H, N] -> [B, H, n, SUB, N]
+        x = F.pad(x.to(s.dtype).transpose(1, 2), (0, 0, 0, pad))
+        return x.reshape(B, H, n, SUB, N)
+
+    r32, lw, k32, v32, kap = (prep(x) for x in (r, torch.log(w.to(s.dtype)), k, v, kappa))
+    R, Y0, M, D = _chunk_terms(r32, lw, k32, v32, -kap, kap * prep(a))
+    starts = []
+    for c in range(n):
+        starts.append(s)
+        s = s @ M[:, :, c] + D[:, :, c]
+    y = R @ torch.stack(starts, 2).mT + Y0  # [B, H, n, SUB, N(value)]
     S.copy_(s)
-    return torch.cat(ys, 2).transpose(1, 2).to(r.dtype)
+    return y.reshape(B, H, n * SUB, N)[:, :, :T].transpose(1, 2).to(r.dtype)

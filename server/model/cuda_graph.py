@@ -1,0 +1,82 @@
+"""CUDA-graph replay of the decode step: one launch instead of ~60 small kernels per layer.
+
+A graph is captured per (state tensors, batch size, masked or not): it bakes in the state's
+addresses, so the engine's slot state (reallocated only on resize) reuses its graph step after
+step. Inputs (tokens, active mask) are copied into static buffers before each replay; the
+logits are returned as a copy so that a later replay cannot overwrite them.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+from torch import Tensor
+
+from server.model.state import State
+
+StepFn = Callable[[Tensor, State, "Tensor | None"], Tensor]  # (tokens [B], state, active) -> [B, V]
+
+
+@dataclass
+class _Graph:
+    graph: torch.cuda.CUDAGraph
+    tokens: Tensor  # [B] long, static input
+    active: Tensor | None  # [B] bool, static input
+    logits: Tensor  # [B, V] float32, static output
+
+
+class GraphedDecode:
+    """Wraps an eager decode step ``step(tokens, state, active)``; keeps at most ``max_graphs``
+    graphs (least recently used dropped first)."""
+
+    def __init__(self, step: StepFn, max_graphs: int = 8):
+        self.step = step
+        self.max_graphs = max_graphs
+        self.graphs: OrderedDict[tuple, _Graph] = OrderedDict()
+        self.pool = None  # one memory pool shared by every graph
+
+    @staticmethod
+    def _key(state: State, masked: bool) -> tuple:
+        s, w = state.shift, state.wkv
+        return (s.data_ptr(), w.data_ptr(), tuple(s.shape), tuple(w.shape), s.dtype, w.dtype,
+                s.stride(), w.stride(), masked)
+
+    def __call__(self, tokens: Tensor, state: State, active: Tensor | None) -> Tensor:
+        key = self._key(state, active is not None)
+        g = self.graphs.get(key)
+        if g is None:
+            g = self._capture(tokens, state, active)
+            self.graphs[key] = g
+            while len(self.graphs) > self.max_graphs:
+                self.graphs.popitem(last=False)
+        else:
+            self.graphs.move_to_end(key)
+        g.tokens.copy_(tokens, non_blocking=True)
+        if active is not None:
+            g.active.copy_(active, non_blocking=True)
+        g.graph.replay()
+        return g.logits.clone()
+
+    def _capture(self, tokens: Tensor, state: State, active: Tensor | None) -> _Graph:
+        dev = state.device
+        static_tokens = torch.zeros(tokens.shape, dtype=torch.long, device=dev)
+        static_active = None if active is None else torch.zeros(active.shape, dtype=torch.bool,
+                                                                device=dev)
+        # warm-up (lazy library init, autotuning) on the real state with every row inactive:
+        # inactive rows are left bit-for-bit unchanged, so the warm-up has no effect on it
+        idle = torch.zeros(tokens.shape, dtype=torch.bool, device=dev)
+        side = torch.cuda.Stream(dev)
+        side.wait_stream(torch.cuda.current_stream(dev))
+        with torch.cuda.stream(side):
+            for _ in range(2):
+                self.step(static_tokens, state, idle)
+        torch.cuda.current_stream(dev).wait_stream(side)
+        if self.pool is None:
+            self.pool = torch.cuda.graph_pool_handle()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, pool=self.pool):
+            logits = self.step(static_tokens, state, static_active)
+        return _Graph(graph, static_tokens, static_active, logits)
