@@ -1,6 +1,7 @@
 """WKV-7 kernels: the torch reference (CPU), the Triton kernels through Triton's CPU interpreter,
 and (marker gpu) the Triton kernels on CUDA against the fp64 reference."""
 
+import functools
 import os
 import subprocess
 import sys
@@ -18,7 +19,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _inputs(B, T, H, dtype=torch.float32, seed=0):
-    return check.random_inputs(B, T, H, dtype, "cpu", seed), check.random_state(B, H, dtype, "cpu", seed)
+    return (check.random_inputs(B, T, H, dtype, "cpu", seed),
+            check.random_state(B, H, dtype, "cpu", seed))
 
 
 def test_step_ref_matches_transition_matrix_form():
@@ -79,8 +81,10 @@ _INTERPRETED = """
 import torch
 from server.model.kernels import check, wkv_triton as wt
 f32, f16 = torch.float32, torch.float16
-cases = [(wt.wkv_step_triton, "step", 2, 1, f32, True), (wt.wkv_seq_triton, "seq", 1, 5, f16, False),
-         (wt.wkv_chunk_triton, "chunk", 1, 20, f32, False), (wt.wkv_chunk_triton, "chunk", 2, 17, f16, False)]
+cases = [(wt.wkv_step_triton, "step", 2, 1, f32, True),
+         (wt.wkv_seq_triton, "seq", 1, 5, f16, False),
+         (wt.wkv_chunk_triton, "chunk", 1, 20, f32, False),
+         (wt.wkv_chunk_triton, "chunk", 2, 17, f16, False)]
 for fn, name, B, T, dt, step in cases:
     res = check.check_case(fn, name, B, T, 2, dt, dt, "cpu", step=step, seed=T)
     print(res)
@@ -103,16 +107,33 @@ GPU_CASES = [(B, T, sd) for B in (1, 3, 64) for T in (1, 7, 64, 300)
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("B,T,state_dtype", GPU_CASES)
-@pytest.mark.parametrize("kind", ["seq", "chunk", "step"])
+@pytest.mark.parametrize("kind", ["seq", "chunk", "chunk32", "step"])
 def test_triton_matches_reference_on_cuda(kind, B, T, state_dtype):
     if not (kernels.HAS_TRITON and torch.cuda.is_available()):
         pytest.skip("needs CUDA and Triton")
     if kind == "step" and T != 1:
         pytest.skip("the step takes one token")
     from server.model.kernels import wkv_triton as wt
-    fn = {"seq": wt.wkv_seq_triton, "chunk": wt.wkv_chunk_triton, "step": wt.wkv_step_triton}[kind]
+    fn = {"seq": wt.wkv_seq_triton, "chunk": wt.wkv_chunk_triton, "step": wt.wkv_step_triton,
+          "chunk32": functools.partial(wt.wkv_chunk_triton, chunk=32)}[kind]
     for in_dtype in (state_dtype, torch.bfloat16):
         res = check.check_case(fn, kind, B, T, 4, state_dtype, in_dtype, "cuda",
                                step=kind == "step", seed=B * 1000 + T)
         print(f"{res.name}: max rel err y {res.err_y:.2e}, S {res.err_s:.2e}")
         assert res.ok, res
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("B,T", [(1, 300), (8, 70), (2, 5)])
+def test_public_wrappers_on_cuda(B, T):
+    """wkv_chunk picks the chunked form (B=1), the token loop (B=8, or T=5); all exact."""
+    if not (kernels.HAS_TRITON and torch.cuda.is_available()):
+        pytest.skip("needs CUDA and Triton")
+    for state_dtype in (torch.float32, torch.float16):
+        res = check.check_case(kernels.wkv_chunk, "wkv_chunk", B, T, 40, state_dtype,
+                               torch.float16, "cuda", seed=T)
+        print(f"{res.name}: max rel err y {res.err_y:.2e}, S {res.err_s:.2e}")
+        assert res.ok, res
+    res = check.check_case(kernels.wkv_step, "wkv_step", B, 1, 40, torch.float32,
+                           torch.float32, "cuda", step=True)
+    assert res.ok, res

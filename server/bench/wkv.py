@@ -2,7 +2,7 @@
 
     python -m server.bench.wkv            # tables: decode step and prefill, 2.9B shape (H = 40)
     python -m server.bench.wkv --check    # Triton vs fp64 reference on random inputs (CUDA)
-    TRITON_INTERPRET=1 python -m server.bench.wkv --check --small   # same, Triton interpreter on CPU
+    TRITON_INTERPRET=1 python -m server.bench.wkv --check --small   # on the CPU (interpreter)
 
 Decode figures are per call of one layer's step, timed as CUDA-graph replays of 32 layers'
 calls on 32 distinct state tensors (what the engine does; keeps small states from living in L2).
@@ -15,6 +15,7 @@ import sys
 
 import torch
 
+from server.model import kernels
 from server.model.kernels import check
 from server.model.kernels import wkv_triton as wt
 from server.model.kernels.wkv_torch import wkv_chunk_ref
@@ -58,8 +59,7 @@ def bench_decode(B: int, state: str, **cfg) -> tuple[float, float]:
     return us, nbytes / us * 1e-3
 
 
-DECODE_CFGS = [{}, {"rows": 8, "warps": 1}, {"rows": 16, "warps": 1}, {"rows": 16, "warps": 2},
-               {"rows": 32, "warps": 2}, {"rows": 32, "warps": 4}, {"rows": 64, "warps": 4},
+DECODE_CFGS = [{}, {"rows": 16, "warps": 1}, {"rows": 16, "warps": 2}, {"rows": 32, "warps": 2},
                {"rows": 64, "warps": 8}]
 
 
@@ -79,32 +79,42 @@ def decode_table() -> None:
             torch.cuda.empty_cache()
 
 
-PREFILL_VARIANTS = [("chunk", {}), ("chunk", {"rows": 16}), ("chunk", {"rows": 32}),
-                    ("chunk", {"rows": 64}), ("chunk", {"warps": 2}), ("chunk", {"warps": 8}),
-                    ("chunk", {"precision": "tf32x3"}), ("seq", {}), ("seq", {"rows": 64})]
+PREFILL_VARIANTS = [("chunk", {}), ("chunk", {"precision": "ieee"}), ("chunk", {"rows": 16}),
+                    ("chunk", {"rows": 64}), ("chunk", {"warps": 8}), ("chunk", {"chunk": 32}),
+                    ("prep", {}), ("seq", {})]
+
+
+def _prep_only(S, *xs, **cfg):
+    """The chunked form's first (parallel) kernel alone, for the time split."""
+    return wt.chunk_prep(*xs, **cfg)
 
 
 def prefill_table() -> None:
     from triton.testing import do_bench
     print("\n## prefill, H=40, fp16 inputs (one layer call; err = max rel err of y vs fp64 ref)")
-    print("| B | T | state | kernel | config | ms/layer | Mtok/s per layer | ktok/s for 32 layers | err y |")
+    print("| B | T | state | kernel | config | ms/layer | Mtok/s per layer "
+          "| ktok/s for 32 layers | err y |")
     print("|---|---|---|---|---|---|---|---|---|")
-    fns = {"chunk": wt.wkv_chunk_triton, "seq": wt.wkv_seq_triton}
+    fns = {"chunk": wt.wkv_chunk_triton, "seq": wt.wkv_seq_triton, "prep": _prep_only,
+           "wkv_chunk": lambda S, *xs: kernels.wkv_chunk(S, *xs)}
     for B, T in ((1, 4096), (64, 512)):
         xs = check.random_inputs(B, T, H, torch.float16, "cuda")
         for state in ("fp32", "fp16"):
             S0 = check.random_state(B, H, DTYPES[state], "cuda")
             y64 = wkv_chunk_ref(S0.double(), *(x.double() for x in xs))
             variants = PREFILL_VARIANTS if state == "fp32" else [("chunk", {}), ("seq", {})]
+            variants = [("wkv_chunk", {})] + variants
             for name, cfg in variants:
                 fn = fns[name]
                 try:
-                    err = check.max_rel_err(fn(S0.clone(), *xs, **cfg), y64)
+                    y = fn(S0.clone(), *xs, **cfg)
+                    err = check.max_rel_err(y, y64) if name != "prep" else float("nan")
                     S = S0.clone()
                     ms = do_bench(lambda: fn(S, *xs, **cfg), warmup=50, rep=300,
                                   return_mode="median")
                 except Exception as e:  # keep the rest of the table
-                    print(f"| {B} | {T} | {state} | {name} | {cfg} | failed: {e!r:.200} |", flush=True)
+                    print(f"| {B} | {T} | {state} | {name} | {cfg} | failed: {e!r:.200} |",
+                          flush=True)
                     continue
                 tps = B * T / ms * 1e3
                 print(f"| {B} | {T} | {state} | {name} | {cfg or 'auto'} | {ms:.3f} | "
@@ -123,8 +133,9 @@ def run_checks(device: str, small: bool) -> bool:
                     cases.append((wt.wkv_step_triton, "step", B, T, sd, xd, True))
                 cases.append((wt.wkv_seq_triton, "seq", B, T, sd, xd, False))
                 cases.append((wt.wkv_chunk_triton, "chunk", B, T, sd, xd, False))
-            cases.append((functools.partial(wt.wkv_chunk_triton, precision="tf32x3"),
-                          "chunk-tf32x3", B, T, torch.float32, torch.float32, False))
+            for name, cfg in (("chunk-ieee", {"precision": "ieee"}), ("chunk32", {"chunk": 32})):
+                cases.append((functools.partial(wt.wkv_chunk_triton, **cfg), name, B, T,
+                              torch.float32, torch.float32, False))
     ok = True
     print("| case | max rel err y | max rel err S | ok |\n|---|---|---|---|")
     for fn, name, B, T, sd, xd, step in cases:
@@ -138,13 +149,16 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--check", action="store_true", help="correctness against fp64 reference")
     p.add_argument("--small", action="store_true", help="with --check: few small cases")
+    p.add_argument("--only", choices=("decode", "prefill"), help="one table only")
     args = p.parse_args()
     if args.check:
         device = "cuda" if torch.cuda.is_available() else "cpu"
         sys.exit(0 if run_checks(device, args.small) else 1)
     print(f"# WKV kernels on {torch.cuda.get_device_name()}, torch {torch.__version__}")
-    decode_table()
-    prefill_table()
+    if args.only != "prefill":
+        decode_table()
+    if args.only != "decode":
+        prefill_table()
 
 
 if __name__ == "__main__":

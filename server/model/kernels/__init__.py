@@ -8,10 +8,10 @@ w is the decay in (0, 1) (not its log). Semantics: `wkv_torch.py`.
 
 from torch import Tensor
 
-from .wkv_torch import CHUNK, wkv_chunk_ref, wkv_step_ref
+from .wkv_torch import wkv_chunk_ref, wkv_step_ref
 
 try:
-    from .wkv_triton import wkv_chunk_triton, wkv_seq_triton, wkv_step_triton
+    from .wkv_triton import prefer_chunked, wkv_chunk_triton, wkv_seq_triton, wkv_step_triton
     HAS_TRITON = True
 except ImportError:  # CPU-only installs
     HAS_TRITON = False
@@ -37,6 +37,7 @@ def wkv_chunk(S: Tensor, r: Tensor, w: Tensor, k: Tensor, v: Tensor,
     r..a [B, T, H, N] -> y [B, T, H, N]."""
     if not _use_triton(S):
         return wkv_chunk_ref(S, r, w, k, v, kappa, a)
-    if r.shape[1] < CHUNK:
-        return wkv_seq_triton(S, r, w, k, v, kappa, a)
-    return wkv_chunk_triton(S, r, w, k, v, kappa, a)
+    B, T, H, _ = r.shape
+    if prefer_chunked(B, T, H, r.device):
+        return wkv_chunk_triton(S, r, w, k, v, kappa, a)
+    return wkv_seq_triton(S, r, w, k, v, kappa, a)

@@ -11,7 +11,8 @@ dtype.
 
 `wkv_step_ref` / `wkv_chunk_ref` are the sequential ground truth. `wkv_chunk_wy` is the same
 function computed 16 tokens at a time in the exact chunked (WY) form that the Triton prefill
-kernel uses; it exists so that the algebra of that kernel is checked on the CPU.
+kernels use (`_chunk_prep` for all chunks in parallel, then `_chunk_apply` chunk after chunk);
+it exists so that the algebra of those kernels is checked on the CPU.
 """
 
 import torch
@@ -26,7 +27,7 @@ def _math_dtype(S: Tensor) -> torch.dtype:
 
 
 def _step(s: Tensor, r, w, k, v, kappa, a) -> Tensor:
-    """One token, all tensors in the math dtype. s: [B, H, N, N] (updated in place); vectors [B, H, N]."""
+    """One token, all in the math dtype. s: [B, H, N, N] (updated in place); vectors [B, H, N]."""
     sk = torch.einsum("bhij,bhj->bhi", s, kappa)  # S·kappa: [B, H, N]
     s.mul_(w.unsqueeze(-2))
     s.sub_(sk.unsqueeze(-1) * (kappa * a).unsqueeze(-2))
@@ -64,13 +65,15 @@ def _inv_unit_lower(L: Tensor) -> Tensor:
     return P
 
 
-def _chunk_wy(s: Tensor, r, lw, k, v, kappa, ka) -> Tensor:
-    """One chunk in the WY form. s: [B, H, N, N] (in place); r..ka: [B, H, C, N] with
-    lw = log w and ka = kappa ⊙ a; returns y [B, H, C, N]. Mirrors the Triton kernel."""
+def _chunk_prep(r, lw, k, v, kappa, ka) -> tuple[Tensor, ...]:
+    """The state-independent part of one chunk (no S needed, so all chunks at once).
+    r..ka: [..., C, N] with lw = log w and ka = kappa ⊙ a. Returns (W, Q, Bt, Yc, D, e) with
+    W, Q, Bt, Yc: [..., C, N], D: [..., N, N], e: [..., 1, N], such that for a chunk entered
+    with state s:  y = Q s^T + Yc  and  s' = s·diag(e) + (W s^T)^T Bt + D."""
     C = r.shape[-2]
     g = lw.cumsum(-2)                    # log of the decay product up to and including t
     g_prev = g - lw                      # ... up to t - 1
-    g_end = g[..., -1:, :]               # [B, H, 1, N]
+    g_end = g[..., -1:, :]               # [..., 1, N]
     ref = 0.5 * g_end                    # mid-chunk reference keeps exp() of both signs in range
     a_t = -kappa * torch.exp(g_prev - ref)
     r_t = r * torch.exp(g - ref)
@@ -78,17 +81,25 @@ def _chunk_wy(s: Tensor, r, lw, k, v, kappa, ka) -> Tensor:
     k_t = k * torch.exp(ref - g)
     strict = torch.tril(torch.ones(C, C, dtype=torch.bool, device=r.device), -1)
     incl = torch.tril(torch.ones(C, C, dtype=torch.bool, device=r.device))
-    A_ab = (a_t @ b_t.mT).masked_fill(~strict, 0)   # [B, H, C, C]
+    A_ab = (a_t @ b_t.mT).masked_fill(~strict, 0)   # [..., C, C]
     A_ak = (a_t @ k_t.mT).masked_fill(~strict, 0)
     A_rb = (r_t @ b_t.mT).masked_fill(~incl, 0)
     A_rk = (r_t @ k_t.mT).masked_fill(~incl, 0)
-    st = s.mT                                         # S^T: [B, H, N(j), N(i)]
-    # X[t] = S_{t-1}·a_t (rows over t, columns over value i)
-    X = _inv_unit_lower(A_ab) @ ((-kappa * torch.exp(g_prev)) @ st + A_ak @ v)
-    y = (r * torch.exp(g)) @ st + A_rb @ X + A_rk @ v
+    P = _inv_unit_lower(A_ab)
+    # x_t = S_{t-1}·a_t (as rows over t) = W s^T + U
+    W = P @ (-kappa * torch.exp(g_prev))
+    U = P @ (A_ak @ v)
     tail = torch.exp(g_end - g)                       # decay from t+1 to the chunk end
-    s.mul_(torch.exp(g_end))
-    s.add_(X.mT @ (ka * tail) + v.mT @ (k * tail))
+    Bt = ka * tail
+    D = U.mT @ Bt + v.mT @ (k * tail)
+    return W, r * torch.exp(g) + A_rb @ W, Bt, A_rb @ U + A_rk @ v, D, torch.exp(g_end)
+
+
+def _chunk_apply(s: Tensor, W, Q, Bt, Yc, D, e) -> Tensor:
+    """Enter one chunk with s [..., N, N] (updated in place); returns y [..., C, N]."""
+    st = s.mT                                         # [..., N(j), N(i)]
+    y = Q @ st + Yc
+    s.copy_(s * e + (W @ st).mT @ Bt + D)
     return y
 
 
@@ -102,10 +113,8 @@ def wkv_chunk_wy(S: Tensor, r: Tensor, w: Tensor, k: Tensor, v: Tensor,
     # [B, T, H, N] -> [B, H, T + pad, N], math dtype
     lw, r, k, v, kappa, a = (torch.nn.functional.pad(x.to(s.dtype).transpose(1, 2), (0, 0, 0, pad))
                              for x in (torch.log(w.to(s.dtype)), r, k, v, kappa, a))
-    ys = []
-    for c in range(0, T + pad, CHUNK):
-        sl = slice(c, c + CHUNK)
-        ys.append(_chunk_wy(s, r[:, :, sl], lw[:, :, sl], k[:, :, sl], v[:, :, sl],
-                            kappa[:, :, sl], kappa[:, :, sl] * a[:, :, sl]))
+    # all chunks' state-independent parts at once: [B, H, n_chunks, C, N]
+    prep = _chunk_prep(*(x.unflatten(2, (-1, CHUNK)) for x in (r, lw, k, v, kappa, kappa * a)))
+    ys = [_chunk_apply(s, *(p[:, :, c] for p in prep)) for c in range((T + pad) // CHUNK)]
     S.copy_(s)
     return torch.cat(ys, 2)[:, :, :T].transpose(1, 2).to(out_dtype)
