@@ -62,9 +62,10 @@ class GraphedDecode:
 
     def _capture(self, tokens: Tensor, state: State, active: Tensor | None) -> _Graph:
         dev = state.device
-        static_tokens = torch.zeros(tokens.shape, dtype=torch.long, device=dev)
-        static_active = None if active is None else torch.zeros(active.shape, dtype=torch.bool,
-                                                                device=dev)
+        with torch.inference_mode(False):  # normal tensors: writable in and out of inference mode
+            static_tokens = torch.zeros(tokens.shape, dtype=torch.long, device=dev)
+            static_active = None if active is None else torch.zeros(active.shape,
+                                                                    dtype=torch.bool, device=dev)
         # warm-up (lazy library init, autotuning) on the real state with every row inactive:
         # inactive rows are left bit-for-bit unchanged, so the warm-up has no effect on it
         idle = torch.zeros(tokens.shape, dtype=torch.bool, device=dev)
