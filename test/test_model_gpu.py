@@ -28,18 +28,20 @@ def run(model: RWKV7, case, steps: int = DECODE_STEPS) -> torch.Tensor:
     return torch.stack(out, 1).cpu()
 
 
+@pytest.mark.parametrize("impl", ["triton", "torch"])
 @pytest.mark.parametrize("dtype,state_dtype,tol", [
     (torch.float16, torch.float32, 2e-2),
     (torch.bfloat16, torch.float32, 6e-2),
     (torch.float16, torch.float16, 3e-2),
     (torch.float32, torch.float32, 1e-4),
 ])
-def test_cuda_matches_reference(case, dtype, state_dtype, tol):
-    model = RWKV7(case.sd, case.cfg, device="cuda", dtype=dtype, state_dtype=state_dtype)
+def test_cuda_matches_reference(case, dtype, state_dtype, tol, impl):
+    model = RWKV7(case.sd, case.cfg, device="cuda", dtype=dtype, state_dtype=state_dtype,
+                  wkv_impl=impl)
     got = run(model, case)
     assert torch.isfinite(got).all()
     err = rel_err(got, case.ref_logits)
-    print(f"{case.cfg.n_embd=} {dtype} state {state_dtype}: rel err {err:.2e}")
+    print(f"{case.cfg.n_embd=} {impl} {dtype} state {state_dtype}: rel err {err:.2e}")
     assert err < tol
 
 
@@ -68,12 +70,13 @@ def test_every_preset_is_finite_in_fp16(preset):
     assert outs[1][0, 0].argmax() != outs[1][1, 0].argmax()  # the input matters
 
 
-def test_cuda_graph_decode_equals_eager():
+@pytest.mark.parametrize("impl", ["triton", "torch"])
+def test_cuda_graph_decode_equals_eager(impl):
     """Graph replay gives the eager logits and states, with and without an active mask, for two
     states used in turn (one graph each); the capture's warm-up leaves the state untouched."""
     case = make_case("c512", with_reference=False)
-    eager = RWKV7(case.sd, case.cfg, device="cuda", cuda_graphs=False)
-    graph = RWKV7(case.sd, case.cfg, device="cuda")
+    eager = RWKV7(case.sd, case.cfg, device="cuda", cuda_graphs=False, wkv_impl=impl)
+    graph = RWKV7(case.sd, case.cfg, device="cuda", wkv_impl=impl)
     prompts = [[1, 2, 3], [4] * 9, [7, 8], [5] * 20]
     states = {}
     for name, m in (("eager", eager), ("graph", graph)):

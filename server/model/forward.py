@@ -6,8 +6,8 @@ and outputs are in the run dtype. ``blocks.0.ln0`` is folded into the embedding 
 
 Rows that must not advance (padding after a prompt's end, inactive decode rows) get an identity
 step: decay 1 and k = v = kappa = 0, so their WKV state is left bit-for-bit unchanged, and their
-token-shift vectors are kept. The WKV functions are attributes (``wkv_step``/``wkv_chunk``) so a
-kernel with the same contract (see wkv.py) can replace them.
+token-shift vectors are kept. The WKV functions are attributes (``wkv_step``/``wkv_chunk``):
+the Triton kernels of server/model/kernels on CUDA, wkv.py (same contract) elsewhere.
 """
 
 from __future__ import annotations
@@ -36,6 +36,21 @@ def _normalise(device) -> torch.device:
     return device
 
 
+def _wkv_functions(device: torch.device, impl: str):
+    """(wkv_step, wkv_chunk): the Triton kernels (server/model/kernels) on CUDA when they import
+    and ``impl`` is "auto" or "triton"; the plain-torch wkv.py otherwise (or for "torch")."""
+    if impl not in ("auto", "torch", "triton"):
+        raise ValueError(f"wkv_impl must be auto, torch or triton, not {impl!r}")
+    if impl != "torch" and device.type == "cuda":
+        from server.model import kernels
+
+        if kernels.HAS_TRITON:
+            return kernels.wkv_step, kernels.wkv_chunk
+    if impl == "triton":
+        raise RuntimeError("wkv_impl='triton' needs CUDA and an importable Triton")
+    return wkv.wkv_step, wkv.wkv_chunk
+
+
 def _default_dtype(device: torch.device) -> torch.dtype:
     return torch.float16 if device.type == "cuda" else torch.float32
 
@@ -43,11 +58,13 @@ def _default_dtype(device: torch.device) -> torch.dtype:
 class RWKV7:
     """Batched RWKV-7 forward (see docs/architecture.md). ``prefill_chunk`` tokens of each prompt
     go through the layers at a time, at most ``prefill_tokens`` tokens (rows x chunk) per pass.
-    On CUDA, decode replays a captured CUDA graph (``cuda_graphs=False``: run eagerly)."""
+    On CUDA, decode replays a captured CUDA graph (``cuda_graphs=False``: run eagerly) and the
+    WKV recurrence runs in the Triton kernels (``wkv_impl="torch"``: plain torch, wkv.py)."""
 
     def __init__(self, state_dict: dict[str, Tensor], cfg: ModelConfig, device="cpu",
                  dtype: torch.dtype | None = None, state_dtype: torch.dtype = torch.float32,
-                 prefill_chunk: int = 256, prefill_tokens: int = 16384, cuda_graphs: bool = True):
+                 prefill_chunk: int = 256, prefill_tokens: int = 16384, cuda_graphs: bool = True,
+                 wkv_impl: str = "auto"):
         self.cfg = cfg
         self.device = _normalise(device)
         self.dtype = dtype or _default_dtype(self.device)
@@ -66,7 +83,7 @@ class RWKV7:
         self.ln_out = tuple(state_dict[f"ln_out.{n}"].to(dev, torch.float32)
                             for n in ("weight", "bias"))
         self.head = state_dict["head.weight"].to(dev, dt)  # [V, C]
-        self.wkv_step, self.wkv_chunk = wkv.wkv_step, wkv.wkv_chunk
+        self.wkv_step, self.wkv_chunk = _wkv_functions(self.device, wkv_impl)
         use_graphs = cuda_graphs and self.device.type == "cuda"
         self._graphed = GraphedDecode(self._decode_step) if use_graphs else None
 
