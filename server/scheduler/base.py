@@ -4,7 +4,8 @@ Callers submit tasks from any thread (``new_task`` / ``add_task``) and walk away
 daemon, or the caller of ``run()`` — owns the device and repeats ``step()``:
 
 1. admit waiting tasks into free slots (subclasses choose the capacity: ``target_capacity``);
-2. prefill up to ``prefill_chunk`` prompt tokens across admitted tasks, batched;
+2. prefill up to ``prefill_chunk`` prompt tokens across admitted tasks, batched (``Prefiller``;
+   with a ``PrefixCache``, cached prefixes are loaded instead of computed);
 3. start decoding the tasks whose prompt is fully fed (``max_tokens=0`` tasks finish here);
 4. run one pulse of ``buffer_size`` decode steps for all live slots and hand tokens to the tasks;
 5. finished tasks get their state back (CPU), free their slot; capacity is adjusted.
@@ -22,6 +23,8 @@ from collections import deque
 
 from server.logger import get_logger
 from server.scheduler.engine import REASON_EOS, REASON_LENGTH, REASON_STOP, BatchEngine
+from server.scheduler.prefill import Prefiller
+from server.scheduler.stats import SchedulerStats
 from server.task.task import Status, Task
 
 REASON_NAMES = {REASON_EOS: "stop", REASON_LENGTH: "length", REASON_STOP: "abort"}
@@ -35,7 +38,7 @@ class BaseScheduler:
     log_name = "scheduler.base"
 
     def __init__(self, loader, max_batch_size: int = 256, buffer_size: int = 32,
-                 prefill_chunk: int = 4096, max_queue: int = 1 << 30):
+                 prefill_chunk: int = 4096, max_queue: int = 1 << 30, prefix_cache=None):
         self.loader = loader
         self.max_batch_size = max_batch_size
         self.buffer_size = buffer_size
@@ -44,6 +47,10 @@ class BaseScheduler:
         self.log = get_logger(self.log_name)
         self.engine = BatchEngine(loader.model)
         self.sampler = self.engine.sampler
+        # prompt feeding and the prefix state cache (``prefix_cache``: a PrefixCache or None)
+        self.prefix_cache = prefix_cache
+        self.prefiller = Prefiller(self.engine, prefix_cache)
+        self.stats = SchedulerStats()
         self.slots: list[Task | None] = [None]  # host view of engine slots
         self.decoding: set[int] = set()  # slots that are live in the engine
         self.waiting: deque[Task] = deque()
@@ -95,6 +102,7 @@ class BaseScheduler:
             if len(self.waiting) >= self.max_queue:
                 raise QueueFull(f"{len(self.waiting)} tasks are waiting (max_queue={self.max_queue})")
             task._stop_hook = self._on_stop
+            task._t_queued = time.perf_counter()  # time to first token counts from here
             self.waiting.append(task)
             self._cv.notify_all()
 
@@ -177,6 +185,8 @@ class BaseScheduler:
                 self._release([slot], "abort")
         self.engine.resize(1, [])
         self.slots = [None]
+        if self.prefix_cache is not None:
+            self.prefix_cache.clear()
         if self.engine.device.type == "cuda":
             import torch
 
@@ -205,6 +215,7 @@ class BaseScheduler:
             return
         slots = free[: len(batch)]
         self.engine.load(slots, batch)
+        self.stats.on_admit(batch)
         for slot, task in zip(slots, batch):
             self.slots[slot] = task
             task.status = Status.PREFILL if task.needs_prefill else Status.READY
@@ -213,26 +224,12 @@ class BaseScheduler:
             task._admitted_as = (len(task.history), list(task.pending), task.current_token)
 
     def _prefill(self) -> None:
-        """Feed pending prompt tokens (all but the last) of admitted tasks, within the budget."""
-        budget = self.prefill_chunk
-        slots, chunks = [], []
-        for slot, task in enumerate(self.slots):
-            if task is None or slot in self.decoding or budget <= 0:
-                continue
-            feed = task.pending[:-1][:budget]
-            if feed:
-                slots.append(slot)
-                chunks.append(feed)
-                budget -= len(feed)
-        if slots:
-            t0 = time.perf_counter()
-            self.engine.prefill(slots, chunks)
-            dt = time.perf_counter() - t0
-            for slot, feed in zip(slots, chunks):
-                task = self.slots[slot]
-                del task.pending[: len(feed)]
-                task.history.extend(feed)
-                task.prefill_time += dt
+        """Feed pending prompt tokens (all but the last) of admitted tasks, within the budget
+        (``Prefiller``: with a prefix cache, cached prefixes are loaded instead of computed)."""
+        work = [(slot, task) for slot, task in enumerate(self.slots)
+                if task is not None and slot not in self.decoding and len(task.pending) > 1]
+        if work:
+            self.prefiller.run(work, self.prefill_chunk)
         self._start_ready()
 
     def _start_ready(self) -> None:
@@ -278,6 +275,7 @@ class BaseScheduler:
             task.history.extend(([task.current_token] + toks)[:n_fed])
             task.current_token = None if reason == REASON_EOS else res.current[slot]
             task.gen_time = time.perf_counter() - task._t_gen
+            self.stats.on_tokens(task, len(toks), dt, self.buffer_size)
             task._append_output(toks)
             if reason:
                 finished.setdefault(REASON_NAMES[reason], []).append(slot)
@@ -290,6 +288,8 @@ class BaseScheduler:
         keep = [(s, t) for s, t in zip(slots, tasks) if getattr(t, "keep_state", True)]
         if error is None and keep:
             self.engine.unload([s for s, _ in keep], [t for _, t in keep])
+        if error is None:
+            self.prefiller.on_release(slots, tasks)  # the prefix cache keeps their state
         self.engine.free(slots)
         for slot, task in zip(slots, tasks):
             self.slots[slot] = None

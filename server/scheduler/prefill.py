@@ -1,0 +1,209 @@
+"""Prefiller: feeds admitted tasks' prompt tokens (all but the last) into their slots, within a
+per-step token budget, and — with a ``PrefixCache`` — reuses and records prefix states.
+
+Without a cache (or a disabled one) it is the plain loop: each task in slot order gets up to the
+remaining budget of its ``pending[:-1]``, all in one batched ``engine.prefill``.
+
+With a cache, a task whose ``cache_origin`` is set (not None: its state is its origin's state
+after exactly ``history``) is *eligible*. Its sequence ``history + pending`` is hashed once, and:
+
+* **jump**: when first seen (and after waiting, below), the longest cached prefix beyond
+  ``history`` (and short of the last token) is loaded into its slot; those tokens move from
+  ``pending`` to ``history`` without being computed;
+* **checkpoints**: positions where its state is worth keeping — the end of its prompt, the first
+  and last two ``\\n\\n`` tokens (chat turn boundaries: a system prompt, the conversation so far),
+  and branch points (where its tokens part from a task in flight or recently seen: a prefix others
+  share). Feeding runs in rounds that stop at each task's next checkpoint; the state there is
+  copied into the cache;
+* **one leader per prefix**: in a round, only the first task heading for a given checkpoint key
+  feeds; the others wait, and jump from the cache once the leader has stored it (a shared system
+  prompt is prefilled once even when 64 requests arrive together).
+
+``on_release`` stores a finishing task's state under its whole ``history`` (a conversation's turn
+boundary, or a completion the client extends), unless the task says ``cache_finish = False``.
+"""
+
+from __future__ import annotations
+
+import time
+from array import array
+from collections import deque
+from dataclasses import dataclass, field
+
+from server.scheduler.prefix_cache import PrefixCache, common_prefix, prefix_hashes
+
+TURN_TOKEN = 261  # "\n\n": turns of the chat format are separated by it
+RECENT = 32  # sequences remembered (hashes only) to find branch points
+
+
+@dataclass(eq=False)
+class _Seq:
+    """An eligible task's sequence while it is being prefilled."""
+
+    task: object
+    origin: str
+    tokens: array  # history + pending when first seen (uint32)
+    hashes: array  # prefix_hashes(tokens)
+    points: list[int] = field(default_factory=list)  # checkpoints, ascending
+    looked: bool = False  # first lookup done
+    missed: bool = False  # the first lookup missed (and no hit since)
+    hit: bool = False
+    waited: bool = False  # skipped the last round: another task was computing its checkpoint
+
+    @property
+    def end(self) -> int:
+        return len(self.tokens) - 1  # the last token is fed by decoding, never prefilled
+
+    def add_point(self, n: int) -> None:
+        if n not in self.points:
+            self.points.append(n)
+            self.points.sort()
+
+    def next_point(self, pos: int) -> int:
+        return next(p for p in self.points if p > pos)
+
+
+class Prefiller:
+    def __init__(self, engine, cache: PrefixCache | None = None):
+        self.engine = engine
+        self.cache = cache
+        self.prefilled_tokens = 0  # tokens run through the model by prefill (all tasks)
+        self._seqs: dict[int, _Seq] = {}  # id(task) -> _Seq, tasks still prefilling
+        self._recent: deque[tuple[str, array]] = deque(maxlen=RECENT)
+
+    @property
+    def caching(self) -> bool:
+        return self.cache is not None and self.cache.enabled
+
+    # ---- one scheduler step ----------------------------------------------------------------
+    def run(self, work: list[tuple[int, object]], budget: int) -> None:
+        """Feed ``work`` (``(slot, task)`` with ``len(pending) > 1``) up to ``budget`` tokens."""
+        if not self.caching:
+            return self._plain(work, budget)
+        self._seqs = {id(t): s for _, t in work if (s := self._seqs.get(id(t))) and s.task is t}
+        seqs = [(slot, task, self._seq(task)) for slot, task in work]
+        while budget > 0:
+            for slot, task, s in seqs:
+                if s is not None and (not s.looked or s.waited):
+                    self._jump(slot, s)
+            plan = self._plan(seqs, budget)
+            if not plan:
+                break
+            budget -= sum(n for *_, n in plan)
+            self._feed(plan)
+            for slot, task, s, _ in plan:
+                if s is not None and len(task.history) in s.points:
+                    self._store(slot, s.origin, s.hashes, s.tokens, len(task.history))
+
+    def _plan(self, seqs, budget: int) -> list[tuple]:
+        """``(slot, task, seq, n)`` to feed this round: up to each task's next checkpoint, one
+        task per checkpoint key."""
+        plan, claimed = [], set()
+        for slot, task, s in seqs:
+            n = len(task.pending) - 1
+            if n <= 0 or budget <= 0:
+                continue
+            if s is not None:
+                target = s.next_point(len(task.history))
+                key = self.cache.key(s.origin, s.hashes, target)
+                s.waited = key in claimed
+                if s.waited:
+                    continue
+                claimed.add(key)
+                n = target - len(task.history)
+            n = min(n, budget)
+            plan.append((slot, task, s, n))
+            budget -= n
+        return plan
+
+    def _feed(self, plan) -> None:
+        t0 = time.perf_counter()
+        self.engine.prefill([p[0] for p in plan], [p[1].pending[:p[3]] for p in plan])
+        dt = time.perf_counter() - t0
+        for _, task, _, n in plan:
+            task.history.extend(task.pending[:n])
+            del task.pending[:n]
+            task.prefill_time += dt
+            self.prefilled_tokens += n
+
+    def _plain(self, work, budget: int) -> None:
+        plan = []
+        for slot, task in work:
+            n = min(len(task.pending) - 1, budget)
+            if n > 0:
+                plan.append((slot, task, None, n))
+                budget -= n
+        if plan:
+            self._feed(plan)
+
+    # ---- the cache ---------------------------------------------------------------------------
+    def _seq(self, task) -> _Seq | None:
+        """The task's _Seq (made when first seen), or None if it is not eligible."""
+        s = self._seqs.get(id(task))
+        origin = getattr(task, "cache_origin", None)
+        if s is not None or origin is None:
+            return s
+        tokens = array("I", task.history + task.pending)
+        s = _Seq(task, origin, tokens, prefix_hashes(tokens))
+        self._choose_points(s, len(task.history))
+        self._seqs[id(task)] = s
+        self._recent.append((origin, s.hashes))
+        return s
+
+    def _choose_points(self, s: _Seq, start: int) -> None:
+        """Checkpoints of a new sequence (see the module docstring); tells sequences in flight
+        about the branch points they share with it."""
+        lo = max(start, self.cache.min_tokens - 1)
+        turns = [i for i in range(lo + 1, s.end) if s.tokens[i] == TURN_TOKEN]
+        branch = []
+        for origin, hashes in self._recent:
+            if origin == s.origin:
+                m = common_prefix(s.hashes, hashes)
+                if lo < m < s.end:
+                    branch.append(m)
+        for other in self._seqs.values():
+            if other.origin == s.origin:
+                m = common_prefix(s.hashes, other.hashes)
+                if len(other.task.history) < m < other.end and m >= self.cache.min_tokens:
+                    other.add_point(m)  # it is ahead: it computes the shared prefix for both
+        chosen = turns[:1] + turns[-2:] + ([min(branch), max(branch)] if branch else [])
+        s.points = sorted(set(chosen) | {s.end})
+
+    def _jump(self, slot: int, s: _Seq) -> None:
+        task, first = s.task, not s.looked
+        s.looked, pos = True, len(task.history)
+        found = self.cache.lookup(s.origin, s.hashes, s.tokens, pos, s.end) if pos < s.end else None
+        if found is None:
+            if first:
+                self.cache.count_lookup(hit=False)
+                s.missed = True
+            return
+        n, state = found
+        self.engine.state.assign([slot], state)
+        k = n - pos
+        task.history.extend(task.pending[:k])
+        del task.pending[:k]
+        if not s.hit:
+            self.cache.count_lookup(hit=True, was_miss=s.missed)
+            s.hit, s.missed = True, False
+        self.cache.count_saved(k)
+
+    def _store(self, slot: int, origin: str, hashes: array, tokens: array, n: int) -> None:
+        key = self.cache.key(origin, hashes, n)
+        if n < self.cache.min_tokens or self.cache.contains(key):
+            return
+        self.cache.insert(key, tokens[:n], self.engine.state.select([slot]))
+
+    def on_release(self, slots: list[int], tasks: list) -> None:
+        """Finishing tasks (their slots still hold their state): keep ``history``'s state."""
+        if not self.caching:
+            return
+        for slot, task in zip(slots, tasks):
+            self._seqs.pop(id(task), None)
+            origin = getattr(task, "cache_origin", None)
+            n = len(task.history)
+            if origin is None or not getattr(task, "cache_finish", True) \
+                    or n < self.cache.min_tokens:
+                continue
+            tokens = array("I", task.history)
+            self._store(slot, origin, prefix_hashes(tokens), tokens, n)

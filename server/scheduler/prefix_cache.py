@@ -1,0 +1,216 @@
+"""PrefixCache: recurrent states kept under the exact token prefix they consumed.
+
+An entry is the state of a sequence after it consumed ``tokens[:n]`` starting from an *origin*:
+``""`` is the zero state (a fresh request); any other origin names one known starting state (an
+imported template: ``"state:<digest>:<n>"``). Key: ``(origin, n, h)`` with ``h`` the 61-bit
+polynomial hash of ``tokens[:n]`` (``prefix_hashes``); a lookup verifies the entry's stored tokens,
+so a hash collision can only cost a miss, never a wrong state.
+
+Only the WKV and token-shift state is cached: prefill never touches a task's penalties or random
+stream, so a task that starts from a cached prefix generates what it would have without it.
+
+Memory: every entry counts its state bytes + 4 bytes per stored token + ``ENTRY_OVERHEAD``. The
+most recently used entries stay on the engine's device (up to ``device_bytes``: the hot tier);
+older ones move to host memory; past ``max_bytes`` the least recently used are dropped. A hit on
+a host entry moves it back to the device. ``max_bytes == 0`` disables the cache.
+
+Thread-safety: the scheduler thread calls everything; other threads may call ``stats`` and
+``clear`` (one lock guards the tables).
+"""
+
+from __future__ import annotations
+
+import threading
+from array import array
+from bisect import bisect_right, insort
+from collections import OrderedDict
+from dataclasses import dataclass
+
+import torch
+
+from server.model.state import State
+
+HASH_MOD = (1 << 61) - 1
+HASH_BASE = 1_000_003
+ENTRY_OVERHEAD = 512  # bytes of bookkeeping counted per entry
+MIN_TOKENS = 16  # shorter prefixes are not worth a state copy
+
+
+def prefix_hashes(tokens) -> array:
+    """``out[i]`` = hash of ``tokens[:i]`` for i in 0..len(tokens) (array of uint64)."""
+    out = array("Q", bytes(8 * (len(tokens) + 1)))
+    h = 0
+    for i, t in enumerate(tokens, 1):
+        h = (h * HASH_BASE + t + 1) % HASH_MOD
+        out[i] = h
+    return out
+
+
+def common_prefix(a: array, b: array) -> int:
+    """Length of the common prefix of two sequences, from their ``prefix_hashes``."""
+    lo, hi = 0, min(len(a), len(b)) - 1  # a[lo] == b[lo] always (empty prefix)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if a[mid] == b[mid]:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def state_nbytes(state: State) -> int:
+    return sum(t.numel() * t.element_size() for t in (state.shift, state.wkv))
+
+
+@dataclass(eq=False)
+class Entry:
+    key: tuple  # (origin, n, hash)
+    tokens: array  # uint32 tokens[:n]
+    state: State  # batch 1
+    nbytes: int
+    hot: bool  # on the device
+
+
+class PrefixCache:
+    def __init__(self, max_bytes: int, device="cpu", device_bytes: int | None = None,
+                 min_tokens: int = MIN_TOKENS):
+        self.max_bytes = max(0, int(max_bytes))
+        self.device = torch.device(device)
+        self.device_bytes = self.max_bytes // 2 if device_bytes is None else int(device_bytes)
+        self.min_tokens = min_tokens
+        self._lock = threading.Lock()
+        self._lru: OrderedDict[tuple, Entry] = OrderedDict()  # every entry, least recent first
+        self._hot: OrderedDict[tuple, Entry] = OrderedDict()  # device entries, least recent first
+        self._lengths: dict[str, list[int]] = {}  # origin -> sorted n of its entries (repeats)
+        self.bytes = self.hot_bytes = 0
+        self.hits = self.misses = self.tokens_saved = self.inserts = self.evictions = 0
+
+    @property
+    def enabled(self) -> bool:
+        return self.max_bytes > 0
+
+    # ---- lookups -----------------------------------------------------------------------
+    def lookup(self, origin: str, hashes: array, tokens: array, lo: int, hi: int):
+        """The longest cached prefix ``tokens[:n]`` with ``lo < n <= hi``: ``(n, state)`` (the
+        state is the cache's own copy: read it, never write it) or None."""
+        with self._lock:
+            lengths = self._lengths.get(origin)
+            if not lengths:
+                return None
+            top = bisect_right(lengths, hi)
+            candidates = (lengths[i] for i in range(top - 1, -1, -1))
+            if top > hi - lo:  # more entries than positions: walk the positions
+                candidates = range(hi, lo, -1)
+            seen = None
+            for n in candidates:
+                if n <= lo:
+                    break
+                if n == seen:
+                    continue
+                seen = n
+                entry = self._lru.get((origin, n, hashes[n]))
+                if entry is not None and entry.tokens == tokens[:n]:
+                    self._touch(entry)
+                    return n, entry.state
+        return None
+
+    def contains(self, key: tuple) -> bool:
+        with self._lock:
+            return key in self._lru
+
+    def key(self, origin: str, hashes: array, n: int) -> tuple:
+        return (origin, n, hashes[n])
+
+    # ---- inserting --------------------------------------------------------------------
+    def insert(self, key: tuple, tokens: array, state: State) -> bool:
+        """Keep ``state`` (batch 1, a copy the cache may own) for ``tokens`` (= ``tokens[:n]``
+        of ``key``). False if it is already there (it is refreshed), too short or too big."""
+        origin, n, _ = key
+        nbytes = state_nbytes(state) + 4 * n + ENTRY_OVERHEAD
+        if n < self.min_tokens or nbytes > self.max_bytes:
+            return False
+        with self._lock:
+            old = self._lru.get(key)
+            if old is not None:
+                self._touch(old)
+                return False
+            hot = state.device == self.device and self.device_bytes > 0
+            if not hot:
+                state = state.to(device="cpu")
+            entry = Entry(key, tokens, state, nbytes, hot)
+            self._lru[key] = entry
+            if hot:
+                self._hot[key] = entry
+                self.hot_bytes += nbytes
+            self.bytes += nbytes
+            insort(self._lengths.setdefault(origin, []), n)
+            self.inserts += 1
+            self._rebalance()
+        return True
+
+    # ---- accounting --------------------------------------------------------------------
+    def count_lookup(self, hit: bool, saved: int = 0, was_miss: bool = False) -> None:
+        """Record a task's lookup outcome; ``was_miss``: turn its earlier miss into this hit."""
+        with self._lock:
+            if hit:
+                self.hits += 1
+                self.misses -= was_miss
+            else:
+                self.misses += 1
+
+    def count_saved(self, n: int) -> None:
+        with self._lock:
+            self.tokens_saved += n
+
+    def stats(self) -> dict:
+        with self._lock:
+            looked = self.hits + self.misses
+            return {"enabled": self.enabled, "entries": len(self._lru),
+                    "device_entries": len(self._hot), "bytes": self.bytes,
+                    "device_bytes": self.hot_bytes, "max_bytes": self.max_bytes,
+                    "max_device_bytes": self.device_bytes, "hits": self.hits,
+                    "misses": self.misses, "hit_rate": self.hits / looked if looked else 0.0,
+                    "tokens_saved": self.tokens_saved, "inserts": self.inserts,
+                    "evictions": self.evictions}
+
+    def clear(self) -> None:
+        """Drop every entry (frees their device memory); counters are kept."""
+        with self._lock:
+            self._lru.clear()
+            self._hot.clear()
+            self._lengths.clear()
+            self.bytes = self.hot_bytes = 0
+
+    # ---- internals (caller holds the lock) ------------------------------------------------
+    def _touch(self, entry: Entry) -> None:
+        self._lru.move_to_end(entry.key)
+        if entry.hot:
+            self._hot.move_to_end(entry.key)
+        elif self.device_bytes >= entry.nbytes:  # promote: the next load reads device memory
+            entry.state = entry.state.to(device=self.device)
+            entry.hot = True
+            self._hot[entry.key] = entry
+            self.hot_bytes += entry.nbytes
+            self._rebalance()
+
+    def _rebalance(self) -> None:
+        while self.hot_bytes > self.device_bytes and self._hot:
+            _, cold = self._hot.popitem(last=False)
+            cold.state = cold.state.to(device="cpu")
+            cold.hot = False
+            self.hot_bytes -= cold.nbytes
+        while self.bytes > self.max_bytes and self._lru:
+            self._drop(next(iter(self._lru.values())))
+
+    def _drop(self, entry: Entry) -> None:
+        del self._lru[entry.key]
+        if entry.hot:
+            del self._hot[entry.key]
+            self.hot_bytes -= entry.nbytes
+        self.bytes -= entry.nbytes
+        origin, n, _ = entry.key
+        lengths = self._lengths[origin]
+        lengths.pop(bisect_right(lengths, n) - 1)
+        if not lengths:
+            del self._lengths[origin]
+        self.evictions += 1
