@@ -30,7 +30,9 @@ def setup_logging(verbose: bool = True) -> None:
     global _configured
     logger.remove()
     logger.configure(extra={"name": "rwkv"})
-    logger.add(sys.stderr, format=FORMAT, level="INFO" if verbose else "WARNING", enqueue=False)
+    # diagnose=False: tracebacks never print variable values (request headers hold API keys)
+    logger.add(sys.stderr, format=FORMAT, level="INFO" if verbose else "WARNING", enqueue=False,
+               diagnose=False)
     if not _configured:
         logging.basicConfig(handlers=[_InterceptHandler()], level=logging.INFO, force=True)
         for name in ("uvicorn", "uvicorn.error", "uvicorn.access", "starlette", "fastapi"):

@@ -3,7 +3,6 @@ and reject bad files with an error that names the problem (MODEL.md has the layo
 
 from __future__ import annotations
 
-import pickle
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -129,6 +128,11 @@ def infer_config(sd: dict) -> ModelConfig:
     return cfg
 
 
+# what torch.load raises on a corrupt or foreign file (besides its UnpicklingError)
+_READ_ERRORS = (RuntimeError, EOFError, OSError, zipfile.BadZipFile, ValueError, AttributeError,
+                ImportError, IndexError, KeyError)
+
+
 def _torch_load(path: Path) -> object:
     """torch.load with weights_only=True, memory-mapped when the file format allows it."""
     try:
@@ -160,8 +164,9 @@ def load_checkpoint(path) -> tuple[dict[str, torch.Tensor], ModelConfig]:
         raise CheckpointError(f"model file {path} {what}. {WHERE_MODELS_COME_FROM}")
     try:
         sd = _torch_load(path)
-    except (pickle.UnpicklingError, RuntimeError, EOFError, OSError, zipfile.BadZipFile,
-            ValueError, AttributeError, ImportError, IndexError, KeyError) as e:
+    except Exception as e:  # torch's UnpicklingError is matched by name: no pickle import here
+        if not isinstance(e, _READ_ERRORS) and type(e).__name__ != "UnpicklingError":
+            raise
         raise CheckpointError(f"cannot read {path} as a PyTorch checkpoint (corrupt, or not a "
                               f"state dict of tensors): {_short(e)}") from e
     if not isinstance(sd, dict) or not sd:

@@ -214,14 +214,15 @@ class BaseScheduler:
         if not batch:
             return
         slots = free[: len(batch)]
-        self.engine.load(slots, batch)
-        self.stats.on_admit(batch)
-        for slot, task in zip(slots, batch):
+        for slot, task in zip(slots, batch):  # in a slot before loading: a fault fails them too
             self.slots[slot] = task
-            task.status = Status.PREFILL if task.needs_prefill else Status.READY
-            task._t_admit = time.perf_counter()
             # what the task's CPU state stands for, restored if a fault loses the slot
             task._admitted_as = (len(task.history), list(task.pending), task.current_token)
+        self.engine.load(slots, batch)
+        self.stats.on_admit(batch)
+        for task in batch:
+            task.status = Status.PREFILL if task.needs_prefill else Status.READY
+            task._t_admit = time.perf_counter()
 
     def _prefill(self) -> None:
         """Feed pending prompt tokens (all but the last) of admitted tasks, within the budget
@@ -327,7 +328,10 @@ class BaseScheduler:
             self.slots[slot] = None
             n_hist, task.pending, task.current_token = task._admitted_as
             del task.history[n_hist:]  # the slot's state is lost: back to the task's own state
-            task._finish("error", msg)
+            try:
+                task._finish("error", msg)
+            except Exception as e:  # a failing listener must not keep the others unfinished
+                self.log.error(f"Finishing {task.task_id} after the fault failed: {e!r}")
         self.decoding.clear()
         self.engine.resize(self.initial_capacity(), [])
         self.slots = [None] * self.engine.capacity
