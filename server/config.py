@@ -46,7 +46,9 @@ class Settings(BaseSettings):
     task_db_max_size: int = Field(10000, ge=1)
     task_async_queue_size: int = Field(200, ge=1)
     task_db_path: str = "rwkv_tasks.db"
-    state_cache_mb: int = Field(1024, ge=0)
+    state_cache_mb: int = Field(1024, ge=0, description="prefix state cache (MB); 0 = off")
+    state_cache_device_fraction: float = Field(
+        0.5, ge=0, le=1, description="share of the prefix cache kept in GPU memory (rest: host)")
 
     # server
     host: str = "0.0.0.0"

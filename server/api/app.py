@@ -2,7 +2,8 @@
 
 The lifespan sets up logging, builds the runtime (model, ``DynamicScheduler`` daemon, TaskManager;
 see ``lifecycle``) unless one is given, and on shut-down stops generation, flushes the task store
-and frees the device. Routes: ``/health``, the Task API (``/v1/tasks``) and the OpenAI routes.
+and frees the device. Routes: ``/health``, ``/metrics``, the Task API (``/v1/tasks``, state files
+included) and the OpenAI routes.
 """
 
 from __future__ import annotations
@@ -12,8 +13,9 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI, Request
 
 from server.api.lifecycle import build_runtime, close_runtime
+from server.api.metrics import Metrics, MetricsMiddleware, metrics_endpoint
 from server.api.middleware import ApiKeyMiddleware, BodyLimitMiddleware, CORSMiddleware
-from server.api.routes import openai, tasks
+from server.api.routes import openai, states, tasks
 from server.api.task_service import TaskService
 from server.logger import get_logger, setup_logging
 from server.model.checkpoint import CheckpointError
@@ -31,6 +33,7 @@ def _lifespan(settings, runtime):
             log.error(f"Cannot load the model: {e}")
             raise SystemExit(2) from None
         app.state.runtime = rt
+        app.state.metrics.runtime = rt
         app.state.task_service = TaskService(rt)
         log.info(f"Serving {rt.loader.name} (max batch {settings.max_batch_size}, "
                  f"buffer {settings.buffer_size})")
@@ -58,7 +61,16 @@ def _health(request: Request) -> dict:
         "max_batch_size": sch.max_batch_size,
         "active": sch.num_active,
         "queue": len(sch.waiting),
+        "prefix_cache": _cache_health(sch),
     }
+
+
+def _cache_health(sch) -> dict:
+    """Prefix cache figures (``enabled: false`` when RWKV_STATE_CACHE_MB is 0) and the prompt
+    tokens prefill actually computed."""
+    cache = getattr(sch, "prefix_cache", None)
+    stats = cache.stats() if cache is not None else {"enabled": False}
+    return {**stats, "prefilled_tokens": sch.prefiller.prefilled_tokens}
 
 
 def create_app(settings=None, runtime=None) -> FastAPI:
@@ -70,12 +82,17 @@ def create_app(settings=None, runtime=None) -> FastAPI:
     app.add_api_route("/health", _health, methods=["GET"], tags=["server"],
                       summary="Model, scheduler and queue state")
     app.include_router(tasks.router)
+    app.include_router(states.router)
     app.include_router(openai.router)
-    # added innermost first: CORS ends up outermost
+    app.state.metrics = Metrics()
+    app.add_api_route("/metrics", metrics_endpoint, methods=["GET"], tags=["server"],
+                      summary="Prometheus metrics (API key rule as other routes)")
+    # added innermost first: metrics end up outermost, then CORS
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
     if settings.api_key:
         app.add_middleware(ApiKeyMiddleware, api_key=settings.api_key)
     app.add_middleware(CORSMiddleware, origins=settings.cors_origins)
+    app.add_middleware(MetricsMiddleware, metrics=app.state.metrics)  # outermost: sees all
     return app
 
 

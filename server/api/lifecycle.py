@@ -62,6 +62,19 @@ def open_manager(settings, loader):
                        queue_size=settings.task_async_queue_size, loader=loader)
 
 
+def make_prefix_cache(settings, loader):
+    """The prefix state cache (``RWKV_STATE_CACHE_MB``; 0 = none), a share of it on the GPU."""
+    from server.scheduler.prefix_cache import PrefixCache
+
+    total = settings.state_cache_mb << 20
+    if total <= 0:
+        return None
+    device = loader.model.device
+    share = settings.state_cache_device_fraction if device.type != "cpu" else 1.0
+    log.info(f"Prefix state cache: {settings.state_cache_mb} MB ({share:.0%} on {device})")
+    return PrefixCache(total, device, device_bytes=int(total * share))
+
+
 def build_runtime(settings) -> Runtime:
     """Load the model, start the scheduler daemon, open the task store."""
     from server.scheduler import DynamicScheduler
@@ -69,7 +82,8 @@ def build_runtime(settings) -> Runtime:
     loader = load_model(settings)
     scheduler = DynamicScheduler(loader, settings.max_batch_size, settings.buffer_size,
                                  prefill_chunk=settings.prefill_chunk,
-                                 max_queue=settings.max_queue)
+                                 max_queue=settings.max_queue,
+                                 prefix_cache=make_prefix_cache(settings, loader))
     scheduler.start_daemon()
     try:
         manager = open_manager(settings, loader)

@@ -17,6 +17,7 @@ from fastapi.exceptions import RequestValidationError
 from server.api.schemas.tasks import GenerationParams, TaskInfo, TaskResponseModel
 from server.model.tokenizer import IncrementalDecoder
 from server.scheduler import QueueFull
+from server.task.cache_origin import origin_of
 from server.task.manager import TaskNotFound
 from server.task.manager import is_busy as is_busy  # re-exported for the routes
 from server.task.task import Task, new_task_id
@@ -46,6 +47,13 @@ def check_resumable(task: Task) -> None:
     if state_discarded(task):
         raise HTTPException(409, "A temporary task's state is not kept after it finishes; "
                                  "use a persistent task (POST /v1/tasks/create)")
+
+
+def _fork(src: Task, new_id: str) -> Task:
+    """``src.fork`` keeping where its state comes from (for the prefix cache)."""
+    task = src.fork(new_id)
+    task.cache_origin = origin_of(src)
+    return task
 
 
 class TaskService:
@@ -112,13 +120,14 @@ class TaskService:
                     decoder=self.loader.decode, **{"seed": None, **params})
         # a temporary task's state is thrown away unless it is all the task produces
         task.keep_state = not tmp or task.max_tokens == 0
+        task.cache_origin = ""  # from the zero state: may use and feed the prefix cache
         return task
 
     async def copy(self, src: Task, new_id: str) -> Task:
         """A copy of an idle task under ``new_id`` (state cloned off the event loop); 409 if it
         is running or its state was not kept."""
         check_resumable(src)
-        task = await self.store(src.fork, new_id)
+        task = await self.store(_fork, src, new_id)
         check_resumable(src)  # started meanwhile: the copy may mix two moments
         return task
 

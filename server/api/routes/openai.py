@@ -29,6 +29,7 @@ from sse_starlette.sse import EventSourceResponse, ServerSentEvent
 from server.api.chat import ChatError, build_chat_prompt, wants_think
 from server.api.completion import Choice, make_tasks, run_choices, submit
 from server.api.deps import get_runtime
+from server.api.prefix import prepare_tasks
 from server.api.routes.openai_format import (Reply, chat_body, chat_events, completion_body,
                                              completion_events)
 from server.api.routes.openai_schemas import (ChatRequest, CompletionRequest, OpenAIError,
@@ -178,6 +179,7 @@ async def chat_completions(request: Request):
     _check_length(len(tokens), rt.settings.max_prompt_tokens, "messages")
     params = sampling_params(req, rt.settings, req.max_completion_tokens)
     tasks = make_tasks(tokens, req.n or 1, params, req.seed)
+    await prepare_tasks(rt, req.model, tasks, finish=False)  # prefix cache; "rwkv-7:_template"
     inline = bool(getattr(rt.settings, "chat_inline_think", False))
     choices = [Choice(i, t, OutputSplitter("think" if think else "direct", req.stop_list,
                                            tools=offer, inline_think=inline))
@@ -235,6 +237,7 @@ async def completions(request: Request):
         tasks = make_tasks(toks or [0], n, params, req.seed)  # empty prompt: start a document
         choices += [Choice(i * n + j, t, OutputSplitter("text", req.stop_list),
                            echo=text if req.echo else "") for j, t in enumerate(tasks)]
+    await prepare_tasks(rt, req.model, [c.task for c in choices])  # prefix cache; templates
     _submit(rt, [c.task for c in choices])
     reply = _reply(rt, req, "cmpl", sum(len(t) for _, t in prompts))
     if req.stream:

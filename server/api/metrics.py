@@ -1,0 +1,121 @@
+"""Prometheus metrics: ``GET /metrics`` (text exposition format, prometheus-client).
+
+Like every route but ``/health``, ``/metrics`` needs ``Authorization: Bearer <key>`` when
+``RWKV_API_KEY`` is set (configure the scraper's ``authorization`` with the same key).
+
+Series (each app has its own registry, so several apps in one process do not collide):
+
+* ``rwkv_http_requests_total{route,method,status}`` — ``route`` is the route template
+  (``/v1/tasks/{task_id}/stream``), ``other`` for unmatched paths; and
+  ``rwkv_http_request_duration_seconds{route}`` (until the last byte, streams included);
+* ``rwkv_prompt_tokens_total``, ``rwkv_generated_tokens_total`` (tokens in and out),
+  ``rwkv_prefill_tokens_total`` (prompt tokens actually computed: the rest came from the cache);
+* ``rwkv_time_to_first_token_seconds`` and ``rwkv_time_per_output_token_seconds`` histograms
+  (see ``server/scheduler/stats.py``);
+* gauges ``rwkv_queue_length``, ``rwkv_capacity``, ``rwkv_active_slots``, ``rwkv_max_batch_size``;
+* prefix cache: ``rwkv_prefix_cache_hits_total``, ``..._misses_total``,
+  ``..._tokens_saved_total``, ``..._evictions_total``, gauges ``..._entries``, ``..._bytes``,
+  ``..._device_bytes``, ``..._max_bytes``.
+"""
+
+from __future__ import annotations
+
+import time
+
+from fastapi import Request
+from fastapi.responses import Response
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram
+from prometheus_client import generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+
+DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300)
+
+
+class Metrics:
+    """The app's registry: HTTP series it records itself, runtime series read at scrape time."""
+
+    def __init__(self):
+        self.registry = CollectorRegistry()
+        self.runtime = None  # set by the app's lifespan
+        self.requests = Counter("rwkv_http_requests", "HTTP requests by route, method and status",
+                                ["route", "method", "status"], registry=self.registry)
+        self.duration = Histogram("rwkv_http_request_duration_seconds",
+                                  "HTTP request duration (streams: until the last byte)",
+                                  ["route"], buckets=DURATION_BUCKETS, registry=self.registry)
+        self.registry.register(_RuntimeCollector(self))
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)
+
+
+class _RuntimeCollector:
+    def __init__(self, metrics: Metrics):
+        self.metrics = metrics
+
+    def collect(self):
+        rt = self.metrics.runtime
+        sch = getattr(rt, "scheduler", None)
+        if sch is None:
+            return
+        for name, doc, value in (("queue_length", "Tasks waiting for a slot", len(sch.waiting)),
+                                 ("capacity", "Slots allocated (power of two)", sch.capacity),
+                                 ("active_slots", "Slots holding a task", sch.num_active),
+                                 ("max_batch_size", "Largest capacity", sch.max_batch_size)):
+            yield GaugeMetricFamily(f"rwkv_{name}", doc, value=value)
+        st = sch.stats.snapshot()
+        yield CounterMetricFamily("rwkv_prompt_tokens", "Prompt tokens of admitted tasks",
+                                  value=st["prompt_tokens"])
+        yield CounterMetricFamily("rwkv_generated_tokens", "Tokens generated",
+                                  value=st["generated_tokens"])
+        yield CounterMetricFamily("rwkv_prefill_tokens", "Prompt tokens computed by prefill",
+                                  value=sch.prefiller.prefilled_tokens)
+        for key, name, doc in (("ttft", "time_to_first_token", "Queue to first token"),
+                               ("tpot", "time_per_output_token", "Seconds per decode step")):
+            buckets, total = st[key]
+            yield HistogramMetricFamily(f"rwkv_{name}_seconds", doc, buckets=buckets,
+                                        sum_value=total)
+        yield from _cache_series(sch.prefix_cache)
+
+
+def _cache_series(cache):
+    stats = cache.stats() if cache is not None else {}
+    for key, doc in (("hits", "Prefix cache lookups that found a prefix"),
+                     ("misses", "Prefix cache lookups that found none"),
+                     ("tokens_saved", "Prompt tokens loaded from the cache"),
+                     ("evictions", "Entries dropped (LRU)")):
+        yield CounterMetricFamily(f"rwkv_prefix_cache_{key}", doc, value=stats.get(key, 0))
+    for key, doc in (("entries", "Entries"), ("bytes", "Bytes held (device + host)"),
+                     ("device_bytes", "Bytes held in device memory"),
+                     ("max_bytes", "Limit (RWKV_STATE_CACHE_MB)")):
+        yield GaugeMetricFamily(f"rwkv_prefix_cache_{key}", doc, value=stats.get(key, 0))
+
+
+async def metrics_endpoint(request: Request) -> Response:
+    """Prometheus text exposition of the server's metrics."""
+    return Response(request.app.state.metrics.render(), media_type=CONTENT_TYPE_LATEST)
+
+
+class MetricsMiddleware:
+    """Counts every HTTP request by route template, method and final status."""
+
+    def __init__(self, app, metrics: Metrics):
+        self.app = app
+        self.metrics = metrics
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        status, t0 = 500, time.perf_counter()
+
+        async def record_status(message):
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, record_status)
+        finally:
+            route = getattr(scope.get("route"), "path", None) or "other"
+            self.metrics.requests.labels(route, scope["method"], str(status)).inc()
+            self.metrics.duration.labels(route).observe(time.perf_counter() - t0)

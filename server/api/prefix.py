@@ -1,0 +1,56 @@
+"""Prefix-cache use by API tasks, and OpenAI requests that start from a template state.
+
+``prepare_tasks(rt, model, tasks, finish)`` is called by the OpenAI routes on the fresh tasks of
+one request: it marks them eligible for the prefix cache (``cache_origin``; see
+``server/task/cache_origin.py``) and, when ``model`` names a template (``rwkv-7:_name``, any text
+before the colon), starts every task from that template's state: its history and next token come
+first, then the request's prompt; penalties start at zero and the random stream at its seed, as
+for any request. ``finish=False`` (chat): the state at the end of a chat reply is not stored — the
+next request renders that reply without its reasoning, so it never shares those tokens.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from server.api.routes.openai_schemas import OpenAIError
+from server.task.cache_origin import origin_of
+from server.task.manager import is_busy
+
+
+def template_id(model: str | None) -> str | None:
+    """``"rwkv-7:_name"`` -> ``"_name"``; None when the model names no template."""
+    if not model or ":" not in model:
+        return None
+    name = model.rsplit(":", 1)[1]
+    return name if name.startswith("_") and len(name) > 1 else None
+
+
+async def prepare_tasks(rt, model: str | None, tasks: list, finish: bool = True) -> None:
+    """Mark ``tasks`` for the prefix cache; start them from the template ``model`` names (404
+    ``model_not_found`` if there is none, 409 while it is still being built)."""
+    tid = template_id(model)
+    origin = ""
+    if tid is not None:
+        tpl = await asyncio.to_thread(rt.manager.get_task, tid)
+        if tpl is None:
+            raise OpenAIError(404, f"The model '{model}' does not exist: no state template "
+                              f"{tid} (import one with POST /v1/tasks/import_state)",
+                              param="model", code="model_not_found")
+        if is_busy(tpl):
+            raise OpenAIError(409, f"State template {tid} is still being built; retry when "
+                              "it has finished", param="model", code="template_busy")
+        origin = await asyncio.to_thread(origin_of, tpl)
+        for task in tasks:
+            start_from(task, tpl)
+    for task in tasks:
+        task.cache_origin = origin
+        task.cache_finish = finish
+
+
+def start_from(task, tpl) -> None:
+    """Put ``tpl``'s state and consumed tokens under ``task``'s not yet fed prompt."""
+    head = list(tpl.pending) + ([] if tpl.current_token is None else [tpl.current_token])
+    task.pending = head + task.pending
+    task.history = list(tpl.history)
+    task.state = None if tpl.state is None else tpl.state.clone()

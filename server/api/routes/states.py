@@ -1,0 +1,72 @@
+"""State files over HTTP: ``GET /v1/tasks/{id}/export_state``, ``POST /v1/tasks/import_state``.
+
+Export answers the task's state as a file (``application/octet-stream``, the exported-state
+format of ``server/task/state_file.py``); 409 while the task runs or when its state was not kept.
+Import takes the file as the request body (a state-tuning ``.pth`` or an exported state) and
+stores it as the read-only template ``_name``: fork it (``POST /v1/tasks/_name/fork``) or name it
+in OpenAI requests (``"model": "rwkv-7:_name"``). Bodies are limited by ``RWKV_MAX_BODY_BYTES``
+(8 MiB by default; a 2.9B model's state is ~21 MB: raise the limit, or import with
+``python -m server.task.state_templates import``). Errors: 400 unreadable file, 422 a file that
+does not fit the loaded model (the message names the tensor and the shapes), 409 name taken.
+"""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Depends, HTTPException, Query, Request
+from fastapi.responses import Response
+
+from server.api.routes.tasks import NOT_FOUND, RESUMED, get_service
+from server.api.schemas.tasks import GenerationParams
+from server.api.task_service import TaskService, check_resumable
+from server.task.manager import TemplateExists
+from server.task.state_file import StateFileError, StateShapeError, read_state_file
+from server.task.state_templates import export_state, template_name, template_task
+
+router = APIRouter(prefix="/v1/tasks", tags=["tasks"])
+_FILE = {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}}
+
+
+@router.get("/{task_id}/export_state", response_class=Response,
+            responses={200: {"content": _FILE, "description": "The state file"}, **NOT_FOUND,
+                       409: RESUMED[409]})
+async def export_task_state(task_id: str, svc: TaskService = Depends(get_service)):
+    """The task's recurrent state (and the tokens it consumed) as a file."""
+    task = await svc.get(task_id)
+    check_resumable(task)
+    data = await svc.store(export_state, task, svc.loader.cfg)
+    check_resumable(task)  # started meanwhile: the copy may mix two moments
+    return Response(data, media_type="application/octet-stream", headers={
+        "Content-Disposition": f'attachment; filename="{task_id}.safetensors"'})
+
+
+@router.post("/import_state", responses={
+    200: {"description": "The new template"}, 400: {"description": "Unreadable file"},
+    409: {"description": "Template name taken"}, 413: {"description": "Body too large"},
+    422: {"description": "The state does not fit the loaded model"}})
+async def import_task_state(
+        request: Request,
+        name: str = Query(..., description="template id (a leading '_' is added if missing)"),
+        layout: str = Query("vk", pattern="^(vk|kv)$",
+                            description="time_state rows: vk = value rows (RWKV-PEFT v7)"),
+        svc: TaskService = Depends(get_service)):
+    """Store the state file sent as the body as the read-only template ``_name``."""
+    try:
+        tid = template_name(name)
+    except ValueError as e:
+        raise HTTPException(422, str(e)) from None
+    data = await request.body()
+    if not data:
+        raise HTTPException(400, "Empty body: send the state file as the request body")
+    try:
+        sf = await svc.store(read_state_file, data, svc.loader.cfg, layout)
+    except StateFileError as e:
+        status = 422 if isinstance(e, StateShapeError) else 400
+        raise HTTPException(status, f"Cannot import the state: {e}") from None
+    task = template_task(tid, sf, svc.sampling(GenerationParams(), defaults=True))
+    try:
+        await svc.store(svc.manager.put_task, tid, task)
+    except TemplateExists:
+        raise HTTPException(409, f"Template {tid} exists; templates are never overwritten "
+                                 "(delete it with force=true first)") from None
+    return {"task_id": tid, "format": sf.kind, "layers": svc.loader.cfg.n_layer,
+            "history_tokens": len(sf.history)}

@@ -1,0 +1,203 @@
+"""State files: export a task's recurrent state, import one as a read-only template.
+
+Two formats are read (no pickle execution: ``torch.load`` only with ``weights_only=True``):
+
+1. **State tuning** (RWKV-PEFT ``train_type=state``): a ``.pth`` (or ``.safetensors``) holding, for
+   every layer ``i``, ``blocks.{i}.att.time_state`` of shape ``[H, N, N]`` (heads x head size x head
+   size), any float dtype. Our reading of the layout: RWKV-PEFT's v7 state tuning passes
+   ``time_state.transpose(1, 2)`` to FLA's ``chunk_rwkv7``, whose ``initial_state`` is ``[K, V]``;
+   so the saved matrix is ``[V, K]``: rows = value index, columns = key index — exactly this
+   server's ``State.wkv`` layout (``S[i, j]``, row i = value). It is therefore loaded as is
+   (``layout="vk"``). The ``.transpose(1, 2)`` seen in older loaders is for RWKV-5/6, whose
+   inference state is ``[K, V]``; a file written in that orientation loads with ``layout="kv"``.
+   The token-shift vectors start at zero, as after state tuning.
+2. **Exported task state** (``encode_state_file``): the safetensors layout — an 8-byte
+   little-endian header length, a JSON header, then raw little-endian tensor bytes — with tensors
+   ``shift`` ``[L, 2, C]`` and ``wkv`` ``[L, H, N, N]`` and string metadata: ``format`` =
+   ``rwkv-server-state``, ``version``, the model sizes, ``history`` (JSON token list: what the
+   state consumed) and ``current_token`` (the next input, not yet consumed; ``null`` if none).
+   Readable with the ``safetensors`` package too.
+
+``read_state_file`` checks every shape against the model and raises ``StateFileError`` (a
+``ValueError``) with a message that names the problem. Imported states are kept in fp32.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import struct
+import zipfile
+from dataclasses import dataclass, field
+
+import torch
+
+from server.model.state import State
+
+FORMAT = "rwkv-server-state"
+VERSION = "1"
+ST_DTYPES = {"F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16}
+_ST_NAMES = {v: k for k, v in ST_DTYPES.items()}
+_TIME_STATE = re.compile(r"blocks\.(\d+)\.att\.time_state")
+MAX_HEADER = 1 << 24
+
+
+class StateFileError(ValueError):
+    """The file is not a state file, or does not fit the loaded model (message says why)."""
+
+
+class StateShapeError(StateFileError):
+    """A readable state file whose tensors do not fit the loaded model."""
+
+
+@dataclass
+class StateFile:
+    state: State  # batch 1, fp32, CPU
+    kind: str  # "state-tuning" | FORMAT
+    history: list[int] = field(default_factory=list)
+    current_token: int | None = None
+
+
+# ---- writing -----------------------------------------------------------------------------
+def encode_state_file(state: State, cfg, history=(), current_token=None,
+                      meta: dict | None = None) -> bytes:
+    """The exported file of a batch-1 ``state`` of a model with config ``cfg``."""
+    tensors = {"shift": state.shift[:, :, 0], "wkv": state.wkv[:, 0]}  # [L,2,C], [L,H,N,N]
+    info = {"format": FORMAT, "version": VERSION, "n_layer": cfg.n_layer, "n_embd": cfg.n_embd,
+            "n_head": cfg.n_head, "head_size": cfg.head_size,
+            "history": json.dumps([int(t) for t in history]),
+            "current_token": json.dumps(current_token), **(meta or {})}
+    header, blobs, offset = {"__metadata__": {k: str(v) for k, v in info.items()}}, [], 0
+    for name, t in tensors.items():
+        t = t.detach().to("cpu").contiguous()
+        raw = t.reshape(-1).view(torch.uint8).numpy().tobytes()
+        header[name] = {"dtype": _ST_NAMES[t.dtype], "shape": list(t.shape),
+                        "data_offsets": [offset, offset + len(raw)]}
+        blobs.append(raw)
+        offset += len(raw)
+    head = json.dumps(header, separators=(",", ":")).encode()
+    head += b" " * (-len(head) % 8)
+    return struct.pack("<Q", len(head)) + head + b"".join(blobs)
+
+
+# ---- reading -----------------------------------------------------------------------------
+def read_state_file(data: bytes, cfg, layout: str = "vk") -> StateFile:
+    """Parse ``data`` (either format) for a model with config ``cfg``; see the module doc."""
+    if layout not in ("vk", "kv"):
+        raise StateFileError(f"layout must be 'vk' or 'kv', not {layout!r}")
+    if data[:2] == b"PK" or data[:1] == b"\x80":
+        tensors, meta = _read_pth(data), {}
+    else:
+        tensors, meta = _read_safetensors(data)
+    if meta.get("format") == FORMAT:
+        return _exported(tensors, meta, cfg)
+    if any(_TIME_STATE.fullmatch(k) for k in tensors):
+        return StateFile(_from_time_state(tensors, cfg, layout), "state-tuning")
+    raise StateFileError("no state in the file: expected blocks.{i}.att.time_state tensors "
+                         f"(state tuning) or an exported task state; found {_keys(tensors)}")
+
+
+def _keys(tensors: dict) -> str:
+    names = sorted(tensors)
+    return ", ".join(names[:6]) + (", ..." if len(names) > 6 else "") if names else "no tensors"
+
+
+def _read_pth(data: bytes) -> dict:
+    try:
+        obj = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
+    except (RuntimeError, EOFError, ValueError, zipfile.BadZipFile, AttributeError,
+            ImportError, IndexError, KeyError) as e:
+        raise StateFileError(f"cannot read the file as a PyTorch state file (corrupt, or not a "
+                             f"dict of tensors): {type(e).__name__}: "
+                             f"{str(e).strip().splitlines()[0][:200] if str(e).strip() else ''}")
+    if not isinstance(obj, dict) or not all(isinstance(v, torch.Tensor) for v in obj.values()):
+        raise StateFileError(f"the .pth file holds {type(obj).__name__}, not a dict of tensors")
+    return obj
+
+
+def _read_safetensors(data: bytes) -> tuple[dict, dict]:
+    if len(data) < 8:
+        raise StateFileError("the file is too short to be a state file")
+    (n,) = struct.unpack("<Q", data[:8])
+    if n > min(MAX_HEADER, len(data) - 8):
+        raise StateFileError("not a state file: neither a PyTorch .pth nor a safetensors file")
+    try:
+        header = json.loads(data[8:8 + n])
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise StateFileError(f"not a state file (bad safetensors header: {e})") from None
+    if not isinstance(header, dict):
+        raise StateFileError("not a state file (the safetensors header is not an object)")
+    meta = header.pop("__metadata__", None) or {}
+    body, tensors = memoryview(data)[8 + n:], {}
+    for name, e in header.items():
+        try:
+            dtype = ST_DTYPES[e["dtype"]]
+            shape = [int(s) for s in e["shape"]]
+            begin, end = (int(x) for x in e["data_offsets"])
+        except (KeyError, TypeError, ValueError):
+            raise StateFileError(f"tensor {name!r}: unsupported dtype or bad header entry "
+                                 f"(supported: {', '.join(ST_DTYPES)})") from None
+        numel = 1
+        for s in shape:
+            numel *= s
+        if not 0 <= begin <= end <= len(body) or end - begin != numel * dtype.itemsize:
+            raise StateFileError(f"tensor {name!r}: its bytes do not match shape {shape}")
+        t = torch.frombuffer(bytearray(body[begin:end]), dtype=dtype) if numel else \
+            torch.empty(0, dtype=dtype)
+        tensors[name] = t.reshape(shape)
+    return tensors, meta
+
+
+def _check(name: str, t: torch.Tensor, want: tuple, what: str) -> torch.Tensor:
+    if tuple(t.shape) != want:
+        raise StateShapeError(f"{name} has shape {list(t.shape)}, the loaded model needs "
+                             f"{list(want)} ({what})")
+    if not t.is_floating_point():
+        raise StateShapeError(f"{name} has dtype {t.dtype}, expected a float dtype")
+    t = t.float()
+    if not torch.isfinite(t).all():
+        raise StateShapeError(f"{name} holds NaN or infinite values")
+    return t
+
+
+def _from_time_state(tensors: dict, cfg, layout: str) -> State:
+    L, C, H, N = cfg.n_layer, cfg.n_embd, cfg.n_head, cfg.head_size
+    layers = sorted(int(m.group(1)) for k in tensors if (m := _TIME_STATE.fullmatch(k)))
+    if layers != list(range(L)):
+        raise StateShapeError(f"the file has time_state for layers {_ranges(layers)}; the loaded "
+                             f"model has {L} layers (0-{L - 1})")
+    wkv = torch.empty(L, 1, H, N, N)
+    for i in range(L):
+        t = _check(f"blocks.{i}.att.time_state", tensors[f"blocks.{i}.att.time_state"],
+                   (H, N, N), f"{H} heads of size {N}")
+        wkv[i, 0] = t if layout == "vk" else t.transpose(1, 2)
+    return State(torch.zeros(L, 2, 1, C), wkv)
+
+
+def _ranges(ids: list[int]) -> str:
+    return f"{ids[0]}-{ids[-1]} ({len(ids)})" if ids else "none"
+
+
+def _exported(tensors: dict, meta: dict, cfg) -> StateFile:
+    if meta.get("version") != VERSION:
+        raise StateFileError(f"unknown {FORMAT} version {meta.get('version')!r}")
+    L, C, H, N = cfg.n_layer, cfg.n_embd, cfg.n_head, cfg.head_size
+    for name in ("shift", "wkv"):
+        if name not in tensors:
+            raise StateFileError(f"the exported state has no {name!r} tensor")
+    size = f"model L{L} C{C}"
+    shift = _check("shift", tensors["shift"], (L, 2, C), size)
+    wkv = _check("wkv", tensors["wkv"], (L, H, N, N), size)
+    try:
+        history = [int(t) for t in json.loads(meta.get("history", "[]"))]
+        current = json.loads(meta.get("current_token", "null"))
+    except (TypeError, ValueError, json.JSONDecodeError):
+        raise StateFileError("the exported state's history/current_token metadata is invalid") \
+            from None
+    bad = [t for t in history + ([] if current is None else [current])
+           if not isinstance(t, int) or not 0 <= t < cfg.vocab_size]
+    if bad:
+        raise StateShapeError(f"the exported state's tokens include {bad[0]!r}, outside the "
+                             f"model's vocabulary [0, {cfg.vocab_size})")
+    return StateFile(State(shift.unsqueeze(2), wkv.unsqueeze(1)), FORMAT, history, current)

@@ -1,0 +1,135 @@
+"""Importing state files as read-only templates, exporting task states (SDK and command line).
+
+    from server.task.state_templates import import_state, export_state
+    import_state("my-state.pth", "_roleplay")     # a template every request can start from
+    export_state(task, cfg, "task.state")          # the file import_state reads back
+
+    python -m server.task.state_templates import my-state.pth --name _roleplay [--layout kv]
+    python -m server.task.state_templates export TASK_… out.safetensors
+
+The command line works on the task database (``RWKV_TASK_DB_PATH``) and reads the model's sizes
+from ``RWKV_MODEL_PATH`` (memory-mapped, quick); a running server sees the new template at its
+next lookup. Over HTTP: ``POST /v1/tasks/import_state?name=_x`` (file as the body) and
+``GET /v1/tasks/{id}/export_state``. A template is used by ``POST /v1/tasks/_x/fork`` and by
+OpenAI requests whose ``model`` is ``rwkv-7:_x``. File formats: ``server/task/state_file.py``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from pathlib import Path
+
+from server.task.cache_origin import state_origin
+from server.task.state_file import StateFile, StateFileError, encode_state_file, read_state_file
+from server.task.task import Status, Task
+
+NAME = re.compile(r"_[A-Za-z0-9_.\-]{1,100}")
+
+
+def template_name(name: str) -> str:
+    """``name`` as a template id (a leading ``_`` is added); ValueError if it is not usable."""
+    tid = name if name.startswith("_") else "_" + name
+    if not NAME.fullmatch(tid):
+        raise ValueError(f"template name {name!r}: use 1-100 letters, digits, '_', '.', '-'")
+    return tid
+
+
+def template_task(name: str, sf: StateFile, params: dict | None = None) -> Task:
+    """A finished template task holding ``sf``'s state (no output, zero penalties); ``params``:
+    its sampling parameters (what forks inherit), default the server's defaults."""
+    task = Task(task_id=template_name(name), **(default_params() if params is None else params))
+    task.state = sf.state
+    task.history = list(sf.history)
+    task.current_token = sf.current_token
+    task.status = Status.FINISHED
+    task.finish_reason = "length"
+    task._done.set()
+    task.cache_origin = state_origin(sf.state, len(sf.history))
+    return task
+
+
+def default_params() -> dict:
+    """The server's default sampling parameters (``RWKV_DEFAULT_*``)."""
+    from server.config import settings as s
+
+    return dict(max_tokens=s.default_max_tokens, temperature=s.default_temperature,
+                top_k=s.default_top_k, top_p=s.default_top_p,
+                presence_penalty=s.default_presence_penalty,
+                repetition_penalty=s.default_repetition_penalty,
+                penalty_decay=s.default_penalty_decay)
+
+
+def import_state(path, name: str, manager=None, cfg=None, layout: str = "vk") -> Task:
+    """Read a state file (state tuning ``.pth`` or an exported state) and store it as the
+    template ``_name``. Raises StateFileError (bad file), TemplateExists (name taken)."""
+    if manager is None:
+        from server.task.manager import get_task_manager
+
+        manager = get_task_manager()
+    cfg = cfg or _model_config(manager)
+    task = template_task(name, read_state_file(Path(path).read_bytes(), cfg, layout))
+    manager.put_task(task.task_id, task)
+    return task
+
+
+def export_state(task: Task, cfg, path=None) -> bytes:
+    """The state file of an idle ``task`` (its zero state if it has none); written to ``path``
+    when given."""
+    from server.model.state import State
+
+    state = task.state if task.state is not None else State.zeros(cfg, 1)
+    data = encode_state_file(state, cfg, task.history, task.current_token,
+                             {"task_id": task.task_id})
+    if path is not None:
+        Path(path).write_bytes(data)
+    return data
+
+
+def _model_config(manager):
+    if manager.loader is not None:
+        return manager.loader.cfg
+    from server.config import settings
+    from server.model.checkpoint import load_checkpoint
+
+    return load_checkpoint(settings.model_path)[1]
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m server.task.state_templates",
+                                 description="Import a state file as a template, or export a "
+                                             "task's state (task database: RWKV_TASK_DB_PATH)")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    imp = sub.add_parser("import", help="state file -> read-only template _NAME")
+    imp.add_argument("file")
+    imp.add_argument("--name", required=True)
+    imp.add_argument("--layout", choices=("vk", "kv"), default="vk",
+                     help="time_state rows: vk = value rows (RWKV-PEFT v7, default)")
+    exp = sub.add_parser("export", help="a stored task's state -> file")
+    exp.add_argument("task_id")
+    exp.add_argument("out")
+    args = ap.parse_args(argv)
+    from server.task.manager import TaskManager, TemplateExists
+
+    manager = TaskManager()
+    try:
+        if args.cmd == "import":
+            task = import_state(args.file, args.name, manager, layout=args.layout)
+            print(f"imported {args.file} as template {task.task_id}")
+        else:
+            task = manager.get_task(args.task_id)
+            if task is None:
+                raise LookupError(f"task {args.task_id} not found")
+            export_state(task, _model_config(manager), args.out)
+            print(f"wrote {args.out}")
+    except (StateFileError, TemplateExists, LookupError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    finally:
+        manager.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
