@@ -1,0 +1,170 @@
+"""Prefix state cache: the cache itself (keys, verification, LRU in bytes, tiers) and the
+scheduler with it (tiny random model, CPU): outputs equal to no cache, only new tokens prefilled,
+one prefill of a prefix shared by concurrent tasks, memory bound under a flood."""
+
+from array import array
+
+import pytest
+import torch
+
+from server.model.state import State
+from server.scheduler import DynamicScheduler
+from server.scheduler.prefix_cache import (ENTRY_OVERHEAD, PrefixCache, common_prefix,
+                                           prefix_hashes, state_nbytes)
+from server.task.task import Task
+
+SYSTEM = "System: " + "You are a careful assistant; answer briefly and kindly. " * 12
+
+
+def toy_state(value: float) -> State:
+    return State(torch.full((2, 2, 1, 8), value), torch.full((2, 1, 2, 4, 4), value))
+
+
+def put(cache: PrefixCache, tokens, value: float, origin: str = "") -> bool:
+    arr = array("I", tokens)
+    return cache.insert(cache.key(origin, prefix_hashes(arr), len(arr)), arr, toy_state(value))
+
+
+def get(cache: PrefixCache, tokens, origin: str = "", lo: int = 0):
+    arr = array("I", tokens)
+    found = cache.lookup(origin, prefix_hashes(arr), arr, lo, len(arr))
+    return None if found is None else (found[0], found[1].wkv.flatten()[0].item())
+
+
+def test_hashes_and_common_prefix():
+    a, b = [5, 6, 7, 8, 9], [5, 6, 7, 1]
+    ha, hb = prefix_hashes(a), prefix_hashes(b)
+    assert len(ha) == 6 and ha[0] == 0 and ha[3] == hb[3] and ha[4] != hb[4]
+    assert common_prefix(ha, hb) == 3 and common_prefix(ha, ha) == 5
+    assert common_prefix(prefix_hashes([1]), prefix_hashes([2])) == 0
+
+
+def test_longest_prefix_origin_and_verification():
+    cache = PrefixCache(1 << 20, min_tokens=2)
+    seq = list(range(100, 140))
+    assert put(cache, seq[:10], 1.0) and put(cache, seq[:30], 2.0) and put(cache, seq[:20], 3.0)
+    assert not put(cache, seq[:30], 9.0)  # already there: kept, not replaced
+    assert get(cache, seq) == (30, 2.0)  # the longest
+    assert get(cache, seq[:25]) == (20, 3.0)
+    assert get(cache, seq, lo=30) is None  # nothing beyond what the task has
+    assert get(cache, seq, origin="state:x:0") is None  # another starting state
+    assert get(cache, [1] + seq[1:]) is None  # first token differs
+    # a hash collision cannot return a wrong state: the stored tokens are compared
+    arr = array("I", seq[:12])
+    key = cache.key("", prefix_hashes(arr), 12)
+    cache.insert(key, array("I", [0] * 12), toy_state(4.0))  # same key, other tokens
+    assert get(cache, seq[:12]) == (10, 1.0)
+    s = cache.stats()
+    assert s["entries"] == 4 and s["inserts"] == 4 and s["evictions"] == 0
+
+
+def test_lru_in_bytes_and_two_tiers():
+    size = state_nbytes(toy_state(0.0)) + 4 * 20 + ENTRY_OVERHEAD
+    cache = PrefixCache(3 * size, device="cpu", device_bytes=size, min_tokens=2)
+    seqs = [[i] * 20 for i in range(1, 6)]
+    for i, s in enumerate(seqs[:3]):
+        put(cache, s, float(i))
+    st = cache.stats()
+    assert st["bytes"] == 3 * size and st["device_bytes"] == size and st["device_entries"] == 1
+    assert get(cache, seqs[0]) == (20, 0.0)  # touched: now most recent, back on the device
+    put(cache, seqs[3], 3.0)  # evicts the least recently used: seqs[1]
+    assert get(cache, seqs[1]) is None and get(cache, seqs[0]) == (20, 0.0)
+    st = cache.stats()
+    assert st["entries"] == 3 and st["bytes"] <= 3 * size and st["evictions"] == 1
+    assert st["device_bytes"] <= size
+    assert not PrefixCache(0).enabled and not put(PrefixCache(0), seqs[0], 1.0)
+    assert not put(cache, [7] * 10_000, 1.0)  # bigger than the whole cache
+    assert not put(cache, [7], 1.0)  # shorter than min_tokens
+
+
+# ---- the scheduler with a cache ------------------------------------------------------------------
+def run(loader, prompts, cache=None, max_tokens=8, batch=16, **kw):
+    """Outputs of ``prompts`` run together; the scheduler (for its counters)."""
+    sched = DynamicScheduler(loader, max_batch_size=batch, buffer_size=4, prefix_cache=cache)
+    tasks = []
+    for p in prompts:
+        task = Task(loader.encode(p) if isinstance(p, str) else p, max_tokens=max_tokens, **kw)
+        task.cache_origin = ""
+        sched.add_task(task)
+        tasks.append(task)
+    sched.run()
+    return [t.output for t in tasks], sched
+
+
+def chat(i: int) -> str:
+    return f"{SYSTEM}\n\nUser: question {i}: what is {i} plus {i}?\n\nAssistant:"
+
+
+@pytest.mark.parametrize("sampling", [dict(temperature=0.0),
+                                      dict(temperature=1.0, top_p=0.9, top_k=0, seed=7,
+                                           presence_penalty=0.5, penalty_decay=0.99)])
+def test_same_tokens_with_and_without_cache(tiny_loader, sampling):
+    prompts = [chat(i) for i in range(6)]
+    plain, s0 = run(tiny_loader, prompts, **sampling)
+    cache = PrefixCache(64 << 20)
+    first, s1 = run(tiny_loader, prompts, cache, **sampling)  # shared system prompt reused
+    again, s2 = run(tiny_loader, prompts, cache, **sampling)  # every prompt cached
+    assert first == plain and again == plain
+    n_sys = tiny_loader.encode(SYSTEM)
+    total = sum(len(tiny_loader.encode(p)) - 1 for p in prompts)
+    assert s0.prefiller.prefilled_tokens == total
+    assert s1.prefiller.prefilled_tokens < total - 4 * len(n_sys)  # the system prompt once
+    assert s2.prefiller.prefilled_tokens == 0
+    st = cache.stats()
+    assert st["hits"] == 5 + 6 and st["misses"] == 1 and st["tokens_saved"] >= total
+
+
+def test_shared_prefix_prefilled_once_when_submitted_together(tiny_loader):
+    """12 tasks admitted in one step: every distinct prefix is computed exactly once (the number
+    of tokens fed is the size of the prompts' token trie), the system prompt by one leader."""
+    sys_tokens = len(tiny_loader.encode(SYSTEM))
+    prompts = [chat(i) for i in range(12)]
+    toks = [tiny_loader.encode(p) for p in prompts]
+    trie = len({tuple(t[:k]) for t in toks for k in range(1, len(t))})  # prefixes fed
+    cache = PrefixCache(64 << 20)
+    _, sched = run(tiny_loader, prompts, cache, max_tokens=1)
+    assert sched.prefiller.prefilled_tokens == trie < sys_tokens + sum(len(t) for t in toks) // 4
+    st = cache.stats()
+    assert st["hits"] == 11 and st["misses"] == 1 and st["tokens_saved"] >= 11 * sys_tokens
+
+
+def test_continuation_starts_from_the_finished_state(tiny_loader):
+    """A finished task's state is kept under its history: a new request that extends the
+    prompt plus the generated text prefills only the extension (and equals no cache)."""
+    prompt = tiny_loader.encode(chat(99))
+    (out,), _ = run(tiny_loader, [prompt], max_tokens=12, temperature=0.0)
+    extended = prompt + out + tiny_loader.encode("\n\nUser: and then?\n\nAssistant:")
+    plain, _ = run(tiny_loader, [extended], temperature=0.0)
+    cache = PrefixCache(64 << 20)
+    run(tiny_loader, [prompt], cache, max_tokens=12, temperature=0.0)
+    cached, sched = run(tiny_loader, [extended], cache, temperature=0.0)
+    assert cached == plain
+    # history of the first task = prompt + out[:-1] (its last token was never fed)
+    assert sched.prefiller.prefilled_tokens == len(extended) - 1 - (len(prompt) + len(out) - 1)
+
+
+def test_ineligible_tasks_and_other_origins_do_not_share(tiny_loader):
+    cache = PrefixCache(64 << 20)
+    run(tiny_loader, [chat(1)], cache)
+    sched = DynamicScheduler(tiny_loader, max_batch_size=4, buffer_size=4, prefix_cache=cache)
+    plain = Task(tiny_loader.encode(chat(1)), max_tokens=4)  # no cache_origin: never looks
+    other = Task(tiny_loader.encode(chat(1)), max_tokens=4)
+    other.cache_origin = "state:abc:0"
+    sched.add_task(plain)
+    sched.add_task(other)
+    sched.run()
+    n = len(tiny_loader.encode(chat(1))) - 1
+    assert sched.prefiller.prefilled_tokens == 2 * n
+    assert cache.stats()["hits"] == 0
+
+
+def test_memory_bound_under_a_flood(tiny_loader):
+    one = state_nbytes(tiny_loader.gen_state(1))
+    limit = 12 * one
+    cache = PrefixCache(limit)
+    prompts = [f"User: flood {i} " + "word " * (10 + i % 7) + "\n\nAssistant:" for i in range(60)]
+    for i in range(0, 60, 20):
+        run(tiny_loader, prompts[i:i + 20], cache, max_tokens=2, temperature=0.0)
+        st = cache.stats()
+        assert 0 < st["bytes"] <= limit and st["device_bytes"] <= limit
+    assert st["evictions"] > 0 and st["entries"] <= 12
