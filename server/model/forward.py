@@ -21,6 +21,7 @@ from torch import Tensor
 from server.model import wkv
 from server.model.checkpoint import ModelConfig
 from server.model.cuda_graph import GraphedDecode
+from server.model.fused import FusedBlocks, fused_default
 from server.model.layer_weights import LayerWeights, layer_weights
 from server.model.reference import GN_EPS, LN_EPS
 from server.model.state import State
@@ -58,17 +59,21 @@ def _default_dtype(device: torch.device) -> torch.dtype:
 class RWKV7:
     """Batched RWKV-7 forward (see docs/architecture.md). ``prefill_chunk`` tokens of each prompt
     go through the layers at a time, at most ``prefill_tokens`` tokens (rows x chunk) per pass.
-    On CUDA, decode replays a captured CUDA graph (``cuda_graphs=False``: run eagerly) and the
-    WKV recurrence runs in the Triton kernels (``wkv_impl="torch"``: plain torch, wkv.py)."""
+    On CUDA, decode replays a captured CUDA graph (``cuda_graphs=False``: run eagerly), the
+    WKV recurrence runs in the Triton kernels (``wkv_impl="torch"``: plain torch, wkv.py) and
+    the element-wise work around it in fused Triton kernels (``fused=False`` or ``RWKV_FUSED=0``:
+    plain torch; see fused.py). ``prefill_chunk`` defaults to 256 on the CPU, 1024 on CUDA."""
 
     def __init__(self, state_dict: dict[str, Tensor], cfg: ModelConfig, device="cpu",
                  dtype: torch.dtype | None = None, state_dtype: torch.dtype = torch.float32,
-                 prefill_chunk: int = 256, prefill_tokens: int = 16384, cuda_graphs: bool = True,
-                 wkv_impl: str = "auto"):
+                 prefill_chunk: int | None = None, prefill_tokens: int = 16384,
+                 cuda_graphs: bool = True, wkv_impl: str = "auto", fused: bool | None = None):
         self.cfg = cfg
         self.device = _normalise(device)
         self.dtype = dtype or _default_dtype(self.device)
         self.state_dtype = state_dtype
+        if prefill_chunk is None:  # larger matrix products on the GPU
+            prefill_chunk = 1024 if self.device.type == "cuda" else 256
         self.prefill_chunk, self.prefill_tokens = prefill_chunk, prefill_tokens
         dev, dt = self.device, self.dtype
         emb = state_dict["emb.weight"]
@@ -84,8 +89,10 @@ class RWKV7:
                             for n in ("weight", "bias"))
         self.head = state_dict["head.weight"].to(dev, dt)  # [V, C]
         self.wkv_step, self.wkv_chunk = _wkv_functions(self.device, wkv_impl)
+        use_fused = fused_default(self.device) if fused is None else fused
+        self._fused = FusedBlocks(self) if use_fused else None
         use_graphs = cuda_graphs and self.device.type == "cuda"
-        self._graphed = GraphedDecode(self._decode_step) if use_graphs else None
+        self._graphed = GraphedDecode(self._decode_step, max_graphs=16) if use_graphs else None
 
     def new_state(self, batch: int) -> State:
         return State.zeros(self.cfg, batch, self.device, self.dtype, self.state_dtype)
@@ -163,6 +170,8 @@ class RWKV7:
                  last: Tensor | None) -> Tensor:
         """tokens: [B, T]; keep: [B, T] bool (None = all valid); last: [B] index of each row's
         last valid token (None = T - 1). Returns the residual at ``last``: [B, C] float32."""
+        if self._fused is not None:
+            return self._fused.forward(tokens, state, keep, last)
         x = self.emb[tokens].float()  # [B, T, C] residual stream, fp32
         v_first = None
         for i, lw in enumerate(self.layers):

@@ -1,0 +1,145 @@
+"""FusedBlocks: the CUDA fast path of RWKV7's time mix and channel mix (same math as forward.py).
+
+Per layer and pass: one `ln_mix` launch per block (LayerNorm + token shift + the six lerp mixes),
+the r/k/v/o and FFN matrix products, the four LoRA first stages as one batched product and the
+second stages as another (zero-padded to a common width, stacked at load), one `pre_wkv` launch,
+the WKV kernel, one `post_wkv` launch, and in-place residual adds: about 20 launches a layer
+instead of about 75 (kernels: `kernels/fused_triton.py`).
+
+The stacked LoRA weights replace the per-layer ones: each `LayerWeights.w1` (etc.) becomes a view
+into the stack, so the plain path still works (and memory is not doubled).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from server.model.layer_weights import LayerWeights
+from server.model.reference import GN_EPS, LN_EPS
+
+LORA_ORDER = ("v", "w", "a", "g")  # mixed inputs 2..5 of ln_mix are xv, xw, xa, xg
+
+
+def fused_default(device: torch.device) -> bool:
+    """On by default on CUDA when Triton imports (``RWKV_FUSED=0`` turns it off)."""
+    if os.environ.get("RWKV_FUSED", "1") == "0" or device.type != "cuda":
+        return False
+    from server.model import kernels
+
+    return kernels.HAS_TRITON
+
+
+@dataclass
+class _Stacked:
+    lora1: Tensor  # [4, C, D] run dtype (v, w, a, g first stages, zero-padded to D columns)
+    lora2: Tensor  # [4, D, C] (second stages, zero-padded rows)
+    mix_att: Tensor  # [6, C] in ln_mix order r, k, v, w, a, g
+    mix_ffn: Tensor  # [1, C]
+
+
+def _stack_layer(lw: LayerWeights) -> _Stacked:
+    """Stack (and re-point ``lw``'s LoRA fields at) the padded LoRA weights of one layer."""
+    firsts = {"v": lw.v1, "w": lw.w1, "a": lw.a1, "g": lw.g1}
+    seconds = {"v": lw.v2, "w": lw.w2, "a": lw.a2, "g": lw.g2}
+    C = lw.w1.shape[0]
+    D = max(t.shape[1] for t in firsts.values() if t is not None)
+    D = -(-D // 16) * 16
+    ref = lw.w1
+    lora1 = torch.zeros(4, C, D, dtype=ref.dtype, device=ref.device)
+    lora2 = torch.zeros(4, D, C, dtype=ref.dtype, device=ref.device)
+    for i, name in enumerate(LORA_ORDER):
+        first, second = firsts[name], seconds[name]
+        if first is None:  # layer 0 has no value LoRA: its slice stays zero (and unused)
+            continue
+        d = first.shape[1]
+        lora1[i, :, :d] = first
+        lora2[i, :d] = second
+        setattr(lw, f"{name}1", lora1[i, :, :d])
+        setattr(lw, f"{name}2", lora2[i, :d])
+    r, w, k, v, a, g = lw.mix.unbind(0)  # LayerWeights order: r, w, k, v, a, g
+    return _Stacked(lora1, lora2, torch.stack([r, k, v, w, a, g]), lw.ffn_x_k.view(1, -1))
+
+
+class FusedBlocks:
+    """Time mix and channel mix of every layer through the fused kernels. ``wkv_step`` and
+    ``wkv_chunk`` are the model's WKV functions (read at call time: they stay swappable)."""
+
+    def __init__(self, model):
+        from server.model.kernels import fused_triton
+
+        self.k = fused_triton
+        self.model = model
+        self.stacks = [_stack_layer(lw) for lw in model.layers]
+
+    @staticmethod
+    def write_index(B: int, T: int, keep: Tensor | None, last: Tensor | None,
+                    device) -> Tensor:
+        """[B] int32: the token whose LayerNorm output becomes the shift state (-1: none)."""
+        if last is not None:
+            return last.to(torch.int32)
+        if keep is not None:  # decode with inactive rows
+            return torch.where(keep[:, -1], T - 1, -1).to(torch.int32)
+        return torch.full((B,), T - 1, dtype=torch.int32, device=device)
+
+    def _mix(self, x: Tensor, ln_w, ln_b, prev: Tensor, write: Tensor, mix: Tensor,
+             T: int) -> Tensor:
+        """ln_mix with the shift state updated in place (through a copy when T > 1)."""
+        new_prev = prev if T == 1 else prev.clone()
+        out = self.k.ln_mix(x, ln_w, ln_b, prev, new_prev, write, mix, T, LN_EPS,
+                            self.model.dtype)
+        if new_prev is not prev:
+            prev.copy_(new_prev)
+        return out
+
+    def time_mix(self, i: int, x: Tensor, state, keep8: Tensor | None, write: Tensor, T: int,
+                 v_first: Tensor | None) -> Tensor:
+        """x: [R, C] fp32 residual (updated in place); keep8: [R] int8 or None.
+        Returns v_first (the first layer's value, [R, C])."""
+        m, lw, st = self.model, self.model.layers[i], self.stacks[i]
+        R, C = x.shape
+        B = R // T
+        H, N = m.cfg.n_head, m.cfg.head_size
+        xs = self._mix(x, lw.ln1_w, lw.ln1_b, state.shift[i, 0], write, st.mix_att, T)
+        r, k, v = F.linear(xs[0], lw.wr), F.linear(xs[1], lw.wk), F.linear(xs[2], lw.wv)
+        h = torch.bmm(xs[2:6], st.lora1)  # [4, R, D]
+        h[1].tanh_()
+        h[3].sigmoid_()
+        lora = torch.bmm(h, st.lora2)  # [4, R, C]: v, w, a LoRA outputs and the gate g
+        w, kk, vv, kap, a, bonus = self.k.pre_wkv(
+            r, k, v, lora, v_first, keep8, lw.w0, lw.a0, lw.v0, lw.k_k.view(-1), lw.k_a,
+            lw.r_k, H)
+        S = state.wkv[i]
+        if T == 1:
+            y = m.wkv_step(S, *(t.view(B, H, N) for t in (r, w, kk, vv, kap, a)))
+        else:
+            y = m.wkv_chunk(S, *(t.view(B, T, H, N) for t in (r, w, kk, vv, kap, a)))
+        out = self.k.post_wkv(y.contiguous().view(R, C), vv, lora[3], bonus, lw.lnx_w, lw.lnx_b, GN_EPS,
+                              m.dtype)
+        x.add_(F.linear(out, lw.wo))
+        return v if v_first is None else v_first
+
+    def channel_mix(self, i: int, x: Tensor, state, write: Tensor, T: int) -> None:
+        lw, st = self.model.layers[i], self.stacks[i]
+        xk = self._mix(x, lw.ln2_w, lw.ln2_b, state.shift[i, 1], write, st.mix_ffn, T)[0]
+        h = torch.relu_(F.linear(xk, lw.ffn_key))  # [R, 4C]
+        x.add_(F.linear(h.mul_(h), lw.ffn_value))
+
+    def forward(self, tokens: Tensor, state, keep: Tensor | None, last: Tensor | None) -> Tensor:
+        """Same contract as RWKV7._forward: tokens [B, T]; returns the residual at ``last``."""
+        B, T = tokens.shape
+        x = self.model.emb[tokens.reshape(-1)].float()  # [R, C] fp32 residual
+        write = self.write_index(B, T, keep, last, x.device)
+        keep8 = None if keep is None else keep.reshape(-1).to(torch.int8)
+        v_first = None
+        for i in range(len(self.model.layers)):
+            v_first = self.time_mix(i, x, state, keep8, write, T, v_first)
+            self.channel_mix(i, x, state, write, T)
+        x = x.view(B, T, -1)
+        if last is None:
+            return x[:, -1]
+        return x[torch.arange(B, device=x.device), last]

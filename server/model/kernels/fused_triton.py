@@ -1,0 +1,179 @@
+"""Triton kernels for the element-wise work around the WKV recurrence (CUDA fast path).
+
+Each replaces a few dozen small torch ops of `forward.py` with one launch (decode at batch 1 is
+bound by the number of launches, not by bytes). Rows are tokens: R = B·T, row p = b·T + t.
+Math is fp32; inputs and outputs keep the storage dtypes stated below.
+
+* `ln_mix`: LayerNorm of the residual, token shift and the lerp mixes of one block:
+  u = LN(x[p]) (rounded to the run dtype like the torch path), u_prev = LN(x[p - 1]) for t > 0 or
+  the shift state for t = 0, out[m, p] = u + (u_prev - u)·mix[m]. The row t == write[b] also
+  stores u as the new shift state of b (write[b] = -1: none, an inactive decode row).
+* `pre_wkv`: decay, in-context rate, normalised key, modified key, value residual mix, the
+  identity-step masking of inactive positions, and the per-head "bonus" sum(r·k'·r_k).
+* `post_wkv`: per-head GroupNorm of y, + bonus·v, times the gate.
+"""
+
+import math
+
+import torch
+import triton
+import triton.language as tl
+from torch import Tensor
+
+DECAY_SCALE = math.exp(-0.5)
+HEAD = 64
+
+
+@triton.jit
+def _layer_norm(x, w, b, m, C, eps):
+    """LayerNorm of a [BLOCK] fp32 row whose first C entries (mask m) are valid."""
+    mean = tl.sum(x, axis=0) / C
+    d = tl.where(m, x - mean, 0.0)
+    var = tl.sum(d * d, axis=0) / C
+    return d * (1.0 / tl.sqrt(var + eps)) * w + b
+
+
+@triton.jit
+def _ln_mix_kernel(x_ptr, lnw_ptr, lnb_ptr, prev_ptr, newprev_ptr, write_ptr, mix_ptr, out_ptr,
+                   T, C, R, eps, M: tl.constexpr, BLOCK: tl.constexpr):
+    p = tl.program_id(0).to(tl.int64)
+    b = p // T
+    t = p % T
+    c = tl.arange(0, BLOCK)
+    m = c < C
+    tc = c * 0 + t                                        # t as a [BLOCK] tensor (for masks)
+    lw = tl.load(lnw_ptr + c, mask=m, other=0.0)
+    lb = tl.load(lnb_ptr + c, mask=m, other=0.0)
+    x = tl.load(x_ptr + p * C + c, mask=m, other=0.0).to(tl.float32)
+    u = _layer_norm(x, lw, lb, m, C, eps).to(out_ptr.dtype.element_ty)
+    xp = tl.load(x_ptr + (p - 1) * C + c, mask=m & (tc > 0), other=0.0).to(tl.float32)
+    up = _layer_norm(xp, lw, lb, m, C, eps).to(out_ptr.dtype.element_ty).to(tl.float32)
+    prev = tl.load(prev_ptr + b * C + c, mask=m & (tc == 0), other=0.0).to(tl.float32)
+    up = tl.where(tc > 0, up, prev)
+    uf = u.to(tl.float32)
+    d = up - uf
+    for i in tl.static_range(M):
+        mix = tl.load(mix_ptr + i * C + c, mask=m, other=0.0).to(tl.float32)
+        tl.store(out_ptr + i * R * C + p * C + c, (uf + d * mix).to(out_ptr.dtype.element_ty),
+                 mask=m)
+    # every thread's shift-state load is consumed above: newprev may alias prev (T = 1)
+    tl.debug_barrier()
+    wt = tl.load(write_ptr + b)
+    tl.store(newprev_ptr + b * C + c, u.to(newprev_ptr.dtype.element_ty), mask=m & (tc == wt))
+
+
+def ln_mix(x: Tensor, ln_w: Tensor, ln_b: Tensor, prev: Tensor, new_prev: Tensor,
+           write: Tensor, mix: Tensor, T: int, eps: float, out_dtype: torch.dtype) -> Tensor:
+    """x: [R, C] fp32 (R = B·T rows, row-major by b then t); ln_w, ln_b: [C] fp32;
+    prev: [B, C] shift state (read at t = 0); new_prev: [B, C] (written at t == write[b]; may be
+    ``prev`` itself only when T = 1); write: [B] int32; mix: [M, C]. Returns [M, R, C]."""
+    R, C = x.shape
+    M = mix.shape[0]
+    assert T == 1 or new_prev.data_ptr() != prev.data_ptr(), "aliasing needs T = 1"
+    out = torch.empty(M, R, C, dtype=out_dtype, device=x.device)
+    block = triton.next_power_of_2(C)
+    _ln_mix_kernel[(R,)](x, ln_w, ln_b, prev, new_prev, write, mix, out, T, C, R, eps,
+                         M=M, BLOCK=block, num_warps=8 if block >= 4096 else 4)
+    return out
+
+
+@triton.jit
+def _pre_wkv_kernel(r_ptr, k_ptr, v_ptr, lora_ptr, vfirst_ptr, keep_ptr,
+                    w0_ptr, a0_ptr, v0_ptr, kk_ptr, ka_ptr, rk_ptr,
+                    w_out, k_out, v_out, kap_out, a_out, bonus_out,
+                    R, C, H, decay_scale,
+                    FIRST: tl.constexpr, HAS_KEEP: tl.constexpr, BH: tl.constexpr,
+                    N: tl.constexpr):
+    p = tl.program_id(0).to(tl.int64)
+    h = tl.arange(0, BH)
+    j = tl.arange(0, N)
+    hm = (h < H)[:, None]
+    ch = h[:, None] * N + j[None, :]                    # [BH, N] channel index
+    o = p * C + ch
+    f32 = tl.float32
+    k = tl.load(k_ptr + o, mask=hm, other=0.0).to(f32)
+    v = tl.load(v_ptr + o, mask=hm, other=0.0).to(f32)
+    r = tl.load(r_ptr + o, mask=hm, other=0.0).to(f32)
+    wl = tl.load(lora_ptr + R * C + o, mask=hm, other=0.0).to(f32)
+    al = tl.load(lora_ptr + 2 * R * C + o, mask=hm, other=0.0).to(f32)
+    w0 = tl.load(w0_ptr + ch, mask=hm, other=0.0).to(f32)
+    a0 = tl.load(a0_ptr + ch, mask=hm, other=0.0).to(f32)
+    w = tl.exp(-decay_scale * tl.sigmoid(w0 + wl))
+    a = tl.sigmoid(a0 + al)
+    kk = k * tl.load(kk_ptr + ch, mask=hm, other=0.0)
+    norm = tl.sqrt(tl.sum(kk * kk, axis=1))             # [BH]
+    kap = kk / tl.maximum(norm, 1e-12)[:, None]
+    kp = k * (1.0 + (a - 1.0) * tl.load(ka_ptr + ch, mask=hm, other=0.0))
+    if not FIRST:
+        vl = tl.load(lora_ptr + o, mask=hm, other=0.0).to(f32)
+        vf = tl.load(vfirst_ptr + o, mask=hm, other=0.0).to(f32)
+        v0 = tl.load(v0_ptr + ch, mask=hm, other=0.0).to(f32)
+        v = v + (vf - v) * tl.sigmoid(v0 + vl)
+    bonus = tl.sum(r * kp * tl.load(rk_ptr + ch, mask=hm, other=0.0), axis=1)  # [BH]
+    if HAS_KEEP:
+        keep = (tl.load(keep_ptr + p + ch * 0) != 0)
+        w = tl.where(keep, w, 1.0)
+        kp = tl.where(keep, kp, 0.0)
+        v = tl.where(keep, v, 0.0)
+        kap = tl.where(keep, kap, 0.0)
+    tl.store(w_out + o, w, mask=hm)
+    tl.store(k_out + o, kp, mask=hm)
+    tl.store(v_out + o, v, mask=hm)
+    tl.store(kap_out + o, kap, mask=hm)
+    tl.store(a_out + o, a, mask=hm)
+    tl.store(bonus_out + p * H + h, bonus, mask=h < H)
+
+
+def pre_wkv(r: Tensor, k: Tensor, v: Tensor, lora: Tensor, v_first: Tensor | None,
+            keep: Tensor | None, w0: Tensor, a0: Tensor, v0: Tensor | None, k_k: Tensor,
+            k_a: Tensor, r_k: Tensor, n_head: int) -> tuple[Tensor, ...]:
+    """r, k, v: [R, C] run dtype (matmul outputs); lora: [4, R, C] (v, w, a, g LoRA outputs);
+    v_first: [R, C] or None (first layer: v is the value); keep: [R] bool or None;
+    w0, a0, v0: [C] run dtype; k_k, k_a, r_k: [C] fp32.
+    Returns (w, k', v', kappa, a) [R, C] fp32 — masked to identity steps where keep is False —
+    and bonus [R, H] fp32."""
+    R, C = r.shape
+    f32 = dict(dtype=torch.float32, device=r.device)
+    outs = tuple(torch.empty(R, C, **f32) for _ in range(5))
+    bonus = torch.empty(R, n_head, **f32)
+    first = v_first is None
+    _pre_wkv_kernel[(R,)](r, k, v, lora, v if first else v_first,
+                          keep if keep is not None else r, w0, a0, w0 if first else v0,
+                          k_k, k_a, r_k, *outs, bonus, R, C, n_head, DECAY_SCALE,
+                          FIRST=first, HAS_KEEP=keep is not None,
+                          BH=triton.next_power_of_2(n_head), N=HEAD, num_warps=4)
+    return outs + (bonus,)
+
+
+@triton.jit
+def _post_wkv_kernel(y_ptr, v_ptr, g_ptr, bonus_ptr, lw_ptr, lb_ptr, out_ptr,
+                     C, H, eps, BH: tl.constexpr, N: tl.constexpr):
+    p = tl.program_id(0).to(tl.int64)
+    h = tl.arange(0, BH)
+    j = tl.arange(0, N)
+    hm = (h < H)[:, None]
+    ch = h[:, None] * N + j[None, :]
+    o = p * C + ch
+    y = tl.load(y_ptr + o, mask=hm, other=0.0).to(tl.float32)
+    mean = tl.sum(y, axis=1) / N
+    d = y - mean[:, None]
+    var = tl.sum(d * d, axis=1) / N
+    yn = d * (1.0 / tl.sqrt(var + eps))[:, None]
+    yn = yn * tl.load(lw_ptr + ch, mask=hm, other=0.0) + tl.load(lb_ptr + ch, mask=hm, other=0.0)
+    bonus = tl.load(bonus_ptr + p * H + h, mask=h < H, other=0.0)
+    v = tl.load(v_ptr + o, mask=hm, other=0.0).to(tl.float32)
+    g = tl.load(g_ptr + o, mask=hm, other=0.0).to(tl.float32)
+    out = (yn + bonus[:, None] * v) * g
+    tl.store(out_ptr + o, out.to(out_ptr.dtype.element_ty), mask=hm)
+
+
+def post_wkv(y: Tensor, v: Tensor, g: Tensor, bonus: Tensor, ln_w: Tensor, ln_b: Tensor,
+             eps: float, out_dtype: torch.dtype) -> Tensor:
+    """y: [R, C] (WKV output); v: [R, C] (mixed value); g: [R, C] gate; bonus: [R, H];
+    ln_w, ln_b: [C] fp32. Returns (GroupNorm_H(y) + bonus·v)·g: [R, C] in out_dtype."""
+    R, C = y.shape
+    H = bonus.shape[1]
+    out = torch.empty(R, C, dtype=out_dtype, device=y.device)
+    _post_wkv_kernel[(R,)](y, v, g, bonus, ln_w, ln_b, out, C, H, eps,
+                           BH=triton.next_power_of_2(H), N=HEAD, num_warps=4)
+    return out
