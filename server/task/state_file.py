@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import io
 import json
+import pickle
 import re
 import struct
 import zipfile
@@ -86,7 +87,7 @@ def read_state_file(data: bytes, cfg, layout: str = "vk") -> StateFile:
     """Parse ``data`` (either format) for a model with config ``cfg``; see the module doc."""
     if layout not in ("vk", "kv"):
         raise StateFileError(f"layout must be 'vk' or 'kv', not {layout!r}")
-    if data[:2] == b"PK" or data[:1] == b"\x80":
+    if data[8:9] != b"{" and (data[:2] == b"PK" or data[:1] == b"\x80"):  # zip or pickle
         tensors, meta = _read_pth(data), {}
     else:
         tensors, meta = _read_safetensors(data)
@@ -106,8 +107,8 @@ def _keys(tensors: dict) -> str:
 def _read_pth(data: bytes) -> dict:
     try:
         obj = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
-    except (RuntimeError, EOFError, ValueError, zipfile.BadZipFile, AttributeError,
-            ImportError, IndexError, KeyError) as e:
+    except (pickle.UnpicklingError, RuntimeError, EOFError, ValueError, zipfile.BadZipFile,
+            AttributeError, ImportError, IndexError, KeyError) as e:
         raise StateFileError(f"cannot read the file as a PyTorch state file (corrupt, or not a "
                              f"dict of tensors): {type(e).__name__}: "
                              f"{str(e).strip().splitlines()[0][:200] if str(e).strip() else ''}")

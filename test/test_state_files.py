@@ -1,0 +1,148 @@
+"""State files: exported-state round trip, state-tuning ``.pth`` import (layout), errors that name
+the problem, and a template built from a file generating what the same state generates directly."""
+
+import io
+import json
+import struct
+
+import pytest
+import torch
+
+from server.model.state import State
+from server.scheduler import DynamicScheduler
+from server.task.cache_origin import origin_of, state_origin
+from server.task.state_file import (FORMAT, StateFileError, StateShapeError, encode_state_file,
+                                    read_state_file)
+from server.task.state_templates import export_state, template_name, template_task
+from server.task.task import Task
+
+
+def random_state(cfg, seed=0, dtype=torch.float32) -> State:
+    g = torch.Generator().manual_seed(seed)
+    L, C, H, N = cfg.n_layer, cfg.n_embd, cfg.n_head, cfg.head_size
+    return State(torch.randn(L, 2, 1, C, generator=g).to(dtype),
+                 (torch.randn(L, 1, H, N, N, generator=g) * 0.1).to(dtype))
+
+
+def tuning_file(cfg, seed=0, dtype=torch.bfloat16, scale=0.1, **override) -> bytes:
+    g = torch.Generator().manual_seed(seed)
+    H, N = cfg.n_head, cfg.head_size
+    sd = {f"blocks.{i}.att.time_state": (torch.randn(H, N, N, generator=g) * scale).to(dtype)
+          for i in range(cfg.n_layer)}
+    sd.update(override)
+    buf = io.BytesIO()
+    torch.save({k: v for k, v in sd.items() if v is not None}, buf)
+    return buf.getvalue()
+
+
+def test_exported_state_round_trip_is_exact(tiny_loader):
+    cfg = tiny_loader.cfg
+    for dtype in (torch.float32, torch.float16, torch.bfloat16):
+        st = random_state(cfg, 1, dtype)
+        data = encode_state_file(st, cfg, [5, 6, 7], 8)
+        sf = read_state_file(data, cfg)
+        assert sf.kind == FORMAT and sf.history == [5, 6, 7] and sf.current_token == 8
+        assert torch.equal(sf.state.shift, st.shift.float())
+        assert torch.equal(sf.state.wkv, st.wkv.float())
+    # header lengths whose first byte looks like a pickle opcode (0x80) still read as safetensors
+    first = set()
+    for n in range(80):
+        data = encode_state_file(st, cfg, list(range(1000, 1000 + n)))
+        first.add(data[0])
+        assert read_state_file(data, cfg).history == list(range(1000, 1000 + n))
+    assert 0x80 in first
+    # the layout is plain safetensors: header length, JSON header, raw bytes
+    (n,) = struct.unpack("<Q", data[:8])
+    header = json.loads(data[8:8 + n])
+    assert header["wkv"]["shape"] == [cfg.n_layer, cfg.n_head, cfg.head_size, cfg.head_size]
+    assert header["__metadata__"]["format"] == FORMAT
+
+
+def test_state_tuning_file_layout(tiny_loader):
+    cfg = tiny_loader.cfg
+    data = tuning_file(cfg, 3)
+    sd = torch.load(io.BytesIO(data), weights_only=True)
+    vk = read_state_file(data, cfg)
+    kv = read_state_file(data, cfg, layout="kv")
+    assert vk.kind == "state-tuning" and vk.history == [] and vk.current_token is None
+    for i in range(cfg.n_layer):
+        t = sd[f"blocks.{i}.att.time_state"].float()
+        assert torch.equal(vk.state.wkv[i, 0], t)  # rows = value index, as State.wkv
+        assert torch.equal(kv.state.wkv[i, 0], t.transpose(1, 2))
+    assert not vk.state.shift.any()
+
+
+@pytest.mark.parametrize("override, message", [
+    ({"blocks.1.att.time_state": torch.zeros(2, 64, 32)}, "blocks.1.att.time_state has shape"),
+    ({"blocks.1.att.time_state": None}, "layers 0-0 (1); the loaded model has 2 layers"),
+    ({"blocks.2.att.time_state": torch.zeros(2, 64, 64)}, "layers 0-2 (3)"),
+    ({"blocks.0.att.time_state": torch.full((2, 64, 64), float("nan"))}, "NaN"),
+])
+def test_state_tuning_file_that_does_not_fit(tiny_loader, override, message):
+    with pytest.raises(StateShapeError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        read_state_file(tuning_file(tiny_loader.cfg, **override), tiny_loader.cfg)
+
+
+def test_unreadable_files(tiny_loader, tiny_model_path):
+    cfg = tiny_loader.cfg
+    for data, message in ((b"not a state", "neither a PyTorch"), (b"PK\x03\x04junk", "cannot read"),
+                          (b"", "too short")):
+        with pytest.raises(StateFileError, match=message) as e:
+            read_state_file(data, cfg)
+        assert not isinstance(e.value, StateShapeError)
+    buf = io.BytesIO()
+    torch.save({"weights": [1, 2]}, buf)  # not tensors
+    with pytest.raises(StateFileError, match="not a dict of tensors"):
+        read_state_file(buf.getvalue(), cfg)
+    with open(tiny_model_path, "rb") as f:  # a model, not a state
+        with pytest.raises(StateFileError, match="no state in the file"):
+            read_state_file(f.read(), cfg)
+
+
+def test_exported_state_of_another_model(tiny_loader):
+    cfg = tiny_loader.cfg
+    other = type(cfg)(**{**cfg.__dict__, "n_layer": 3})
+    data = encode_state_file(random_state(other), other)
+    with pytest.raises(StateShapeError, match=r"shift has shape \[3, 2, 128\], the loaded model"):
+        read_state_file(data, cfg)
+    bad = encode_state_file(random_state(cfg), cfg, [cfg.vocab_size + 5])
+    with pytest.raises(StateShapeError, match="outside the model's vocabulary"):
+        read_state_file(bad, cfg)
+
+
+def test_template_from_file_generates_as_the_state_itself(tiny_loader):
+    """A template imported from a state-tuning file, forked and continued, gives the tokens a
+    task holding that state directly gives; its cache origin is content-based."""
+    cfg = tiny_loader.cfg
+    sf = read_state_file(tuning_file(cfg, 5, scale=20.0), cfg)
+    tpl = template_task("tuned", sf, dict(max_tokens=10, temperature=0.0))
+    assert tpl.task_id == "_tuned" and template_name("_x") == "_x"
+    assert origin_of(tpl) == state_origin(sf.state, 0) != ""
+    prompt = tiny_loader.encode("Hi")
+    direct = Task(prompt, max_tokens=10, temperature=0.0)
+    direct.state = State(sf.state.shift.clone(), sf.state.wkv.clone())
+    forked = tpl.fork("TMP_x")
+    forked.continue_gen(prompt)
+    zero = Task(prompt, max_tokens=10, temperature=0.0)
+    sched = DynamicScheduler(tiny_loader, max_batch_size=4, buffer_size=4)
+    for t in (direct, forked, zero):
+        sched.add_task(t)
+    sched.run()
+    assert forked.output == direct.output != zero.output
+    # exporting the fork and reading it back gives its state and tokens
+    back = read_state_file(export_state(forked, cfg), cfg)
+    assert back.history == forked.history and back.current_token == forked.current_token
+    assert torch.equal(back.state.wkv, forked.state.wkv.float())
+
+
+def test_pickled_objects_are_refused(tiny_loader):
+    """A .pth that needs arbitrary unpickling is never executed (weights_only)."""
+    import pickle
+
+    class Boom:
+        def __reduce__(self):
+            return (print, ("pwned",))
+
+    data = pickle.dumps({"blocks.0.att.time_state": Boom()}, protocol=2)
+    with pytest.raises(StateFileError, match="cannot read the file as a PyTorch state file"):
+        read_state_file(data, tiny_loader.cfg)
