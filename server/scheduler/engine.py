@@ -12,11 +12,13 @@ tokens but ``current_token`` consumed".
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 import torch
 
 from server.model.sampler import BatchSampler, SamplingBatch
+from server.scheduler.slots import SlotBuffers
 
 EOS_TOKEN = 0
 NEWLINE_TOKENS = (11, 261)  # "\n", "\n\n"
@@ -36,44 +38,74 @@ class PulseResult:
 
 
 class BatchEngine:
+    """Slot tensors are views of the first ``capacity`` rows of ``SlotBuffers`` allocated for the
+    largest capacity seen (see slots.py); ``resize`` within that is an in-place compaction."""
+
     def __init__(self, model, sampler: BatchSampler | None = None):
         self.model = model
         self.device = torch.device(model.device)
         self.vocab_size = model.cfg.vocab_size
         self.sampler = sampler or BatchSampler(self.vocab_size, self.device)
         self.capacity = 0
-        self._alloc(1)
+        self.unload_stats = [0, 0.0]  # tasks unloaded, seconds spent
+        self._buf = SlotBuffers(model, self.vocab_size, 1, self.device)
+        self._view(1)
 
     # ---- slot storage ----------------------------------------------------------------
-    def _alloc(self, cap: int) -> None:
-        dev = self.device
+    def _view(self, cap: int) -> None:
+        """Point the slot tensors at the first ``cap`` rows of the buffers."""
+        b = self._buf
         self.capacity = cap
-        self.state = self.model.new_state(cap)  # shift [L,2,cap,C], wkv [L,cap,H,N,N]
-        self.samp = SamplingBatch.empty(cap, self.vocab_size, dev)
-        self.cur = torch.zeros(cap, dtype=torch.long, device=dev)  # [cap] next input token
-        self.n_gen = torch.zeros(cap, dtype=torch.long, device=dev)  # [cap] generated this round
-        self.max_new = torch.zeros(cap, dtype=torch.long, device=dev)  # [cap] max_tokens
-        self.live = torch.zeros(cap, dtype=torch.bool, device=dev)  # [cap] decoding
-        pin = dev.type == "cuda"
-        self.stop_host = torch.zeros(cap, dtype=torch.bool, pin_memory=pin)  # [cap] host flags
-        self.stop_dev = self.stop_host if dev.type == "cpu" else torch.zeros_like(self.live)
+        self.state = b.state_view(cap)  # shift [L,2,cap,C], wkv [L,cap,H,N,N]
+        self.samp = b.samp_view(cap)
+        self.cur, self.n_gen, self.max_new, self.live = (b.vectors[k][:cap] for k in
+                                                          ("cur", "n_gen", "max_new", "live"))
+        self.stop_host = b.stop_host[:cap]  # [cap] host flags (pinned on CUDA)
+        self.stop_dev = b.stop_dev[:cap]
 
     def resize(self, cap: int, keep: list[int]) -> None:
-        """Reallocate to ``cap`` slots, moving rows ``keep`` to slots ``0..len(keep)-1``."""
+        """Set the capacity to ``cap`` slots, moving rows ``keep`` to slots ``0..len(keep)-1``;
+        the other slots become free. Up to the allocated rows this moves rows in place (the
+        state keeps its address, so each capacity's decode graph stays valid); beyond, every
+        buffer is reallocated and the graphs dropped. On CUDA it returns once the copies are
+        done, so a caller's timing of it is the real one."""
         assert len(keep) <= cap
-        old_state, old_samp = self.state, self.samp
-        old = (self.cur, self.n_gen, self.max_new, self.live, self.stop_host)
-        self._alloc(cap)
-        if not keep:
-            return
-        idx = torch.tensor(keep, dtype=torch.long, device=self.device)
-        dst = list(range(len(keep)))
-        self.state.assign(dst, old_state.select(idx))
-        self.samp.assign(dst, old_samp.select(idx))
-        n = len(keep)
-        for new_t, old_t in zip((self.cur, self.n_gen, self.max_new, self.live), old[:4]):
-            new_t[:n] = old_t[idx]
-        self.stop_host[:n] = old[4][idx.cpu()]
+        if cap > self._buf.rows:
+            old, old_cap = self._buf, self.capacity
+            self._buf = SlotBuffers(self.model, self.vocab_size, cap, self.device)
+            self.model.clear_graphs()
+            self._buf.copy_rows(old, old_cap, keep)
+            del old
+        else:
+            self._buf.compact(keep)
+            self._buf.neutral(len(keep), cap)
+        self._view(cap)
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+
+    def release(self) -> None:
+        """Free the slot buffers (one free slot remains) and the captured graphs."""
+        self._buf = SlotBuffers(self.model, self.vocab_size, 1, self.device)
+        self.model.clear_graphs()
+        self._view(1)
+
+    def capture_graphs(self, max_cap: int) -> list[tuple[int, float]]:
+        """Allocate ``max_cap`` rows and capture the decode graph of every power-of-two
+        capacity up to it now (a server's warm-up), rather than in the first pulse at each
+        capacity. Needs no live slot. Returns [(capacity, ms)] (empty without graphs)."""
+        assert not bool(self.live.any()), "capture_graphs needs an idle engine"
+        cap0 = self.capacity
+        self.resize(max(max_cap, cap0), [])
+        graphed = getattr(self.model, "_graphed", None)
+        done = len(graphed.captures) if graphed is not None else 0
+        cap = 1
+        while graphed is not None and cap <= max_cap:
+            self._view(cap)
+            idle = torch.zeros(cap, dtype=torch.bool, device=self.device)
+            self.model.decode(self.cur, self.state, active=idle)  # identity steps
+            cap *= 2
+        self._view(cap0)
+        return list(graphed.captures[done:]) if graphed is not None else []
 
     # ---- moving tasks in and out -------------------------------------------------------
     def load(self, slots: list[int], tasks: list) -> None:
@@ -115,6 +147,7 @@ class BatchEngine:
         """Copy state, penalties and random-stream position of ``slots`` back to the tasks (CPU)."""
         if not slots:
             return
+        t0 = time.perf_counter()
         idx = torch.tensor(slots, dtype=torch.long, device=self.device)
         states = self.state.select(idx).to(device="cpu")
         penalties = self.samp.penalties[idx].to("cpu")
@@ -124,6 +157,8 @@ class BatchEngine:
             task.penalties = penalties[i].clone()
             task.rng_counter = counters[i]
         self.live[idx] = False
+        self.unload_stats[0] += len(slots)
+        self.unload_stats[1] += time.perf_counter() - t0
 
     def free(self, slots: list[int]) -> None:
         if slots:
@@ -152,8 +187,11 @@ class BatchEngine:
         for s in range(steps):
             if dev.type == "cuda":
                 self.stop_dev.copy_(self.stop_host, non_blocking=True)
-            reason.masked_fill_(~done & self.stop_dev, REASON_STOP)
-            active = ~done & ~self.stop_dev
+            # one snapshot per step: on the CPU stop_dev is the host tensor, which stop() may flip
+            # between these two lines (a row would end with no reason and never be released)
+            stop = self.stop_dev.clone()
+            reason.masked_fill_(~done & stop, REASON_STOP)
+            active = ~done & ~stop
             logits = self.model.decode(self.cur, self.state, active=active)  # [cap, V]
             tok = self.sampler.sample(logits, self.samp, active=active)  # [cap]
             after_newline = (self.cur == NEWLINE_TOKENS[0]) | (self.cur == NEWLINE_TOKENS[1])
@@ -167,6 +205,8 @@ class BatchEngine:
             reason.masked_fill_(ok & (self.n_gen >= self.max_new), REASON_LENGTH)
             done = done | ~active | is_eos | (self.n_gen >= self.max_new)
         self.live &= ~done
-        out_h, valid_h = out.cpu(), valid.cpu()  # the pulse's one synchronisation
+        packed = torch.cat([out, valid.long(), reason[:, None], self.cur[:, None]], 1)
+        packed = packed.cpu()  # the pulse's one synchronisation
+        out_h, valid_h = packed[:, :steps], packed[:, steps:2 * steps].bool()
         tokens = [row[m].tolist() for row, m in zip(out_h, valid_h)]
-        return PulseResult(tokens, reason.cpu().tolist(), self.cur.cpu().tolist())
+        return PulseResult(tokens, packed[:, 2 * steps].tolist(), packed[:, -1].tolist())
