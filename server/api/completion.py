@@ -14,8 +14,9 @@ import asyncio
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
-from server.api.bridge import follow, wait_finished
+from server.api.bridge import follow
 from server.api.splitter import OutputSplitter, Piece
+from server.api.stopping import stop_and_wait, stop_in_background, stop_tasks
 from server.task.task import Task, new_task_id
 
 SEED_MOD = 1 << 62  # seeds stay in the sampler's int64 range
@@ -55,8 +56,7 @@ def submit(scheduler, tasks: list[Task]) -> None:
             scheduler.add_task(task)
             added.append(task)
     except Exception:
-        for task in added:
-            task.stop()
+        stop_tasks(added)
         raise
 
 
@@ -80,9 +80,9 @@ async def _follow(choice: Choice, tokenizer, queue: asyncio.Queue) -> None:
         for piece in pieces:
             await queue.put((choice, piece))
         if splitter.stopped:
-            task.stop()  # a stop string or the turn boundary: the rest is never sent
-            break
-    await wait_finished(task)  # usage counts what was generated, up to the stop
+            break  # a stop string or the turn boundary: the rest is never sent
+    if splitter.stopped:
+        await stop_and_wait(task)  # usage counts what was generated, up to the stop
     if task.finish_reason == "error":
         choice.error = task.error or "generation failed"
 
@@ -93,7 +93,7 @@ async def _produce(choice: Choice, tokenizer, queue: asyncio.Queue) -> None:
         await _follow(choice, tokenizer, queue)
     except Exception as e:  # reported to the client, never a hung stream
         choice.error = f"{type(e).__name__}: {e}"
-        choice.task.stop()
+        stop_in_background([choice.task])
     choice.finish_reason = final_reason(choice)
     await queue.put((choice, None))
 
@@ -110,9 +110,7 @@ async def run_choices(choices: list[Choice], tokenizer) -> AsyncIterator[tuple[C
                 open_choices -= 1
             yield choice, piece
     finally:
-        for c in choices:
-            if not c.task.is_finished:
-                c.task.stop()
+        stop_in_background([c.task for c in choices])
         for p in producers:
             p.cancel()
 

@@ -22,6 +22,7 @@ import os
 import secrets
 import time
 
+import anyio
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from sse_starlette.sse import EventSourceResponse, ServerSentEvent
@@ -34,7 +35,10 @@ from server.api.routes.openai_format import (Reply, chat_body, chat_events, comp
                                              completion_events)
 from server.api.routes.openai_schemas import (ChatRequest, CompletionRequest, OpenAIError,
                                               parse_request)
+from server.api.safe_json import utf8_safe
 from server.api.splitter import OutputSplitter
+from server.api.task_stream import SHUTDOWN_GRACE_S
+from server.api.stopping import stop_in_background
 from server.api.tools import parse_tools, tools_active
 from server.scheduler import QueueFull
 
@@ -43,6 +47,12 @@ ALIAS = "rwkv-7"
 MAX_CHOICES = 128  # tasks one request may start (prompts × n)
 PING_SECONDS = 15
 STARTED = int(time.time())  # "created" of a model whose file is gone (demo weights)
+
+
+def _body_doc(model) -> dict:
+    """The OpenAPI request body of a route that reads its own JSON (for /docs and fuzzing)."""
+    return {"requestBody": {"required": True, "content": {
+        "application/json": {"schema": model.model_json_schema()}}}}
 
 
 def _clamp(x: float) -> float:
@@ -80,29 +90,39 @@ def _submit(rt, tasks) -> None:
 
 
 def _reply(rt, req, prefix: str, prompt_tokens: int) -> Reply:
-    return Reply(f"{prefix}-{secrets.token_hex(12)}", int(time.time()), req.model or rt.model_name,
-                 prompt_tokens, req.include_usage)
+    model = utf8_safe(req.model or rt.model_name)  # echoed: never a lone surrogate
+    return Reply(f"{prefix}-{secrets.token_hex(12)}", int(time.time()), model, prompt_tokens,
+                 req.include_usage)
 
 
 def _sse(events, choices: list[Choice]) -> EventSourceResponse:
     """``data: <json>\\n\\n`` events only; keep-alives are ``: ping`` comments. A client that
-    disconnects stops the tasks at once (the generator's own clean-up stops them too)."""
+    disconnects stops the tasks at once (the generator's own clean-up stops them too). When the
+    server shuts down the tasks are stopped, so the stream still ends normally (last chunk with
+    its ``finish_reason``, ``[DONE]``) within ``SHUTDOWN_GRACE_S``."""
     async def on_close(_message) -> None:
+        stop_in_background([c.task for c in choices])
+
+    shutdown = anyio.Event()
+
+    async def stop_on_shutdown() -> None:
+        await shutdown.wait()
         for c in choices:
             c.task.stop()
 
     return EventSourceResponse(events, sep="\n", ping=PING_SECONDS,
                                ping_message_factory=lambda: ServerSentEvent(comment="ping", sep="\n"),
                                headers={"Cache-Control": "no-cache"},
-                               client_close_handler_callable=on_close)
+                               client_close_handler_callable=on_close,
+                               shutdown_event=shutdown, shutdown_grace_period=SHUTDOWN_GRACE_S,
+                               data_sender_callable=stop_on_shutdown)
 
 
 async def _watch_disconnect(request: Request, choices: list[Choice]) -> None:
     while True:
         await asyncio.sleep(0.25)
         if await request.is_disconnected():
-            for c in choices:
-                c.task.stop()
+            stop_in_background([c.task for c in choices])
             return
 
 
@@ -160,7 +180,7 @@ async def retrieve_model(model_id: str, request: Request):
 
 
 # ---- chat --------------------------------------------------------------------------------------
-@router.post("/v1/chat/completions")
+@router.post("/v1/chat/completions", openapi_extra=_body_doc(ChatRequest))
 @_openai_errors
 async def chat_completions(request: Request):
     """OpenAI chat completion over the RWKV g1 chat prompt (see ``server.api.chat``)."""
@@ -212,7 +232,7 @@ async def _prompt_tokens(rt, prompt) -> list[tuple[str, list[int]]]:
     return out
 
 
-@router.post("/v1/completions")
+@router.post("/v1/completions", openapi_extra=_body_doc(CompletionRequest))
 @_openai_errors
 async def completions(request: Request):
     """OpenAI (legacy) text completion: the prompt is continued as is."""
@@ -236,7 +256,7 @@ async def completions(request: Request):
     for i, (text, toks) in enumerate(prompts):
         tasks = make_tasks(toks or [0], n, params, req.seed)  # empty prompt: start a document
         choices += [Choice(i * n + j, t, OutputSplitter("text", req.stop_list),
-                           echo=text if req.echo else "") for j, t in enumerate(tasks)]
+                           echo=utf8_safe(text) if req.echo else "") for j, t in enumerate(tasks)]
     await prepare_tasks(rt, req.model, [c.task for c in choices])  # prefix cache; templates
     _submit(rt, [c.task for c in choices])
     reply = _reply(rt, req, "cmpl", sum(len(t) for _, t in prompts))
