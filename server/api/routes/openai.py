@@ -37,8 +37,8 @@ from server.api.routes.openai_schemas import (ChatRequest, CompletionRequest, Op
                                               parse_request)
 from server.api.safe_json import utf8_safe
 from server.api.splitter import OutputSplitter
+from server.api.stopping import stop_in_background, stop_tasks
 from server.api.task_stream import SHUTDOWN_GRACE_S
-from server.api.stopping import stop_in_background
 from server.api.tools import parse_tools, tools_active
 from server.scheduler import QueueFull
 
@@ -107,8 +107,7 @@ def _sse(events, choices: list[Choice]) -> EventSourceResponse:
 
     async def stop_on_shutdown() -> None:
         await shutdown.wait()
-        for c in choices:
-            c.task.stop()
+        stop_tasks([c.task for c in choices])
 
     return EventSourceResponse(events, sep="\n", ping=PING_SECONDS,
                                ping_message_factory=lambda: ServerSentEvent(comment="ping", sep="\n"),
