@@ -8,11 +8,13 @@ logits are returned as a copy so that a later replay cannot overwrite them.
 
 from __future__ import annotations
 
+import time
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Callable
 
 import torch
+from loguru import logger
 from torch import Tensor
 
 from server.model.state import State
@@ -37,6 +39,12 @@ class GraphedDecode:
         self.max_graphs = max_graphs
         self.graphs: OrderedDict[tuple, _Graph] = OrderedDict()
         self.pool = None  # one memory pool shared by every graph
+        self.captures: list[tuple[int, float]] = []  # (batch, ms) of each capture, warm-up included
+
+    def clear(self) -> None:
+        """Drop every graph (and their memory pool): e.g. after the state buffer is reallocated."""
+        self.graphs.clear()
+        self.pool = None
 
     @staticmethod
     def _key(state: State, masked: bool) -> tuple:
@@ -48,8 +56,12 @@ class GraphedDecode:
         key = self._key(state, active is not None)
         g = self.graphs.get(key)
         if g is None:
+            t0 = time.perf_counter()
             g = self._capture(tokens, state, active)
             self.graphs[key] = g
+            ms = (time.perf_counter() - t0) * 1e3
+            self.captures.append((tokens.shape[0], ms))
+            logger.info(f"Captured the decode graph for batch {tokens.shape[0]} in {ms:.1f} ms")
             while len(self.graphs) > self.max_graphs:
                 self.graphs.popitem(last=False)
         else:

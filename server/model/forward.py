@@ -97,6 +97,11 @@ class RWKV7:
     def new_state(self, batch: int) -> State:
         return State.zeros(self.cfg, batch, self.device, self.dtype, self.state_dtype)
 
+    def clear_graphs(self) -> None:
+        """Drop the captured decode graphs (they keep their state tensors' addresses)."""
+        if self._graphed is not None:
+            self._graphed.clear()
+
     # ---- public passes -----------------------------------------------------------------
     @torch.no_grad()
     def decode(self, tokens: Tensor, state: State, active: Tensor | None = None) -> Tensor:

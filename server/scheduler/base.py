@@ -183,7 +183,7 @@ class BaseScheduler:
         for slot, task in enumerate(self.slots):
             if task is not None:
                 self._release([slot], "abort")
-        self.engine.resize(1, [])
+        self.engine.release()  # frees the slot buffers and the decode graphs
         self.slots = [None]
         if self.prefix_cache is not None:
             self.prefix_cache.clear()

@@ -1,0 +1,157 @@
+"""Shared pieces of the benchmarks: random models built in memory, dummy tasks, GPU memory,
+the roofline, and markdown tables.
+
+Random weights are generated directly on the device in the run dtype (no 5.5 GB file): speed
+does not depend on the weights' values. Ceilings are the ones measured on the H200 machine
+(device copy 4.3 TB/s counting bytes read + written; dense bf16/fp16 products ~790 TFLOP/s).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import torch
+
+BANDWIDTH = 4.3e12  # bytes/s, measured device-to-device copy (read + write)
+MATMUL_FLOPS = 790e12  # FLOP/s, measured dense bf16 8192^3 product
+MATMUL_WEIGHTS = ("wr", "wk", "wv", "wo", "w1", "w2", "a1", "a2", "v1", "v2", "g1", "g2",
+                  "ffn_key", "ffn_value")
+DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}
+
+
+def default_device() -> str:
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def build_model(preset: str, device: str | None = None, dtype: str = "fp16",
+                state_dtype: str = "fp32", seed: int = 0, **kw):
+    """RWKV7 with random weights of ``preset``, generated on ``device`` in ``dtype``."""
+    from server.model.checkpoint import infer_config
+    from server.model.forward import RWKV7
+    from server.model.random import PRESETS, make_random_state_dict
+
+    device = device or default_device()
+    if device == "cpu" and dtype == "fp16":
+        dtype = "fp32"
+    L, C = PRESETS[preset]
+    sd = make_random_state_dict(L, C, seed=seed, dtype=DTYPES[dtype], device=device)
+    cfg = infer_config(sd)
+    model = RWKV7(sd, cfg, device=device, dtype=DTYPES[dtype],
+                  state_dtype=DTYPES[state_dtype], **kw)
+    del sd
+    return model
+
+
+class BenchLoader:
+    """What the scheduler needs of a loader (model, encode, decode) around an in-memory model."""
+
+    def __init__(self, model, name: str):
+        from server.model.tokenizer import Tokenizer
+
+        self.model, self.cfg, self.name = model, model.cfg, name
+        self.tokenizer = Tokenizer()
+
+    def encode(self, text: str) -> list[int]:
+        return self.tokenizer.encode(text)
+
+    def decode(self, tokens) -> str:
+        return self.tokenizer.decode(tokens)
+
+
+@dataclass
+class DummyTask:
+    """The attributes BatchEngine.load reads (a fresh task with the stress test's sampling)."""
+
+    temperature: float = 1.0
+    top_p: float = 0.3
+    top_k: int = 50
+    presence_penalty: float = 0.0
+    repetition_penalty: float = 0.0
+    penalty_decay: float = 1.0
+    seed: int = 0
+    rng_counter: int = 0
+    state: object = None
+    penalties: object = None
+
+
+def sync(device) -> None:
+    if torch.device(device).type == "cuda":
+        torch.cuda.synchronize()
+
+
+def timed(fn, device) -> tuple[float, object]:
+    """(seconds, result) of fn(), the device synchronised before and after."""
+    sync(device)
+    t0 = time.perf_counter()
+    out = fn()
+    sync(device)
+    return time.perf_counter() - t0, out
+
+
+def memory() -> dict:
+    """GPU memory in GB: now allocated, peak allocated, reserved by the caching allocator."""
+    if not torch.cuda.is_available():
+        return dict(alloc=0.0, peak=0.0, reserved=0.0)
+    g = 2 ** 30
+    return dict(alloc=torch.cuda.memory_allocated() / g,
+                peak=torch.cuda.max_memory_allocated() / g,
+                reserved=torch.cuda.memory_reserved() / g)
+
+
+def free_memory() -> None:
+    import gc
+
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats()
+
+
+def model_bytes(model) -> int:
+    """Bytes of the weights read by one decode step (every weight but the embedding table,
+    of which one row a token is read)."""
+    total = model.head.numel() * model.head.element_size()
+    for lw in model.layers:
+        for t in vars(lw).values():
+            if isinstance(t, torch.Tensor):
+                total += t.numel() * t.element_size()
+    return total
+
+
+def matmul_params(model) -> int:
+    """Parameters in matrix products per token (2-D weights of the layers, and the head)."""
+    n = model.head.numel()
+    for lw in model.layers:
+        n += sum(getattr(lw, k).numel() for k in MATMUL_WEIGHTS if getattr(lw, k) is not None)
+    return n
+
+
+def state_bytes(model) -> int:
+    """Bytes of one slot's recurrent state (WKV + token shift)."""
+    cfg = model.cfg
+    wkv = cfg.n_layer * cfg.n_head * cfg.head_size ** 2 * torch.finfo(model.state_dtype).bits // 8
+    shift = cfg.n_layer * 2 * cfg.n_embd * torch.finfo(model.dtype).bits // 8
+    return wkv + shift
+
+
+def roofline(model, batch: int, tokens_per_row: int = 1) -> dict:
+    """Floors of one decode step (tokens_per_row = 1) or one prefill pass: bytes (weights once +
+    each row's state read and written) over the bandwidth, FLOPs (2 x params x tokens) over the
+    matrix rate."""
+    nbytes = model_bytes(model) + 2 * batch * state_bytes(model)
+    flops = 2 * matmul_params(model) * batch * tokens_per_row
+    return dict(bytes=nbytes, flops=flops, t_mem=nbytes / BANDWIDTH, t_flop=flops / MATMUL_FLOPS)
+
+
+def table(header: list[str], rows: list[list]) -> str:
+    """A markdown table."""
+    out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    out += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
+    return "\n".join(out)
+
+
+def gpu_name() -> str:
+    if torch.cuda.is_available():
+        return f"{torch.cuda.get_device_name()} · torch {torch.__version__}"
+    return f"CPU · torch {torch.__version__}"

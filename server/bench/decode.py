@@ -1,0 +1,110 @@
+"""Decode benchmark: BatchEngine pulses (forward + sampling + end-of-generation bookkeeping, as
+the scheduler runs them) with every slot live, on random weights.
+
+    python -m server.bench decode --preset 2.9b --batch 1,32,256,1024 --state-dtype fp32,fp16
+    python -m server.bench decode --preset 7.2b --batch 256 --fused 0      # an ablation
+
+Per batch size: a first pulse (graph capture, kernel compilation) is timed apart, then
+``--pulses`` pulses of ``--steps`` steps; the median pulse gives ms/step and tokens/s. Sampling is
+the stress test's (temperature 1, top-p 0.3, top-k 50). Rows that end (a sampled EOS) are
+restarted between pulses. Memory: peak allocated / reserved since the engine was made (the
+weights included). Roofline: weights once + each slot's state read and written over 4.3 TB/s,
+2 x matmul parameters x batch over 790 TFLOP/s; "of mem" / "of FLOP" = floor / measured.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+
+import torch
+
+from server.bench import common
+
+
+def bench_batch(model, B: int, steps: int, pulses: int) -> dict:
+    from server.scheduler.engine import RUNNING, BatchEngine
+
+    dev = model.device
+    common.free_memory()
+    engine = BatchEngine(model)
+    engine.resize(B, [])
+    slots = list(range(B))
+    engine.load(slots, [common.DummyTask(seed=i) for i in slots])
+    gen = torch.Generator().manual_seed(B)
+    current = torch.randint(100, model.cfg.vocab_size, (B,), generator=gen).tolist()
+    engine.start(slots, current, [1 << 30] * B)
+    first, res = common.timed(lambda: engine.pulse(steps), dev)
+    times, tokens = [], []
+    for _ in range(pulses):
+        ended = [i for i in slots if res.reason[i] != RUNNING]
+        if ended:
+            engine.start(ended, [1] * len(ended), [1 << 30] * len(ended))
+        dt, res = common.timed(lambda: engine.pulse(steps), dev)
+        times.append(dt)
+        tokens.append(sum(map(len, res.tokens)))
+    i = sorted(range(pulses), key=times.__getitem__)[pulses // 2]
+    mem = common.memory()
+    del engine
+    model.clear_graphs()
+    return dict(B=B, first=first, dt=times[i], tokens=tokens[i], steps=steps, mem=mem,
+                spread=(max(times) - min(times)) / statistics.median(times))
+
+
+def row(model, r: dict) -> list:
+    step = r["dt"] / r["steps"]
+    roof = common.roofline(model, r["B"])
+    floor = max(roof["t_mem"], roof["t_flop"])
+    return [r["B"], f"{step * 1e3:.3f}", f"{r['tokens'] / r['dt']:,.0f}",
+            f"{floor * 1e3:.3f}", f"{roof['t_mem'] / step:.0%}", f"{roof['t_flop'] / step:.0%}",
+            f"{r['mem']['peak']:.2f}", f"{r['mem']['reserved']:.2f}", f"{r['first']:.2f}",
+            f"{r['spread']:.0%}"]
+
+
+HEADER = ["batch", "ms/step", "tok/s", "floor ms", "of mem", "of FLOP", "peak GB", "reserved GB",
+          "1st pulse s", "spread"]
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(prog="python -m server.bench decode", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--preset", default="2.9b")
+    p.add_argument("--batch", default="1,32,256,1024")
+    p.add_argument("--state-dtype", default="fp32", help="comma-separated: fp32,fp16")
+    p.add_argument("--dtype", default="fp16")
+    p.add_argument("--steps", type=int, default=32)
+    p.add_argument("--pulses", type=int, default=5)
+    p.add_argument("--fused", type=int, default=1, help="0: plain torch element-wise ops")
+    p.add_argument("--graphs", type=int, default=1, help="0: eager decode (no CUDA graph)")
+    p.add_argument("--device", default=None)
+    return p.parse_args(argv)
+
+
+def main(argv=None) -> None:
+    args = parse_args(argv)
+    model = common.build_model(args.preset, args.device, args.dtype, "fp32")
+    if not args.fused:
+        model._fused = None
+    if not args.graphs:
+        model._graphed = None
+    weights = common.memory()["alloc"]
+    print(f"# decode · {args.preset} {args.dtype} weights ({weights:.2f} GB on the device) · "
+          f"fused={args.fused} graphs={args.graphs} · {common.gpu_name()}", flush=True)
+    for sd in args.state_dtype.split(","):
+        model.state_dtype = common.DTYPES[sd]
+        rows = []
+        print(f"\n## state {sd}, {args.steps} steps a pulse, median of {args.pulses} pulses",
+              flush=True)
+        for B in map(int, args.batch.split(",")):
+            try:
+                r = bench_batch(model, B, args.steps, args.pulses)
+            except Exception as e:  # keep the other rows (e.g. out of memory)
+                print(f"batch {B}: failed: {e!r:.300}", flush=True)
+                continue
+            rows.append(row(model, r))
+            print(" ".join(map(str, rows[-1])), flush=True)
+        print(common.table(HEADER, rows), flush=True)
+
+
+if __name__ == "__main__":
+    main()

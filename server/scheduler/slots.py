@@ -1,0 +1,89 @@
+"""SlotBuffers: every per-slot tensor of the BatchEngine, allocated once for ``rows`` slots (the
+high-water capacity). The engine works on views of the first ``cap`` rows, so shrinking (and
+growing back up to ``rows``) moves no allocation: live rows are compacted in place and the state
+tensors keep their addresses — which keeps each capacity's captured decode graph valid.
+
+Views: ``wkv[:, :cap]`` and ``shift[:, :, :cap]`` are contiguous within each layer, which is
+all the kernels need (they take one layer's [cap, ...] block at a time).
+"""
+
+from __future__ import annotations
+
+from dataclasses import fields
+
+import torch
+
+from server.model.sampler import SamplingBatch
+from server.model.state import State
+
+VECTORS = {"cur": torch.long, "n_gen": torch.long, "max_new": torch.long, "live": torch.bool}
+NEUTRAL = {"temperature": 1.0, "top_k": 0, "top_p": 1.0, "presence": 0.0, "repetition": 0.0,
+           "decay": 1.0, "penalties": 0.0, "seed": 0, "counter": 0}  # SamplingBatch.empty's rows
+
+
+class SlotBuffers:
+    def __init__(self, model, vocab_size: int, rows: int, device: torch.device):
+        self.rows = rows
+        self.device = device
+        self.state = model.new_state(rows)  # shift [L, 2, rows, C], wkv [L, rows, H, N, N]
+        self.samp = SamplingBatch.empty(rows, vocab_size, device)
+        self.vectors = {k: torch.zeros(rows, dtype=dt, device=device) for k, dt in VECTORS.items()}
+        pin = device.type == "cuda"
+        self.stop_host = torch.zeros(rows, dtype=torch.bool, pin_memory=pin)  # host flags
+        self.stop_dev = self.stop_host if device.type == "cpu" else torch.zeros(
+            rows, dtype=torch.bool, device=device)
+
+    def _samp_tensors(self):
+        return [getattr(self.samp, f.name) for f in fields(self.samp)]
+
+    # ---- views -------------------------------------------------------------------------
+    def state_view(self, cap: int) -> State:
+        return State(self.state.shift[:, :, :cap], self.state.wkv[:, :cap])
+
+    def samp_view(self, cap: int) -> SamplingBatch:
+        return SamplingBatch(**{f.name: getattr(self.samp, f.name)[:cap]
+                                for f in fields(self.samp)})
+
+    # ---- moving rows ---------------------------------------------------------------------
+    def compact(self, keep: list[int]) -> None:
+        """Rows ``keep`` -> rows 0..len(keep)-1, in place (through a gathered copy, so sources
+        and destinations may overlap)."""
+        n = len(keep)
+        if keep == list(range(n)):
+            return
+        idx = torch.tensor(keep, dtype=torch.long, device=self.device)
+        st = self.state
+        st.shift[:, :, :n] = st.shift.index_select(2, idx)
+        st.wkv[:, :n] = st.wkv.index_select(1, idx)
+        for t in self._samp_tensors() + list(self.vectors.values()):
+            t[:n] = t.index_select(0, idx)
+        self.stop_host[:n] = self.stop_host[torch.tensor(keep, dtype=torch.long)]
+        if self.stop_dev is not self.stop_host:
+            self.stop_dev[:n] = self.stop_dev.index_select(0, idx)
+        self.samp.invalidate()
+
+    def copy_rows(self, src: SlotBuffers, cap: int, keep: list[int]) -> None:
+        """Rows ``keep`` of ``src`` (whose view has ``cap`` rows) -> rows 0..len(keep)-1."""
+        if not keep:
+            return
+        idx = torch.tensor(keep, dtype=torch.long, device=self.device)
+        dst = list(range(len(keep)))
+        self.state.assign(dst, src.state_view(cap).select(idx))
+        self.samp.assign(dst, src.samp_view(cap).select(idx))
+        for k, t in self.vectors.items():
+            t[:len(keep)] = src.vectors[k][idx]
+        self.stop_host[:len(keep)] = src.stop_host[torch.tensor(keep, dtype=torch.long)]
+
+    def neutral(self, lo: int, hi: int) -> None:
+        """Rows lo..hi-1 become free slots (not live, neutral sampling rows, no stop flag).
+        Their recurrent state is left as it is: a free row only ever takes identity steps, and
+        ``BatchEngine.load`` writes a row's state before it is used."""
+        if hi <= lo:
+            return
+        for f in fields(self.samp):
+            getattr(self.samp, f.name)[lo:hi] = NEUTRAL[f.name]
+        for t in self.vectors.values():
+            t[lo:hi] = 0
+        self.stop_host[lo:hi] = False
+        self.stop_dev[lo:hi] = False
+        self.samp.invalidate()
