@@ -1,0 +1,208 @@
+"""Prefix cache, state files and /metrics over HTTP (in-process servers on the tiny random model).
+
+Two servers run the same model: ``on`` (prefix cache of 8 MB) and ``off`` (``RWKV_STATE_CACHE_MB=0``);
+replies must be equal, and the ``on`` server's prefill counter (``/health``) must show that only
+new tokens were computed.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from concurrent.futures import ThreadPoolExecutor
+
+import httpx
+import pytest
+import torch
+
+from openai_helpers import LiveServer
+from server.api.chat import build_chat_prompt
+
+TURN = 261  # "\n\n"
+GREEDY = {"temperature": 0, "reasoning_effort": "none"}
+
+
+def make_settings(model, tmp, **kw):
+    from server.config import Settings
+
+    kw = {"api_key": None, **kw}
+    return Settings(model_path=model, demo=None, device="cpu", task_db_path=str(tmp / "t.db"),
+                    verbose=False, buffer_size=8, max_batch_size=64, **kw)
+
+
+@pytest.fixture(scope="module")
+def on(tiny_model_path, tmp_path_factory):
+    with LiveServer(make_settings(tiny_model_path, tmp_path_factory.mktemp("on"),
+                                  state_cache_mb=8)) as srv:
+        with httpx.Client(base_url=srv.url, timeout=120) as c:
+            yield c
+
+
+@pytest.fixture(scope="module")
+def off(tiny_model_path, tmp_path_factory):
+    with LiveServer(make_settings(tiny_model_path, tmp_path_factory.mktemp("off"),
+                                  state_cache_mb=0)) as srv:
+        with httpx.Client(base_url=srv.url, timeout=120) as c:
+            yield c
+
+
+def cache(c: httpx.Client) -> dict:
+    return c.get("/health").json()["prefix_cache"]
+
+
+def stream_text(c: httpx.Client, path: str, body: dict) -> str:
+    """The text of a Task API stream."""
+    with c.stream("POST", path, json={**body, "stream": True}) as r:
+        assert r.status_code == 200, r.read()
+        return "".join(json.loads(line[6:])["data"] for line in r.iter_lines()
+                       if line.startswith("data: {") and '"data"' in line)
+
+
+def chat(c: httpx.Client, messages: list, **kw) -> str:
+    r = c.post("/v1/chat/completions", json={"model": "rwkv-7", "messages": messages, **kw})
+    assert r.status_code == 200, r.text
+    return r.json()["choices"][0]["message"]["content"]
+
+
+def test_ten_turn_chat_prefills_only_the_new_messages(on, off, tiny_tokenizer):
+    system = "System: " + "You are a patient tutor who explains step by step. " * 14
+    messages = [{"role": "system", "content": system}]
+    prev = None
+    for turn in range(10):
+        question = f"Turn {turn}: " + "please explain the next idea in more detail, " * 21 + "ok?"
+        messages.append({"role": "user", "content": question})
+        tokens = tiny_tokenizer.encode(build_chat_prompt(messages, think=False))
+        before = cache(on)["prefilled_tokens"]
+        reply = chat(on, messages, max_tokens=32, **GREEDY)
+        fed = cache(on)["prefilled_tokens"] - before
+        assert reply == chat(off, messages, max_tokens=32, **GREEDY)  # outputs equal
+        if prev is None:
+            assert fed == len(tokens) - 1
+        else:  # from the end of the previous prompt's last message: its reply + the new message
+            b = len(prev) - 1 - prev[::-1].index(TURN)
+            assert tokens[:b] == prev[:b] and fed == len(tokens) - 1 - b < 260
+        prev = tokens
+        messages.append({"role": "assistant", "content": reply})
+    assert len(prev) > 1800
+    st = cache(on)
+    assert st["hits"] >= 9 and st["tokens_saved"] > 8000 and st["bytes"] <= st["max_bytes"]
+
+
+@pytest.mark.parametrize("sampling", [{"temperature": 0},
+                                      {"temperature": 1.0, "top_p": 0.8, "seed": 11}])
+@pytest.mark.parametrize("route", ["/v1/tasks/tmp", "/v1/tasks/create"])
+def test_task_api_results_equal_without_cache(on, off, route, sampling):
+    prompt = f"User: {route} {sampling} " + "tell me a long story about rivers. " * 12
+    body = {"prompt": prompt + "\n\nAssistant:", "max_tokens": 24, "stream": True, **sampling}
+
+    def text(c):
+        return stream_text(c, route, body)
+
+    first, second = text(on), text(on)  # the second starts from the cached prompt state
+    assert cache(on)["hits"] >= 1
+    assert first == second == text(off) != ""
+
+
+def test_sixty_four_requests_share_one_system_prompt(on, tiny_tokenizer):
+    system = "System: " + "Answer as a concise, friendly expert on astronomy and space. " * 84
+    msgs = [[{"role": "system", "content": system},
+             {"role": "user", "content": f"Question {i}: how far away is object {i}?"}]
+            for i in range(64)]
+    tokens = [tiny_tokenizer.encode(build_chat_prompt(m, think=False)) for m in msgs]
+    n_sys = tokens[0].index(TURN)  # the state after the system message is the shared prefix
+    assert n_sys >= 1000 and all(t[:n_sys] == tokens[0][:n_sys] for t in tokens)
+    before = cache(on)
+    with ThreadPoolExecutor(16) as pool:
+        replies = list(pool.map(lambda m: chat(on, m, max_tokens=1, **GREEDY), msgs))
+    after = cache(on)
+    fed = after["prefilled_tokens"] - before["prefilled_tokens"]
+    assert len(replies) == 64
+    assert fed <= n_sys + sum(len(t) - 1 - n_sys for t in tokens) < 2 * n_sys + 64 * 20
+    assert after["hits"] - before["hits"] >= 63
+    assert after["tokens_saved"] - before["tokens_saved"] >= 63 * n_sys
+
+
+def test_memory_bound_under_a_flood(on):
+    for k in range(2):
+        prompts = [f"Flood {k}-{i}: " + "distinct words here " * (8 + i % 5) for i in range(64)]
+        r = on.post("/v1/completions", json={"prompt": prompts, "max_tokens": 1, "temperature": 0})
+        assert r.status_code == 200, r.text
+        st = cache(on)
+        assert 0 < st["bytes"] <= st["max_bytes"] == 8 << 20
+    assert st["evictions"] > 0
+
+
+def test_import_export_round_trip(on, tiny_loader):
+    made = on.post("/v1/tasks/create", json={"prompt": "User: hello, who are you?\n\nAssistant:",
+                                             "max_tokens": 0}).json()
+    tid = made["task_id"]
+    exported = on.get(f"/v1/tasks/{tid}/export_state")
+    assert exported.status_code == 200
+    assert exported.headers["content-type"] == "application/octet-stream"
+    r = on.post("/v1/tasks/import_state", params={"name": "greeter"}, content=exported.content)
+    assert r.status_code == 200 and r.json()["task_id"] == "_greeter"
+    assert r.json()["format"] == "rwkv-server-state" and r.json()["history_tokens"] > 0
+    again = on.post("/v1/tasks/import_state", params={"name": "_greeter"}, content=exported.content)
+    assert again.status_code == 409
+    # the template continues exactly as the task it came from
+    body = {"prompt": " I am", "max_tokens": 12, "temperature": 0}
+    forked = stream_text(on, f"/v1/tasks/{tid}/fork", body)
+    assert forked == stream_text(on, "/v1/tasks/_greeter/fork", body) != ""
+    # OpenAI requests naming the template start from its state
+    comp = {"prompt": " I am", "max_tokens": 12, "temperature": 0}
+    via_tpl = on.post("/v1/completions", json={"model": "rwkv-7:_greeter", **comp}).json()
+    full = on.post("/v1/completions", json={
+        **comp, "prompt": "User: hello, who are you?\n\nAssistant: I am"}).json()
+    assert via_tpl["choices"][0]["text"] == full["choices"][0]["text"] != ""
+    r = on.post("/v1/chat/completions", json={"model": "rwkv-7:_missing",
+                                              "messages": [{"role": "user", "content": "hi"}]})
+    assert r.status_code == 404 and r.json()["error"]["code"] == "model_not_found"
+    # a temporary task's state is not kept: nothing to export
+    tmp = on.post("/v1/tasks/tmp", json={"prompt": "x", "max_tokens": 1, "stream": True})
+    tmp_id = json.loads(tmp.text.split("data: ", 2)[1].splitlines()[0])["task_id"]
+    assert on.get(f"/v1/tasks/{tmp_id}/export_state").status_code == 409
+    assert on.get("/v1/tasks/TASK_nope/export_state").status_code == 404
+
+
+def test_import_errors(on, tiny_loader):
+    cfg = tiny_loader.cfg
+
+    def pth(shape, layers=cfg.n_layer):
+        buf = io.BytesIO()
+        torch.save({f"blocks.{i}.att.time_state": torch.zeros(shape) for i in range(layers)}, buf)
+        return buf.getvalue()
+
+    H, N = cfg.n_head, cfg.head_size
+    ok = on.post("/v1/tasks/import_state", params={"name": "tuned"}, content=pth((H, N, N)))
+    assert ok.status_code == 200 and ok.json()["format"] == "state-tuning"
+    for data, status, words in ((pth((H + 1, N, N)), 422, "has shape [3, 64, 64]"),
+                                (pth((H, N, N), layers=5), 422, "the loaded model has 2 layers"),
+                                (b"garbage" * 9, 400, "not a state file"), (b"", 400, "Empty")):
+        r = on.post("/v1/tasks/import_state", params={"name": "bad"}, content=data)
+        assert r.status_code == status and words in r.json()["detail"], r.text
+    r = on.post("/v1/tasks/import_state", params={"name": "bad name!"}, content=pth((H, N, N)))
+    assert r.status_code == 422
+
+
+def test_metrics_series(on):
+    chat(on, [{"role": "user", "content": "metrics please"}], max_tokens=4, **GREEDY)
+    text = on.get("/metrics").text
+    h = cache(on)
+    for series in ('rwkv_http_requests_total{method="POST",route="/v1/chat/completions",'
+                   'status="200"}', "rwkv_prompt_tokens_total", "rwkv_generated_tokens_total",
+                   "rwkv_prefill_tokens_total", 'rwkv_time_to_first_token_seconds_bucket{le="+Inf"}',
+                   'rwkv_time_per_output_token_seconds_bucket{le="+Inf"}', "rwkv_queue_length",
+                   "rwkv_capacity", "rwkv_active_slots", "rwkv_prefix_cache_bytes",
+                   "rwkv_prefix_cache_misses_total", "rwkv_prefix_cache_entries"):
+        assert f"\n{series} " in text, series
+    assert f"\nrwkv_prefix_cache_hits_total {float(h['hits'])}\n" in text
+    assert f"\nrwkv_prefill_tokens_total {float(h['prefilled_tokens'])}\n" in text
+
+
+def test_metrics_follow_the_api_key_rule(tiny_model_path, tmp_path):
+    settings = make_settings(tiny_model_path, tmp_path, api_key="s3cret")
+    with LiveServer(settings) as srv:
+        assert httpx.get(srv.url + "/metrics").status_code == 401
+        ok = httpx.get(srv.url + "/metrics", headers={"Authorization": "Bearer s3cret"})
+        assert ok.status_code == 200 and "rwkv_capacity" in ok.text
+        assert httpx.get(srv.url + "/health").json()["prefix_cache"]["enabled"] is True
