@@ -204,3 +204,24 @@ def test_add_task_rejects_finished_and_full_queue(tiny_loader):
     scheduler.run()
     with pytest.raises(ValueError, match="continue_gen"):
         scheduler.add_task(task)
+
+
+def test_stops_from_other_threads_during_resizes_never_hang(tiny_loader):
+    """Stop requests racing admission, prefill, pulses and resizes all end their tasks."""
+    scheduler = DynamicScheduler(tiny_loader, max_batch_size=16, buffer_size=2)
+    scheduler.start_daemon()
+    try:
+        tasks = []
+        for wave in range(4):
+            tasks += [scheduler.new_task(prompt(i), max_tokens=400 if i % 2 else 6, temperature=0)
+                      for i in range(wave * 8, wave * 8 + 8)]
+            time.sleep(0.02 * wave)
+            for t in tasks[1::2]:
+                t.stop()
+        assert all(t.wait(30) for t in tasks)
+        for t in tasks[1::2]:
+            assert t.finish_reason == "abort" and len(t.output) < 400
+        for t in tasks[0::2]:
+            assert t.finish_reason == "length" and len(t.output) == 6
+    finally:
+        scheduler.shutdown()

@@ -54,6 +54,7 @@ class BaseScheduler:
         self.slots: list[Task | None] = [None]  # host view of engine slots
         self.decoding: set[int] = set()  # slots that are live in the engine
         self.waiting: deque[Task] = deque()
+        self._stops: list[Task] = []  # stop requests not yet applied to slots (any thread appends)
         self._cv = threading.Condition()
         self._thread: threading.Thread | None = None
         self._running = False
@@ -107,11 +108,21 @@ class BaseScheduler:
             self._cv.notify_all()
 
     def _on_stop(self, task: Task) -> None:
-        for slot in self.decoding:
-            if self.slots[slot] is task:
-                self.engine.request_stop(slot)
+        """Any thread: note the request; the scheduler thread maps it to a slot before each step."""
         with self._cv:
+            self._stops.append(task)
             self._cv.notify_all()
+
+    def _apply_stops(self) -> None:
+        """Scheduler thread, before each decode step: flag the slots of tasks asked to stop.
+        (Tasks not decoding yet see ``task.stop_requested`` when they would start.)"""
+        if not self._stops:
+            return
+        with self._cv:
+            stops, self._stops = self._stops, []
+        for slot in self.decoding:
+            if any(self.slots[slot] is t for t in stops):
+                self.engine.request_stop(slot)
 
     # ---- the loop ------------------------------------------------------------------------
     @property
@@ -259,7 +270,7 @@ class BaseScheduler:
 
     def _pulse(self) -> None:
         t0 = time.perf_counter()
-        res = self.engine.pulse(self.buffer_size)
+        res = self.engine.pulse(self.buffer_size, before_step=self._apply_stops)
         dt = time.perf_counter() - t0
         self.iteration += 1
         n_tok = sum(len(res.tokens[s]) for s in self.decoding)

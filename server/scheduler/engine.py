@@ -177,14 +177,18 @@ class BatchEngine:
         self.state.assign(slots, sub)
 
     @torch.no_grad()
-    def pulse(self, steps: int) -> PulseResult:
-        """Run up to ``steps`` decode steps for live slots; return what each produced."""
+    def pulse(self, steps: int, before_step=None) -> PulseResult:
+        """Run up to ``steps`` decode steps for live slots; return what each produced.
+        ``before_step()`` runs on this thread before each step (the scheduler applies stop
+        requests there, so a stop takes effect within one step)."""
         cap, dev = self.capacity, self.device
         out = torch.zeros(cap, steps, dtype=torch.long, device=dev)  # [cap, steps]
         valid = torch.zeros(cap, steps, dtype=torch.bool, device=dev)
         reason = torch.zeros(cap, dtype=torch.long, device=dev)
         done = ~self.live
         for s in range(steps):
+            if before_step is not None:
+                before_step()
             if dev.type == "cuda":
                 self.stop_dev.copy_(self.stop_host, non_blocking=True)
             # one snapshot per step: on the CPU stop_dev is the host tensor, which stop() may flip
