@@ -30,20 +30,21 @@ def make_settings(model, tmp, **kw):
                     verbose=False, buffer_size=8, max_batch_size=64, **kw)
 
 
-@pytest.fixture(scope="module")
-def on(tiny_model_path, tmp_path_factory):
-    with LiveServer(make_settings(tiny_model_path, tmp_path_factory.mktemp("on"),
-                                  state_cache_mb=8)) as srv:
+def serve(model, tmp, **kw):
+    """An in-process server and an HTTP client for it."""
+    with LiveServer(make_settings(model, tmp, **kw)) as srv:
         with httpx.Client(base_url=srv.url, timeout=120) as c:
             yield c
+
+
+@pytest.fixture(scope="module")
+def on(tiny_model_path, tmp_path_factory):
+    yield from serve(tiny_model_path, tmp_path_factory.mktemp("on"), state_cache_mb=8)
 
 
 @pytest.fixture(scope="module")
 def off(tiny_model_path, tmp_path_factory):
-    with LiveServer(make_settings(tiny_model_path, tmp_path_factory.mktemp("off"),
-                                  state_cache_mb=0)) as srv:
-        with httpx.Client(base_url=srv.url, timeout=120) as c:
-            yield c
+    yield from serve(tiny_model_path, tmp_path_factory.mktemp("off"), state_cache_mb=0)
 
 
 def cache(c: httpx.Client) -> dict:
