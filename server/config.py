@@ -56,6 +56,9 @@ class Settings(BaseSettings):
     api_key: str | None = None
     cors_origins: str = "*"
     chat_think: bool = Field(True, description="default thinking switch for chat prompts")
+    chat_inline_think: bool = Field(
+        False, description="send reasoning inline as <think>…</think> in content (for clients "
+        "such as LangChain that drop reasoning_content) instead of reasoning_content")
     max_body_bytes: int = Field(8 * 1024 * 1024, ge=1024)
     verbose: bool = True
 

@@ -199,7 +199,7 @@ async def chat_completions(request: Request):
     params = sampling_params(req, rt.settings, req.max_completion_tokens)
     tasks = make_tasks(tokens, req.n or 1, params, req.seed)
     await prepare_tasks(rt, req.model, tasks, finish=False)  # prefix cache; "rwkv-7:_template"
-    inline = bool(getattr(rt.settings, "chat_inline_think", False))
+    inline = rt.settings.chat_inline_think
     choices = [Choice(i, t, OutputSplitter("think" if think else "direct", req.stop_list,
                                            tools=offer, inline_think=inline))
                for i, t in enumerate(tasks)]
