@@ -6,7 +6,6 @@ another thread); everything else — routes, splitter, SSE — is the real serve
 """
 
 import json
-import types
 
 import openai
 import pytest
@@ -107,7 +106,7 @@ def test_reasoning_and_turn_boundary(http, sdk, script):
 
 
 def test_inline_think_setting(http, server, script, monkeypatch):
-    settings = types.SimpleNamespace(**server.runtime.settings.model_dump(), chat_inline_think=True)
+    settings = server.runtime.settings.model_copy(update={"chat_inline_think": True})
     monkeypatch.setattr(server.runtime, "settings", settings)
     script(">Short thought.</think>\nAnswer.", per_pulse=1)
     chunks = stream_chunks(http, "/v1/chat/completions",
