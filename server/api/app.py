@@ -11,11 +11,13 @@ from __future__ import annotations
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
 
 from server.api.lifecycle import build_runtime, close_runtime
 from server.api.metrics import Metrics, MetricsMiddleware, metrics_endpoint
 from server.api.middleware import ApiKeyMiddleware, BodyLimitMiddleware, CORSMiddleware
 from server.api.routes import openai, states, tasks
+from server.api.safe_json import validation_error_reply
 from server.api.task_service import TaskService
 from server.logger import get_logger, setup_logging
 from server.model.checkpoint import CheckpointError
@@ -81,6 +83,7 @@ def create_app(settings=None, runtime=None) -> FastAPI:
                   description="Batched RWKV-7 inference: Task API and OpenAI-compatible API")
     app.add_api_route("/health", _health, methods=["GET"], tags=["server"],
                       summary="Model, scheduler and queue state")
+    app.add_exception_handler(RequestValidationError, validation_error_reply)  # echoes any input
     app.include_router(tasks.router)
     app.include_router(states.router)
     app.include_router(openai.router)

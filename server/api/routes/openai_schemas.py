@@ -14,6 +14,8 @@ from typing import Any
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from server.api.safe_json import SafeJSONResponse
+
 
 class OpenAIError(Exception):
     """An error answered as ``{"error": {"message", "type", "param", "code"}}``."""
@@ -30,7 +32,7 @@ class OpenAIError(Exception):
                           "param": self.param, "code": self.code}}
 
     def response(self) -> JSONResponse:
-        return JSONResponse(self.body(), status_code=self.status, headers=self.headers)
+        return SafeJSONResponse(self.body(), status_code=self.status, headers=self.headers)
 
 
 class _Request(BaseModel):
@@ -45,7 +47,7 @@ class _Request(BaseModel):
     max_tokens: int | None = Field(None, ge=0)
     temperature: float | None = Field(None, ge=0, le=2)
     top_p: float | None = Field(None, ge=0, le=1)
-    top_k: int | None = Field(None, ge=-1)  # RWKV extension; -1 or 0 = off
+    top_k: int | None = Field(None, ge=-1, le=2**31 - 1)  # RWKV extension; -1 or 0 = off
     presence_penalty: float | None = Field(None, ge=-2, le=10)
     frequency_penalty: float | None = Field(None, ge=-2, le=10)
     penalty_decay: float | None = Field(None, ge=0, le=1)  # RWKV extension

@@ -1,0 +1,58 @@
+"""Replies that are always valid UTF-8 and strict JSON, whatever the request carried.
+
+JSON lets a client send ``"\\ud800"``: a lone UTF-16 surrogate, which Python keeps in the ``str``
+but cannot encode as UTF-8. Prompts pass such text to the tokenizer as raw bytes; anything that
+echoes input back (validation errors, ``echo``, ``model``) must not turn it into a 500.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+from fastapi.encoders import jsonable_encoder
+from fastapi.responses import JSONResponse
+
+
+def utf8_safe(text: str) -> str:
+    """``text`` with each lone surrogate replaced by U+FFFD (as the tokenizer's decode would
+    show its bytes); valid text is returned unchanged."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+
+
+def _finite(obj):
+    """A copy of ``obj`` with non-finite floats written as strings (strict JSON has no NaN)."""
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return str(obj)
+    if isinstance(obj, dict):
+        return {k: _finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_finite(v) for v in obj]
+    return obj
+
+
+def dumps_safe(content) -> bytes:
+    """Compact UTF-8 JSON; falls back to ASCII escapes (``\\ud800``) and string NaNs when the
+    content holds lone surrogates or non-finite floats."""
+    try:
+        return json.dumps(content, ensure_ascii=False, allow_nan=False,
+                          separators=(",", ":")).encode("utf-8")
+    except (UnicodeEncodeError, ValueError):
+        return json.dumps(_finite(content), ensure_ascii=True, allow_nan=False,
+                          separators=(",", ":")).encode("ascii")
+
+
+class SafeJSONResponse(JSONResponse):
+    """``JSONResponse`` rendered with ``dumps_safe``."""
+
+    def render(self, content) -> bytes:
+        return dumps_safe(content)
+
+
+async def validation_error_reply(request, exc) -> SafeJSONResponse:
+    """FastAPI's 422 reply (``{"detail": [errors]}``) that survives echoing any input."""
+    return SafeJSONResponse({"detail": jsonable_encoder(exc.errors())}, status_code=422)
