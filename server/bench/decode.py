@@ -88,7 +88,7 @@ def main(argv=None) -> None:
     if not args.graphs:
         model._graphed = None
     weights = common.memory()["alloc"]
-    print(f"# decode · {args.preset} {args.dtype} weights ({weights:.2f} GB on the device) · "
+    print(f"# decode · {args.preset} {model.dtype} weights ({weights:.2f} GB on the device) · "
           f"fused={args.fused} graphs={args.graphs} · {common.gpu_name()}", flush=True)
     for sd in args.state_dtype.split(","):
         model.state_dtype = common.DTYPES[sd]

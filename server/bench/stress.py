@@ -2,6 +2,10 @@
 
     python -m server.bench.stress --preset 2.9b --tasks 256 --max-tokens 2000 --buffer-size 32
     python -m server.bench.stress --model path/to/rwkv7.pth --tasks 64
+    python -m server.bench stress --preset 2.9b      # the same, through server.bench
+
+Random weights (``--preset``, default tiny) are generated in memory on the device. Before the
+clock starts the kernels are compiled and the decode graphs captured (``--warmup 0``: not).
 
 N tasks with long prompts are submitted at once to a ``DynamicScheduler``; a progress bar runs
 while they generate; then the seed's report is printed: input/output tokens, total and output
@@ -12,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -33,15 +36,33 @@ def build_prompts(n: int) -> list[str]:
 
 
 def load(args):
-    from server.model.loader import RWKV070ModelLoader
+    """The checkpoint ``--model``, or random weights of ``--preset`` built in memory."""
+    if args.model is not None:
+        from server.model.loader import RWKV070ModelLoader
 
-    path = args.model
-    if path is None:
-        from server.model.random import main as make_random
+        return RWKV070ModelLoader(args.model, device=args.device, dtype=args.dtype,
+                                  state_dtype=args.state_dtype)
+    from server.bench.common import BenchLoader, build_model, default_device
 
-        path = str(Path(tempfile.mkdtemp()) / f"random-{args.preset}.pth")
-        make_random([path, "--preset", args.preset])
-    return RWKV070ModelLoader(path, device=args.device, dtype=args.dtype, state_dtype=args.state_dtype)
+    device = args.device or default_device()
+    dtype = args.dtype or ("fp16" if device.startswith("cuda") else "fp32")
+    model = build_model(args.preset, device, dtype, args.state_dtype or "fp32")
+    return BenchLoader(model, f"random-{args.preset}")
+
+
+def warm_up(sched, loader) -> float:
+    """What a server does before taking traffic: compile the kernels (a short job of two tasks)
+    and capture the decode graph of every capacity. Returns the seconds it took."""
+    t0 = time.perf_counter()
+    prompt = loader.encode("User: warm up the kernels, please.\n\nAssistant:") * 40
+    for n_tasks, length in ((1, 257), (6, 300)):  # one long prompt, then a batch of them
+        for i in range(n_tasks):
+            sched.new_task(prompt[: length + i], max_tokens=8, temperature=1.0, seed=i)
+        sched.run()
+    sched.engine.capture_graphs(sched.max_batch_size)
+    sched.pulses.clear()
+    sched.resizes.clear()
+    return time.perf_counter() - t0
 
 
 def progress(done: int, total: int, out_tokens: int, t0: float) -> None:
@@ -58,6 +79,10 @@ def run(args) -> dict:
 
     loader = load(args)
     sched = DynamicScheduler(loader, max_batch_size=args.max_batch_size, buffer_size=args.buffer_size)
+    warm = warm_up(sched, loader) if args.warmup else 0.0
+    graphed = getattr(loader.model, "_graphed", None)
+    n_captures = len(graphed.captures) if graphed is not None else 0
+    unload0 = list(sched.engine.unload_stats)
     prompts = build_prompts(args.tasks)
     prompt_tokens = [loader.encode(p) for p in prompts]
     t0 = time.perf_counter()
@@ -66,8 +91,13 @@ def run(args) -> dict:
              for i, toks in enumerate(prompt_tokens)]
     worker = threading.Thread(target=sched.run)
     worker.start()
+    stopped = False
     while worker.is_alive():
         worker.join(0.5)
+        if args.deadline and not stopped and time.perf_counter() - t0 > args.deadline:
+            stopped = True  # report what was done rather than nothing
+            for t in tasks:
+                t.stop()
         progress(sum(t.is_finished for t in tasks), len(tasks),
                  sum(len(t.output) for t in tasks), t0)
     seconds = time.perf_counter() - t0
@@ -75,15 +105,20 @@ def run(args) -> dict:
     n_in = sum(map(len, prompt_tokens))
     n_out = sum(len(t.output) for t in tasks)
     peak = max(sched.pulses, key=lambda p: p["tokens"] / p["seconds"], default=None)
+    unload = [a - b for a, b in zip(sched.engine.unload_stats, unload0)]
+    captures = graphed.captures[n_captures:] if graphed is not None else []
     return dict(loader=loader, tasks=len(tasks), n_in=n_in, n_out=n_out, seconds=seconds,
-                peak=peak, resizes=list(sched.resizes), memory=device_memory(loader))
+                peak=peak, resizes=list(sched.resizes), memory=device_memory(loader),
+                warm=warm, unload=unload, captures=captures, pulses=len(sched.pulses),
+                stopped=stopped)
 
 
 def device_memory(loader) -> str:
     import torch
 
     if torch.device(loader.model.device).type == "cuda":
-        return f"{torch.cuda.max_memory_allocated() / 2**30:.1f} GB"
+        return (f"{torch.cuda.max_memory_allocated() / 2**30:.1f} GB "
+                f"({torch.cuda.memory_reserved() / 2**30:.1f} GB reserved)")
     return "n/a (CPU)"
 
 
@@ -108,6 +143,14 @@ def report(r: dict, args) -> str:
         lines.append(f" whole-run output throughput = {r['n_out'] / r['seconds'] / speed:.0%} of peak")
     for z in r["resizes"]:
         lines.append(f" resize {z['frm']:>4} -> {z['to']:<4} ({z['tasks']} tasks) {z['ms']:.1f} ms")
+    lines.append("─" * 60)
+    if r["stopped"]:
+        lines.append(f" STOPPED at the --deadline of {args.deadline:.0f} s: every task was stopped")
+    lines.append(f" warm-up before the clock: {r['warm']:.1f} s (kernels, decode graphs) · "
+                 f"pulses: {r['pulses']}")
+    lines.append(f" state copy-back: {r['unload'][0]} tasks in {r['unload'][1] * 1e3:.0f} ms"
+                 f" · graph captures during the run: {len(r['captures'])}"
+                 f" ({sum(ms for _, ms in r['captures']):.0f} ms)")
     return "\n".join(lines)
 
 
@@ -125,6 +168,10 @@ def parse_args(argv=None):
     p.add_argument("--device", default=None)
     p.add_argument("--dtype", default=None)
     p.add_argument("--state-dtype", default=None)
+    p.add_argument("--deadline", type=float, default=0,
+                   help="seconds after which every task is stopped and the report printed")
+    p.add_argument("--warmup", type=int, default=1,
+                   help="1: compile kernels and capture graphs before the clock starts")
     return p.parse_args(argv)
 
 

@@ -16,12 +16,13 @@ import math
 
 import torch
 import torch.nn.functional as F
+from loguru import logger
 from torch import Tensor
 
 from server.model import wkv
 from server.model.checkpoint import ModelConfig
 from server.model.cuda_graph import GraphedDecode
-from server.model.fused import FusedBlocks, fused_default
+from server.model.fused import FusedBlocks, check_fused, fused_default
 from server.model.layer_weights import LayerWeights, layer_weights
 from server.model.reference import GN_EPS, LN_EPS
 from server.model.state import State
@@ -91,8 +92,26 @@ class RWKV7:
         self.wkv_step, self.wkv_chunk = _wkv_functions(self.device, wkv_impl)
         use_fused = fused_default(self.device) if fused is None else fused
         self._fused = FusedBlocks(self) if use_fused else None
+        if self._fused is not None and self.device.type == "cuda":
+            self._check_fused()
         use_graphs = cuda_graphs and self.device.type == "cuda"
         self._graphed = GraphedDecode(self._decode_step, max_graphs=16) if use_graphs else None
+
+    def _check_fused(self) -> None:
+        """Keep the fused kernels only if they compile and agree with the plain path."""
+        try:
+            err = check_fused(self)
+        except Exception as e:  # e.g. a Triton version that rejects a kernel
+            logger.warning(f"fused kernels failed ({e!r:.300}): using the plain path")
+            self._fused = None
+            return
+        tol = 1e-3 if self.dtype == torch.float32 else 5e-2
+        if not err < tol:
+            logger.warning(f"fused kernels disagree with the plain path (rel err {err:.2e}): "
+                           "using the plain path")
+            self._fused = None
+        else:
+            logger.info(f"fused kernels on (rel err vs plain path {err:.1e})")
 
     def new_state(self, batch: int) -> State:
         return State.zeros(self.cfg, batch, self.device, self.dtype, self.state_dtype)

@@ -90,14 +90,13 @@ def _pre_wkv_kernel(r_ptr, k_ptr, v_ptr, lora_ptr, vfirst_ptr, keep_ptr,
     hm = (h < H)[:, None]
     ch = h[:, None] * N + j[None, :]                    # [BH, N] channel index
     o = p * C + ch
-    f32 = tl.float32
-    k = tl.load(k_ptr + o, mask=hm, other=0.0).to(f32)
-    v = tl.load(v_ptr + o, mask=hm, other=0.0).to(f32)
-    r = tl.load(r_ptr + o, mask=hm, other=0.0).to(f32)
-    wl = tl.load(lora_ptr + R * C + o, mask=hm, other=0.0).to(f32)
-    al = tl.load(lora_ptr + 2 * R * C + o, mask=hm, other=0.0).to(f32)
-    w0 = tl.load(w0_ptr + ch, mask=hm, other=0.0).to(f32)
-    a0 = tl.load(a0_ptr + ch, mask=hm, other=0.0).to(f32)
+    k = tl.load(k_ptr + o, mask=hm, other=0.0).to(tl.float32)
+    v = tl.load(v_ptr + o, mask=hm, other=0.0).to(tl.float32)
+    r = tl.load(r_ptr + o, mask=hm, other=0.0).to(tl.float32)
+    wl = tl.load(lora_ptr + R * C + o, mask=hm, other=0.0).to(tl.float32)
+    al = tl.load(lora_ptr + 2 * R * C + o, mask=hm, other=0.0).to(tl.float32)
+    w0 = tl.load(w0_ptr + ch, mask=hm, other=0.0).to(tl.float32)
+    a0 = tl.load(a0_ptr + ch, mask=hm, other=0.0).to(tl.float32)
     w = tl.exp(-decay_scale * tl.sigmoid(w0 + wl))
     a = tl.sigmoid(a0 + al)
     kk = k * tl.load(kk_ptr + ch, mask=hm, other=0.0)
@@ -105,9 +104,9 @@ def _pre_wkv_kernel(r_ptr, k_ptr, v_ptr, lora_ptr, vfirst_ptr, keep_ptr,
     kap = kk / tl.maximum(norm, 1e-12)[:, None]
     kp = k * (1.0 + (a - 1.0) * tl.load(ka_ptr + ch, mask=hm, other=0.0))
     if not FIRST:
-        vl = tl.load(lora_ptr + o, mask=hm, other=0.0).to(f32)
-        vf = tl.load(vfirst_ptr + o, mask=hm, other=0.0).to(f32)
-        v0 = tl.load(v0_ptr + ch, mask=hm, other=0.0).to(f32)
+        vl = tl.load(lora_ptr + o, mask=hm, other=0.0).to(tl.float32)
+        vf = tl.load(vfirst_ptr + o, mask=hm, other=0.0).to(tl.float32)
+        v0 = tl.load(v0_ptr + ch, mask=hm, other=0.0).to(tl.float32)
         v = v + (vf - v) * tl.sigmoid(v0 + vl)
     bonus = tl.sum(r * kp * tl.load(rk_ptr + ch, mask=hm, other=0.0), axis=1)  # [BH]
     if HAS_KEEP:

@@ -1,0 +1,23 @@
+"""``python -m server.bench decode|prefill|stress|wkv [options]``: run one benchmark (each
+prints a table; ``python -m server.bench NAME --help`` for its options)."""
+
+import importlib
+import sys
+
+BENCHES = ("decode", "prefill", "stress", "wkv")
+
+
+def main(argv=None) -> None:
+    argv = sys.argv[1:] if argv is None else argv
+    if not argv or argv[0] not in BENCHES:
+        sys.exit(f"usage: python -m server.bench {{{'|'.join(BENCHES)}}} [options]\n{__doc__}")
+    module = importlib.import_module(f"server.bench.{argv[0]}")
+    sys.argv = [f"server.bench {argv[0]}", *argv[1:]]
+    if argv[0] == "wkv":  # reads sys.argv itself
+        module.main()
+    else:
+        module.main(argv[1:])
+
+
+if __name__ == "__main__":
+    main()

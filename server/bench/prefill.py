@@ -1,0 +1,118 @@
+"""Prefill benchmark: prompts fed into fresh slots, then the first token sampled.
+
+    python -m server.bench prefill --preset 2.9b                 # 1 x 4096 and 64 x 512 tokens
+    python -m server.bench prefill --preset 2.9b --cases 1x4096 --repeat 5
+
+Two ways for each case (random token ids):
+* engine: ``BatchEngine.prefill`` of every prompt at once, then ``pulse(1)``; prefill tokens/s
+  and time to first token (prefill + first step), cold (first run: kernel compilation, graph
+  capture) and warm (median of the others);
+* scheduler: the prompts submitted together to a ``DynamicScheduler`` (``max_tokens=1``), as a
+  server runs them (its 4096-token prefill budget per step); time to first token per task, from
+  submission to the callback of its first token (mean and max), and prompt tokens/s overall.
+"Of FLOP": 2 x matmul parameters x tokens over 790 TFLOP/s, divided by the measured time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import torch
+
+from server.bench import common
+
+
+def random_prompts(n: int, length: int, vocab: int, seed: int) -> list[list[int]]:
+    g = torch.Generator().manual_seed(seed)
+    return torch.randint(100, vocab, (n, length), generator=g).tolist()
+
+
+def engine_case(model, n: int, length: int, repeat: int) -> dict:
+    from server.scheduler.engine import BatchEngine
+
+    dev = model.device
+    engine = BatchEngine(model)
+    engine.resize(n, [])
+    slots = list(range(n))
+    runs = []
+    for rep in range(repeat):
+        prompts = random_prompts(n, length, model.cfg.vocab_size, rep)
+        engine.load(slots, [common.DummyTask(seed=i) for i in slots])
+        t_pre, _ = common.timed(lambda: engine.prefill(slots, [p[:-1] for p in prompts]), dev)
+        engine.start(slots, [p[-1] for p in prompts], [1] * n)
+        t_step, _ = common.timed(lambda: engine.pulse(1), dev)
+        runs.append((t_pre, t_pre + t_step))
+    mem = common.memory()
+    del engine
+    model.clear_graphs()
+    warm = runs[1:] or runs
+    t_pre = statistics.median(r[0] for r in warm)
+    ttft = statistics.median(r[1] for r in warm)
+    return dict(cold=runs[0], t_pre=t_pre, ttft=ttft, tokens=n * (length - 1), mem=mem)
+
+
+def scheduler_case(model, n: int, length: int, seed: int = 99) -> dict:
+    from server.scheduler import DynamicScheduler
+
+    sched = DynamicScheduler(common.BenchLoader(model, "bench"), max_batch_size=max(n, 1),
+                             buffer_size=32)
+    prompts = random_prompts(n, length, model.cfg.vocab_size, seed)
+    first: dict[int, float] = {}
+
+    def on_tokens(i):
+        return lambda toks: first.setdefault(i, time.perf_counter())
+
+    common.sync(model.device)
+    t0 = time.perf_counter()
+    for i, p in enumerate(prompts):
+        sched.new_task(p, max_tokens=1, temperature=1.0, top_p=0.3, top_k=50, seed=i,
+                       collect_callback=on_tokens(i))
+    sched.run()
+    wall = time.perf_counter() - t0
+    ttft = [first[i] - t0 for i in range(n) if i in first]
+    sched.shutdown()
+    return dict(wall=wall, ttft_mean=statistics.mean(ttft), ttft_max=max(ttft),
+                tokens=n * length, got=len(ttft))
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(prog="python -m server.bench prefill", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--preset", default="2.9b")
+    p.add_argument("--cases", default="1x4096,64x512", help="NxLEN,...")
+    p.add_argument("--repeat", type=int, default=4)
+    p.add_argument("--dtype", default="fp16")
+    p.add_argument("--state-dtype", default="fp32")
+    p.add_argument("--scheduler", type=int, default=1, help="0: engine only")
+    p.add_argument("--device", default=None)
+    args = p.parse_args(argv)
+    model = common.build_model(args.preset, args.device, args.dtype, args.state_dtype)
+    params = common.matmul_params(model)
+    print(f"# prefill · {args.preset} {model.dtype}, state {args.state_dtype} · prefill chunk "
+          f"{model.prefill_chunk} · {common.gpu_name()}", flush=True)
+    rows = []
+    for case in args.cases.split(","):
+        n, length = map(int, case.split("x"))
+        r = engine_case(model, n, length, args.repeat)
+        t_flop = 2 * params * r["tokens"] / common.MATMUL_FLOPS
+        rows.append([f"{n} x {length}", "engine", f"{r['tokens'] / r['t_pre']:,.0f}",
+                     f"{r['t_pre'] * 1e3:.1f}", f"{r['ttft'] * 1e3:.1f}",
+                     f"{r['cold'][1] * 1e3:.0f}", f"{t_flop / r['t_pre']:.0%}",
+                     f"{r['mem']['peak']:.2f}"])
+        print(" ".join(rows[-1]), flush=True)
+        if args.scheduler:
+            s = scheduler_case(model, n, length)
+            t_flop = 2 * params * s["tokens"] / common.MATMUL_FLOPS
+            rows.append([f"{n} x {length}", "scheduler", f"{s['tokens'] / s['wall']:,.0f}",
+                         f"{s['wall'] * 1e3:.1f} (all)",
+                         f"{s['ttft_mean'] * 1e3:.1f} mean / {s['ttft_max'] * 1e3:.1f} max",
+                         "", f"{t_flop / s['wall']:.0%}", ""])
+            print(" ".join(rows[-1]), flush=True)
+    print(common.table(["prompts", "via", "prompt tok/s", "prefill ms", "TTFT ms (warm)",
+                        "cold TTFT ms", "of FLOP", "peak GB"], rows), flush=True)
+
+
+if __name__ == "__main__":
+    main()
