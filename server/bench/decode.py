@@ -73,7 +73,7 @@ def parse_args(argv=None):
     p.add_argument("--state-dtype", default="fp32", help="comma-separated: fp32,fp16")
     p.add_argument("--dtype", default="fp16")
     p.add_argument("--steps", type=int, default=32)
-    p.add_argument("--pulses", type=int, default=5)
+    p.add_argument("--pulses", type=int, default=4)
     p.add_argument("--fused", type=int, default=1, help="0: plain torch element-wise ops")
     p.add_argument("--graphs", type=int, default=1, help="0: eager decode (no CUDA graph)")
     p.add_argument("--device", default=None)

@@ -23,14 +23,14 @@ step() {  # step NAME LIMIT_S COMMAND... (output appended to $OUT/NAME.log)
     --format=csv; python3 -c "import torch, triton; print('torch', torch.__version__, \
 'triton', triton.__version__)"; git log -1 --format='commit %h %s' 2>/dev/null; } | tee -a "$SUM"
 
-step tests 100 python3 -m pytest -m gpu -q -s -p no:cacheprovider test/test_fused_kernels.py \
+step tests 90 python3 -m pytest -m gpu -q -s -p no:cacheprovider test/test_fused_kernels.py \
   test/test_model_gpu.py -k "fused or ((matches_reference or graph_decode) and not torch)"
-step decode 130 python3 -m server.bench decode --preset 2.9b --batch 1,32,256,1024 \
+step decode 120 python3 -m server.bench decode --preset 2.9b --batch 1,32,256,1024 \
   --state-dtype fp32,fp16
-step prefill 80 python3 -m server.bench prefill --preset 2.9b --cases 1x4096,64x512
-step stress 150 python3 -m server.bench stress --preset 2.9b --tasks 256 --max-tokens 2000 \
-  --buffer-size 32 --temperature 1.0 --deadline 110
-step decode72 70 python3 -m server.bench decode --preset 7.2b --batch 256 --state-dtype fp32,fp16
+step prefill 70 python3 -m server.bench prefill --preset 2.9b --cases 1x4096,64x512
+step stress 120 python3 -m server.bench stress --preset 2.9b --tasks 256 --max-tokens 2000 \
+  --buffer-size 32 --temperature 1.0 --deadline 90
+step decode72 60 python3 -m server.bench decode --preset 7.2b --batch 256 --state-dtype fp32,fp16
 step ablation 60 python3 -m server.bench decode --preset 2.9b --batch 1,256 --fused 0 --pulses 3
 step ablation 30 python3 -m server.bench decode --preset 2.9b --batch 1 --graphs 0 --pulses 3
 step tests 60 python3 -m pytest -m gpu -q -s -p no:cacheprovider \
