@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 import time
 from dataclasses import dataclass, field
 
@@ -126,3 +127,24 @@ def rss_kb(pid: int) -> int:
             if line.startswith("VmRSS:"):
                 return int(line.split()[1])
     raise RuntimeError(f"no VmRSS for pid {pid}")
+
+
+class StreamReader(threading.Thread):
+    """Reads one streaming request to its end in the background; ``started`` is set at the
+    first data event."""
+
+    def __init__(self, url: str, path: str, body: dict):
+        super().__init__(daemon=True)
+        self.url, self.path, self.body = url, path, {**body, "stream": True}
+        self.events: list = []
+        self.started = threading.Event()
+
+    def run(self) -> None:
+        with httpx.Client(base_url=self.url, timeout=60) as c:
+            with c.stream("POST", self.path, json=self.body) as r:
+                for line in r.iter_lines():
+                    if line.startswith("data: "):
+                        data = line[6:]
+                        self.events.append(data if data == "[DONE]" else json.loads(data))
+                        self.started.set()
+        self.started.set()

@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from openai_helpers import LiveServer
-from reliability_clients import chat_body, check_task_stream, task_body
+from reliability_clients import StreamReader, chat_body, check_task_stream, task_body
 
 LONG = 40000
 GREEDY = {"temperature": 0, "top_k": 0, "top_p": 1, "presence_penalty": 0}
@@ -78,27 +78,6 @@ def _wait(http, pred, timeout: float = 10.0) -> None:
     while not pred(http.get("/health").json()):
         assert time.monotonic() < deadline, http.get("/health").json()
         time.sleep(0.01)
-
-
-class StreamReader(threading.Thread):
-    """Reads one streaming request to its end in the background; ``started`` is set at the
-    first data event."""
-
-    def __init__(self, url: str, path: str, body: dict):
-        super().__init__(daemon=True)
-        self.url, self.path, self.body = url, path, {**body, "stream": True}
-        self.events: list = []
-        self.started = threading.Event()
-
-    def run(self) -> None:
-        with httpx.Client(base_url=self.url, timeout=60) as c:
-            with c.stream("POST", self.path, json=self.body) as r:
-                for line in r.iter_lines():
-                    if line.startswith("data: "):
-                        data = line[6:]
-                        self.events.append(data if data == "[DONE]" else json.loads(data))
-                        self.started.set()
-        self.started.set()
 
 
 def _error_message(event) -> str:
