@@ -133,6 +133,12 @@ _READ_ERRORS = (RuntimeError, EOFError, OSError, zipfile.BadZipFile, ValueError,
                 ImportError, IndexError, KeyError)
 
 
+def is_load_error(e: BaseException) -> bool:
+    """True if ``torch.load(..., weights_only=True)`` raised ``e`` for a bad or foreign file.
+    Its ``UnpicklingError`` is matched by name: the server never imports ``pickle``."""
+    return isinstance(e, _READ_ERRORS) or type(e).__name__ == "UnpicklingError"
+
+
 def _torch_load(path: Path) -> object:
     """torch.load with weights_only=True, memory-mapped when the file format allows it."""
     try:
@@ -164,8 +170,8 @@ def load_checkpoint(path) -> tuple[dict[str, torch.Tensor], ModelConfig]:
         raise CheckpointError(f"model file {path} {what}. {WHERE_MODELS_COME_FROM}")
     try:
         sd = _torch_load(path)
-    except Exception as e:  # torch's UnpicklingError is matched by name: no pickle import here
-        if not isinstance(e, _READ_ERRORS) and type(e).__name__ != "UnpicklingError":
+    except Exception as e:
+        if not is_load_error(e):
             raise
         raise CheckpointError(f"cannot read {path} as a PyTorch checkpoint (corrupt, or not a "
                               f"state dict of tensors): {_short(e)}") from e

@@ -26,14 +26,13 @@ from __future__ import annotations
 
 import io
 import json
-import pickle
 import re
 import struct
-import zipfile
 from dataclasses import dataclass, field
 
 import torch
 
+from server.model.checkpoint import is_load_error
 from server.model.state import State
 
 FORMAT = "rwkv-server-state"
@@ -107,8 +106,9 @@ def _keys(tensors: dict) -> str:
 def _read_pth(data: bytes) -> dict:
     try:
         obj = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
-    except (pickle.UnpicklingError, RuntimeError, EOFError, ValueError, zipfile.BadZipFile,
-            AttributeError, ImportError, IndexError, KeyError) as e:
+    except Exception as e:
+        if not is_load_error(e):
+            raise
         raise StateFileError(f"cannot read the file as a PyTorch state file (corrupt, or not a "
                              f"dict of tensors): {type(e).__name__}: "
                              f"{str(e).strip().splitlines()[0][:200] if str(e).strip() else ''}")
