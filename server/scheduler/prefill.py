@@ -152,19 +152,22 @@ class Prefiller:
 
     def _choose_points(self, s: _Seq, start: int) -> None:
         """Checkpoints of a new sequence (see the module docstring); tells sequences in flight
-        about the branch points they share with it."""
-        lo = max(start, self.cache.min_tokens - 1)
+        about the branch points they share with it. A branch point just after a turn boundary
+        (closer than ``min_tokens``) is dropped: the boundary is the state worth sharing."""
+        gap = self.cache.min_tokens
+        lo = max(start, gap - 1)
         turns = [i for i in range(lo + 1, s.end) if s.tokens[i] == TURN_TOKEN]
+        near_turn = lambda m: any(0 <= m - q < gap for q in turns)  # noqa: E731
         branch = []
         for origin, hashes in self._recent:
             if origin == s.origin:
                 m = common_prefix(s.hashes, hashes)
-                if lo < m < s.end:
+                if lo < m < s.end and not near_turn(m):
                     branch.append(m)
         for other in self._seqs.values():
             if other.origin == s.origin:
                 m = common_prefix(s.hashes, other.hashes)
-                if len(other.task.history) < m < other.end and m >= self.cache.min_tokens:
+                if len(other.task.history) < m < other.end and m >= gap and not near_turn(m):
                     other.add_point(m)  # it is ahead: it computes the shared prefix for both
         chosen = turns[:1] + turns[-2:] + ([min(branch), max(branch)] if branch else [])
         s.points = sorted(set(chosen) | {s.end})

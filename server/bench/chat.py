@@ -1,0 +1,161 @@
+"""Multi-turn chat over HTTP, prefix cache on vs off: time to first token of every turn.
+
+    python -m server.bench.chat --demo 0.1b                 # random 0.1B weights, two servers
+    python -m server.bench.chat --model path/to/rwkv7.pth --turns 10 --target 2000
+    python -m server.bench.chat --url-on http://a:8000 --url-off http://b:8000   # running servers
+
+Two servers with the same weights are started (``python run.py``: ``RWKV_STATE_CACHE_MB`` as
+given, and 0); device and other settings come from the environment (``RWKV_*``). A conversation
+of ``--turns`` turns whose prompt grows to about ``--target`` tokens (system prompt + user
+messages, plus each reply) is sent to both, turn by turn: ``/v1/chat/completions``, streaming,
+greedy, direct answers. Time to first token (TTFT) = request sent -> first SSE chunk carrying
+text (the first pulse's tokens; ``RWKV_BUFFER_SIZE`` tokens per pulse). Replies must be equal.
+Each row: prompt tokens, tokens the cached server actually prefilled (``/health``), TTFT on/off.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[2]
+FILLER = ("Here are more details about the situation, with numbers, names and places, so "
+          "that you can answer precisely. ")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_server(model: str, env: dict, log: Path) -> tuple[subprocess.Popen, str]:
+    port = free_port()
+    cmd = [sys.executable, "run.py", "--model", model, "--host", "127.0.0.1", "--port", str(port)]
+    proc = subprocess.Popen(cmd, cwd=ROOT, env={**os.environ, **env}, stdout=log.open("wb"),
+                            stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise SystemExit(f"server exited ({proc.returncode}); see {log}")
+        try:
+            if httpx.get(url + "/health", timeout=2).status_code == 200:
+                return proc, url
+        except httpx.TransportError:
+            pass
+        time.sleep(0.2)
+    proc.kill()
+    raise SystemExit(f"server did not start in 300 s; see {log}")
+
+
+def ask(client: httpx.Client, messages: list, max_tokens: int) -> tuple[float, str]:
+    """``(seconds to the first text chunk, reply)`` of one streamed, greedy chat request."""
+    body = {"model": "rwkv-7", "messages": messages, "max_tokens": max_tokens, "stream": True,
+            "temperature": 0, "reasoning_effort": "none"}
+    t0, first, parts = time.perf_counter(), None, []
+    with client.stream("POST", "/v1/chat/completions", json=body) as r:
+        r.raise_for_status()
+        for line in r.iter_lines():
+            if not line.startswith("data: {"):
+                continue
+            choices = json.loads(line[6:]).get("choices") or [{}]
+            delta, done = choices[0].get("delta", {}), choices[0].get("finish_reason")
+            text = delta.get("content") or delta.get("reasoning_content") or ""
+            if first is None and (text or done):
+                first = time.perf_counter() - t0
+            parts.append(delta.get("content") or "")
+    return first if first is not None else time.perf_counter() - t0, "".join(parts)
+
+
+def prefilled(client: httpx.Client) -> int:
+    return client.get("/health").json()["prefix_cache"].get("prefilled_tokens", 0)
+
+
+def run_chat(on: httpx.Client, off: httpx.Client, tokenizer, args) -> list[dict]:
+    from server.api.chat import build_chat_prompt
+
+    per_turn = max(16, (args.target - 150) // args.turns - args.max_tokens - 8)
+    unit = len(tokenizer.encode(FILLER))
+    messages = [{"role": "system", "content": "You are a helpful assistant. " * 20}]
+    rows = []
+    for turn in range(args.turns):
+        messages.append({"role": "user", "content": f"Question {turn + 1}: "
+                         + FILLER * max(1, per_turn // unit) + "What do you conclude?"})
+        n_prompt = len(tokenizer.encode(build_chat_prompt(messages, think=False)))
+        before = prefilled(on)
+        ttft_on, reply = ask(on, messages, args.max_tokens)
+        fed = prefilled(on) - before
+        ttft_off, reply_off = ask(off, messages, args.max_tokens)
+        rows.append({"turn": turn + 1, "prompt_tokens": n_prompt, "prefilled_on": fed,
+                     "ttft_on_s": ttft_on, "ttft_off_s": ttft_off, "equal": reply == reply_off})
+        print(f"{turn + 1:>4} {n_prompt:>7} {fed:>9} {ttft_on * 1000:>10.1f} "
+              f"{ttft_off * 1000:>11.1f} {ttft_off / ttft_on:>7.1f}x {str(reply == reply_off):>6}",
+              flush=True)
+        messages.append({"role": "assistant", "content": reply})
+    return rows
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(prog="python -m server.bench.chat", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", help="RWKV-7 checkpoint (default: random weights of --demo)")
+    ap.add_argument("--demo", default="0.1b", help="random-weights preset when no --model")
+    ap.add_argument("--turns", type=int, default=10)
+    ap.add_argument("--target", type=int, default=2000, help="prompt tokens at the last turn")
+    ap.add_argument("--max-tokens", type=int, default=32, help="reply length")
+    ap.add_argument("--cache-mb", type=int, default=1024, help="RWKV_STATE_CACHE_MB when on")
+    ap.add_argument("--buffer-size", type=int, help="RWKV_BUFFER_SIZE of both servers (decode "
+                    "steps per pulse: the first text arrives after one pulse)")
+    ap.add_argument("--url-on", help="a running server with the cache (skips starting one)")
+    ap.add_argument("--url-off", help="a running server without the cache")
+    ap.add_argument("--json", help="write the rows here")
+    args = ap.parse_args(argv)
+    from server.model.tokenizer import Tokenizer
+
+    tmp = Path(tempfile.mkdtemp(prefix="rwkv-bench-chat-"))
+    procs, model = [], args.model
+    if not (args.url_on and args.url_off) and model is None:
+        from server.model.random import main as make_random
+
+        model = str(tmp / f"rwkv7-random-{args.demo}.pth")
+        make_random([model, "--preset", args.demo, "--seed", "1"])
+    try:
+        urls = []
+        for name, url, mb in (("on", args.url_on, args.cache_mb), ("off", args.url_off, 0)):
+            if url is None:
+                env = {"RWKV_STATE_CACHE_MB": str(mb), "RWKV_TASK_DB_PATH": str(tmp / f"{name}.db")}
+                if args.buffer_size:
+                    env["RWKV_BUFFER_SIZE"] = str(args.buffer_size)
+                proc, url = start_server(model, env, tmp / f"{name}.log")
+                procs.append(proc)
+            urls.append(url)
+        with httpx.Client(base_url=urls[0], timeout=600) as on, \
+                httpx.Client(base_url=urls[1], timeout=600) as off:
+            print(f"model: {on.get('/health').json()['model']}  max_tokens/turn: "
+                  f"{args.max_tokens}  buffer size: {args.buffer_size or 'server default'}\nturn  prompt  prefilled  TTFT on ms  TTFT off ms   ratio  equal")
+            rows = run_chat(on, off, Tokenizer(), args)
+    finally:
+        for proc in procs:
+            proc.terminate()
+            proc.wait(30)
+    last = rows[-1]
+    print(f"last turn: {last['prompt_tokens']} prompt tokens, {last['prefilled_on']} prefilled with "
+          f"the cache; TTFT {last['ttft_on_s'] * 1000:.0f} ms vs {last['ttft_off_s'] * 1000:.0f} ms "
+          f"({last['ttft_off_s'] / last['ttft_on_s']:.1f}x); all replies equal: "
+          f"{all(r['equal'] for r in rows)}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=1))
+
+
+if __name__ == "__main__":
+    main()
