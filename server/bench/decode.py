@@ -22,7 +22,7 @@ import torch
 from server.bench import common
 
 
-def bench_batch(model, B: int, steps: int, pulses: int) -> dict:
+def bench_batch(model, B: int, steps: int, pulses: int, profile: bool = False) -> dict:
     from server.scheduler.engine import RUNNING, BatchEngine
 
     dev = model.device
@@ -45,10 +45,15 @@ def bench_batch(model, B: int, steps: int, pulses: int) -> dict:
         tokens.append(sum(map(len, res.tokens)))
     i = sorted(range(pulses), key=times.__getitem__)[pulses // 2]
     mem = common.memory()
+    report = None
+    if profile:
+        from server.bench.profile import profile_pulse
+
+        report = profile_pulse(engine)
     del engine
     model.clear_graphs()
     return dict(B=B, first=first, dt=times[i], tokens=tokens[i], steps=steps, mem=mem,
-                spread=(max(times) - min(times)) / statistics.median(times))
+                spread=(max(times) - min(times)) / statistics.median(times), profile=report)
 
 
 def row(model, r: dict) -> list:
@@ -76,6 +81,7 @@ def parse_args(argv=None):
     p.add_argument("--pulses", type=int, default=4)
     p.add_argument("--fused", type=int, default=1, help="0: plain torch element-wise ops")
     p.add_argument("--graphs", type=int, default=1, help="0: eager decode (no CUDA graph)")
+    p.add_argument("--profile", default="", help="batch sizes to profile (eager, by kernel kind)")
     p.add_argument("--device", default=None)
     return p.parse_args(argv)
 
@@ -97,12 +103,16 @@ def main(argv=None) -> None:
               flush=True)
         for B in map(int, args.batch.split(",")):
             try:
-                r = bench_batch(model, B, args.steps, args.pulses)
+                r = bench_batch(model, B, args.steps, args.pulses,
+                                profile=str(B) in args.profile.split(","))
             except Exception as e:  # keep the other rows (e.g. out of memory)
                 print(f"batch {B}: failed: {e!r:.300}", flush=True)
                 continue
             rows.append(row(model, r))
             print(" ".join(map(str, rows[-1])), flush=True)
+            if r["profile"]:
+                print(f"\n### profile, batch {B}, state {sd} (eager step)\n{r['profile']}\n",
+                      flush=True)
         print(common.table(HEADER, rows), flush=True)
 
 

@@ -16,7 +16,7 @@ step() {  # step NAME LIMIT_S COMMAND... (output appended to $OUT/NAME.log)
   timeout "$limit" "$@" >>"$OUT/$name.log" 2>&1
   local rc=$?
   echo "=== $name: rc=$rc (end $(date -u +%T))" | tee -a "$SUM"
-  grep -E "^\||passed|failed|error|rel err|STOPPED" "$OUT/$name.log" | tail -n 40 >>"$SUM"
+  grep -E "^\||passed|failed|error|rel err|STOPPED" "$OUT/$name.log" | tail -n 80 >>"$SUM"
 }
 
 { date -u; nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem \
@@ -26,13 +26,13 @@ step() {  # step NAME LIMIT_S COMMAND... (output appended to $OUT/NAME.log)
 step tests 90 python3 -m pytest -m gpu -q -s -p no:cacheprovider test/test_fused_kernels.py \
   test/test_model_gpu.py -k "fused or ((matches_reference or graph_decode) and not torch)"
 step decode 120 python3 -m server.bench decode --preset 2.9b --batch 1,32,256,1024 \
-  --state-dtype fp32,fp16
-step prefill 70 python3 -m server.bench prefill --preset 2.9b --cases 1x4096,64x512
+  --state-dtype fp32,fp16 --profile 1,256,1024
 step stress 120 python3 -m server.bench stress --preset 2.9b --tasks 256 --max-tokens 2000 \
   --buffer-size 32 --temperature 1.0 --deadline 90
+step prefill 70 python3 -m server.bench prefill --preset 2.9b --cases 1x4096,64x512
 step decode72 60 python3 -m server.bench decode --preset 7.2b --batch 256 --state-dtype fp32,fp16
+step tests 80 python3 -m pytest -m gpu -q -s -p no:cacheprovider \
+  "test/test_model_gpu.py::test_every_preset_is_finite_in_fp16"
 step ablation 60 python3 -m server.bench decode --preset 2.9b --batch 1,256 --fused 0 --pulses 3
 step ablation 30 python3 -m server.bench decode --preset 2.9b --batch 1 --graphs 0 --pulses 3
-step tests 60 python3 -m pytest -m gpu -q -s -p no:cacheprovider \
-  "test/test_model_gpu.py::test_every_preset_is_finite_in_fp16"
 echo "=== all done $(date -u +%T)" | tee -a "$SUM"

@@ -9,6 +9,7 @@ logits are returned as a copy so that a later replay cannot overwrite them.
 from __future__ import annotations
 
 import time
+import weakref
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Callable
@@ -35,11 +36,16 @@ class GraphedDecode:
     graphs (least recently used dropped first)."""
 
     def __init__(self, step: StepFn, max_graphs: int = 8):
-        self.step = step
+        # a bound method is held weakly: the model owns this object (no reference cycle)
+        self._step = weakref.WeakMethod(step) if hasattr(step, "__self__") else lambda: step
         self.max_graphs = max_graphs
         self.graphs: OrderedDict[tuple, _Graph] = OrderedDict()
         self.pool = None  # one memory pool shared by every graph
         self.captures: list[tuple[int, float]] = []  # (batch, ms) of each capture, warm-up included
+
+    @property
+    def step(self) -> StepFn:
+        return self._step()
 
     def clear(self) -> None:
         """Drop every graph (and their memory pool): e.g. after the state buffer is reallocated."""

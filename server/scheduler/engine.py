@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import torch
 
 from server.model.sampler import BatchSampler, SamplingBatch
-from server.scheduler.slots import SlotBuffers
+from server.scheduler.slots import SlotBuffers, rows_to_host
 
 EOS_TOKEN = 0
 NEWLINE_TOKENS = (11, 261)  # "\n", "\n\n"
@@ -149,12 +149,11 @@ class BatchEngine:
             return
         t0 = time.perf_counter()
         idx = torch.tensor(slots, dtype=torch.long, device=self.device)
-        states = self.state.select(idx).to(device="cpu")
-        penalties = self.samp.penalties[idx].to("cpu")
+        states, penalties = rows_to_host(self.state, self.samp.penalties, slots)
         counters = self.samp.counter[idx].tolist()
         for i, task in enumerate(tasks):
-            task.state = states.select([i])
-            task.penalties = penalties[i].clone()
+            task.state = states[i]
+            task.penalties = penalties[i]
             task.rng_counter = counters[i]
         self.live[idx] = False
         self.unload_stats[0] += len(slots)
