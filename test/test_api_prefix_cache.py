@@ -104,6 +104,17 @@ def test_task_api_results_equal_without_cache(on, off, route, sampling):
     assert first == second == text(off) != ""
 
 
+def test_chat_seeded_equal_without_cache(on, off):
+    msgs = [{"role": "system", "content": "Seeded system prompt, long enough. " * 12},
+            {"role": "user", "content": "Pick a number and explain why."}]
+    kw = {"max_tokens": 16, "temperature": 1.0, "top_p": 0.9, "seed": 1234,
+          "reasoning_effort": "none"}
+    hits = cache(on)["hits"]
+    first, second = chat(on, msgs, **kw), chat(on, msgs, **kw)
+    assert cache(on)["hits"] == hits + 1  # the second request started from the cached prompt
+    assert first == second == chat(off, msgs, **kw) != ""
+
+
 def test_sixty_four_requests_share_one_system_prompt(on, tiny_tokenizer):
     system = "System: " + "Answer as a concise, friendly expert on astronomy and space. " * 84
     msgs = [[{"role": "system", "content": system},

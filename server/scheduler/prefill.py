@@ -54,6 +54,10 @@ class _Seq:
     def end(self) -> int:
         return len(self.tokens) - 1  # the last token is fed by decoding, never prefilled
 
+    def fits(self, task) -> bool:
+        """Still this task's sequence (a task failed and resubmitted may have changed)."""
+        return self.task is task and len(self.tokens) == len(task.history) + len(task.pending)
+
     def add_point(self, n: int) -> None:
         if n not in self.points:
             self.points.append(n)
@@ -80,7 +84,7 @@ class Prefiller:
         """Feed ``work`` (``(slot, task)`` with ``len(pending) > 1``) up to ``budget`` tokens."""
         if not self.caching:
             return self._plain(work, budget)
-        self._seqs = {id(t): s for _, t in work if (s := self._seqs.get(id(t))) and s.task is t}
+        self._seqs = {id(t): s for _, t in work if (s := self._seqs.get(id(t))) and s.fits(t)}
         seqs = [(slot, task, self._seq(task)) for slot, task in work]
         while budget > 0:
             for slot, task, s in seqs:
