@@ -26,7 +26,9 @@ BUFFER = 8  # RWKV_BUFFER_SIZE of the test servers (server_harness.SERVER_ENV)
 
 @pytest.fixture(scope="module")
 def keyed(start_server):
-    return start_server(RWKV_API_KEY=KEY, RWKV_MAX_BATCH_SIZE="1", RWKV_MAX_QUEUE="2")
+    srv = start_server(RWKV_API_KEY=KEY, RWKV_MAX_BATCH_SIZE="1", RWKV_MAX_QUEUE="2")
+    yield srv
+    srv.stop()  # free its memory for the rest of the session
 
 
 @pytest.fixture

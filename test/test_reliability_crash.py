@@ -26,7 +26,9 @@ DRAIN_LIMIT_S = 10.0  # run.py's graceful shutdown bound
 
 @pytest.fixture(scope="module")
 def srv(start_server):
-    return start_server(RWKV_MAX_BATCH_SIZE="16")
+    srv = start_server(RWKV_MAX_BATCH_SIZE="16")
+    yield srv
+    srv.stop()  # free its memory for the rest of the session
 
 
 def _result(http, tid: str, timeout: float = 30) -> str:

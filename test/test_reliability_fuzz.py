@@ -48,7 +48,9 @@ def _cases() -> list[tuple[str, GenerationMode]]:
 
 @pytest.fixture(scope="module")
 def fuzz_server(start_server):
-    return start_server(**FUZZ_ENV)
+    srv = start_server(**FUZZ_ENV)
+    yield srv
+    srv.stop()  # free its memory for the rest of the session
 
 
 @pytest.fixture(scope="module")

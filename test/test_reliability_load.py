@@ -54,7 +54,9 @@ async def _round(url: str):
 
 @pytest.fixture(scope="module")
 def load_server(start_server):
-    return start_server(**LOAD_ENV)
+    srv = start_server(**LOAD_ENV)
+    yield srv
+    srv.stop()  # free its memory for the rest of the session
 
 
 def test_256_streaming_clients_three_rounds(load_server):

