@@ -34,6 +34,7 @@ from server.scheduler.prefix_cache import PrefixCache, common_prefix, prefix_has
 
 TURN_TOKEN = 261  # "\n\n": turns of the chat format are separated by it
 RECENT = 32  # sequences remembered (hashes only) to find branch points
+IN_FLIGHT = 128  # tasks in flight a new sequence is compared with (the most recent)
 
 
 @dataclass(eq=False)
@@ -168,7 +169,7 @@ class Prefiller:
                 m = common_prefix(s.hashes, hashes)
                 if lo < m < s.end and not near_turn(m):
                     branch.append(m)
-        for other in self._seqs.values():
+        for other in list(self._seqs.values())[-IN_FLIGHT:]:
             if other.origin == s.origin:
                 m = common_prefix(s.hashes, other.hashes)
                 if len(other.task.history) < m < other.end and m >= gap and not near_turn(m):
