@@ -54,6 +54,7 @@ class BaseScheduler:
         self.slots: list[Task | None] = [None]  # host view of engine slots
         self.decoding: set[int] = set()  # slots that are live in the engine
         self.waiting: deque[Task] = deque()
+        self._fresh_starts = False  # tasks started decoding since the last pulse
         self._stops: list[Task] = []  # stop requests not yet applied to slots (any thread appends)
         self._cv = threading.Condition()
         self._thread: threading.Thread | None = None
@@ -120,6 +121,7 @@ class BaseScheduler:
             return
         with self._cv:
             stops, self._stops = self._stops, []
+        stops = [t for t in stops if t.stop_requested]  # a continued task's old stop is void
         for slot in self.decoding:
             if any(self.slots[slot] is t for t in stops):
                 self.engine.request_stop(slot)
@@ -267,10 +269,15 @@ class BaseScheduler:
                 t.status = Status.RUNNING
                 t._t_gen = time.perf_counter()
             self.decoding.update(start)
+            self._fresh_starts = True
 
     def _pulse(self) -> None:
+        # a pulse right after tasks start is one step long, so their first token reaches the
+        # client at once (time to first token) instead of after buffer_size steps
+        steps = 1 if self._fresh_starts else self.buffer_size
+        self._fresh_starts = False
         t0 = time.perf_counter()
-        res = self.engine.pulse(self.buffer_size, before_step=self._apply_stops)
+        res = self.engine.pulse(steps, before_step=self._apply_stops)
         dt = time.perf_counter() - t0
         self.iteration += 1
         n_tok = sum(len(res.tokens[s]) for s in self.decoding)
@@ -287,7 +294,7 @@ class BaseScheduler:
             task.history.extend(([task.current_token] + toks)[:n_fed])
             task.current_token = None if reason == REASON_EOS else res.current[slot]
             task.gen_time = time.perf_counter() - task._t_gen
-            self.stats.on_tokens(task, len(toks), dt, self.buffer_size)
+            self.stats.on_tokens(task, len(toks), dt, steps)
             task._append_output(toks)
             if reason:
                 finished.setdefault(REASON_NAMES[reason], []).append(slot)
