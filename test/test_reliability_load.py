@@ -23,9 +23,11 @@ ROUNDS = 3
 ROUND_TIMEOUT_S = 120  # a round that takes longer means some request hung
 MAX_TOKENS = 8
 PROMPT_LIMIT, BODY_LIMIT, TOKENS_CAP = 256, 64 * 1024, 8
-LOAD_ENV = {"RWKV_MAX_BATCH_SIZE": "64", "RWKV_MAX_QUEUE": "192",
+# bounded caches set small, so they fill in round 1 and a leak would show in rounds 2-3
+LOAD_ENV = {"RWKV_MAX_BATCH_SIZE": "64", "RWKV_MAX_QUEUE": "224", "RWKV_STATE_CACHE_MB": "16",
             "RWKV_TASK_DEFAULT_CPU_CAPACITY": "64", "RWKV_MAX_PROMPT_TOKENS": str(PROMPT_LIMIT),
-            "RWKV_MAX_BODY_BYTES": str(BODY_LIMIT), "RWKV_MAX_TOKENS_CAP": str(TOKENS_CAP)}
+            "RWKV_MAX_BODY_BYTES": str(BODY_LIMIT), "RWKV_MAX_TOKENS_CAP": str(TOKENS_CAP),
+            "MALLOC_ARENA_MAX": "2"}  # glibc: fewer per-thread arenas, steadier RSS readings
 RSS_TOLERANCE_KB = 24 * 1024  # allocator noise; a leak of ~1 KB per request would show
 
 
@@ -75,8 +77,9 @@ def test_256_streaming_clients_three_rounds(load_server):
         idle = wait_idle(http)
         assert (idle["active"], idle["queue"], idle["capacity"]) == (0, 0, 1), idle
         rss.append(rss_kb(load_server.proc.pid))
+        cache = http.get("/health").json().get("prefix_cache", {})
         lines.append(f"round {rnd + 1}: {len(done)} streams completed {per_route}, "
-                     f"{refused} refused (503), "
+                     f"{refused} refused (503), prefix cache {cache}, "
                      f"peak capacity {peak}, peak queue {max(h['queue'] for h in seen)}, "
                      f"{seconds:.1f} s, idle RSS {rss[-1] / 1024:.1f} MB")
     print("\n" + "\n".join(lines))
