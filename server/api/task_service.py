@@ -117,7 +117,7 @@ class TaskService:
 
     def new_task(self, tokens: list[int], tmp: bool, params: dict) -> Task:
         task = Task(tokens, task_id=new_task_id("TMP" if tmp else "TASK"),
-                    decoder=self.loader.decode, **{"seed": None, **params})
+                    tokenizer=self.loader, **{"seed": None, **params})
         # a temporary task's state is thrown away unless it is all the task produces
         task.keep_state = not tmp or task.max_tokens == 0
         task.cache_origin = ""  # from the zero state: may use and feed the prefix cache

@@ -89,7 +89,7 @@ class BaseScheduler:
                     top_p=top_p, top_k=top_k, presence_penalty=presence_penalty,
                     repetition_penalty=repetition_penalty, penalty_decay=penalty_decay,
                     seed=seed, collect_callback=collect_callback,
-                    finish_callback=finish_callback, decoder=self.loader.decode)
+                    finish_callback=finish_callback, tokenizer=self.loader)
         self.add_task(task)
         return task
 
@@ -98,8 +98,8 @@ class BaseScheduler:
         if task.status in (Status.RUNNING, Status.FINISHED):
             raise ValueError(f"task {task.task_id} is {task.status.name}; "
                              "call continue_gen() on a finished task first")
-        if task._decoder is None:
-            task._decoder = self.loader.decode
+        if task.tokenizer is None:
+            task.tokenizer = self.loader
         with self._cv:
             if len(self.waiting) >= self.max_queue:
                 raise QueueFull(f"{len(self.waiting)} tasks are waiting (max_queue={self.max_queue})")

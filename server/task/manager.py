@@ -61,14 +61,14 @@ class TaskManager:
         self.loader, self.sampler = loader, sampler
         with self._lock:
             for t in [*self._cache.values(), *self._templates.values()]:
-                if t._decoder is None:
-                    t._decoder = loader.decode
+                if t.tokenizer is None:
+                    t.tokenizer = loader
 
     # ---- the seed's API ---------------------------------------------------------------
     def put_task(self, task_id: str, task: Task) -> str:
         """Store ``task`` under ``task_id`` (sets ``task.task_id``). Templates: see module doc."""
-        if task._decoder is None and self.loader is not None:
-            task._decoder = self.loader.decode
+        if task.tokenizer is None and self.loader is not None:
+            task.tokenizer = self.loader
         if is_template_id(task_id):
             return self._put_template(task_id, task)
         task.task_id = task_id
@@ -94,7 +94,7 @@ class TaskManager:
         if rec is None:
             return None
         loaded = decode_task(rec[0], rec[1], task_id=task_id,
-                             decoder=self.loader.decode if self.loader is not None else None)
+                             tokenizer=self.loader)
         with self._lock:
             task, jobs = self._get_cached(task_id)
             if task is None:  # nobody loaded or put it meanwhile
@@ -118,8 +118,8 @@ class TaskManager:
             raise TaskBusy(f"task {template_id} is running; fork it when it has finished")
         new_id = new_id or new_task_id("TMP" if tmp else "TASK")
         child = src.fork(new_id)
-        if child._decoder is None and self.loader is not None:
-            child._decoder = self.loader.decode
+        if child.tokenizer is None and self.loader is not None:
+            child.tokenizer = self.loader
         self.put_task(new_id, child)
         return new_id
 

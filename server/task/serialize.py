@@ -137,14 +137,14 @@ def decode_tensors(meta: dict, blob: bytes | None) -> dict[str, torch.Tensor]:
 
 
 def decode_task(meta_json: str | dict, blob: bytes | None, task_id: str | None = None,
-                decoder=None, tensors: bool = True) -> Task:
+                tokenizer=None, tensors: bool = True) -> Task:
     """Rebuild a Task from a record; ``task_id`` (the row's key) overrides the stored one.
     ``tensors=False`` reads the metadata only (the task gets no state: for listings)."""
     meta = json.loads(meta_json) if isinstance(meta_json, str) else meta_json
     if meta.get("version") != FORMAT_VERSION:
         raise RecordError(f"unknown task record version {meta.get('version')!r}")
     params = {k: v for k, v in meta["params"].items() if k in SAMPLING_FIELDS}
-    task = Task(task_id=task_id or meta["task_id"], decoder=decoder, **params)
+    task = Task(task_id=task_id or meta["task_id"], tokenizer=tokenizer, **params)
     task.status = Status(meta["status"])
     task.rng_counter = int(meta["rng_counter"])
     task.current_token = meta["current_token"]

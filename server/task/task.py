@@ -42,7 +42,7 @@ def new_task_id(prefix: str = "TASK") -> str:
 class Task:
     def __init__(
         self,
-        prompt_tokens: list[int] | None = None,
+        prompt: str | list[int] | None = None,
         *,
         task_id: str = "TMP",
         max_tokens: int = 50,
@@ -55,7 +55,7 @@ class Task:
         seed: int | None = 42,
         collect_callback: Callable[[list[int]], None] | None = None,
         finish_callback: Callable[[list[int]], None] | None = None,
-        decoder: Callable[[list[int]], str] | None = None,
+        tokenizer=None,
     ):
         self.task_id = task_id
         self.status = Status.PREFILL
@@ -70,7 +70,7 @@ class Task:
         self.rng_counter = 0  # draws made so far from this task's (seed, counter) stream
         self.collect_callback = collect_callback
         self.finish_callback = finish_callback
-        self._decoder = decoder
+        self.tokenizer = tokenizer  # anything with encode(str)/decode(ids), e.g. the loader
 
         self.state = None  # State(batch=1) on CPU, or None for the zero state
         self.penalties = None  # Tensor[V] float32 on CPU, or None for zeros
@@ -91,8 +91,8 @@ class Task:
         self._done = threading.Event()
         self._listeners: list[Callable[[Task], None]] = []
         self._stop_hook: Callable[[Task], None] | None = None  # set by the scheduler owning it
-        if prompt_tokens:
-            self.prefill(prompt_tokens)
+        if prompt:
+            self.prefill(prompt)
 
     # ---- reading results -------------------------------------------------------------
     def pop_tokens(self) -> list[int]:
@@ -108,9 +108,17 @@ class Task:
             return list(self.output)
 
     def decode(self, tokens: list[int]) -> str:
-        if self._decoder is None:
+        return self._need_tokenizer().decode(tokens)
+
+    def _need_tokenizer(self):
+        if self.tokenizer is None:
             raise RuntimeError("this task has no tokenizer attached (create it via a scheduler)")
-        return self._decoder(tokens)
+        return self.tokenizer
+
+    def _tokens(self, prompt: str | list[int]) -> list[int]:
+        if isinstance(prompt, str):
+            return self._need_tokenizer().encode(prompt)
+        return [int(t) for t in prompt]
 
     @property
     def is_finished(self) -> bool:
@@ -132,8 +140,9 @@ class Task:
         if hook is not None:
             hook(self)
 
-    def prefill(self, prompt_tokens: list[int]) -> None:
-        """Append prompt tokens to the sequence; they are fed when the scheduler next runs it."""
+    def prefill(self, prompt: str | list[int]) -> None:
+        """Append a prompt (text or token ids) to the sequence; it is fed when the scheduler
+        next runs the task."""
         if self.status == Status.RUNNING:
             raise RuntimeError(f"task {self.task_id} is running; stop it or wait before prefilling")
         if self.status == Status.FINISHED:
@@ -141,12 +150,13 @@ class Task:
         if self.current_token is not None:
             self.pending.append(self.current_token)
             self.current_token = None
-        self.pending.extend(int(t) for t in prompt_tokens)
+        self.pending.extend(self._tokens(prompt))
         self.status = Status.PREFILL
         self._done.clear()
 
-    def continue_gen(self, prompt_tokens: list[int] | None = None, **params) -> None:
-        """Reset a finished task to READY for another round, optionally appending a prompt."""
+    def continue_gen(self, prompt: str | list[int] | None = None, **params) -> None:
+        """Reset a finished task to READY for another round, optionally appending a prompt
+        (text or token ids) and changing sampling parameters (``max_tokens=...`` etc.)."""
         if self.status == Status.RUNNING:
             raise RuntimeError(f"task {self.task_id} is running")
         self.update_params(**params)
@@ -158,8 +168,8 @@ class Task:
         self.stop_requested = False
         self.finished_at = None
         self._done.clear()
-        if prompt_tokens:
-            self.prefill(prompt_tokens)
+        if prompt:
+            self.prefill(prompt)
 
     def update_params(self, **params) -> None:
         for key, value in params.items():
@@ -216,7 +226,7 @@ class Task:
     # ---- copying ----------------------------------------------------------------------
     def fork(self, task_id: str) -> Task:
         """A new READY task starting from a copy of this task's state and parameters."""
-        t = Task(task_id=task_id, decoder=self._decoder,
+        t = Task(task_id=task_id, tokenizer=self.tokenizer,
                  **{k: getattr(self, k) for k in SAMPLING_FIELDS})
         t.state = None if self.state is None else self.state.clone()
         t.penalties = None if self.penalties is None else self.penalties.clone()

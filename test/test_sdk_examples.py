@@ -1,0 +1,135 @@
+"""Every Python SDK snippet of the product README (the seed), as written there, only the model
+path changed (to a tiny random checkpoint) and prints turned into assertions."""
+
+import pytest
+
+from server import DynamicScheduler, RWKV070ModelLoader, SimpleScheduler
+from server.task.task import Status
+
+
+@pytest.fixture
+def settings(tiny_model_path, tmp_path, monkeypatch):
+    """``server.config.settings`` pointing at the tiny model and a fresh task database."""
+    import server.task.manager as manager_module
+    from server.config import settings
+
+    monkeypatch.setattr(settings, "model_path", tiny_model_path)
+    monkeypatch.setattr(settings, "task_db_path", str(tmp_path / "tasks.db"))
+    monkeypatch.setattr(manager_module, "_manager", None)
+    yield settings
+    if manager_module._manager is not None:
+        manager_module._manager.close()
+
+
+def test_minimal_example(settings):
+    loader = RWKV070ModelLoader(settings.model_path, settings.vocab_path)
+    scheduler = DynamicScheduler(loader, max_batch_size=256, buffer_size=32)
+    tasks = [
+        scheduler.new_task(f"User: {prompt}\n\nAssistant:", max_tokens=20, temperature=0.7,
+                           top_p=0.3, top_k=50)
+        for prompt in ["你好，介绍一下你自己", "用 Python 写一个快速排序", "1+1等于几？"]
+    ]
+    scheduler.run()
+    for task in tasks:
+        text = f"[{task.task_id}] {task.decode(task.pop_tokens())[:200]}..."
+        assert task.status == Status.FINISHED and len(text) > len("[TMP] ...")
+    assert loader.decode(loader.encode("你好")) == "你好"
+    state = loader.gen_state(batch_size=1)
+    assert state.batch_size == 1 and float(state.wkv.abs().sum()) == 0.0
+
+
+def test_callback_example(settings, tiny_loader):
+    loader = tiny_loader
+    scheduler = DynamicScheduler(loader, 8, 32)
+    seen, done = [], []
+
+    def on_tokens(tokens):
+        seen.append(loader.decode(tokens))
+
+    def on_finish(all_tokens):
+        done.append(len(all_tokens))
+
+    task = scheduler.new_task("User: 写一首关于春天的诗\n\nAssistant:", max_tokens=60,
+                              temperature=0.8, collect_callback=on_tokens, finish_callback=on_finish)
+    scheduler.run()
+    assert done == [60] and len(seen) >= 2 and "".join(seen) == loader.decode(task.get_all_tokens())
+
+
+def test_template_examples_with_task_manager(settings, tiny_loader):
+    from server.task.manager import get_task_manager
+
+    loader = tiny_loader
+    scheduler = DynamicScheduler(loader, 256, 32)
+    task_manager = get_task_manager()
+    task_manager.set_dependencies(loader, scheduler.sampler)
+
+    tpl = scheduler.new_task(
+        "User: 你是一个资深 Python 后端工程师，请遵循 PEP8 规范。\n\nAssistant: 好的。\n\n",
+        max_tokens=0, temperature=0.3)
+    scheduler.run()
+    task_manager.put_task("_coder", tpl)
+    tasks = []
+    for question in ["写一个线程安全的单例", "如何优化数据库连接池？", "解释 GIL 及其影响"]:
+        new_id = task_manager.fork_template("_coder")
+        task = task_manager.get_task(new_id)
+        task.continue_gen()
+        task.prefill(f"User: {question}\n\nAssistant:")
+        task.max_tokens = 50
+        scheduler.add_task(task)
+        tasks.append(task)
+    scheduler.run()
+    assert all(t.status == Status.FINISHED and len(t.output) == 50 for t in tasks)
+
+    # the daemon variant, continue_gen with text and max_tokens as keyword
+    scheduler.start_daemon()
+    try:
+        template_task = scheduler.new_task(
+            prompt="User: 你是一个专业的中英技术翻译，请翻译以下内容。\n\n", max_tokens=0,
+            temperature=0.3)
+        scheduler.run()
+        task_manager.put_task("_tech_translator", template_task)
+        new_id = task_manager.fork_template("_tech_translator")
+        task = task_manager.get_task(new_id)
+        task.continue_gen("请翻译：The transformer architecture revolutionized NLP.", max_tokens=40)
+        scheduler.add_task(task)
+        assert task.wait(30) and len(task.output) == 40
+    finally:
+        scheduler.shutdown()
+
+    roles = {
+        "_writer": "User: 你是一个创意故事作家。\n\nAssistant: 好的，让我们开始。\n\n",
+        "_translator": "User: 你是一个专业的中英技术翻译。\n\nAssistant: 明白。\n\n",
+    }
+    for role_id, prompt in roles.items():
+        task = scheduler.new_task(prompt=prompt, max_tokens=0)
+        scheduler.run()
+        task_manager.put_task(role_id, task)
+    assert task_manager.get_task(task_manager.fork_template("_writer")).status == Status.READY
+
+
+def test_fim_example(tiny_loader):
+    loader = tiny_loader
+    scheduler = SimpleScheduler(loader, 4, 16)
+    prefix, suffix = "def hello_world():\n    print(", ")\n    return True"
+    prompt = f"✿prefix✿✿suffix✿{suffix}✿middle✿{prefix}"
+    task = scheduler.new_task(prompt, max_tokens=30, temperature=0.8)
+    scheduler.run()
+    assert len(task.get_all_tokens()) == 30
+    assert isinstance(loader.decode(task.pop_tokens()), str)
+
+
+def test_translation_service_example(settings, tiny_loader):
+    loader = tiny_loader
+    scheduler = DynamicScheduler(loader, max_batch_size=64, buffer_size=32)
+
+    def translate(texts: list[str], source_lang="中文", target_lang="英文"):
+        tasks = [
+            scheduler.new_task(f"User: 将以下{source_lang}翻译为{target_lang}：{t}\n\nAssistant:",
+                               max_tokens=30, temperature=0.3, top_p=0.3)
+            for t in texts
+        ]
+        scheduler.run()
+        return [loader.decode(t.pop_tokens()) for t in tasks]
+
+    results = translate(["你好世界", "机器学习很有趣", "今天天气真好"])
+    assert len(results) == 3 and all(isinstance(r, str) and r for r in results)
