@@ -55,6 +55,7 @@ class BaseScheduler:
         self.decoding: set[int] = set()  # slots that are live in the engine
         self.waiting: deque[Task] = deque()
         self._fresh_starts = False  # tasks started decoding since the last pulse
+        self._last_info = 0.0  # when a pulse line was last logged at INFO
         self._stops: list[Task] = []  # stop requests not yet applied to slots (any thread appends)
         self._cv = threading.Condition()
         self._thread: threading.Thread | None = None
@@ -284,8 +285,12 @@ class BaseScheduler:
         active = len(self.decoding)
         stat = dict(iter=self.iteration, cap=self.capacity, active=active, tokens=n_tok, seconds=dt)
         self.pulses.append(stat)
-        self.log.debug(f"Iter {self.iteration} cap={self.capacity} active={active} "
-                       f"speed={n_tok / dt:.2f} tok/s per_task={n_tok / dt / max(active, 1):.2f} tok/s")
+        now = time.perf_counter()
+        level = "INFO" if now - self._last_info >= 1.0 else "DEBUG"  # progress, ~1 line/s
+        if level == "INFO":
+            self._last_info = now
+        self.log.log(level, f"Iter {self.iteration} cap={self.capacity} active={active} "
+                     f"speed={n_tok / dt:.2f} tok/s per_task={n_tok / dt / max(active, 1):.2f} tok/s")
         finished: dict[str, list[int]] = {}
         for slot in sorted(self.decoding):
             task, toks = self.slots[slot], res.tokens[slot]
