@@ -1,0 +1,33 @@
+"""The load scripts against a real server (tiny random model on the CPU): Locust headless for
+15 s with 16 users, and the async batch script, both with zero failures."""
+
+import csv
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_locust_headless_16_users_15s_zero_failures(server_url, tmp_path):
+    cmd = [sys.executable, "-m", "locust", "-f", str(ROOT / "test" / "locustfile.py"),
+           "--host", server_url, "--headless", "-u", "16", "-r", "16", "--run-time", "15s",
+           "--csv", str(tmp_path / "perf"), "--only-summary"]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "RWKV_LOCUST_MAX_TOKENS": "24"})
+    assert out.returncode == 0, out.stderr[-3000:]
+    with open(tmp_path / "perf_stats.csv", newline="") as f:
+        rows = {(r["Type"], r["Name"]): r for r in csv.DictReader(f)}
+    for key in [("SSE", "ttft"), ("SSE", "stream"), ("POST", "POST /v1/tasks/tmp")]:
+        assert int(rows[key]["Request Count"]) >= 16, (key, rows[key])
+        assert rows[key]["Failure Count"] == "0", (key, rows[key])
+
+
+def test_batch_async_openai_and_tasks(server_url):
+    for api in ("openai", "tasks"):
+        out = subprocess.run([sys.executable, str(ROOT / "test" / "batch_async.py"), "--url",
+                              server_url, "--n", "8", "--concurrency", "8", "--max-tokens", "8",
+                              "--api", api], capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0, (api, out.stdout[-2000:], out.stderr[-2000:])
+        assert "tok/s" in out.stdout
