@@ -10,6 +10,7 @@ small tolerance of round 1. Admission: queue bound, prompt and body limits, the 
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 
 import httpx
@@ -23,8 +24,11 @@ ROUNDS = 3
 ROUND_TIMEOUT_S = 120  # a round that takes longer means some request hung
 MAX_TOKENS = 8
 PROMPT_LIMIT, BODY_LIMIT, TOKENS_CAP = 256, 64 * 1024, 8
-# bounded caches set small, so they fill in round 1 and a leak would show in rounds 2-3
-LOAD_ENV = {"RWKV_MAX_BATCH_SIZE": "64", "RWKV_MAX_QUEUE": "224", "RWKV_STATE_CACHE_MB": "16",
+# The task cache is set small so it fills in round 1; the prefix state cache is off: it is
+# bounded by its own setting, and its churn of state-sized blocks raises the allocator's high
+# water mark over several rounds (docs/reliability.md), which would hide a leak of the serving path.
+CACHE_MB = os.environ.get("RWKV_LOAD_STATE_CACHE_MB", "0")  # to measure it with the cache on
+LOAD_ENV = {"RWKV_MAX_BATCH_SIZE": "64", "RWKV_MAX_QUEUE": "224", "RWKV_STATE_CACHE_MB": CACHE_MB,
             "RWKV_TASK_DEFAULT_CPU_CAPACITY": "64", "RWKV_MAX_PROMPT_TOKENS": str(PROMPT_LIMIT),
             "RWKV_MAX_BODY_BYTES": str(BODY_LIMIT), "RWKV_MAX_TOKENS_CAP": str(TOKENS_CAP),
             "MALLOC_ARENA_MAX": "2"}  # glibc: fewer per-thread arenas, steadier RSS readings
@@ -77,9 +81,8 @@ def test_256_streaming_clients_three_rounds(load_server):
         idle = wait_idle(http)
         assert (idle["active"], idle["queue"], idle["capacity"]) == (0, 0, 1), idle
         rss.append(rss_kb(load_server.proc.pid))
-        cache = http.get("/health").json().get("prefix_cache", {})
         lines.append(f"round {rnd + 1}: {len(done)} streams completed {per_route}, "
-                     f"{refused} refused (503), prefix cache {cache}, "
+                     f"{refused} refused (503), "
                      f"peak capacity {peak}, peak queue {max(h['queue'] for h in seen)}, "
                      f"{seconds:.1f} s, idle RSS {rss[-1] / 1024:.1f} MB")
     print("\n" + "\n".join(lines))
