@@ -225,3 +225,18 @@ def test_stops_from_other_threads_during_resizes_never_hang(tiny_loader):
             assert t.finish_reason == "length" and len(t.output) == 6
     finally:
         scheduler.shutdown()
+
+
+def test_a_failing_user_callback_harms_nobody(tiny_loader):
+    scheduler = DynamicScheduler(tiny_loader, max_batch_size=4, buffer_size=4)
+
+    def boom(_tokens):
+        raise ValueError("user bug")
+
+    bad = scheduler.new_task("User: a\n\nAssistant:", max_tokens=9, temperature=0,
+                             collect_callback=boom, finish_callback=boom)
+    other = scheduler.new_task("User: b\n\nAssistant:", max_tokens=9, temperature=0)
+    scheduler.run()
+    for t in (bad, other):
+        assert t.finish_reason == "length" and len(t.output) == 9
+    assert bad.output == run_alone(tiny_loader, "User: a\n\nAssistant:", max_tokens=9, temperature=0)

@@ -21,6 +21,8 @@ import time
 from enum import IntEnum
 from typing import Callable
 
+from loguru import logger
+
 SAMPLING_FIELDS = (
     "max_tokens", "temperature", "top_p", "top_k",
     "presence_penalty", "repetition_penalty", "penalty_decay", "seed",
@@ -203,7 +205,7 @@ class Task:
         with self._lock:
             self.output.extend(tokens)
         if tokens and self.collect_callback is not None:
-            self.collect_callback(tokens)
+            self._call(self.collect_callback, tokens)
         self._notify()
 
     def _finish(self, reason: str, error: str | None = None) -> None:
@@ -213,7 +215,7 @@ class Task:
         self.status = Status.FINISHED
         self.finished_at = time.time()
         if self.finish_callback is not None:
-            self.finish_callback(self.get_all_tokens())
+            self._call(self.finish_callback, self.get_all_tokens())
         self._done.set()
         self._notify()
 
@@ -221,7 +223,15 @@ class Task:
         with self._lock:
             listeners = list(self._listeners)
         for fn in listeners:
-            fn(self)
+            self._call(fn, self)
+
+    def _call(self, fn, arg) -> None:
+        """Run a user callback or listener: its error is logged, never raised into the
+        scheduler (where it would fail every task of the pulse)."""
+        try:
+            fn(arg)
+        except Exception:
+            logger.bind(name="task").exception(f"callback {fn!r} of task {self.task_id} failed")
 
     # ---- copying ----------------------------------------------------------------------
     def fork(self, task_id: str) -> Task:
