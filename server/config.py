@@ -22,6 +22,7 @@ class Settings(BaseSettings):
     device: str = Field("auto", description="auto | cpu | cuda | cuda:N")
     dtype: Literal["auto", "fp16", "bf16", "fp32"] = "auto"
     state_dtype: Literal["fp32", "fp16", "bf16"] = "fp32"
+    fused: bool = Field(True, description="fused Triton element-wise kernels on CUDA (false: plain torch)")
     demo: str | None = Field(None, description="serve random weights of this preset (tiny, 0.1b, ...)")
 
     # scheduler

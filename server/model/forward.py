@@ -62,7 +62,7 @@ class RWKV7:
     go through the layers at a time, at most ``prefill_tokens`` tokens (rows x chunk) per pass.
     On CUDA, decode replays a captured CUDA graph (``cuda_graphs=False``: run eagerly), the
     WKV recurrence runs in the Triton kernels (``wkv_impl="torch"``: plain torch, wkv.py) and
-    the element-wise work around it in fused Triton kernels (``fused=False`` or ``RWKV_FUSED=0``:
+    the element-wise work around it in fused Triton kernels (``fused=False``, setting ``RWKV_FUSED=false``:
     plain torch; see fused.py). ``prefill_chunk`` defaults to 256 on the CPU, 1024 on CUDA."""
 
     def __init__(self, state_dict: dict[str, Tensor], cfg: ModelConfig, device="cpu",

@@ -12,7 +12,6 @@ into the stack, so the plain path still works (and memory is not doubled).
 
 from __future__ import annotations
 
-import os
 import weakref
 from dataclasses import dataclass
 
@@ -27,8 +26,8 @@ LORA_ORDER = ("v", "w", "a", "g")  # mixed inputs 2..5 of ln_mix are xv, xw, xa,
 
 
 def fused_default(device: torch.device) -> bool:
-    """On by default on CUDA when Triton imports (``RWKV_FUSED=0`` turns it off)."""
-    if os.environ.get("RWKV_FUSED", "1") == "0" or device.type != "cuda":
+    """On by default on CUDA when Triton imports (``RWKV_FUSED=false`` turns it off)."""
+    if device.type != "cuda":
         return False
     from server.model import kernels
 

@@ -43,14 +43,15 @@ class RWKV070ModelLoader:
     ``vocab_path`` (default: eof_v20230424.txt at the repository root).
     Raises CheckpointError for a missing or bad checkpoint."""
 
-    def __init__(self, model_path, vocab_path=None, device=None, dtype=None, state_dtype=None):
+    def __init__(self, model_path, vocab_path=None, device=None, dtype=None, state_dtype=None,
+                 fused: bool | None = None):
         from server.model.tokenizer import Tokenizer
 
         self.model_path = Path(model_path)
         self.name = self.model_path.stem
         sd, self.cfg = load_checkpoint(self.model_path)
         self.model = RWKV7(sd, self.cfg, device=parse_device(device), dtype=parse_dtype(dtype),
-                           state_dtype=parse_dtype(state_dtype) or torch.float32)
+                           state_dtype=parse_dtype(state_dtype) or torch.float32, fused=fused)
         del sd
         self.tokenizer = Tokenizer(vocab_path)
         if self.tokenizer.vocab_size > self.cfg.vocab_size:
