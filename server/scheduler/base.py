@@ -130,6 +130,11 @@ class BaseScheduler:
     # ---- the loop ------------------------------------------------------------------------
     @property
     def has_work(self) -> bool:
+        """Tasks waiting, in slots, or finishing (their state on its way home)."""
+        return self._has_slot_work or self.engine.copyback.busy
+
+    @property
+    def _has_slot_work(self) -> bool:
         return bool(self.waiting) or any(t is not None for t in self.slots)
 
     @property
@@ -158,7 +163,10 @@ class BaseScheduler:
                 self._cv.wait_for(lambda: not self.has_work and not self._busy)
             return
         while self.has_work:
-            self.step()
+            if self._has_slot_work:
+                self.step()
+            else:
+                self.engine.copyback.wait_idle(0.1)
 
     def start_daemon(self) -> None:
         """Serve from a background thread: run tasks as they arrive, idle otherwise."""
@@ -170,7 +178,7 @@ class BaseScheduler:
 
     def _loop(self) -> None:
         while self._running:
-            if self.has_work:
+            if self._has_slot_work:
                 self.step()
                 with self._cv:
                     self._cv.notify_all()
@@ -197,6 +205,7 @@ class BaseScheduler:
         for slot, task in enumerate(self.slots):
             if task is not None:
                 self._release([slot], "abort")
+        self.engine.copyback.wait_idle(timeout)
         self.engine.release()  # frees the slot buffers and the decode graphs
         self.slots = [None]
         if self.prefix_cache is not None:
@@ -307,19 +316,38 @@ class BaseScheduler:
             self._release(slots, name)
 
     def _release(self, slots: list[int], reason: str, error: str | None = None) -> None:
-        """Copy finished slots' state back to their tasks (if kept), free the slots, finish."""
+        """Free finished slots and finish their tasks — tasks that keep their state once it is
+        home (the copy runs on the copy-back thread while the batch goes on)."""
         tasks = [self.slots[s] for s in slots]
-        keep = [(s, t) for s, t in zip(slots, tasks) if getattr(t, "keep_state", True)]
-        if error is None and keep:
-            self.engine.unload([s for s, _ in keep], [t for _, t in keep])
         if error is None:
             self.prefiller.on_release(slots, tasks)  # the prefix cache keeps their state
+        home = [(s, t) for s, t in zip(slots, tasks)
+                if error is None and getattr(t, "keep_state", True)]
+        if home:
+            self.engine.unload([s for s, _ in home], [t for _, t in home],
+                               then=lambda ts, err: self._finish_home(ts, reason, err))
         self.engine.free(slots)
+        going_home = {id(t) for _, t in home}
         for slot, task in zip(slots, tasks):
             self.slots[slot] = None
             self.decoding.discard(slot)
-            task._stop_hook = None
-            task._finish(reason, error)
+            if id(task) not in going_home:
+                task._finish(reason, error)
+
+    def _finish_home(self, tasks: list[Task], reason: str, error: str | None) -> None:
+        """Copy-back thread: the tasks' state is home (or failed to come): finish them."""
+        for task in tasks:
+            if error is not None:
+                self._restore_admitted(task)
+            task._finish("error" if error else reason, error)
+        with self._cv:
+            self._cv.notify_all()
+
+    @staticmethod
+    def _restore_admitted(task: Task) -> None:
+        """The slot's state is lost: back to what the task's own (CPU) state stands for."""
+        n_hist, task.pending, task.current_token = task._admitted_as
+        del task.history[n_hist:]
 
     def _shrink(self) -> None:
         used = [i for i, t in enumerate(self.slots) if t is not None]
@@ -349,8 +377,7 @@ class BaseScheduler:
         for slot in slots:
             task = self.slots[slot]
             self.slots[slot] = None
-            n_hist, task.pending, task.current_token = task._admitted_as
-            del task.history[n_hist:]  # the slot's state is lost: back to the task's own state
+            self._restore_admitted(task)
             try:
                 task._finish("error", msg)
             except Exception as e:  # a failing listener must not keep the others unfinished

@@ -12,13 +12,13 @@ tokens but ``current_token`` consumed".
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 
 import torch
 
 from server.model.sampler import BatchSampler, SamplingBatch
-from server.scheduler.slots import SlotBuffers, rows_to_host
+from server.scheduler.copyback import CopyBack
+from server.scheduler.slots import SlotBuffers
 
 EOS_TOKEN = 0
 NEWLINE_TOKENS = (11, 261)  # "\n", "\n\n"
@@ -47,7 +47,7 @@ class BatchEngine:
         self.vocab_size = model.cfg.vocab_size
         self.sampler = sampler or BatchSampler(self.vocab_size, self.device)
         self.capacity = 0
-        self.unload_stats = [0, 0.0]  # tasks unloaded, seconds spent
+        self.copyback = CopyBack(self.device)
         self._buf = SlotBuffers(model, self.vocab_size, 1, self.device)
         self._view(1)
 
@@ -143,21 +143,20 @@ class BatchEngine:
         self.n_gen[idx] = 0
         self.live[idx] = True
 
-    def unload(self, slots: list[int], tasks: list) -> None:
-        """Copy state, penalties and random-stream position of ``slots`` back to the tasks (CPU)."""
-        if not slots:
-            return
-        t0 = time.perf_counter()
-        idx = torch.tensor(slots, dtype=torch.long, device=self.device)
-        states, penalties = rows_to_host(self.state, self.samp.penalties, slots)
-        counters = self.samp.counter[idx].tolist()
-        for i, task in enumerate(tasks):
-            task.state = states[i]
-            task.penalties = penalties[i]
-            task.rng_counter = counters[i]
-        self.live[idx] = False
-        self.unload_stats[0] += len(slots)
-        self.unload_stats[1] += time.perf_counter() - t0
+    def unload(self, slots: list[int], tasks: list, then) -> None:
+        """Send the state, penalties and random-stream position of ``slots`` home to the tasks
+        without stalling the batch: the rows are gathered on the device now (before any reuse of
+        the slots); the copy to host memory and ``then(tasks, error)`` happen on the copy-back
+        thread (copyback.py)."""
+        if slots:
+            self.copyback.submit(self.state, self.samp.penalties, self.samp.counter, slots,
+                                 tasks, then)
+            self.free(slots)
+
+    @property
+    def unload_stats(self) -> list:
+        """[tasks copied back, seconds the copy-back thread spent]."""
+        return self.copyback.stats
 
     def free(self, slots: list[int]) -> None:
         if slots:

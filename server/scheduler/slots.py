@@ -87,26 +87,3 @@ class SlotBuffers:
         self.stop_host[lo:hi] = False
         self.stop_dev[lo:hi] = False
         self.samp.invalidate()
-
-
-def rows_to_host(state: State, penalties: torch.Tensor, slots: list[int]
-                 ) -> tuple[list[State], list[torch.Tensor]]:
-    """Rows ``slots`` of ``state`` and ``penalties`` [rows, V] as one-row CPU tensors, each with
-    its own storage. One gather on the device into row-major order, one DMA into pinned memory
-    (fast; pageable copies ran at ~0.7 GB/s with the per-row CPU gathers), then each row is
-    cloned into ordinary memory: tasks keep their state indefinitely, and pinned memory must go
-    back to the allocator's cache."""
-    dev = state.device
-    idx = torch.tensor(slots, dtype=torch.long, device=dev)
-    wkv = state.wkv.index_select(1, idx).transpose(0, 1).contiguous()  # [n, L, H, N, N]
-    shift = state.shift.index_select(2, idx).permute(2, 0, 1, 3).contiguous()  # [n, L, 2, C]
-    pen = penalties.index_select(0, idx)  # [n, V]
-    if dev.type == "cuda":
-        host = [torch.empty(t.shape, dtype=t.dtype, pin_memory=True) for t in (wkv, shift, pen)]
-        for h, t in zip(host, (wkv, shift, pen)):
-            h.copy_(t, non_blocking=True)
-        torch.cuda.current_stream(dev).synchronize()
-        wkv, shift, pen = host
-    states = [State(shift[i].unsqueeze(2).clone(), wkv[i].unsqueeze(1).clone())
-              for i in range(len(slots))]
-    return states, [pen[i].clone() for i in range(len(slots))]
