@@ -8,6 +8,7 @@ logits are returned as a copy so that a later replay cannot overwrite them.
 
 from __future__ import annotations
 
+import threading
 import time
 import weakref
 from collections import OrderedDict
@@ -19,6 +20,10 @@ from loguru import logger
 from torch import Tensor
 
 from server.model.state import State
+
+# Held while a graph is captured. Another thread that issues CUDA work (the scheduler's
+# copy-back thread) takes it too: CUDA forbids unsafe calls from other threads during a capture.
+CAPTURE_LOCK = threading.Lock()
 
 StepFn = Callable[[Tensor, State, "Tensor | None"], Tensor]  # (tokens [B], state, active) -> [B, V]
 
@@ -63,7 +68,8 @@ class GraphedDecode:
         g = self.graphs.get(key)
         if g is None:
             t0 = time.perf_counter()
-            g = self._capture(tokens, state, active)
+            with CAPTURE_LOCK:
+                g = self._capture(tokens, state, active)
             self.graphs[key] = g
             ms = (time.perf_counter() - t0) * 1e3
             self.captures.append((tokens.shape[0], ms))

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import torch
 
 from server.logger import get_logger
+from server.model.cuda_graph import CAPTURE_LOCK
 from server.model.state import State
 
 log = get_logger("scheduler.copy")
@@ -51,12 +52,13 @@ def to_host(g: Gathered, stream) -> tuple[list[State], list[torch.Tensor], list[
     """Per-row CPU states, penalties and counters of ``g`` (copy-back thread)."""
     tensors = (g.wkv, g.shift, g.penalties, g.counter)
     if g.ready is not None:
-        with torch.cuda.stream(stream):
+        with CAPTURE_LOCK, torch.cuda.stream(stream):
             stream.wait_event(g.ready)
             host = [torch.empty(t.shape, dtype=t.dtype, pin_memory=True) for t in tensors]
             for h, t in zip(host, tensors):
                 h.copy_(t, non_blocking=True)
-        stream.synchronize()  # the device tensors may be freed after this (copies done)
+            stream.synchronize()  # the device tensors may be freed after this (copies done)
+            g.wkv = g.shift = g.penalties = g.counter = None  # freed here, under the lock
         tensors = host
     wkv, shift, pen, counter = tensors
     states = [State(shift[i].unsqueeze(2).clone(), wkv[i].unsqueeze(1).clone())
