@@ -1,5 +1,5 @@
-"""Finished tasks' state comes home through the copy-back thread intact — on the CPU, and on CUDA (pinned memory, side stream) while graphs are captured for new capacities."""
-memory, side stream) intact, while graphs are captured for new capacities."""
+"""Finished tasks' state comes home through the copy-back thread intact: on the CPU, and on
+CUDA (pinned memory, side stream) while graphs are captured for new capacities."""
 
 import pytest
 import torch
