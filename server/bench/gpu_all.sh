@@ -25,6 +25,8 @@ step() {  # step NAME LIMIT_S COMMAND... (output appended to $OUT/NAME.log)
 
 step tests 90 python3 -m pytest -m gpu -q -s -p no:cacheprovider test/test_fused_kernels.py \
   test/test_model_gpu.py -k "fused or ((matches_reference or graph_decode) and not torch)"
+step tests 60 python3 -m pytest -m gpu -q -s -p no:cacheprovider test/test_copyback.py \
+  test/test_prefix_cache_gpu.py
 step decode 120 python3 -m server.bench decode --preset 2.9b --batch 1,32,256,1024 \
   --state-dtype fp32,fp16 --profile 1,256,1024
 step stress 120 python3 -m server.bench stress --preset 2.9b --tasks 256 --max-tokens 2000 \
