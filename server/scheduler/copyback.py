@@ -22,6 +22,7 @@ from server.model.cuda_graph import CAPTURE_LOCK
 from server.model.state import State
 
 log = get_logger("scheduler.copy")
+IDLE_EXIT_S = 5.0  # the thread ends after this long without work (started again on demand)
 
 
 @dataclass
@@ -67,7 +68,8 @@ def to_host(g: Gathered, stream) -> tuple[list[State], list[torch.Tensor], list[
 
 
 class CopyBack:
-    """A thread that completes unloads in submission order."""
+    """A thread that completes unloads in submission order (started when work arrives, ended
+    when idle, so an engine that is dropped leaves no thread behind)."""
 
     def __init__(self, device: torch.device):
         self.device = device
@@ -76,8 +78,7 @@ class CopyBack:
         self._queue: queue.Queue = queue.Queue()
         self._pending = 0
         self._cv = threading.Condition()
-        self._thread = threading.Thread(target=self._run, name="rwkv-copyback", daemon=True)
-        self._thread.start()
+        self._thread: threading.Thread | None = None
 
     def submit(self, state: State, penalties, counter, slots: list[int], tasks: list,
                then) -> None:
@@ -85,7 +86,11 @@ class CopyBack:
         g = gather_rows(state, penalties, counter, slots)
         with self._cv:
             self._pending += 1
-        self._queue.put((g, tasks, then))
+            self._queue.put((g, tasks, then))
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="rwkv-copyback",
+                                                daemon=True)
+                self._thread.start()
 
     @property
     def busy(self) -> bool:
@@ -97,7 +102,14 @@ class CopyBack:
 
     def _run(self) -> None:
         while True:
-            g, tasks, then = self._queue.get()
+            try:
+                g, tasks, then = self._queue.get(timeout=IDLE_EXIT_S)
+            except queue.Empty:
+                with self._cv:  # submit() puts and starts under the same lock
+                    if self._queue.empty():
+                        self._thread = None
+                        return
+                continue
             t0 = time.perf_counter()
             error = None
             try:
