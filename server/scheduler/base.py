@@ -8,7 +8,8 @@ daemon, or the caller of ``run()`` — owns the device and repeats ``step()``:
    with a ``PrefixCache``, cached prefixes are loaded instead of computed);
 3. start decoding the tasks whose prompt is fully fed (``max_tokens=0`` tasks finish here);
 4. run one pulse of ``buffer_size`` decode steps for all live slots and hand tokens to the tasks;
-5. finished tasks get their state back (CPU), free their slot; capacity is adjusted.
+5. finished tasks free their slot at once; tasks that keep their state finish once the copy-back
+   thread has brought it home (CPU) — the batch does not wait; capacity is adjusted.
 
 The scheduler keeps host bookkeeping only (which task sits in which slot); ``BatchEngine`` holds
 every device tensor.
