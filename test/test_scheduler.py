@@ -269,3 +269,15 @@ def test_copy_back_does_not_stall_the_batch(tiny_loader, monkeypatch):
     assert not worker.is_alive() and short.status == Status.FINISHED
     assert short.state is not None and short.rng_counter == 2
     assert long.status == Status.FINISHED and long.state is not None
+
+
+def test_any_int_seed_is_accepted_and_harms_no_neighbour(tiny_loader):
+    """Seeds beyond int64 (OpenAI's ``seed`` is unbounded) use their low 64 bits; they used to
+    overflow while loading the slot and fail every task loaded with them."""
+    scheduler = DynamicScheduler(tiny_loader, max_batch_size=4, buffer_size=4)
+    kw = dict(max_tokens=6, temperature=1.0, top_k=0, top_p=1.0)
+    a = scheduler.new_task("User: a\n\nAssistant:", seed=1, **kw)
+    b = scheduler.new_task("User: b\n\nAssistant:", seed=2**70 + 5, **kw)
+    scheduler.run()
+    assert a.finish_reason == b.finish_reason == "length" and len(b.output) == 6
+    assert b.output == run_alone(tiny_loader, "User: b\n\nAssistant:", seed=5, **kw)  # low bits

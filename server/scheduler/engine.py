@@ -16,13 +16,21 @@ from dataclasses import dataclass
 
 import torch
 
-from server.model.sampler import BatchSampler, SamplingBatch
+from server.model.sampler import BatchSampler, wrap_seed
 from server.scheduler.copyback import CopyBack
 from server.scheduler.slots import SlotBuffers
 
 EOS_TOKEN = 0
 NEWLINE_TOKENS = (11, 261)  # "\n", "\n\n"
 USER_TOKEN = 24281  # "User"
+
+# SamplingBatch field -> (Task attribute, dtype) copied into a slot when a task is loaded
+TASK_PARAMS = {
+    "temperature": ("temperature", torch.float32), "top_p": ("top_p", torch.float32),
+    "top_k": ("top_k", torch.int32), "presence": ("presence_penalty", torch.float32),
+    "repetition": ("repetition_penalty", torch.float32), "decay": ("penalty_decay", torch.float32),
+    "seed": ("seed", torch.long), "counter": ("rng_counter", torch.long),
+}
 
 # reasons a row ended, as stored in PulseResult.reason
 RUNNING, REASON_EOS, REASON_LENGTH, REASON_STOP = 0, 1, 2, 3
@@ -110,27 +118,22 @@ class BatchEngine:
     # ---- moving tasks in and out -------------------------------------------------------
     def load(self, slots: list[int], tasks: list) -> None:
         """Copy tasks' state, penalties and sampling parameters into ``slots`` (not yet live)."""
-        dev, n = self.device, len(slots)
+        dev = self.device
         idx = torch.tensor(slots, dtype=torch.long, device=dev)
+        for name, (attr, dtype) in TASK_PARAMS.items():  # per-row sampling parameters
+            values = [getattr(t, attr) for t in tasks]
+            if name == "seed":
+                values = [wrap_seed(v) for v in values]  # any int: its low 64 bits
+            getattr(self.samp, name)[idx] = torch.tensor(values, dtype=dtype, device=dev)
+        self.samp.penalties[idx] = 0.0
         for slot, task in zip(slots, tasks):
             if task.state is None:
                 self.state.zero_([slot])
             else:
                 self.state.assign([slot], task.state)
-        rows = SamplingBatch.empty(n, self.vocab_size, dev)
-        f32 = dict(dtype=torch.float32, device=dev)
-        rows.temperature.copy_(torch.tensor([t.temperature for t in tasks], **f32))
-        rows.top_p.copy_(torch.tensor([t.top_p for t in tasks], **f32))
-        rows.top_k.copy_(torch.tensor([t.top_k for t in tasks], dtype=torch.int32, device=dev))
-        rows.presence.copy_(torch.tensor([t.presence_penalty for t in tasks], **f32))
-        rows.repetition.copy_(torch.tensor([t.repetition_penalty for t in tasks], **f32))
-        rows.decay.copy_(torch.tensor([t.penalty_decay for t in tasks], **f32))
-        rows.seed.copy_(torch.tensor([t.seed for t in tasks], dtype=torch.long, device=dev))
-        rows.counter.copy_(torch.tensor([t.rng_counter for t in tasks], dtype=torch.long, device=dev))
-        for i, task in enumerate(tasks):
             if task.penalties is not None:
-                rows.penalties[i].copy_(task.penalties)
-        self.samp.assign(slots, rows)
+                self.samp.penalties[slot].copy_(task.penalties)
+        self.samp.invalidate()
         self.live[idx] = False
         self.n_gen[idx] = 0
         self.stop_host[idx.cpu()] = False
