@@ -150,11 +150,10 @@ class BatchEngine:
         """Send the state, penalties and random-stream position of ``slots`` home to the tasks
         without stalling the batch: the rows are gathered on the device now (before any reuse of
         the slots); the copy to host memory and ``then(tasks, error)`` happen on the copy-back
-        thread (copyback.py)."""
+        thread (copyback.py). The caller frees the slots."""
         if slots:
             self.copyback.submit(self.state, self.samp.penalties, self.samp.counter, slots,
                                  tasks, then)
-            self.free(slots)
 
     @property
     def unload_stats(self) -> list:
