@@ -2,14 +2,23 @@
 
 The scheduler thread only *gathers* the rows on the device (``gather_rows``: a few device
 copies, queued in order before any later reuse of those slots). A copy-back thread then moves
-them to host memory — on CUDA through pinned buffers on a side stream, which overlaps the next
-pulses instead of waiting behind them — clones each row into ordinary memory (tasks keep their
-state indefinitely), hands it to the tasks and calls ``then(tasks)`` (the scheduler finishes
-them there: a task is FINISHED only once its state is home).
+them to host memory — on CUDA through one reusable pinned staging buffer on a side stream,
+which overlaps the next pulses instead of waiting behind them — clones each row into ordinary
+memory (tasks keep their state indefinitely), hands it to the tasks and calls
+``then(tasks, error)`` (the scheduler finishes them there: a task is FINISHED only once its
+state is home).
+
+Memory is bounded: a submission is gathered in groups of at most ``GROUP_BYTES`` and at most
+``BUDGET_BYTES`` of gathered rows wait for the copy-back at any time; past that, the scheduler
+thread waits for earlier groups to be copied before gathering more (so 256 finished 21 MB
+states of a 2.9B model take at most 1 GiB of transient device memory, plus the intermediate of
+the group being gathered, instead of 5.4 GB). The staging buffer holds one group (it grows only
+for a single row larger than a group).
 """
 
 from __future__ import annotations
 
+import contextlib
 import queue
 import threading
 import time
@@ -23,6 +32,9 @@ from server.model.state import State
 
 log = get_logger("scheduler.copy")
 IDLE_EXIT_S = 5.0  # the thread ends after this long without work (started again on demand)
+BUDGET_BYTES = 1 << 30  # gathered rows not yet copied home, at most (a larger single row: alone)
+GROUP_BYTES = 256 << 20  # rows gathered and copied together, at most; the pinned staging size
+_ALIGN = 256  # byte alignment of each tensor inside the staging buffer
 
 
 @dataclass
@@ -34,6 +46,26 @@ class Gathered:
     penalties: torch.Tensor  # [n, V] f32
     counter: torch.Tensor  # [n] i64
     ready: torch.cuda.Event | None  # recorded after the gather (CUDA), else None
+
+    def tensors(self) -> tuple:
+        return self.wkv, self.shift, self.penalties, self.counter
+
+    def drop(self) -> None:
+        self.wkv = self.shift = self.penalties = self.counter = None
+
+
+def row_bytes(state: State, penalties: torch.Tensor, counter: torch.Tensor) -> int:
+    """Bytes that one gathered row takes (state, penalties and counter)."""
+    b = state.batch_size
+    return sum(t.numel() // b * t.element_size()
+               for t in (state.wkv, state.shift, penalties, counter))
+
+
+def split_groups(n: int, nbytes: int, group_bytes: int) -> list[range]:
+    """Consecutive index ranges covering ``range(n)``, each of at most ``group_bytes`` at
+    ``nbytes`` a row (at least one row each)."""
+    per = max(1, group_bytes // max(nbytes, 1))
+    return [range(a, min(a + per, n)) for a in range(0, n, per)]
 
 
 def gather_rows(state: State, penalties: torch.Tensor, counter: torch.Tensor,
@@ -49,19 +81,53 @@ def gather_rows(state: State, penalties: torch.Tensor, counter: torch.Tensor,
     return g
 
 
-def to_host(g: Gathered, stream) -> tuple[list[State], list[torch.Tensor], list[int]]:
-    """Per-row CPU states, penalties and counters of ``g`` (copy-back thread)."""
-    tensors = (g.wkv, g.shift, g.penalties, g.counter)
-    if g.ready is not None:
-        with CAPTURE_LOCK, torch.cuda.stream(stream):
-            stream.wait_event(g.ready)
-            host = [torch.empty(t.shape, dtype=t.dtype, pin_memory=True) for t in tensors]
-            for h, t in zip(host, tensors):
-                h.copy_(t, non_blocking=True)
-            stream.synchronize()  # the device tensors may be freed after this (copies done)
-            g.wkv = g.shift = g.penalties = g.counter = None  # freed here, under the lock
-        tensors = host
-    wkv, shift, pen, counter = tensors
+class Staging:
+    """A reusable host buffer that gathered rows are copied into (pinned on CUDA): allocated at
+    first use, grown only when a copy needs more. Used under CAPTURE_LOCK (allocating pinned
+    memory is not allowed while another thread captures a graph)."""
+
+    def __init__(self, min_bytes: int, pin: bool):
+        self.min_bytes, self.pin = min_bytes, pin
+        self.buf: torch.Tensor | None = None
+
+    @property
+    def nbytes(self) -> int:
+        return 0 if self.buf is None else self.buf.numel()
+
+    def copy_in(self, tensors, stream) -> list[torch.Tensor]:
+        """Host views of ``tensors`` copied into the buffer (complete when this returns)."""
+        sizes = [t.numel() * t.element_size() for t in tensors]
+        offsets = [0]
+        for n in sizes:
+            offsets.append(offsets[-1] + -(-n // _ALIGN) * _ALIGN)
+        if offsets[-1] > self.nbytes:
+            self.buf = None  # the old buffer goes first
+            self.buf = torch.empty(max(offsets[-1], self.min_bytes), dtype=torch.uint8,
+                                   pin_memory=self.pin)
+        host = [self.buf[o:o + n].view(t.dtype).view(t.shape)
+                for o, n, t in zip(offsets, sizes, tensors)]
+        for h, t in zip(host, tensors):
+            h.copy_(t, non_blocking=stream is not None)
+        if stream is not None:
+            stream.synchronize()
+        return host
+
+
+def to_host(g: Gathered, stream=None, staging: Staging | None = None
+            ) -> tuple[list[State], list[torch.Tensor], list[int]]:
+    """Per-row CPU states, penalties and counters of ``g`` (copy-back thread). With
+    ``staging`` (CUDA) the rows are copied through it, on ``stream`` when given; ``g``'s
+    tensors are dropped once copied. Without, they are read where they are (CPU)."""
+    host = g.tensors()
+    g.drop()  # (CPU: ``host`` holds the rows, read in place)
+    if staging is not None:
+        on_stream = torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext()
+        with CAPTURE_LOCK, on_stream:
+            if g.ready is not None:
+                stream.wait_event(g.ready)
+            host = staging.copy_in(host, stream)  # the device rows are freed here, under
+            # the lock (the last reference was ``host``)
+    wkv, shift, pen, counter = host
     states = [State(shift[i].unsqueeze(2).clone(), wkv[i].unsqueeze(1).clone())
               for i in range(wkv.shape[0])]
     return states, [pen[i].clone() for i in range(pen.shape[0])], counter.tolist()
@@ -69,24 +135,50 @@ def to_host(g: Gathered, stream) -> tuple[list[State], list[torch.Tensor], list[
 
 class CopyBack:
     """A thread that completes unloads in submission order (started when work arrives, ended
-    when idle, so an engine that is dropped leaves no thread behind)."""
+    when idle, so an engine that is dropped leaves no thread behind). ``budget`` and
+    ``group_bytes`` default to BUDGET_BYTES and GROUP_BYTES."""
 
-    def __init__(self, device: torch.device):
+    def __init__(self, device: torch.device, budget: int | None = None,
+                 group_bytes: int | None = None):
         self.device = device
-        self.stream = torch.cuda.Stream(device) if device.type == "cuda" else None
+        self.budget = BUDGET_BYTES if budget is None else budget
+        self.group_bytes = GROUP_BYTES if group_bytes is None else group_bytes
+        cuda = device.type == "cuda"
+        self.stream = torch.cuda.Stream(device) if cuda else None
+        self.staging = Staging(self.group_bytes, pin=True) if cuda else None
         self.stats = [0, 0.0]  # tasks copied back, seconds the copy-back thread spent
         self._queue: queue.Queue = queue.Queue()
-        self._pending = 0
+        self._pending = 0  # groups queued or being copied
+        self._in_flight = 0  # bytes gathered and not yet copied home
         self._cv = threading.Condition()
         self._thread: threading.Thread | None = None
 
     def submit(self, state: State, penalties, counter, slots: list[int], tasks: list,
                then) -> None:
-        """Gather ``slots`` now; later give each task its row and call ``then(tasks, error)``."""
-        g = gather_rows(state, penalties, counter, slots)
+        """Gather ``slots`` (in groups within the memory budget, waiting for earlier groups to
+        be copied when needed: every row is gathered when this returns); later give each task
+        its row and call ``then(group_tasks, error)`` once per group, in order — every task in
+        exactly one call. ``then`` runs on the copy-back thread and must not wait for the
+        scheduler thread (which may be waiting for the copy-back)."""
+        nbytes = row_bytes(state, penalties, counter)
+        for rows in split_groups(len(slots), nbytes, self.group_bytes):
+            size = nbytes * len(rows)
+            with self._cv:  # room for this group, or nothing else in flight
+                self._cv.wait_for(lambda size=size: self._in_flight == 0
+                                  or self._in_flight + size <= self.budget)
+            try:
+                g = gather_rows(state, penalties, counter, [slots[i] for i in rows])
+            except Exception as e:  # this group and the rest fail (in order); earlier go on
+                log.exception("gathering finished states failed")
+                self._put(None, tasks[rows.start:], then, 0, f"{type(e).__name__}: {e}")
+                return
+            self._put(g, tasks[rows.start:rows.stop], then, size, None)
+
+    def _put(self, g, tasks, then, size: int, error: str | None) -> None:
         with self._cv:
             self._pending += 1
-            self._queue.put((g, tasks, then))
+            self._in_flight += size
+            self._queue.put((g, tasks, then, size, error))
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="rwkv-copyback",
                                                 daemon=True)
@@ -103,29 +195,38 @@ class CopyBack:
     def _run(self) -> None:
         while True:
             try:
-                g, tasks, then = self._queue.get(timeout=IDLE_EXIT_S)
+                item = self._queue.get(timeout=IDLE_EXIT_S)
             except queue.Empty:
                 with self._cv:  # submit() puts and starts under the same lock
                     if self._queue.empty():
                         self._thread = None
                         return
                 continue
-            t0 = time.perf_counter()
-            error = None
             try:
-                states, pens, counters = to_host(g, self.stream)
+                self._complete(*item)
+            finally:
+                del item
+                with self._cv:
+                    self._pending -= 1
+                    self._cv.notify_all()
+
+    def _complete(self, g, tasks, then, size: int, error: str | None) -> None:
+        t0 = time.perf_counter()
+        try:
+            if g is not None:
+                states, pens, counters = to_host(g, self.stream, self.staging)
                 for task, st, pen, c in zip(tasks, states, pens, counters):
                     task.state, task.penalties, task.rng_counter = st, pen, c
-            except Exception as e:  # the tasks fail; the thread goes on
-                log.exception("copying finished states back failed")
-                error = f"{type(e).__name__}: {e}"
-            del g
-            self.stats[0] += len(tasks)
-            self.stats[1] += time.perf_counter() - t0
-            try:
-                then(tasks, error)
-            except Exception:
-                log.exception("finishing tasks after their copy-back failed")
+        except Exception as e:  # the tasks fail; the thread goes on
+            log.exception("copying finished states back failed")
+            error = f"{type(e).__name__}: {e}"
+        finally:  # the rows are home (or lost; to_host dropped them): out of the budget
             with self._cv:
-                self._pending -= 1
+                self._in_flight -= size
                 self._cv.notify_all()
+        self.stats[0] += len(tasks)
+        self.stats[1] += time.perf_counter() - t0
+        try:
+            then(tasks, error)
+        except Exception:
+            log.exception("finishing tasks after their copy-back failed")

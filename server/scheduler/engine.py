@@ -149,8 +149,9 @@ class BatchEngine:
     def unload(self, slots: list[int], tasks: list, then) -> None:
         """Send the state, penalties and random-stream position of ``slots`` home to the tasks
         without stalling the batch: the rows are gathered on the device now (before any reuse of
-        the slots); the copy to host memory and ``then(tasks, error)`` happen on the copy-back
-        thread (copyback.py). The caller frees the slots."""
+        the slots; in groups within a memory budget, so this may wait for earlier copies); the
+        copy to host memory and ``then(tasks, error)`` — once per group, in order — happen on
+        the copy-back thread (copyback.py). The caller frees the slots."""
         if slots:
             self.copyback.submit(self.state, self.samp.penalties, self.samp.counter, slots,
                                  tasks, then)
