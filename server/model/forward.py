@@ -89,6 +89,7 @@ class RWKV7:
         self.ln_out = tuple(state_dict[f"ln_out.{n}"].to(dev, torch.float32)
                             for n in ("weight", "bias"))
         self.head = state_dict["head.weight"].to(dev, dt)  # [V, C]
+        self.wkv_impl = wkv_impl
         self.wkv_step, self.wkv_chunk = _wkv_functions(self.device, wkv_impl)
         use_fused = fused_default(self.device) if fused is None else fused
         self._fused = FusedBlocks(self) if use_fused else None
@@ -263,4 +264,5 @@ class RWKV7:
     def _logits(self, x: Tensor) -> Tensor:
         """x: [B, C] fp32 residual -> logits [B, V] fp32."""
         u = F.layer_norm(x, x.shape[-1:], *self.ln_out, LN_EPS).to(self.dtype)
-        return F.linear(u, self.head).float()
+        logits = None if self._fused is None else self._fused.head(u, self.head)
+        return F.linear(u, self.head).float() if logits is None else logits

@@ -23,6 +23,7 @@ from server.model.layer_weights import LayerWeights
 from server.model.reference import GN_EPS, LN_EPS
 
 LORA_ORDER = ("v", "w", "a", "g")  # mixed inputs 2..5 of ln_mix are xv, xw, xa, xg
+GEMV_MAX_ROWS = 16  # half-precision products of at most this many rows: gemv_triton
 
 
 def fused_default(device: torch.device) -> bool:
@@ -36,33 +37,44 @@ def fused_default(device: torch.device) -> bool:
 
 @dataclass
 class _Stacked:
-    lora1: Tensor  # [4, C, D] run dtype (v, w, a, g first stages, zero-padded to D columns)
-    lora2: Tensor  # [4, D, C] (second stages, zero-padded rows)
+    lora1: Tensor  # [4, D, C] run dtype (v, w, a, g first stages W^T, zero-padded to D rows)
+    lora2: Tensor  # [4, C, D] (second stages W^T, zero-padded columns)
+    lim1: Tensor  # [4, 2] int32: (N, K) limits of each first stage for gemv (D_i, C)
+    lim2: Tensor  # [4, 2] int32: (C, D_i)
+    rkv: Tensor  # [3, C, C] the r, k, v products (lw.wr/wk/wv are views of it)
     mix_att: Tensor  # [6, C] in ln_mix order r, k, v, w, a, g
     mix_ffn: Tensor  # [1, C]
 
 
 def _stack_layer(lw: LayerWeights) -> _Stacked:
-    """Stack (and re-point ``lw``'s LoRA fields at) the padded LoRA weights of one layer."""
+    """Stack (and re-point ``lw``'s fields at) the r/k/v weights and the padded LoRA weights of
+    one layer. LoRA stacks hold each matrix transposed (rows contiguous along the product's
+    reduction), the layout of nn.Linear weights, so one skinny-product kernel serves them all."""
     firsts = {"v": lw.v1, "w": lw.w1, "a": lw.a1, "g": lw.g1}
     seconds = {"v": lw.v2, "w": lw.w2, "a": lw.a2, "g": lw.g2}
     C = lw.w1.shape[0]
     D = max(t.shape[1] for t in firsts.values() if t is not None)
     D = -(-D // 16) * 16
     ref = lw.w1
-    lora1 = torch.zeros(4, C, D, dtype=ref.dtype, device=ref.device)
-    lora2 = torch.zeros(4, D, C, dtype=ref.dtype, device=ref.device)
+    lora1 = torch.zeros(4, D, C, dtype=ref.dtype, device=ref.device)
+    lora2 = torch.zeros(4, C, D, dtype=ref.dtype, device=ref.device)
+    dims = [0] * 4
     for i, name in enumerate(LORA_ORDER):
         first, second = firsts[name], seconds[name]
         if first is None:  # layer 0 has no value LoRA: its slice stays zero (and unused)
             continue
-        d = first.shape[1]
-        lora1[i, :, :d] = first
-        lora2[i, :d] = second
-        setattr(lw, f"{name}1", lora1[i, :, :d])
-        setattr(lw, f"{name}2", lora2[i, :d])
+        d = dims[i] = first.shape[1]
+        lora1[i, :d] = first.t()
+        lora2[i, :, :d] = second.t()
+        setattr(lw, f"{name}1", lora1[i, :d].t())
+        setattr(lw, f"{name}2", lora2[i, :, :d].t())
+    lim1 = torch.tensor([[d, C] for d in dims], dtype=torch.int32, device=ref.device)
+    lim2 = torch.tensor([[C, d] for d in dims], dtype=torch.int32, device=ref.device)
+    rkv = torch.stack([lw.wr, lw.wk, lw.wv])
+    lw.wr, lw.wk, lw.wv = rkv.unbind(0)
     r, w, k, v, a, g = lw.mix.unbind(0)  # LayerWeights order: r, w, k, v, a, g
-    return _Stacked(lora1, lora2, torch.stack([r, k, v, w, a, g]), lw.ffn_x_k.view(1, -1))
+    return _Stacked(lora1, lora2, lim1, lim2, rkv, torch.stack([r, k, v, w, a, g]),
+                    lw.ffn_x_k.view(1, -1))
 
 
 class FusedBlocks:
@@ -70,11 +82,19 @@ class FusedBlocks:
     ``wkv_chunk`` are the model's WKV functions (read at call time: they stay swappable)."""
 
     def __init__(self, model):
-        from server.model.kernels import fused_triton
+        from server.model.kernels import decode_triton, fused_triton, gemv_triton
 
         self.k = fused_triton
+        self.gemv = gemv_triton.gemv
+        # decode's time mix in one kernel, unless the model was asked for the torch WKV
+        self.decode_kernel = (None if model.wkv_impl == "torch"
+                              else decode_triton.time_mix_decode)
+        self.EPI_LORA, self.EPI_ADD = gemv_triton.EPI_LORA, gemv_triton.EPI_ADD
+        self.EPI_RELU2 = gemv_triton.EPI_RELU2
         self.model = weakref.proxy(model)  # no reference cycle: the model owns this object
         self.stacks = [_stack_layer(lw) for lw in model.layers]
+        # products of at most this many rows go through the skinny-product kernel (gemv_triton)
+        self.gemv_rows = GEMV_MAX_ROWS if model.dtype in (torch.float16, torch.bfloat16) else 0
 
     @staticmethod
     def write_index(B: int, T: int, keep: Tensor | None, last: Tensor | None,
@@ -105,29 +125,58 @@ class FusedBlocks:
         B = R // T
         H, N = m.cfg.n_head, m.cfg.head_size
         xs = self._mix(x, lw.ln1_w, lw.ln1_b, state.shift[i, 0], write, st.mix_att, T)
-        r, k, v = F.linear(xs[0], lw.wr), F.linear(xs[1], lw.wk), F.linear(xs[2], lw.wv)
-        h = torch.bmm(xs[2:6], st.lora1)  # [4, R, D]
-        h[1].tanh_()
-        h[3].sigmoid_()
-        lora = torch.bmm(h, st.lora2)  # [4, R, C]: v, w, a LoRA outputs and the gate g
+        if R <= self.gemv_rows:
+            r, k, v = self.gemv(xs[:3], st.rkv).unbind(0)
+            h = self.gemv(xs[2:6], st.lora1, epi=self.EPI_LORA, limits=st.lim1)  # [4, R, D]
+            lora = self.gemv(h, st.lora2, limits=st.lim2)  # [4, R, C]
+        else:
+            r, k, v = torch.bmm(xs[:3], st.rkv.transpose(1, 2)).unbind(0)
+            h = torch.bmm(xs[2:6], st.lora1.transpose(1, 2))  # [4, R, D]
+            h[1].tanh_()
+            h[3].sigmoid_()
+            lora = torch.bmm(h, st.lora2.transpose(1, 2))  # [4, R, C]: v, w, a LoRA, gate g
+        S = state.wkv[i]
+        if T == 1 and self.decode_kernel is not None:  # pre_wkv + WKV + post_wkv: one launch
+            out = self.decode_kernel(S, r, k, v, lora, v_first, keep8, lw.w0, lw.a0, lw.v0,
+                                     lw.k_k.view(-1), lw.k_a, lw.r_k, lw.lnx_w, lw.lnx_b,
+                                     self.k.DECAY_SCALE, GN_EPS)
+            self._add_product(x, out, lw.wo)
+            return v if v_first is None else v_first
         w, kk, vv, kap, a, bonus = self.k.pre_wkv(
             r, k, v, lora, v_first, keep8, lw.w0, lw.a0, lw.v0, lw.k_k.view(-1), lw.k_a,
             lw.r_k, H)
-        S = state.wkv[i]
         if T == 1:
             y = m.wkv_step(S, *(t.view(B, H, N) for t in (r, w, kk, vv, kap, a)))
         else:
             y = m.wkv_chunk(S, *(t.view(B, T, H, N) for t in (r, w, kk, vv, kap, a)))
         out = self.k.post_wkv(y.contiguous().view(R, C), vv, lora[3], bonus, lw.lnx_w, lw.lnx_b, GN_EPS,
                               m.dtype)
-        x.add_(F.linear(out, lw.wo))
+        self._add_product(x, out, lw.wo)
         return v if v_first is None else v_first
+
+    def _add_product(self, x: Tensor, inp: Tensor, weight: Tensor) -> None:
+        """x (fp32 residual) += inp @ weight^T."""
+        if x.shape[0] <= self.gemv_rows:
+            self.gemv(inp, weight, out=x, epi=self.EPI_ADD)
+        else:
+            x.add_(F.linear(inp, weight))
+
+    def head(self, u: Tensor, weight: Tensor) -> Tensor | None:
+        """fp32 logits u @ weight^T straight from the skinny-product kernel (None: too many rows)."""
+        if u.shape[0] > self.gemv_rows:
+            return None
+        out = torch.empty(u.shape[0], weight.shape[0], dtype=torch.float32, device=u.device)
+        return self.gemv(u, weight, out=out)
 
     def channel_mix(self, i: int, x: Tensor, state, write: Tensor, T: int) -> None:
         lw, st = self.model.layers[i], self.stacks[i]
         xk = self._mix(x, lw.ln2_w, lw.ln2_b, state.shift[i, 1], write, st.mix_ffn, T)[0]
-        h = torch.relu_(F.linear(xk, lw.ffn_key))  # [R, 4C]
-        x.add_(F.linear(h.mul_(h), lw.ffn_value))
+        if x.shape[0] <= self.gemv_rows:
+            h = self.gemv(xk, lw.ffn_key, epi=self.EPI_RELU2)  # [R, 4C]
+        else:
+            h = torch.relu_(F.linear(xk, lw.ffn_key))
+            h.mul_(h)
+        self._add_product(x, h, lw.ffn_value)
 
     def forward(self, tokens: Tensor, state, keep: Tensor | None, last: Tensor | None) -> Tensor:
         """Same contract as RWKV7._forward: tokens [B, T]; returns the residual at ``last``."""

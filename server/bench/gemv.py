@@ -1,0 +1,196 @@
+"""The products of one layer at decode batch sizes: cuBLAS (the fused path's large-batch calls)
+against the skinny-product kernel (server/model/kernels/gemv_triton.py).
+
+    python -m server.bench gemv --preset 2.9b --rows 1,2,4,8,16 [--sweep]
+
+Each case is timed inside a CUDA graph (launch costs as in the decode graph) over enough weight
+copies to defeat the L2 cache (>= 256 MB read per replay). GB/s counts the weight bytes a product
+needs (the LoRA stacks: their unpadded parts). ``--sweep`` also times every kernel configuration
+(BLOCK_N, BLOCK_K, warps, stages) and prints the best per case. ``--large`` adds batch 256 and
+1024 rows of r/k/v as three products against one batched product.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+
+import torch
+import torch.nn.functional as F
+
+from server.bench.common import table
+
+L2_DEFEAT_BYTES = 256 << 20
+SWEEP = list(itertools.product((16, 32, 64), (128, 256, 512), (4, 8), (3, 4)))
+
+
+def graph_time(fn, copies: int, reps: int = 5) -> float:
+    """Microseconds per call of fn(i) (i = weight copy), launched from a CUDA graph."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for i in range(min(copies, 3)):
+            fn(i)
+    torch.cuda.current_stream().wait_stream(side)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        for i in range(copies):
+            fn(i)
+    g.replay()
+    torch.cuda.synchronize()
+    t0, t1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    best = float("inf")
+    for _ in range(reps):
+        t0.record()
+        g.replay()
+        t1.record()
+        t1.synchronize()
+        best = min(best, t0.elapsed_time(t1) * 1e3 / copies)
+    return best
+
+
+def cases(C: int, D: int, V: int, dims: list[int], dt, dev):
+    """(name, G, N, K, epi, limits, useful bytes) of the products of one layer."""
+    from server.model.kernels import gemv_triton as gt
+
+    lim1 = torch.tensor([[d, C] for d in dims], dtype=torch.int32, device=dev)
+    lim2 = torch.tensor([[C, d] for d in dims], dtype=torch.int32, device=dev)
+    b = 2 if dt != torch.float32 else 4
+    return [("r,k,v", 3, C, C, gt.EPI_STORE, None, 3 * C * C * b),
+            ("output (+=)", 1, C, C, gt.EPI_ADD, None, C * C * b),
+            ("ffn key (relu^2)", 1, 4 * C, C, gt.EPI_RELU2, None, 4 * C * C * b),
+            ("ffn value (+=)", 1, C, 4 * C, gt.EPI_ADD, None, 4 * C * C * b),
+            ("lora 1st", 4, D, C, gt.EPI_LORA, lim1, sum(dims) * C * b),
+            ("lora 2nd", 4, C, D, gt.EPI_STORE, lim2, sum(dims) * C * b),
+            ("head", 1, V, C, gt.EPI_STORE, None, V * C * b)]
+
+
+def torch_call(G, M, N, K, epi, x, w, out):
+    """What fused.py runs for many rows (cuBLAS and the element-wise ops around it)."""
+    from server.model.kernels import gemv_triton as gt
+
+    if G > 1:
+        y = torch.bmm(x, w.transpose(1, 2))
+        if epi == gt.EPI_LORA:
+            y[1].tanh_()
+            y[3].sigmoid_()
+        return y
+    y = F.linear(x[0], w[0])
+    if epi == gt.EPI_RELU2:
+        y = torch.relu_(y)
+        y.mul_(y)
+    elif epi == gt.EPI_ADD:
+        out[0].add_(y)
+    return y
+
+
+def reference(x, w, epi: int, lim) -> list:
+    """Per group: fp32 product over the group's limits, then the epilogue (not EPI_ADD)."""
+    from server.model.kernels import gemv_triton as gt
+
+    outs = []
+    for g in range(x.shape[0]):
+        n, k = lim[g].tolist() if lim is not None else w.shape[1:]
+        y = x[g, :, :k].float() @ w[g, :n, :k].float().T
+        if epi == gt.EPI_RELU2:
+            y = y.relu() ** 2
+        elif epi == gt.EPI_LORA and g in (1, 3):
+            y = y.tanh() if g == 1 else y.sigmoid()
+        outs.append(y)
+    return outs
+
+
+def run_case(case, M: int, dt, dev, sweep: bool) -> dict:
+    from server.model.kernels.gemv_triton import EPI_ADD, gemv, _config
+
+    name, G, N, K, epi, lim, nbytes = case
+    copies = max(4, -(-L2_DEFEAT_BYTES // (G * N * K * 2)))
+    ws = [torch.randn(G, N, K, device=dev, dtype=dt) * 0.02 for _ in range(copies)]
+    x = torch.randn(G, M, K, device=dev, dtype=dt)
+    out = torch.zeros(G, M, N, device=dev, dtype=torch.float32 if epi == EPI_ADD else dt)
+    row = {"product": name, "rows": M, "G×N×K": f"{G}×{N}×{K}"}
+    t_torch = graph_time(lambda i: torch_call(G, M, N, K, epi, x, ws[i], out), copies)
+    row["cuBLAS µs"] = f"{t_torch:.1f}"
+    row["cuBLAS GB/s"] = f"{nbytes / t_torch / 1e3:.0f}"
+    configs = [_config(M, N, K, G)] + (SWEEP if sweep else [])
+    best = None
+    for cfg in configs:
+        try:
+            t = graph_time(lambda i: gemv(x, ws[i], out=out, epi=epi, limits=lim, config=cfg),
+                           copies, reps=3)
+        except Exception as e:  # a configuration Triton rejects (e.g. out of shared memory)
+            print(f"  {name} M={M} {cfg}: {type(e).__name__}")
+            continue
+        if cfg is configs[0]:
+            row["gemv µs"] = f"{t:.1f}"
+            row["gemv GB/s"] = f"{nbytes / t / 1e3:.0f}"
+        if best is None or t < best[0]:
+            best = (t, cfg)
+    if sweep and best is not None:
+        row["best µs"] = f"{best[0]:.1f}"
+        row["best GB/s"] = f"{nbytes / best[0] / 1e3:.0f}"
+        row["best (BN, BK, warps, stages)"] = str(best[1])
+    if epi != EPI_ADD:  # the kernel against fp32 products on this shape
+        got, err = gemv(x, ws[0], epi=epi, limits=lim).float(), 0.0
+        for g, want in enumerate(reference(x, ws[0], epi, lim)):
+            d = (got[g, :, :want.shape[1]] - want).abs().max() / want.abs().max().clamp_min(1e-30)
+            err = max(err, d.item())
+        row["max rel err"] = f"{err:.1e}"
+    return row
+
+
+def large_rows(C: int, dt, dev) -> list[dict]:
+    """r/k/v at many rows: three nn.Linear products against one batched product."""
+    rows = []
+    copies = max(4, -(-L2_DEFEAT_BYTES // (3 * C * C * 2)))
+    ws = [torch.randn(3, C, C, device=dev, dtype=dt) * 0.02 for _ in range(copies)]
+    for M in (32, 256, 1024):
+        x = torch.randn(3, M, C, device=dev, dtype=dt)
+        three = graph_time(lambda i: [F.linear(x[j], ws[i][j]) for j in range(3)], copies)
+        one = graph_time(lambda i: torch.bmm(x, ws[i].transpose(1, 2)), copies)
+        tflop = 2 * 3 * M * C * C / 1e6
+        rows.append({"rows": M, "3 × linear µs": f"{three:.1f}", "bmm µs": f"{one:.1f}",
+                     "3 × linear TFLOP/s": f"{tflop / three:.0f}",
+                     "bmm TFLOP/s": f"{tflop / one:.0f}"})
+    return rows
+
+
+def dict_table(rows: list[dict]) -> str:
+    header = list(dict.fromkeys(k for r in rows for k in r))
+    return table(header, [[r.get(k, "") for k in header] for r in rows])
+
+
+def main(argv=None) -> None:
+    from server.model.random import PRESETS, _lora
+
+    p = argparse.ArgumentParser(prog="server.bench gemv", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--preset", default="2.9b")
+    p.add_argument("--rows", default="1,2,4,8,16")
+    p.add_argument("--dtype", default="fp16", choices=("fp16", "bf16"))
+    p.add_argument("--vocab", type=int, default=65536)
+    p.add_argument("--sweep", default="", help="rows (e.g. 1,16) at which to time every "
+                   "kernel configuration")
+    p.add_argument("--large", action="store_true", help="also r/k/v at 32/256/1024 rows")
+    a = p.parse_args(argv)
+    if not torch.cuda.is_available():
+        raise SystemExit("gemv benchmark needs CUDA")
+    dev, dt = "cuda", {"fp16": torch.float16, "bf16": torch.bfloat16}[a.dtype]
+    _, C = PRESETS[a.preset]
+    dims = [_lora(1.7, C), _lora(2.5, C), _lora(2.5, C), _lora(5.0, C)]  # v, w, a, g
+    D = -(-max(dims) // 16) * 16
+    rows = []
+    for case in cases(C, D, a.vocab, dims, dt, dev):
+        for M in (int(m) for m in a.rows.split(",")):
+            rows.append(run_case(case, M, dt, dev, str(M) in a.sweep.split(",")))
+            print(rows[-1], flush=True)
+    print(f"\n{torch.cuda.get_device_name()} · {a.preset} (C={C}, LoRA {dims}, padded {D}) · "
+          f"{a.dtype}\n")
+    print(dict_table(rows))
+    if a.large:
+        print()
+        print(dict_table(large_rows(C, dt, dev)))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,96 @@
+"""One kernel for a decode step's time mix between its products: `pre_wkv` + the WKV step +
+`post_wkv` of fused_triton.py / wkv_triton.py in a single launch, one program per (row, head).
+
+Everything between the r/k/v/LoRA products and the output product is local to a head: the decay,
+in-context rate and key normalisation are per channel or per head, the state update of a head
+reads only that head's vectors, and the GroupNorm groups are the heads. So a program loads the
+head's inputs (run dtype), keeps every intermediate in registers (fp32, the same operations in
+the same order as the three-kernel path), updates the head's [N, N] state in place and writes
+the gated, normalised output (run dtype): no fp32 [B, C] intermediates go through memory and
+two launches a layer disappear. Inactive rows (keep = 0) take an identity step (state unchanged).
+"""
+
+import torch
+import triton
+import triton.language as tl
+from torch import Tensor
+
+HEAD = 64
+
+
+@triton.jit
+def _decode_kernel(r_ptr, k_ptr, v_ptr, lora_ptr, vfirst_ptr, keep_ptr,
+                   w0_ptr, a0_ptr, v0_ptr, kk_ptr, ka_ptr, rk_ptr, lw_ptr, lb_ptr,
+                   S_ptr, out_ptr, R, C, H, s_sb, s_sh, decay_scale, eps,
+                   FIRST: tl.constexpr, HAS_KEEP: tl.constexpr, N: tl.constexpr):
+    pid = tl.program_id(0)
+    b = (pid // H).to(tl.int64)
+    h = pid % H
+    j = tl.arange(0, N)  # key channels (columns of S)
+    i = tl.arange(0, N)  # value channels (rows of S)
+    cj = h * N + j
+    ci = h * N + i
+    oj = b * C + cj
+    oi = b * C + ci
+    # --- pre_wkv, along the key channels j ---
+    k = tl.load(k_ptr + oj).to(tl.float32)
+    r = tl.load(r_ptr + oj).to(tl.float32)
+    wl = tl.load(lora_ptr + R * C + oj).to(tl.float32)
+    al = tl.load(lora_ptr + 2 * R * C + oj).to(tl.float32)
+    w = tl.exp(-decay_scale * tl.sigmoid(tl.load(w0_ptr + cj).to(tl.float32) + wl))
+    a = tl.sigmoid(tl.load(a0_ptr + cj).to(tl.float32) + al)
+    kk = k * tl.load(kk_ptr + cj)
+    kap = kk / tl.maximum(tl.sqrt(tl.sum(kk * kk, axis=0)), 1e-12)
+    kp = k * (1.0 + (a - 1.0) * tl.load(ka_ptr + cj))
+    bonus = tl.sum(r * kp * tl.load(rk_ptr + cj), axis=0)
+    # the value, along the value channels i
+    v = tl.load(v_ptr + oi).to(tl.float32)
+    if not FIRST:
+        vl = tl.load(lora_ptr + oi).to(tl.float32)
+        vf = tl.load(vfirst_ptr + oi).to(tl.float32)
+        v = v + (vf - v) * tl.sigmoid(tl.load(v0_ptr + ci).to(tl.float32) + vl)
+    if HAS_KEEP:
+        keep_j = tl.load(keep_ptr + b + j * 0) != 0
+        keep_i = tl.load(keep_ptr + b + i * 0) != 0
+        w = tl.where(keep_j, w, 1.0)
+        kp = tl.where(keep_j, kp, 0.0)
+        kap = tl.where(keep_j, kap, 0.0)
+        v = tl.where(keep_i, v, 0.0)
+    # --- the WKV step on the head's state ---
+    s_ptrs = S_ptr + b * s_sb + h * s_sh + i[:, None] * N + j[None, :]
+    s = tl.load(s_ptrs).to(tl.float32)
+    sk = tl.sum(s * kap[None, :], axis=1)
+    s = s * w[None, :] - sk[:, None] * (kap * a)[None, :] + v[:, None] * kp[None, :]
+    tl.store(s_ptrs, s.to(S_ptr.dtype.element_ty))
+    y = tl.sum(s * r[None, :], axis=1)
+    y = y.to(out_ptr.dtype.element_ty).to(tl.float32)  # the three-kernel path stores y so
+    # --- post_wkv: GroupNorm of the head, + bonus * v, times the gate ---
+    mean = tl.sum(y, axis=0) / N
+    d = y - mean
+    var = tl.sum(d * d, axis=0) / N
+    yn = d * (1.0 / tl.sqrt(var + eps)) * tl.load(lw_ptr + ci) + tl.load(lb_ptr + ci)
+    g = tl.load(lora_ptr + 3 * R * C + oi).to(tl.float32)
+    tl.store(out_ptr + oi, ((yn + bonus * v) * g).to(out_ptr.dtype.element_ty))
+
+
+def time_mix_decode(S: Tensor, r: Tensor, k: Tensor, v: Tensor, lora: Tensor,
+                    v_first: Tensor | None, keep: Tensor | None, w0: Tensor, a0: Tensor,
+                    v0: Tensor | None, k_k: Tensor, k_a: Tensor, r_k: Tensor, ln_w: Tensor,
+                    ln_b: Tensor, decay_scale: float, eps: float) -> Tensor:
+    """S: [B, H, N, N] fp32|fp16 state (in place); r, k, v: [B, C] run dtype; lora: [4, B, C]
+    (v, w, a LoRA outputs and the gate); v_first: [B, C] or None (first layer); keep: [B] int8
+    or None; w0, a0, v0: [C] run dtype; k_k, k_a, r_k, ln_w, ln_b: [C] fp32.
+    Returns the gated, normalised WKV output [B, C] in r's dtype (the output product's input)."""
+    B, C = r.shape
+    H = C // HEAD
+    assert S.shape == (B, H, HEAD, HEAD) and S.stride(-1) == 1 and S.stride(-2) == HEAD
+    assert lora.is_contiguous() and lora.shape == (4, B, C)
+    out = torch.empty_like(r)
+    first = v_first is None
+    _decode_kernel[(B * H,)](r, k, v, lora, v if first else v_first,
+                             keep if keep is not None else r, w0, a0, w0 if first else v0,
+                             k_k, k_a, r_k, ln_w, ln_b, S, out, B, C, H, S.stride(0),
+                             S.stride(1), decay_scale, eps, FIRST=first,
+                             HAS_KEEP=keep is not None, N=HEAD,
+                             num_warps=4 if S.element_size() == 2 else 8)
+    return out
