@@ -80,3 +80,33 @@ def test_fused_cuda_matches_reference(dtype, state_dtype, tol):
     err = rel_err(got, case.ref_logits)
     print(f"fused {dtype} state {state_dtype}: rel err {err:.2e}")
     assert torch.isfinite(got).all() and err < tol
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.parametrize("batch", [3, 40])  # the skinny-product/one-kernel path, and cuBLAS
+def test_fused_cuda_decode_paths_match_fp32(batch):
+    """Decode in fp16 through each batch-size path of fused.py against the plain fp32 forward:
+    prefill of unequal prompts, then decode steps with one row inactive."""
+    from model_cases import make_case
+
+    from server.model.forward import RWKV7
+
+    case = make_case("c512")
+    g = torch.Generator().manual_seed(batch)
+    V = case.cfg.vocab_size
+    prompts = [torch.randint(0, V, (1 + 5 * i % 23,), generator=g).tolist() for i in range(batch)]
+    active = torch.ones(batch, dtype=torch.bool)
+    active[1] = False
+    outs = []
+    for dtype, fused in ((torch.float32, False), (torch.float16, True)):
+        model = RWKV7(case.sd, case.cfg, device="cuda", dtype=dtype, fused=fused)
+        state = model.new_state(batch)
+        got = [model.prefill(prompts, state)]
+        for t in range(4):
+            tok = torch.randint(0, V, (batch,), generator=torch.Generator().manual_seed(t))
+            got.append(model.decode(tok, state, active=active.cuda()))
+        outs.append(torch.stack(got)[:, active].float().cpu())
+    err = ((outs[1] - outs[0]).abs().max() / outs[0].abs().max()).item()
+    print(f"fused fp16 decode at batch {batch}: rel err {err:.2e}")
+    assert torch.isfinite(outs[1]).all() and err < 2e-2

@@ -24,6 +24,10 @@ from server.model.reference import GN_EPS, LN_EPS
 
 LORA_ORDER = ("v", "w", "a", "g")  # mixed inputs 2..5 of ln_mix are xv, xw, xa, xg
 GEMV_MAX_ROWS = 16  # half-precision products of at most this many rows: gemv_triton
+# decode batches of at most this many rows run the time mix in one kernel (decode_triton);
+# larger ones in three (pre_wkv, WKV step, post_wkv), whose WKV kernel splits each head's state
+# over several programs: measured on the H200 at batch 256, the one-kernel form was slower
+ONE_KERNEL_MAX_ROWS = 16
 
 
 def fused_default(device: torch.device) -> bool:
@@ -77,6 +81,23 @@ def _stack_layer(lw: LayerWeights) -> _Stacked:
                     lw.ffn_x_k.view(1, -1))
 
 
+def _f32_products(device: torch.device, dtype: torch.dtype) -> bool:
+    """Whether cuBLAS gives fp32 results of half-precision products here (``out_dtype``, CUDA
+    only), residual add included: checked once on a small case, in place as the forward does."""
+    if device.type != "cuda" or dtype not in (torch.float16, torch.bfloat16):
+        return False
+    try:
+        g = torch.Generator(device=device).manual_seed(0)
+        x = torch.randn(32, 64, device=device, generator=g)
+        a = torch.randn(32, 128, device=device, generator=g).to(dtype)
+        w = torch.randn(64, 128, device=device, generator=g).to(dtype)
+        want = x + a.float() @ w.float().t()
+        torch.addmm(x, a, w.t(), out_dtype=torch.float32, out=x)
+        return bool(torch.allclose(x, want, rtol=1e-2, atol=1e-2))
+    except (RuntimeError, TypeError):  # an older torch: no out_dtype
+        return False
+
+
 class FusedBlocks:
     """Time mix and channel mix of every layer through the fused kernels. ``wkv_step`` and
     ``wkv_chunk`` are the model's WKV functions (read at call time: they stay swappable)."""
@@ -95,6 +116,7 @@ class FusedBlocks:
         self.stacks = [_stack_layer(lw) for lw in model.layers]
         # products of at most this many rows go through the skinny-product kernel (gemv_triton)
         self.gemv_rows = GEMV_MAX_ROWS if model.dtype in (torch.float16, torch.bfloat16) else 0
+        self.f32_out = _f32_products(model.device, model.dtype)
 
     @staticmethod
     def write_index(B: int, T: int, keep: Tensor | None, last: Tensor | None,
@@ -136,7 +158,7 @@ class FusedBlocks:
             h[3].sigmoid_()
             lora = torch.bmm(h, st.lora2.transpose(1, 2))  # [4, R, C]: v, w, a LoRA, gate g
         S = state.wkv[i]
-        if T == 1 and self.decode_kernel is not None:  # pre_wkv + WKV + post_wkv: one launch
+        if T == 1 and R <= ONE_KERNEL_MAX_ROWS and self.decode_kernel is not None:  # pre_wkv + WKV + post_wkv: one launch
             out = self.decode_kernel(S, r, k, v, lora, v_first, keep8, lw.w0, lw.a0, lw.v0,
                                      lw.k_k.view(-1), lw.k_a, lw.r_k, lw.lnx_w, lw.lnx_b,
                                      self.k.DECAY_SCALE, GN_EPS)
@@ -155,16 +177,18 @@ class FusedBlocks:
         return v if v_first is None else v_first
 
     def _add_product(self, x: Tensor, inp: Tensor, weight: Tensor) -> None:
-        """x (fp32 residual) += inp @ weight^T."""
+        """x (fp32 residual) += inp @ weight^T (in the product's epilogue where possible)."""
         if x.shape[0] <= self.gemv_rows:
             self.gemv(inp, weight, out=x, epi=self.EPI_ADD)
+        elif self.f32_out:
+            torch.addmm(x, inp, weight.t(), out_dtype=torch.float32, out=x)
         else:
             x.add_(F.linear(inp, weight))
 
     def head(self, u: Tensor, weight: Tensor) -> Tensor | None:
-        """fp32 logits u @ weight^T straight from the skinny-product kernel (None: too many rows)."""
+        """fp32 logits u @ weight^T straight from the product (None: not available)."""
         if u.shape[0] > self.gemv_rows:
-            return None
+            return torch.mm(u, weight.t(), out_dtype=torch.float32) if self.f32_out else None
         out = torch.empty(u.shape[0], weight.shape[0], dtype=torch.float32, device=u.device)
         return self.gemv(u, weight, out=out)
 
