@@ -58,7 +58,7 @@ def test_callbacks_per_pulse_and_once_at_finish(tiny_loader):
     task = scheduler.new_task("User: 写一首诗\n\nAssistant:", max_tokens=30, temperature=0.8,
                               collect_callback=chunks.append, finish_callback=finals.append)
     scheduler.run()
-    assert [len(c) for c in chunks] == [1, 8, 8, 8, 5]  # a first one-step pulse: fast first token
+    assert [len(c) for c in chunks] == [1, 2, 4, 8, 8, 7]  # pulses ramp up: fast first tokens
     assert finals == [task.get_all_tokens()] and sum(chunks, []) == task.output
 
 

@@ -7,7 +7,8 @@ daemon, or the caller of ``run()`` — owns the device and repeats ``step()``:
 2. prefill up to ``prefill_chunk`` prompt tokens across admitted tasks, batched (``Prefiller``;
    with a ``PrefixCache``, cached prefixes are loaded instead of computed);
 3. start decoding the tasks whose prompt is fully fed (``max_tokens=0`` tasks finish here);
-4. run one pulse of ``buffer_size`` decode steps for all live slots and hand tokens to the tasks;
+4. run one pulse of decode steps for all live slots and hand tokens to the tasks: ``buffer_size``
+   steps, except right after tasks start, when pulses ramp up 1, 2, 4, … steps (``_pulse``);
 5. finished tasks free their slot at once; tasks that keep their state finish once the copy-back
    thread has brought it home (CPU) — the batch does not wait; capacity is adjusted.
 
@@ -55,7 +56,7 @@ class BaseScheduler:
         self.slots: list[Task | None] = [None]  # host view of engine slots
         self.decoding: set[int] = set()  # slots that are live in the engine
         self.waiting: deque[Task] = deque()
-        self._fresh_starts = False  # tasks started decoding since the last pulse
+        self._ramp = buffer_size  # steps of the next pulse (1 right after tasks start, see _pulse)
         self._last_info = 0.0  # when a pulse line was last logged at INFO
         self._stops: list[Task] = []  # stop requests not yet applied to slots (any thread appends)
         self._cv = threading.Condition()
@@ -186,7 +187,10 @@ class BaseScheduler:
             else:
                 with self._cv:
                     self._cv.notify_all()
-                    self._cv.wait(timeout=0.5)
+                    # the check is repeated under the lock: a task added after the one above
+                    # (its notify already sent) must not wait for the timeout
+                    self._cv.wait_for(lambda: self._has_slot_work or not self._running,
+                                      timeout=0.5)
 
     def shutdown(self, timeout: float = 10.0) -> None:
         """Stop every task, join the thread and free device memory."""
@@ -280,13 +284,17 @@ class BaseScheduler:
                 t.status = Status.RUNNING
                 t._t_gen = time.perf_counter()
             self.decoding.update(start)
-            self._fresh_starts = True
+            self._ramp = 1
 
     def _pulse(self) -> None:
-        # a pulse right after tasks start is one step long, so their first token reaches the
-        # client at once (time to first token) instead of after buffer_size steps
-        steps = 1 if self._fresh_starts else self.buffer_size
-        self._fresh_starts = False
+        # Right after tasks start, pulses ramp up 1, 2, 4, ... steps to buffer_size: the first
+        # token reaches its reader at once, and text that needs a few tokens before any of it
+        # can be shown (a chat reply's ">" closing the think tag, a character split over
+        # tokens, a held-back "\n" that may start a stop string) follows within ~2x the steps
+        # it needs, instead of after a whole buffer_size pulse. A handful of extra pulses per
+        # start; steady decoding runs buffer_size steps a pulse.
+        steps = min(self._ramp, self.buffer_size)
+        self._ramp = min(2 * steps, self.buffer_size)
         t0 = time.perf_counter()
         res = self.engine.pulse(steps, before_step=self._apply_stops)
         dt = time.perf_counter() - t0
