@@ -9,6 +9,7 @@ import torch
 
 from server.model.state import State
 from server.scheduler import DynamicScheduler
+from server.scheduler.prefill import TURN_TOKEN
 from server.scheduler.prefix_cache import (ENTRY_OVERHEAD, PrefixCache, common_prefix,
                                            prefix_hashes, state_nbytes)
 from server.task.task import Task
@@ -168,3 +169,31 @@ def test_memory_bound_under_a_flood(tiny_loader):
         st = cache.stats()
         assert 0 < st["bytes"] <= limit and st["device_bytes"] <= limit
     assert st["evictions"] > 0 and st["entries"] <= 12
+
+
+def test_next_chat_turn_prefills_in_two_model_calls(tiny_loader):
+    """A chat turn after the first loads the previous prompt's last turn boundary and prefills
+    the rest in two model calls — to its own last boundary (kept for the next turn), then to the
+    end — each call's fixed cost counting in the time to first token. Same tokens as no cache."""
+    from server.api.chat import build_chat_prompt
+
+    msgs = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "what is 5+5?"}]
+    turn1 = tiny_loader.encode(build_chat_prompt(msgs, think=False))
+    msgs += [{"role": "assistant", "content": "Ten, I think."},
+             {"role": "user", "content": "and times two?"}]
+    turn2 = tiny_loader.encode(build_chat_prompt(msgs, think=False))
+    cache = PrefixCache(64 << 20)
+    sched = DynamicScheduler(tiny_loader, max_batch_size=4, buffer_size=4, prefix_cache=cache)
+    calls, real = [], sched.engine.prefill
+    sched.engine.prefill = lambda slots, lists: (calls.append(len(lists[0])), real(slots, lists))
+    for tokens in (turn1, turn2):
+        calls.clear()
+        task = Task(tokens, max_tokens=6, temperature=0.0)
+        task.cache_origin, task.cache_finish = "", False  # as the server's chat tasks
+        sched.add_task(task)
+        sched.run()
+    (plain,), _ = run(tiny_loader, [turn2], max_tokens=6, temperature=0.0)
+    assert task.output == plain
+    boundary = max(i for i, t in enumerate(turn1) if t == TURN_TOKEN)  # turn 1's last "\n\n"
+    assert turn2[:boundary + 1] == turn1[:boundary + 1]
+    assert len(calls) == 2 and sum(calls) == len(turn2) - 1 - boundary

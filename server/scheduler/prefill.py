@@ -11,10 +11,13 @@ after exactly ``history``) is *eligible*. Its sequence ``history + pending`` is 
   ``history`` (and short of the last token) is loaded into its slot; those tokens move from
   ``pending`` to ``history`` without being computed;
 * **checkpoints**: positions where its state is worth keeping — the end of its prompt, the first
-  and last two ``\\n\\n`` tokens (chat turn boundaries: a system prompt, the conversation so far),
-  and branch points (where its tokens part from a task in flight or recently seen: a prefix others
-  share). Feeding runs in rounds that stop at each task's next checkpoint; the state there is
-  copied into the cache;
+  and the last ``\\n\\n`` token (chat turn boundaries: a system prompt; the conversation up to
+  the last message, which the next turn re-sends), and branch points (where its tokens part from
+  a task in flight or recently seen: a prefix others share). Feeding runs in rounds that stop at
+  each task's next checkpoint; the state there is copied into the cache. Every checkpoint costs
+  a model call of its own (fixed costs that dominate a short prefill's time to first token), so
+  there are few: a chat turn after the first prefills in two calls (to its last boundary, then
+  to the end);
 * **one leader per prefix**: in a round, only the first task heading for a given checkpoint key
   feeds; the others wait, and jump from the cache once the leader has stored it (a shared system
   prompt is prefilled once even when 64 requests arrive together).
@@ -174,7 +177,7 @@ class Prefiller:
                 m = common_prefix(s.hashes, other.hashes)
                 if len(other.task.history) < m < other.end and m >= gap and not near_turn(m):
                     other.add_point(m)  # it is ahead: it computes the shared prefix for both
-        chosen = turns[:1] + turns[-2:] + ([min(branch), max(branch)] if branch else [])
+        chosen = turns[:1] + turns[-1:] + ([min(branch), max(branch)] if branch else [])
         s.points = sorted(set(chosen) | {s.end})
 
     def _jump(self, slot: int, s: _Seq) -> None:
