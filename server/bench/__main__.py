@@ -1,5 +1,5 @@
-"""``python -m server.bench decode|prefill|stress|wkv|gemv|ttft [options]``: run one benchmark (each
-prints a table; ``python -m server.bench NAME --help`` for its options)."""
+"""``python -m server.bench decode|prefill|stress|wkv|gemv|ttft [options]``: run one benchmark
+(each prints a table; ``python -m server.bench NAME --help`` for its options)."""
 
 import importlib
 import sys

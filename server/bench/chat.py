@@ -27,9 +27,9 @@ from pathlib import Path
 
 import httpx
 
+from server.bench.conversation import Conversation
+
 ROOT = Path(__file__).resolve().parents[2]
-FILLER = ("Here are more details about the situation, with numbers, names and places, so "
-          "that you can answer precisely. ")
 
 
 def free_port() -> int:
@@ -84,13 +84,10 @@ def prefilled(client: httpx.Client) -> int:
 def run_chat(on: httpx.Client, off: httpx.Client, tokenizer, args) -> list[dict]:
     from server.api.chat import build_chat_prompt
 
-    per_turn = max(16, (args.target - 150) // args.turns - args.max_tokens - 8)
-    unit = len(tokenizer.encode(FILLER))
-    messages = [{"role": "system", "content": "You are a helpful assistant. " * 20}]
+    chat = Conversation(tokenizer, args.turns, args.target, args.max_tokens)
     rows = []
     for turn in range(args.turns):
-        messages.append({"role": "user", "content": f"Question {turn + 1}: "
-                         + FILLER * max(1, per_turn // unit) + "What do you conclude?"})
+        messages = chat.ask(turn)
         n_prompt = len(tokenizer.encode(build_chat_prompt(messages, think=False)))
         before = prefilled(on)
         ttft_on, reply = ask(on, messages, args.max_tokens)
@@ -101,7 +98,7 @@ def run_chat(on: httpx.Client, off: httpx.Client, tokenizer, args) -> list[dict]
         print(f"{turn + 1:>4} {n_prompt:>7} {fed:>9} {ttft_on * 1000:>10.1f} "
               f"{ttft_off * 1000:>11.1f} {ttft_off / ttft_on:>7.1f}x {str(reply == reply_off):>6}",
               flush=True)
-        messages.append({"role": "assistant", "content": reply})
+        chat.reply(reply)
     return rows
 
 

@@ -1,0 +1,219 @@
+"""Time to first token of a growing chat, in process: prefix cache on vs off, and where it went.
+
+    python -m server.bench ttft --preset 0.1b                  # CUDA if present, else CPU
+    python -m server.bench ttft --preset tiny --device cpu --dtype fp32 --turns 3
+
+The chat of ``server.bench.chat`` (system prompt, ``--turns`` user messages growing the prompt
+to about ``--target`` tokens, ``--max-tokens``-token greedy direct replies) is driven through two
+real ``DynamicScheduler`` daemons on one model with random weights (made on the device, see
+``common.build_model``): one with a ``PrefixCache`` (``--cache-mb``), one without. Tasks are the
+server's chat tasks (prefix-cache origin, no state kept at the end of the reply). No HTTP: TTFT
+here is the scheduler's part of a request's, from ``add_task`` to the callback with its first
+token. Per turn: prompt tokens, tokens the cached scheduler prefilled and in how many model calls
+(``rounds``: its prefill stops at each checkpoint), TTFT with and without the cache (median of
+``--repeat`` conversations, each with its own system prompt, after ``--warmup`` unmeasured ones
+that capture graphs and compile kernels), and whether the replies were equal. The breakdown (ms,
+of the median run) sums to the TTFT:
+
+* queue: ``add_task`` -> the task admitted into a slot (daemon wake-up, ``engine.load``);
+* prefill model: ``engine.prefill`` calls (on CUDA synchronised after each, so their GPU time
+  lands here and not in the pulse; the server does not wait there);
+* prefill other: the rest of the prefill phase (cache lookups and loads, checkpoint planning,
+  state copies into the cache, starting the slot);
+* first pulse: ``engine.pulse`` of the pulse that produced the first token (one decode step);
+* hand-over: from that pulse's end to the task's callback (bookkeeping of the pulse).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import threading
+import time
+from pathlib import Path
+
+from server.bench import common
+from server.bench.conversation import Conversation
+
+
+class Probe:
+    """One scheduler (cache on or off) with its ``engine.prefill`` calls timed and counted."""
+
+    def __init__(self, model, loader, cache_mb: int, buffer_size: int):
+        from server.scheduler import DynamicScheduler
+        from server.scheduler.prefix_cache import PrefixCache
+
+        dev = model.device
+        cache = None
+        if cache_mb > 0:
+            share = 0.5 if dev.type == "cuda" else 1.0  # the server's default split
+            cache = PrefixCache(cache_mb << 20, dev, device_bytes=int((cache_mb << 20) * share))
+        self.sched = DynamicScheduler(loader, max_batch_size=256, buffer_size=buffer_size,
+                                      prefix_cache=cache)
+        self.loader, self.device = loader, dev
+        self.calls: list[float] = []  # seconds of each engine.prefill call
+        engine = self.sched.engine
+        real = engine.prefill
+
+        def timed_prefill(slots, token_lists):
+            t, _ = common.timed(lambda: real(slots, token_lists), dev)
+            self.calls.append(t)
+
+        engine.prefill = timed_prefill  # the Prefiller calls it through the engine
+        self.sched.start_daemon()
+
+    def ask(self, tokens: list[int], max_tokens: int) -> dict:
+        """One greedy chat task through the daemon: its timings and output."""
+        from server.task.task import Task, new_task_id
+
+        first, done = {}, threading.Event()
+
+        def on_tokens(_toks):
+            if not first:
+                first["t"] = time.perf_counter()
+                first["pulse"] = self.sched.pulses[-1]["seconds"]  # appended before hand-out
+
+        task = Task(list(tokens), task_id=new_task_id("TMP"), max_tokens=max_tokens,
+                    temperature=0.0, presence_penalty=0.0, repetition_penalty=0.0,
+                    collect_callback=on_tokens, finish_callback=lambda _: done.set())
+        task.keep_state = False  # as the server's chat tasks
+        task.cache_origin, task.cache_finish = "", False
+        fed0, self.calls = self.sched.prefiller.prefilled_tokens, []
+        t0 = time.perf_counter()
+        self.sched.add_task(task)
+        if not done.wait(600):
+            raise RuntimeError("the task did not finish in 600 s")
+        t_first = first.get("t", time.perf_counter())
+        model_s = sum(self.calls)
+        prefill_s = task._t_gen - task._t_admit
+        pulse_s = first.get("pulse", 0.0)
+        return dict(ttft=t_first - t0, queue=task._t_admit - t0, prefill_model=model_s,
+                    prefill_other=prefill_s - model_s, first_pulse=pulse_s,
+                    handover=t_first - task._t_gen - pulse_s, rounds=len(self.calls),
+                    prefilled=self.sched.prefiller.prefilled_tokens - fed0,
+                    output=task.get_all_tokens())
+
+    def close(self) -> None:
+        self.sched.shutdown()
+
+
+def reply_text(loader, tokens: list[int]) -> str:
+    """What the server would send (and the client re-send) as the reply's content."""
+    from server.api.splitter import OutputSplitter, collect
+
+    splitter = OutputSplitter("direct")
+    pieces = splitter.feed(loader.decode(tokens)) + splitter.finish("stop")
+    return collect(pieces)["content"]
+
+
+def conversation(probes: dict, loader, args, system: str) -> list[dict]:
+    """One conversation sent turn by turn to every probe; a row per turn."""
+    from server.api.chat import build_chat_prompt
+
+    chat = Conversation(loader.tokenizer, args.turns, args.target, args.max_tokens, system)
+    rows = []
+    for turn in range(args.turns):
+        tokens = loader.encode(build_chat_prompt(chat.ask(turn), think=False))
+        row = {"turn": turn + 1, "prompt": len(tokens)}
+        for name, probe in probes.items():
+            row[name] = probe.ask(tokens, args.max_tokens)
+        outs = [r["output"] for name, r in row.items() if name in probes]
+        row["equal"] = all(o == outs[0] for o in outs)
+        rows.append(row)
+        chat.reply(reply_text(loader, outs[0]))
+    return rows
+
+
+def median_rows(runs: list[list[dict]], names) -> list[dict]:
+    """Per turn, the run with the median TTFT of each probe (its breakdown kept whole)."""
+    rows = []
+    for turn_rows in zip(*runs):
+        row = dict(turn_rows[0])
+        for name in names:
+            ranked = sorted((r[name] for r in turn_rows), key=lambda r: r["ttft"])
+            row[name] = ranked[len(ranked) // 2]
+        row["equal"] = all(r["equal"] for r in turn_rows)
+        rows.append(row)
+    return rows
+
+
+def run(args) -> list[dict]:
+    """Build the model and both schedulers, run the conversations; rows of the median run."""
+    model = common.build_model(args.preset, args.device, args.dtype, args.state_dtype)
+    loader = common.BenchLoader(model, f"random-{args.preset}")
+    probes = {"cache": Probe(model, loader, args.cache_mb, args.buffer_size),
+              "nocache": Probe(model, loader, 0, args.buffer_size)}
+    runs = []
+    try:
+        for i in range(args.warmup + args.repeat):
+            rows = conversation(probes, loader, args, f"You are helpful assistant number {i}. ")
+            if i >= args.warmup:
+                runs.append(rows)
+    finally:
+        for p in probes.values():
+            p.close()
+    return median_rows(runs, probes)
+
+
+def ms(s: float) -> str:
+    return f"{s * 1e3:.1f}"
+
+
+STAGES = ("queue", "prefill_model", "prefill_other", "first_pulse", "handover")
+
+
+def tables(rows: list[dict]) -> str:
+    main = [[r["turn"], r["prompt"], r["cache"]["prefilled"], r["cache"]["rounds"],
+             ms(r["cache"]["ttft"]), ms(r["nocache"]["ttft"]),
+             f"{r['nocache']['ttft'] / r['cache']['ttft']:.1f}x", "yes" if r["equal"] else "no"]
+            for r in rows]
+    parts = [[r["turn"], name, *(ms(r[name][k]) for k in STAGES), ms(r[name]["ttft"])]
+             for r in rows for name in ("cache", "nocache")]
+    return (common.table(["turn", "prompt tokens", "prefilled (cache)", "rounds (cache)",
+                          "TTFT cache ms", "TTFT no cache ms", "ratio", "equal"], main)
+            + "\n\nWhere the TTFT went (ms; the parts sum to the TTFT):\n\n"
+            + common.table(["turn", "scheduler", "queue", "prefill model", "prefill other",
+                            "first pulse", "hand-over", "TTFT"], parts))
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(prog="python -m server.bench ttft", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--preset", default="0.1b")
+    p.add_argument("--turns", type=int, default=10)
+    p.add_argument("--target", type=int, default=2000, help="prompt tokens at the last turn")
+    p.add_argument("--max-tokens", type=int, default=32, help="reply length")
+    p.add_argument("--buffer-size", type=int, default=32)
+    p.add_argument("--cache-mb", type=int, default=1024)
+    p.add_argument("--repeat", type=int, default=3, help="measured conversations (median)")
+    p.add_argument("--warmup", type=int, default=1, help="unmeasured conversations first")
+    p.add_argument("--device", default=None, help="default: cuda if present, else cpu")
+    p.add_argument("--dtype", default="fp16", help="fp16|bf16|fp32 (fp16 becomes fp32 on cpu)")
+    p.add_argument("--state-dtype", default="fp32")
+    p.add_argument("--json", help="write the rows here")
+    return p.parse_args(argv)
+
+
+def main(argv=None) -> None:
+    args = parse_args(argv)
+    print(f"# ttft · {args.preset} · {args.turns} turns to ~{args.target} tokens · "
+          f"{args.max_tokens}-token replies · buffer {args.buffer_size} · cache "
+          f"{args.cache_mb} MB · median of {args.repeat} after {args.warmup} warm-up · "
+          f"{common.gpu_name()}", flush=True)
+    rows = run(args)
+    print(tables(rows), flush=True)
+    last = rows[-1]
+    print(f"\nlast turn: {last['prompt']} prompt tokens, {last['cache']['prefilled']} prefilled "
+          f"with the cache; TTFT {ms(last['cache']['ttft'])} ms vs {ms(last['nocache']['ttft'])}"
+          f" ms ({last['nocache']['ttft'] / last['cache']['ttft']:.1f}x); all replies equal: "
+          f"{all(r['equal'] for r in rows)}", flush=True)
+    if args.json:
+        for r in rows:
+            for name in ("cache", "nocache"):
+                r[name] = {k: v for k, v in r[name].items() if k != "output"}
+        Path(args.json).write_text(json.dumps(rows, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,51 @@
+"""``python -m server.bench ttft`` on the CPU with the tiny preset: the table's columns, equal
+replies with and without the cache, only the new messages prefilled, a breakdown that sums up."""
+
+import pytest
+
+from server.bench import ttft
+
+ARGS = ["--preset", "tiny", "--device", "cpu", "--dtype", "fp32", "--turns", "3",
+        "--target", "600", "--max-tokens", "4", "--repeat", "1", "--warmup", "0"]
+
+
+@pytest.fixture(scope="module")
+def rows():
+    return ttft.run(ttft.parse_args(ARGS))
+
+
+def test_rows_cache_vs_no_cache(rows):
+    assert [r["turn"] for r in rows] == [1, 2, 3]
+    assert all(r["equal"] for r in rows)  # fp32 on the CPU: the cache changes no token
+    prompts = [r["prompt"] for r in rows]
+    assert prompts == sorted(prompts) and prompts[-1] > 400
+    assert rows[0]["cache"]["prefilled"] == rows[0]["nocache"]["prefilled"] == prompts[0] - 1
+    for prev, r in zip(rows, rows[1:]):  # later turns: from the previous prompt's last "\n\n"
+        assert r["nocache"]["prefilled"] == r["prompt"] - 1
+        new = r["prompt"] - prev["prompt"]
+        assert new < r["cache"]["prefilled"] < new + 16
+        assert r["cache"]["rounds"] == 2 and r["nocache"]["rounds"] == 1
+    for r in rows:
+        for name in ("cache", "nocache"):
+            t = r[name]
+            parts = sum(t[k] for k in ttft.STAGES)
+            assert t["ttft"] > 0 and parts == pytest.approx(t["ttft"], rel=1e-6)
+            assert t["prefill_model"] > 0 and t["first_pulse"] > 0 and t["queue"] >= 0
+
+
+def test_table_columns(rows, capsys):
+    text = ttft.tables(rows)
+    main, parts = text.split("Where the TTFT went")
+    assert main.splitlines()[0] == ("| turn | prompt tokens | prefilled (cache) | rounds (cache) "
+                                    "| TTFT cache ms | TTFT no cache ms | ratio | equal |")
+    assert len([ln for ln in main.splitlines() if ln.startswith("| ")]) == 1 + 3
+    header = [ln for ln in parts.splitlines() if ln.startswith("| turn")][0]
+    assert header == ("| turn | scheduler | queue | prefill model | prefill other | first pulse "
+                      "| hand-over | TTFT |")
+    assert len([ln for ln in parts.splitlines() if ln.startswith("| ")]) == 1 + 2 * 3
+
+
+def test_registered_in_the_bench_command():
+    from server.bench.__main__ import BENCHES
+
+    assert "ttft" in BENCHES
