@@ -20,7 +20,7 @@ from reliability_clients import (chat_body, rss_kb, stream, task_body, wait_idle
                                  watch_health)
 
 CLIENTS = 256
-ROUNDS = 3
+ROUNDS = int(os.environ.get("RWKV_LOAD_ROUNDS", "3"))  # more: does memory level off?
 ROUND_TIMEOUT_S = 120  # a round that takes longer means some request hung
 MAX_TOKENS = 8
 PROMPT_LIMIT, BODY_LIMIT, TOKENS_CAP = 256, 64 * 1024, 8
@@ -83,10 +83,12 @@ def test_256_streaming_clients_three_rounds(load_server):
         idle = wait_idle(http)
         assert (idle["active"], idle["queue"], idle["capacity"]) == (0, 0, 1), idle
         rss.append(rss_kb(load_server.proc.pid))
+        cache = idle["prefix_cache"]
         lines.append(f"round {rnd + 1}: {len(done)} streams completed {per_route}, "
                      f"{refused} refused (503), "
                      f"peak capacity {peak}, peak queue {max(h['queue'] for h in seen)}, "
-                     f"{seconds:.1f} s, idle RSS {rss[-1] / 1024:.1f} MB")
+                     f"{seconds:.1f} s, idle RSS {rss[-1] / 1024:.1f} MB, prefix cache "
+                     f"{cache.get('entries', 0)} entries {cache.get('bytes', 0) / 2**20:.1f} MB")
     print("\n" + "\n".join(lines))
     assert rss[-1] <= rss[0] + RSS_TOLERANCE_KB, f"RSS grew: {rss} kB"
     assert http.get("/health").json()["scheduler_alive"]
