@@ -141,10 +141,11 @@ class RWKV7:
         return self._logits(x)
 
     @torch.no_grad()
-    def prefill(self, token_lists: list[list[int]], state: State) -> Tensor:
+    def prefill(self, token_lists: list[list[int]], state: State,
+                logits: bool = True) -> Tensor | None:
         """Row i of ``state`` <- sequence i, continuing from what the row holds (in place).
         Prompts may have different lengths (none empty). Returns the logits after each
-        sequence's last token: [n, V] float32."""
+        sequence's last token: [n, V] float32 (``logits=False``: None, the head is skipped)."""
         n = len(token_lists)
         self._check(state, n)
         lens = [len(t) for t in token_lists]
@@ -160,7 +161,7 @@ class RWKV7:
                 if len(group) == n:  # every row: work on the state itself, in natural order
                     group = list(range(n))
                 self._prefill_pass(token_lists, group, off, state, x_last)
-        return self._logits(x_last)
+        return self._logits(x_last) if logits else None
 
     # ---- internals ---------------------------------------------------------------------
     def _check(self, state: State, batch: int) -> None:

@@ -174,7 +174,7 @@ class BatchEngine:
         """Feed ``token_lists[i]`` into the state of ``slots[i]`` (in place)."""
         idx = torch.tensor(slots, dtype=torch.long, device=self.device)
         sub = self.state.select(idx)
-        self.model.prefill(token_lists, sub)
+        self.model.prefill(token_lists, sub, logits=False)  # decode makes the first logits
         self.state.assign(slots, sub)
 
     @torch.no_grad()
