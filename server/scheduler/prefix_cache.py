@@ -11,7 +11,7 @@ stream, so a task that starts from a cached prefix generates what it would have 
 
 Memory: every entry counts its state bytes + 4 bytes per stored token + ``ENTRY_OVERHEAD``. The
 most recently used entries stay on the engine's device (up to ``device_bytes``: the hot tier);
-older ones move to host memory; past ``max_bytes`` the least recently used are dropped. A hit on
+older ones move to host memory (pinned on CUDA); past ``max_bytes`` the least recently used are dropped. A hit on
 a host entry moves it back to the device. ``max_bytes == 0`` disables the cache.
 
 Thread-safety: the scheduler thread calls everything; other threads may call ``stats`` and
@@ -56,6 +56,21 @@ def common_prefix(a: array, b: array) -> int:
         else:
             hi = mid - 1
     return lo
+
+
+def to_host(state: State) -> State:
+    """A host-memory copy of ``state``. From CUDA it goes into pinned memory without waiting for
+    the device (a synchronous copy stalled the scheduler ~15 ms per 2.9B state, measured on the
+    H200): every later use of the entry is a copy back to the device queued on the same stream,
+    so it reads the finished data; nothing reads a host entry's tensors on the CPU."""
+    if state.device.type != "cuda":
+        return state.to(device="cpu")
+
+    def pinned(t: torch.Tensor) -> torch.Tensor:
+        h = torch.empty(t.shape, dtype=t.dtype, pin_memory=True)
+        return h.copy_(t, non_blocking=True)
+
+    return State(pinned(state.shift), pinned(state.wkv))
 
 
 def state_nbytes(state: State) -> int:
@@ -136,7 +151,7 @@ class PrefixCache:
                 return False
             hot = state.device == self.device and self.device_bytes > 0
             if not hot:
-                state = state.to(device="cpu")
+                state = to_host(state)
             entry = Entry(key, tokens, state, nbytes, hot)
             self._lru[key] = entry
             if hot:
@@ -187,7 +202,9 @@ class PrefixCache:
         if entry.hot:
             self._hot.move_to_end(entry.key)
         elif self.device_bytes >= entry.nbytes:  # promote: the next load reads device memory
-            entry.state = entry.state.to(device=self.device)
+            st = entry.state  # pinned on CUDA: the copy need not wait
+            entry.state = State(st.shift.to(self.device, non_blocking=True),
+                                st.wkv.to(self.device, non_blocking=True))
             entry.hot = True
             self._hot[entry.key] = entry
             self.hot_bytes += entry.nbytes
@@ -196,7 +213,7 @@ class PrefixCache:
     def _rebalance(self) -> None:
         while self.hot_bytes > self.device_bytes and self._hot:
             _, cold = self._hot.popitem(last=False)
-            cold.state = cold.state.to(device="cpu")
+            cold.state = to_host(cold.state)
             cold.hot = False
             self.hot_bytes -= cold.nbytes
         while self.bytes > self.max_bytes and self._lru:
