@@ -23,6 +23,9 @@ class Settings(BaseSettings):
     dtype: Literal["auto", "fp16", "bf16", "fp32"] = "auto"
     state_dtype: Literal["fp32", "fp16", "bf16"] = "fp32"
     fused: bool = Field(True, description="fused Triton element-wise kernels on CUDA (false: plain torch)")
+    warmup: bool = Field(True, description="on CUDA, compile kernels and capture every decode "
+                         "and prefill graph at start (slot memory for RWKV_MAX_BATCH_SIZE is "
+                         "allocated then) instead of in the first requests")
     demo: str | None = Field(None, description="serve random weights of this preset (tiny, 0.1b, ...)")
 
     # scheduler

@@ -173,3 +173,32 @@ def test_half_precision_on_cpu_is_finite_and_close(case, dtype, tol):
     assert torch.isfinite(got).all() and torch.isfinite(state.wkv).all()
     assert state.shift.dtype == dtype and state.wkv.dtype == torch.float32
     assert rel_err(got, case.ref_logits[:, :9]) < tol
+
+
+def test_single_sequence_prefill_padded_to_its_bucket_is_unchanged():
+    """GraphedPrefill's padded pass (run eagerly here; on CUDA it is replayed from a graph per
+    power-of-two bucket): lengths across buckets and several chunks give the same state, logits
+    and next decode step as the unpadded pass, starting from a nonzero state."""
+    from server.model.checkpoint import infer_config
+    from server.model.cuda_graph import GraphedPrefill
+    from server.model.forward import RWKV7
+    from server.model.random import make_random_state_dict
+
+    sd = make_random_state_dict(2, 128, 512, seed=5)
+    cfg = infer_config(sd)
+    plain = RWKV7(sd, cfg, prefill_chunk=40)
+    padded = RWKV7(sd, cfg, prefill_chunk=40)
+    padded._graphed_prefill = GraphedPrefill(padded._forward, padded.new_state, graphs=False)
+    g = torch.Generator().manual_seed(0)
+    for n in (1, 5, 16, 17, 40, 93):
+        toks = torch.randint(0, 512, (n,), generator=g).tolist()
+        states = []
+        for m in (plain, padded):
+            st = m.new_state(1)
+            st.wkv.normal_(generator=torch.Generator().manual_seed(n))
+            logits = m.prefill([toks], st)
+            states.append((st, logits, m.decode(torch.tensor([7]), st)))
+        (a, la, da), (b, lb, db) = states
+        for x, y in ((a.wkv, b.wkv), (a.shift, b.shift), (la, lb), (da, db)):
+            assert torch.allclose(x, y, rtol=1e-5, atol=1e-5), n
+    assert sorted(padded._graphed_prefill.graphs) == [16, 32, 64]  # buckets used

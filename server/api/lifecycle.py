@@ -11,6 +11,7 @@ from __future__ import annotations
 import gc
 import shutil
 import tempfile
+import time
 from pathlib import Path
 
 from server.api.deps import Runtime
@@ -84,6 +85,11 @@ def build_runtime(settings) -> Runtime:
                                  prefill_chunk=settings.prefill_chunk,
                                  max_queue=settings.max_queue,
                                  prefix_cache=make_prefix_cache(settings, loader))
+    if settings.warmup and loader.model.device.type == "cuda":
+        t0 = time.perf_counter()
+        caps = scheduler.engine.capture_graphs(settings.max_batch_size)
+        log.info(f"Warm-up: kernels compiled, {len(caps)} decode graphs and the prefill graphs "
+                 f"captured in {time.perf_counter() - t0:.1f} s")
     scheduler.start_daemon()
     try:
         manager = open_manager(settings, loader)

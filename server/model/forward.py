@@ -21,7 +21,7 @@ from torch import Tensor
 
 from server.model import wkv
 from server.model.checkpoint import ModelConfig
-from server.model.cuda_graph import GraphedDecode
+from server.model.cuda_graph import GraphedDecode, GraphedPrefill
 from server.model.fused import FusedBlocks, check_fused, fused_default
 from server.model.layer_weights import LayerWeights, layer_weights
 from server.model.reference import GN_EPS, LN_EPS
@@ -97,6 +97,9 @@ class RWKV7:
             self._check_fused()
         use_graphs = cuda_graphs and self.device.type == "cuda"
         self._graphed = GraphedDecode(self._decode_step, max_graphs=16) if use_graphs else None
+        # single-sequence prefill passes from graphs too (an eager pass is launch-bound)
+        self._graphed_prefill = (GraphedPrefill(self._forward, self.new_state)
+                                 if use_graphs else None)
 
     def _check_fused(self) -> None:
         """Keep the fused kernels only if they compile and agree with the plain path."""
@@ -116,6 +119,19 @@ class RWKV7:
 
     def new_state(self, batch: int) -> State:
         return State.zeros(self.cfg, batch, self.device, self.dtype, self.state_dtype)
+
+    def capture_prefill_graphs(self) -> list[int]:
+        """Capture the single-sequence prefill graph of every bucket now (a server's warm-up)
+        instead of in the first request of each length; returns the buckets (none without
+        graphs). Runs on a scratch state."""
+        gp = self._graphed_prefill
+        if gp is None:
+            return []
+        T = gp.MIN_BUCKET
+        while T <= self.prefill_chunk:
+            self.prefill([[0] * T], self.new_state(1), logits=False)
+            T *= 2
+        return sorted(gp.graphs)
 
     def clear_graphs(self) -> None:
         """Drop the captured decode graphs (they keep their state tensors' addresses)."""
@@ -175,22 +191,29 @@ class RWKV7:
         """Tokens off..off+chunk of sequences ``rows`` into their state rows."""
         chunk = self.prefill_chunk
         parts = [token_lists[i][off:off + chunk] for i in rows]
-        widths = [len(p) for p in parts]
-        T = max(widths)
-        tok = torch.zeros(len(rows), T, dtype=torch.long)
-        for j, p in enumerate(parts):
-            tok[j, :len(p)] = torch.as_tensor(p, dtype=torch.long)
-        w = torch.as_tensor(widths, device=self.device)
-        keep = None if min(widths) == T else torch.arange(T, device=self.device) < w[:, None]
         in_place = rows == list(range(state.batch_size))
         sub = state if in_place else state.select(rows)
-        x = self._forward(tok.to(self.device), sub, keep, w - 1)  # [rows, C]
+        if len(rows) == 1 and self._graphed_prefill is not None:
+            x = self._graphed_prefill(parts[0], sub)  # [1, C]
+        else:
+            x = self._forward_padded(parts, sub)  # [rows, C]
         if not in_place:
             state.assign(rows, sub)
         done = [j for j, i in enumerate(rows) if len(token_lists[i]) <= off + chunk]
         if done:
             dst = torch.as_tensor([rows[j] for j in done], device=self.device)
             x_last.index_copy_(0, dst, x[torch.as_tensor(done, device=self.device)])
+
+    def _forward_padded(self, parts: list[list[int]], state: State) -> Tensor:
+        """Sequences of unequal lengths (padded with identity steps) through the layers."""
+        widths = [len(p) for p in parts]
+        T = max(widths)
+        tok = torch.zeros(len(parts), T, dtype=torch.long)
+        for j, p in enumerate(parts):
+            tok[j, :len(p)] = torch.as_tensor(p, dtype=torch.long)
+        w = torch.as_tensor(widths, device=self.device)
+        keep = None if min(widths) == T else torch.arange(T, device=self.device) < w[:, None]
+        return self._forward(tok.to(self.device), state, keep, w - 1)
 
     def _forward(self, tokens: Tensor, state: State, keep: Tensor | None,
                  last: Tensor | None) -> Tensor:

@@ -100,7 +100,7 @@ class BatchEngine:
     def capture_graphs(self, max_cap: int) -> list[tuple[int, float]]:
         """Allocate ``max_cap`` rows and capture the decode graph of every power-of-two
         capacity up to it now (a server's warm-up), rather than in the first pulse at each
-        capacity. Needs no live slot. Returns [(capacity, ms)] (empty without graphs)."""
+        capacity, and the model's single-sequence prefill graphs. Needs no live slot. Returns [(capacity, ms)] (empty without graphs)."""
         assert not bool(self.live.any()), "capture_graphs needs an idle engine"
         cap0 = self.capacity
         self.resize(max(max_cap, cap0), [])
@@ -113,6 +113,7 @@ class BatchEngine:
             self.model.decode(self.cur, self.state, active=idle)  # identity steps
             cap *= 2
         self._view(cap0)
+        self.model.capture_prefill_graphs()
         return list(graphed.captures[done:]) if graphed is not None else []
 
     # ---- moving tasks in and out -------------------------------------------------------
