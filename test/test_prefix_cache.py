@@ -78,6 +78,38 @@ def test_lru_in_bytes_and_two_tiers():
     assert not put(cache, [7], 1.0)  # shorter than min_tokens
 
 
+def test_host_tier_in_arena_rows_reused_and_exact():
+    """The host tier in arena rows (pinned on CUDA; ordinary memory here): moves to the host
+    take a row, promotions and drops give it back, a full arena falls back to separate memory,
+    and every state read back is the one inserted."""
+    from server.scheduler.host_arena import HostArena
+
+    size = state_nbytes(toy_state(0.0)) + 4 * 20 + ENTRY_OVERHEAD
+    cache = PrefixCache(4 * size, device="cpu", device_bytes=size, min_tokens=2, arena=True)
+    assert cache.arena.budget_bytes == 3 * size
+    cache.arena = arena = HostArena(2 * state_nbytes(toy_state(0.0)), pin=False)  # two rows
+    seqs = [[i] * 20 for i in range(1, 8)]
+    for i, s in enumerate(seqs[:4]):
+        put(cache, s, float(i))
+    host = [e for e in cache._lru.values() if not e.hot]
+    assert arena.slots == 2 and len(host) == 3 and arena.free == []
+    assert sorted(e.row for e in host if e.row is not None) == [0, 1]  # the third: own memory
+    assert get(cache, seqs[0]) == (20, 0.0)  # promoted: its row went to the entry it displaced
+    e0 = next(e for e in cache._lru.values() if e.tokens[0] == 1)
+    assert e0.hot and e0.row is None and arena.free == []
+    assert get(cache, seqs[0]) == (20, 0.0)  # its own copy: not overwritten through the row
+    put(cache, seqs[4], 4.0)  # evicts seqs[1] and moves one entry to the host
+    assert get(cache, seqs[1]) is None
+    assert all(get(cache, s) == (20, float(i)) for i, s in enumerate(seqs[:5]) if i != 1)
+    used = [e.row for e in cache._lru.values() if e.row is not None]
+    assert len(used) == len(set(used)) and len(used) + len(arena.free) == arena.slots
+    for e in cache._lru.values():  # a row's state is a view of the arena
+        if e.row is not None:
+            assert e.state.wkv.data_ptr() == arena.wkv[e.row].data_ptr() and not e.hot
+    cache.clear()
+    assert len(arena.free) == arena.slots
+
+
 # ---- the scheduler with a cache ------------------------------------------------------------------
 def run(loader, prompts, cache=None, max_tokens=8, batch=16, **kw):
     """Outputs of ``prompts`` run together; the scheduler (for its counters)."""

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 import torch
 
 from server.model.state import State
+from server.scheduler.host_arena import HostArena
 
 HASH_MOD = (1 << 61) - 1
 HASH_BASE = 1_000_003
@@ -84,14 +85,19 @@ class Entry:
     state: State  # batch 1
     nbytes: int
     hot: bool  # on the device
+    row: int | None = None  # its row of the host arena while on the host
 
 
 class PrefixCache:
     def __init__(self, max_bytes: int, device="cpu", device_bytes: int | None = None,
-                 min_tokens: int = MIN_TOKENS):
+                 min_tokens: int = MIN_TOKENS, arena: bool | None = None):
         self.max_bytes = max(0, int(max_bytes))
         self.device = torch.device(device)
         self.device_bytes = self.max_bytes // 2 if device_bytes is None else int(device_bytes)
+        # host tier in pinned slots (host_arena.py): on CUDA unless ``arena`` says otherwise
+        cuda = self.device.type == "cuda"
+        self.arena = (HostArena(self.max_bytes - self.device_bytes, pin=cuda)
+                      if (cuda if arena is None else arena) else None)
         self.min_tokens = min_tokens
         self._lock = threading.Lock()
         self._lru: OrderedDict[tuple, Entry] = OrderedDict()  # every entry, least recent first
@@ -150,9 +156,9 @@ class PrefixCache:
                 self._touch(old)
                 return False
             hot = state.device == self.device and self.device_bytes > 0
-            if not hot:
-                state = to_host(state)
             entry = Entry(key, tokens, state, nbytes, hot)
+            if not hot:
+                self._to_host(entry)
             self._lru[key] = entry
             if hot:
                 self._hot[key] = entry
@@ -195,6 +201,8 @@ class PrefixCache:
             self._hot.clear()
             self._lengths.clear()
             self.bytes = self.hot_bytes = 0
+            if self.arena is not None:
+                self.arena.reset()
 
     # ---- internals (caller holds the lock) ------------------------------------------------
     def _touch(self, entry: Entry) -> None:
@@ -202,9 +210,11 @@ class PrefixCache:
         if entry.hot:
             self._hot.move_to_end(entry.key)
         elif self.device_bytes >= entry.nbytes:  # promote: the next load reads device memory
-            st = entry.state  # pinned on CUDA: the copy need not wait
-            entry.state = State(st.shift.to(self.device, non_blocking=True),
-                                st.wkv.to(self.device, non_blocking=True))
+            st = entry.state  # pinned on CUDA: the copy need not wait; a copy even on the
+            # same device, as the arena row it may come from is handed back
+            entry.state = State(st.shift.to(self.device, non_blocking=True, copy=True),
+                                st.wkv.to(self.device, non_blocking=True, copy=True))
+            self._release_row(entry)
             entry.hot = True
             self._hot[entry.key] = entry
             self.hot_bytes += entry.nbytes
@@ -213,13 +223,25 @@ class PrefixCache:
     def _rebalance(self) -> None:
         while self.hot_bytes > self.device_bytes and self._hot:
             _, cold = self._hot.popitem(last=False)
-            cold.state = to_host(cold.state)
+            self._to_host(cold)
             cold.hot = False
             self.hot_bytes -= cold.nbytes
         while self.bytes > self.max_bytes and self._lru:
             self._drop(next(iter(self._lru.values())))
 
+    def _to_host(self, entry: Entry) -> None:
+        """Move an entry's state to the host tier: an arena row if one is free, else its own
+        (pinned on CUDA) memory."""
+        put = self.arena.put(entry.state) if self.arena is not None else None
+        entry.state, entry.row = put if put is not None else (to_host(entry.state), None)
+
+    def _release_row(self, entry: Entry) -> None:
+        if entry.row is not None:
+            self.arena.release(entry.row)
+            entry.row = None
+
     def _drop(self, entry: Entry) -> None:
+        self._release_row(entry)
         del self._lru[entry.key]
         if entry.hot:
             del self._hot[entry.key]
