@@ -73,7 +73,9 @@ def make_prefix_cache(settings, loader):
     device = loader.model.device
     share = settings.state_cache_device_fraction if device.type != "cpu" else 1.0
     log.info(f"Prefix state cache: {settings.state_cache_mb} MB ({share:.0%} on {device})")
-    return PrefixCache(total, device, device_bytes=int(total * share))
+    cache = PrefixCache(total, device, device_bytes=int(total * share))
+    cache.reserve_host(loader.model.new_state(1))  # the host tier's pinned rows (CUDA)
+    return cache
 
 
 def build_runtime(settings) -> Runtime:

@@ -3,8 +3,9 @@
 Moving a state from the GPU to host memory either waits for the device (a pageable copy) or
 needs pinned memory, and allocating pinned memory is itself slow; both cost ~15 ms per 2.9B state
 on the H200 (measured), on the scheduler thread, at every insert once the device tier is full.
-Every cached state of a model has the same shapes, so the host tier is allocated once (at the
-first move, sized to its byte budget) as ``slots`` rows of pinned memory; a move is then one
+Every cached state of a model has the same shapes, so the host tier is allocated once (at a
+server's start through ``PrefixCache.reserve_host``, else at the first move; sized to its byte
+budget) as ``slots`` rows of pinned memory; a move is then one
 non-blocking copy into a free row. Rows are handed back when their entry is dropped or moved
 back to the device. Reuse is safe without waiting because every copy into or out of a row is
 queued on the scheduler thread's stream, in order.
@@ -28,7 +29,7 @@ class HostArena:
     def slots(self) -> int:
         return 0 if self.shift is None else self.shift.shape[0]
 
-    def _allocate(self, state: State) -> None:
+    def allocate(self, state: State) -> None:
         per = sum(t.numel() * t.element_size() for t in (state.shift, state.wkv))
         n = max(1, self.budget_bytes // per)
         self.shift = torch.empty((n, *state.shift.shape), dtype=state.shift.dtype,
@@ -40,7 +41,7 @@ class HostArena:
         """A host copy of ``state`` in a free row (the copy is queued, not awaited) and its row;
         None when no row is free or the state is not of the arena's shape and dtypes."""
         if self.shift is None and self.budget_bytes > 0:
-            self._allocate(state)
+            self.allocate(state)
         if not self.free or self.shift.shape[1:] != state.shift.shape \
                 or self.wkv.shape[1:] != state.wkv.shape or self.shift.dtype != state.shift.dtype \
                 or self.wkv.dtype != state.wkv.dtype:

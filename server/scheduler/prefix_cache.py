@@ -106,6 +106,12 @@ class PrefixCache:
         self.bytes = self.hot_bytes = 0
         self.hits = self.misses = self.tokens_saved = self.inserts = self.evictions = 0
 
+    def reserve_host(self, state: State) -> None:
+        """Allocate the host arena now for states like ``state`` (a server's start) rather
+        than at the first move (~0.3 s for 512 MB of pinned memory on the H200 machine)."""
+        if self.arena is not None and self.arena.slots == 0 and self.arena.budget_bytes > 0:
+            self.arena.allocate(state)
+
     @property
     def enabled(self) -> bool:
         return self.max_bytes > 0
