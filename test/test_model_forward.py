@@ -202,3 +202,6 @@ def test_single_sequence_prefill_padded_to_its_bucket_is_unchanged():
         for x, y in ((a.wkv, b.wkv), (a.shift, b.shift), (la, lb), (da, db)):
             assert torch.allclose(x, y, rtol=1e-5, atol=1e-5), n
     assert sorted(padded._graphed_prefill.graphs) == [16, 32, 64]  # buckets used
+    bucket = padded._graphed_prefill.bucket
+    assert [bucket(n) for n in (1, 16, 17, 200, 256, 257, 554, 768, 1000)] == \
+        [16, 16, 32, 256, 256, 512, 768, 768, 1024]

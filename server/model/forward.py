@@ -127,10 +127,8 @@ class RWKV7:
         gp = self._graphed_prefill
         if gp is None:
             return []
-        T = gp.MIN_BUCKET
-        while T <= self.prefill_chunk:
+        for T in sorted({gp.bucket(n) for n in range(1, self.prefill_chunk + 1)}):
             self.prefill([[0] * T], self.new_state(1), logits=False)
-            T *= 2
         return sorted(gp.graphs)
 
     def clear_graphs(self) -> None:
