@@ -189,19 +189,25 @@ def test_single_sequence_prefill_padded_to_its_bucket_is_unchanged():
     plain = RWKV7(sd, cfg, prefill_chunk=40)
     padded = RWKV7(sd, cfg, prefill_chunk=40)
     padded._graphed_prefill = GraphedPrefill(padded._forward, padded.new_state, graphs=False)
+    # graphs asked for where none can be captured (no CUDA here): each bucket falls back to
+    # the eager padded pass, with a warning, instead of failing the prefill
+    fallback = RWKV7(sd, cfg, prefill_chunk=40)
+    fallback._graphed_prefill = GraphedPrefill(fallback._forward, fallback.new_state)
     g = torch.Generator().manual_seed(0)
     for n in (1, 5, 16, 17, 40, 93):
         toks = torch.randint(0, 512, (n,), generator=g).tolist()
         states = []
-        for m in (plain, padded):
+        for m in (plain, padded, fallback):
             st = m.new_state(1)
             st.wkv.normal_(generator=torch.Generator().manual_seed(n))
             logits = m.prefill([toks], st)
             states.append((st, logits, m.decode(torch.tensor([7]), st)))
-        (a, la, da), (b, lb, db) = states
-        for x, y in ((a.wkv, b.wkv), (a.shift, b.shift), (la, lb), (da, db)):
-            assert torch.allclose(x, y, rtol=1e-5, atol=1e-5), n
+        (a, la, da) = states[0]
+        for b, lb, db in states[1:]:
+            for x, y in ((a.wkv, b.wkv), (a.shift, b.shift), (la, lb), (da, db)):
+                assert torch.allclose(x, y, rtol=1e-5, atol=1e-5), n
     assert sorted(padded._graphed_prefill.graphs) == [16, 32, 64]  # buckets used
+    assert all(g.graph is None for g in fallback._graphed_prefill.graphs.values())
     bucket = padded._graphed_prefill.bucket
     assert [bucket(n) for n in (1, 16, 17, 200, 256, 257, 554, 768, 1000)] == \
         [16, 16, 32, 256, 256, 512, 768, 768, 1024]

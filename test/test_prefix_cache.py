@@ -88,8 +88,8 @@ def test_host_tier_in_arena_rows_reused_and_exact():
     cache = PrefixCache(4 * size, device="cpu", device_bytes=size, min_tokens=2, arena=True)
     assert cache.arena.budget_bytes == 3 * size and cache.arena.slots == 0
     cache.reserve_host(toy_state(0.0))  # as a server's start does
-    assert cache.arena.slots == 3 * size // state_nbytes(toy_state(0.0))
-    cache.arena = arena = HostArena(2 * state_nbytes(toy_state(0.0)), pin=False)  # two rows
+    assert cache.arena.slots == 3 * size // state_nbytes(toy_state(0.0)) + 1
+    cache.arena = arena = HostArena(state_nbytes(toy_state(0.0)), pin=False)  # two rows
     seqs = [[i] * 20 for i in range(1, 8)]
     for i, s in enumerate(seqs[:4]):
         put(cache, s, float(i))

@@ -140,6 +140,7 @@ class GraphedPrefill:
         self.graphs: dict[int, _PrefillGraph] = {}
         self.state: State | None = None
         self.pool = None
+        self._lock = threading.Lock()
 
     def bucket(self, n: int) -> int:
         """Powers of two up to ``STEP``, then multiples of it: padding costs compute, and a
@@ -154,7 +155,12 @@ class GraphedPrefill:
         return self._forward()(g.tokens, state, keep, g.n - 1)
 
     def __call__(self, tokens: list[int], state: State) -> Tensor:
-        """Feed ``tokens`` into ``state`` (one row, in place); returns x at the last token."""
+        """Feed ``tokens`` into ``state`` (one row, in place); returns x at the last token.
+        Calls from several threads take turns (the graphs share one private state)."""
+        with self._lock:
+            return self._run(tokens, state)
+
+    def _run(self, tokens: list[int], state: State) -> Tensor:
         n, dev = len(tokens), state.device
         T = self.bucket(n)
         host = torch.zeros(T + 1, dtype=torch.long, pin_memory=dev.type == "cuda")
@@ -180,10 +186,16 @@ class GraphedPrefill:
                               torch.ones(1, dtype=torch.long, device=dev), None)
         if self.use_graphs:
             t0 = time.perf_counter()
-            with CAPTURE_LOCK:
-                self._capture(g, dev)
-            logger.info(f"Captured the prefill graph for {T} tokens in "
-                        f"{(time.perf_counter() - t0) * 1e3:.1f} ms")
+            try:
+                with CAPTURE_LOCK:
+                    self._capture(g, dev)
+            except Exception as e:  # e.g. out of memory: this bucket runs eagerly from now on
+                logger.warning(f"prefill graph for {T} tokens not captured ({e!r:.200}): "
+                               "eager passes for this length")
+                g.graph = None
+            else:
+                logger.info(f"Captured the prefill graph for {T} tokens in "
+                            f"{(time.perf_counter() - t0) * 1e3:.1f} ms")
         self.graphs[T] = g
         return g
 

@@ -99,19 +99,20 @@ class BatchEngine:
 
     def capture_graphs(self, max_cap: int) -> list[tuple[int, float]]:
         """Allocate ``max_cap`` rows and capture the decode graph of every power-of-two
-        capacity up to it now (a server's warm-up), rather than in the first pulse at each
-        capacity, and the model's single-sequence prefill graphs. Needs no live slot. Returns [(capacity, ms)] (empty without graphs)."""
+        capacity up to it (and of ``max_cap`` itself) now (a server's warm-up), rather than in the
+        first pulse at each capacity, and the model's single-sequence prefill graphs. Needs no
+        live slot. Returns [(capacity, ms)] (empty without graphs)."""
         assert not bool(self.live.any()), "capture_graphs needs an idle engine"
         cap0 = self.capacity
         self.resize(max(max_cap, cap0), [])
         graphed = getattr(self.model, "_graphed", None)
         done = len(graphed.captures) if graphed is not None else 0
-        cap = 1
-        while graphed is not None and cap <= max_cap:
+        caps = sorted({1 << i for i in range(max_cap.bit_length()) if 1 << i <= max_cap}
+                      | {max_cap})  # the scheduler's capacities: powers of two and the cap
+        for cap in caps if graphed is not None else ():
             self._view(cap)
             idle = torch.zeros(cap, dtype=torch.bool, device=self.device)
             self.model.decode(self.cur, self.state, active=idle)  # identity steps
-            cap *= 2
         self._view(cap0)
         self.model.capture_prefill_graphs()
         return list(graphed.captures[done:]) if graphed is not None else []

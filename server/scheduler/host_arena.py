@@ -31,7 +31,7 @@ class HostArena:
 
     def allocate(self, state: State) -> None:
         per = sum(t.numel() * t.element_size() for t in (state.shift, state.wkv))
-        n = max(1, self.budget_bytes // per)
+        n = self.budget_bytes // per + 1  # the host tier may use budget the device tier leaves
         self.shift = torch.empty((n, *state.shift.shape), dtype=state.shift.dtype,
                                  pin_memory=self.pin)
         self.wkv = torch.empty((n, *state.wkv.shape), dtype=state.wkv.dtype, pin_memory=self.pin)

@@ -93,6 +93,8 @@ class PrefixCache:
                  min_tokens: int = MIN_TOKENS, arena: bool | None = None):
         self.max_bytes = max(0, int(max_bytes))
         self.device = torch.device(device)
+        if self.device.type == "cuda" and self.device.index is None:  # compare equal to states'
+            self.device = torch.device("cuda", torch.cuda.current_device())
         self.device_bytes = self.max_bytes // 2 if device_bytes is None else int(device_bytes)
         # host tier in pinned slots (host_arena.py): on CUDA unless ``arena`` says otherwise
         cuda = self.device.type == "cuda"
@@ -227,13 +229,15 @@ class PrefixCache:
             self._rebalance()
 
     def _rebalance(self) -> None:
+        # drop first: an entry about to be dropped is not copied to the host, and the host rows
+        # of dropped entries are free for the moves that follow
+        while self.bytes > self.max_bytes and self._lru:
+            self._drop(next(iter(self._lru.values())))
         while self.hot_bytes > self.device_bytes and self._hot:
             _, cold = self._hot.popitem(last=False)
             self._to_host(cold)
             cold.hot = False
             self.hot_bytes -= cold.nbytes
-        while self.bytes > self.max_bytes and self._lru:
-            self._drop(next(iter(self._lru.values())))
 
     def _to_host(self, entry: Entry) -> None:
         """Move an entry's state to the host tier: an arena row if one is free, else its own

@@ -98,6 +98,8 @@ def gemv(x: Tensor, w: Tensor, out: Tensor | None = None, epi: int = EPI_STORE,
             raise ValueError("EPI_ADD adds into a given out")
         out = torch.empty((G, M, N) if not squeeze else (M, N), dtype=x.dtype, device=x.device)
     o3 = out.unsqueeze(0) if squeeze else out
+    if tuple(o3.shape) != (G, M, N) or o3.stride(-1) != 1:
+        raise ValueError(f"gemv: out {tuple(out.shape)} must be [G, M, N] contiguous along N")
     block_n, block_k, warps, stages = config or _config(M, N, K, G)
     grid = (triton.cdiv(N, block_n), G)
     _gemv_kernel[grid](x3, w3, o3, limits if limits is not None else x3, M, N, K,
