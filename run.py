@@ -17,7 +17,10 @@ GRACEFUL_SHUTDOWN_S = 10
 def parse_args(argv=None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(
         prog="run.py", description="RWKV-Server: batched RWKV-7 inference with an OpenAI-compatible "
-        "API and a Task API. Every option overrides its RWKV_* environment variable.")
+        "API and a Task API. Every option overrides its RWKV_* environment variable.",
+        epilog="Every other setting (device, dtypes, batch size, buffer size, prefix cache, "
+        "warm-up, API key, limits ...) is an RWKV_* environment variable: the table in README.md "
+        "lists them with their defaults.")
     ap.add_argument("--model", metavar="PATH", help="RWKV-7 .pth checkpoint (RWKV_MODEL_PATH)")
     ap.add_argument("--host", help="address to listen on (RWKV_HOST, default 0.0.0.0)")
     ap.add_argument("--port", type=int, help="port to listen on (RWKV_PORT, default 8000)")
