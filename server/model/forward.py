@@ -127,8 +127,9 @@ class RWKV7:
         gp = self._graphed_prefill
         if gp is None:
             return []
+        scratch = self.new_state(1)
         for T in sorted({gp.bucket(n) for n in range(1, self.prefill_chunk + 1)}):
-            self.prefill([[0] * T], self.new_state(1), logits=False)
+            self.prefill([[0] * T], scratch, logits=False)
         return sorted(gp.graphs)
 
     def clear_graphs(self) -> None:
@@ -286,5 +287,6 @@ class RWKV7:
     def _logits(self, x: Tensor) -> Tensor:
         """x: [B, C] fp32 residual -> logits [B, V] fp32."""
         u = F.layer_norm(x, x.shape[-1:], *self.ln_out, LN_EPS).to(self.dtype)
-        logits = None if self._fused is None else self._fused.head(u, self.head)
-        return F.linear(u, self.head).float() if logits is None else logits
+        if self._fused is not None:
+            return self._fused.head(u, self.head)
+        return F.linear(u, self.head).float()

@@ -105,13 +105,10 @@ class FusedBlocks:
     def __init__(self, model):
         from server.model.kernels import decode_triton, fused_triton, gemv_triton
 
-        self.k = fused_triton
-        self.gemv = gemv_triton.gemv
+        self.k, self.g = fused_triton, gemv_triton
         # decode's time mix in one kernel, unless the model was asked for the torch WKV
         self.decode_kernel = (None if model.wkv_impl == "torch"
                               else decode_triton.time_mix_decode)
-        self.EPI_LORA, self.EPI_ADD = gemv_triton.EPI_LORA, gemv_triton.EPI_ADD
-        self.EPI_RELU2 = gemv_triton.EPI_RELU2
         self.model = weakref.proxy(model)  # no reference cycle: the model owns this object
         self.stacks = [_stack_layer(lw) for lw in model.layers]
         # products of at most this many rows go through the skinny-product kernel (gemv_triton)
@@ -148,9 +145,9 @@ class FusedBlocks:
         H, N = m.cfg.n_head, m.cfg.head_size
         xs = self._mix(x, lw.ln1_w, lw.ln1_b, state.shift[i, 0], write, st.mix_att, T)
         if R <= self.gemv_rows:
-            r, k, v = self.gemv(xs[:3], st.rkv).unbind(0)
-            h = self.gemv(xs[2:6], st.lora1, epi=self.EPI_LORA, limits=st.lim1)  # [4, R, D]
-            lora = self.gemv(h, st.lora2, limits=st.lim2)  # [4, R, C]
+            r, k, v = self.g.gemv(xs[:3], st.rkv).unbind(0)
+            h = self.g.gemv(xs[2:6], st.lora1, epi=self.g.EPI_LORA, limits=st.lim1)  # [4, R, D]
+            lora = self.g.gemv(h, st.lora2, limits=st.lim2)  # [4, R, C]
         else:
             r, k, v = torch.bmm(xs[:3], st.rkv.transpose(1, 2)).unbind(0)
             h = torch.bmm(xs[2:6], st.lora1.transpose(1, 2))  # [4, R, D]
@@ -158,45 +155,47 @@ class FusedBlocks:
             h[3].sigmoid_()
             lora = torch.bmm(h, st.lora2.transpose(1, 2))  # [4, R, C]: v, w, a LoRA, gate g
         S = state.wkv[i]
-        if T == 1 and R <= ONE_KERNEL_MAX_ROWS and self.decode_kernel is not None:  # pre_wkv + WKV + post_wkv: one launch
+        if T == 1 and R <= ONE_KERNEL_MAX_ROWS and self.decode_kernel is not None:
+            # pre_wkv + WKV step + post_wkv in one launch
             out = self.decode_kernel(S, r, k, v, lora, v_first, keep8, lw.w0, lw.a0, lw.v0,
                                      lw.k_k.view(-1), lw.k_a, lw.r_k, lw.lnx_w, lw.lnx_b,
                                      self.k.DECAY_SCALE, GN_EPS)
-            self._add_product(x, out, lw.wo)
-            return v if v_first is None else v_first
-        w, kk, vv, kap, a, bonus = self.k.pre_wkv(
-            r, k, v, lora, v_first, keep8, lw.w0, lw.a0, lw.v0, lw.k_k.view(-1), lw.k_a,
-            lw.r_k, H)
-        if T == 1:
-            y = m.wkv_step(S, *(t.view(B, H, N) for t in (r, w, kk, vv, kap, a)))
         else:
-            y = m.wkv_chunk(S, *(t.view(B, T, H, N) for t in (r, w, kk, vv, kap, a)))
-        out = self.k.post_wkv(y.contiguous().view(R, C), vv, lora[3], bonus, lw.lnx_w, lw.lnx_b, GN_EPS,
-                              m.dtype)
+            w, kk, vv, kap, a, bonus = self.k.pre_wkv(
+                r, k, v, lora, v_first, keep8, lw.w0, lw.a0, lw.v0, lw.k_k.view(-1), lw.k_a,
+                lw.r_k, H)
+            if T == 1:
+                y = m.wkv_step(S, *(t.view(B, H, N) for t in (r, w, kk, vv, kap, a)))
+            else:
+                y = m.wkv_chunk(S, *(t.view(B, T, H, N) for t in (r, w, kk, vv, kap, a)))
+            out = self.k.post_wkv(y.contiguous().view(R, C), vv, lora[3], bonus, lw.lnx_w,
+                                  lw.lnx_b, GN_EPS, m.dtype)
         self._add_product(x, out, lw.wo)
         return v if v_first is None else v_first
 
     def _add_product(self, x: Tensor, inp: Tensor, weight: Tensor) -> None:
         """x (fp32 residual) += inp @ weight^T (in the product's epilogue where possible)."""
         if x.shape[0] <= self.gemv_rows:
-            self.gemv(inp, weight, out=x, epi=self.EPI_ADD)
+            self.g.gemv(inp, weight, out=x, epi=self.g.EPI_ADD)
         elif self.f32_out:
             torch.addmm(x, inp, weight.t(), out_dtype=torch.float32, out=x)
         else:
             x.add_(F.linear(inp, weight))
 
-    def head(self, u: Tensor, weight: Tensor) -> Tensor | None:
-        """fp32 logits u @ weight^T straight from the product (None: not available)."""
-        if u.shape[0] > self.gemv_rows:
-            return torch.mm(u, weight.t(), out_dtype=torch.float32) if self.f32_out else None
-        out = torch.empty(u.shape[0], weight.shape[0], dtype=torch.float32, device=u.device)
-        return self.gemv(u, weight, out=out)
+    def head(self, u: Tensor, weight: Tensor) -> Tensor:
+        """fp32 logits u @ weight^T, straight from the product where it can give fp32."""
+        if u.shape[0] <= self.gemv_rows:
+            out = torch.empty(u.shape[0], weight.shape[0], dtype=torch.float32, device=u.device)
+            return self.g.gemv(u, weight, out=out)
+        if self.f32_out:
+            return torch.mm(u, weight.t(), out_dtype=torch.float32)
+        return F.linear(u, weight).float()
 
     def channel_mix(self, i: int, x: Tensor, state, write: Tensor, T: int) -> None:
         lw, st = self.model.layers[i], self.stacks[i]
         xk = self._mix(x, lw.ln2_w, lw.ln2_b, state.shift[i, 1], write, st.mix_ffn, T)[0]
         if x.shape[0] <= self.gemv_rows:
-            h = self.gemv(xk, lw.ffn_key, epi=self.EPI_RELU2)  # [R, 4C]
+            h = self.g.gemv(xk, lw.ffn_key, epi=self.g.EPI_RELU2)  # [R, 4C]
         else:
             h = torch.relu_(F.linear(xk, lw.ffn_key))
             h.mul_(h)

@@ -15,7 +15,7 @@ import triton
 import triton.language as tl
 from torch import Tensor
 
-HEAD = 64
+from .fused_triton import HEAD
 
 
 @triton.jit
