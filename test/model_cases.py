@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import torch
 
@@ -11,6 +15,19 @@ from server.model.checkpoint import ModelConfig, infer_config
 from server.model.random import make_random_state_dict
 from server.model.reference import ReferenceRWKV7
 from server.model.state import State
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run_interpreted(script: str, timeout: float) -> subprocess.CompletedProcess:
+    """Run ``script`` in a fresh Python with Triton's CPU interpreter (kernels on CPU tensors);
+    asserts it exited 0 (its output in the message otherwise)."""
+    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT)}
+    out = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env,
+                         capture_output=True, text=True, timeout=timeout)
+    assert out.returncode == 0, out.stdout + out.stderr
+    return out
+
 
 # name -> (n_layer, n_embd, vocab, seed): the "tiny" preset and a few-layer C=512 model
 MODELS = {"tiny": (2, 128, 65536, 0), "c512": (3, 512, 1024, 1)}

@@ -2,15 +2,9 @@
 Triton's CPU interpreter against the plain torch forward, and (marker gpu) on CUDA against the
 plain forward and the fp32 reference."""
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 import torch
-
-ROOT = Path(__file__).resolve().parents[1]
+from model_cases import run_interpreted
 
 # prefill of unequal prompts (padding: keep + last), then decode steps with an inactive row;
 # logits and every state tensor of the fused model must match the plain one
@@ -52,10 +46,7 @@ print("fused ok")
 
 def test_fused_path_in_interpreter():
     pytest.importorskip("triton")
-    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT)}
-    out = subprocess.run([sys.executable, "-c", _INTERPRETED], cwd=ROOT, env=env,
-                         capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0, out.stdout + out.stderr
+    out = run_interpreted(_INTERPRETED, timeout=300)
     assert "fused ok" in out.stdout, out.stdout
 
 

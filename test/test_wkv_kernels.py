@@ -2,20 +2,16 @@
 and (marker gpu) the Triton kernels on CUDA against the fp64 reference."""
 
 import functools
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 import torch
+from model_cases import run_interpreted
 
 from server.model import kernels
 from server.model.kernels import check
 from server.model.kernels.wkv_torch import wkv_chunk_ref, wkv_chunk_wy, wkv_step_ref
 
 N = 64
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def _inputs(B, T, H, dtype=torch.float32, seed=0):
@@ -94,10 +90,7 @@ for fn, name, B, T, dt, step in cases:
 
 def test_triton_kernels_in_interpreter():
     pytest.importorskip("triton")
-    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT)}
-    out = subprocess.run([sys.executable, "-c", _INTERPRETED], cwd=ROOT, env=env,
-                         capture_output=True, text=True, timeout=240)
-    assert out.returncode == 0, out.stdout + out.stderr
+    out = run_interpreted(_INTERPRETED, timeout=240)
     assert out.stdout.count("ok=True") == 4
 
 
