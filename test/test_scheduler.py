@@ -8,6 +8,7 @@ import threading
 import time
 
 import pytest
+import torch
 
 from server.scheduler import DynamicScheduler, SimpleScheduler
 from server.task.task import Status, Task
@@ -281,3 +282,19 @@ def test_any_int_seed_is_accepted_and_harms_no_neighbour(tiny_loader):
     scheduler.run()
     assert a.finish_reason == b.finish_reason == "length" and len(b.output) == 6
     assert b.output == run_alone(tiny_loader, "User: b\n\nAssistant:", seed=5, **kw)  # low bits
+
+
+def test_warm_up_out_of_gpu_memory_names_the_settings():
+    """A warm-up that runs out of GPU memory stops the start with what to change."""
+    from types import SimpleNamespace
+
+    from server.api.lifecycle import warm_up
+
+    def capture_graphs(max_cap):
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 5.4 GiB")
+
+    sched = SimpleNamespace(engine=SimpleNamespace(capture_graphs=capture_graphs))
+    with pytest.raises(RuntimeError, match="RWKV_MAX_BATCH_SIZE.*RWKV_WARMUP=false") as err:
+        warm_up(sched, 256)
+    assert "256 slots" in str(err.value)
+    assert isinstance(err.value.__cause__, torch.OutOfMemoryError)

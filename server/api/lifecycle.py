@@ -78,6 +78,23 @@ def make_prefix_cache(settings, loader):
     return cache
 
 
+def warm_up(scheduler, max_batch_size: int) -> None:
+    """Compile the kernels and capture every decode and prefill graph before serving. Running
+    out of GPU memory here stops the start with what to change, not a bare CUDA error."""
+    import torch
+
+    t0 = time.perf_counter()
+    try:
+        caps = scheduler.engine.capture_graphs(max_batch_size)
+    except torch.OutOfMemoryError as e:
+        raise RuntimeError(
+            f"warm-up ran out of GPU memory holding {max_batch_size} slots and capturing their "
+            "graphs: lower RWKV_MAX_BATCH_SIZE (or RWKV_STATE_DTYPE=fp16), or set "
+            "RWKV_WARMUP=false to allocate on demand") from e
+    log.info(f"Warm-up: kernels compiled, {len(caps)} decode graphs and the prefill graphs "
+             f"captured in {time.perf_counter() - t0:.1f} s")
+
+
 def build_runtime(settings) -> Runtime:
     """Load the model, start the scheduler daemon, open the task store."""
     from server.scheduler import DynamicScheduler
@@ -88,10 +105,7 @@ def build_runtime(settings) -> Runtime:
                                  max_queue=settings.max_queue,
                                  prefix_cache=make_prefix_cache(settings, loader))
     if settings.warmup and loader.model.device.type == "cuda":
-        t0 = time.perf_counter()
-        caps = scheduler.engine.capture_graphs(settings.max_batch_size)
-        log.info(f"Warm-up: kernels compiled, {len(caps)} decode graphs and the prefill graphs "
-                 f"captured in {time.perf_counter() - t0:.1f} s")
+        warm_up(scheduler, settings.max_batch_size)
     scheduler.start_daemon()
     try:
         manager = open_manager(settings, loader)
