@@ -73,15 +73,19 @@ def test_ten_turn_chat_prefills_only_the_new_messages(on, off, tiny_tokenizer):
         question = f"Turn {turn}: " + "please explain the next idea in more detail, " * 21 + "ok?"
         messages.append({"role": "user", "content": question})
         tokens = tiny_tokenizer.encode(build_chat_prompt(messages, think=False))
-        before = cache(on)["prefilled_tokens"]
+        before = cache(on)
         reply = chat(on, messages, max_tokens=32, **GREEDY)
-        fed = cache(on)["prefilled_tokens"] - before
+        after = cache(on)
+        fed = after["prefilled_tokens"] - before["prefilled_tokens"]
+        later = after["later_tokens"] - before["later_tokens"]  # this prompt's last boundary
         assert reply == chat(off, messages, max_tokens=32, **GREEDY)  # outputs equal
+        last = len(tokens) - 1 - tokens[::-1].index(TURN)
         if prev is None:
             assert fed == len(tokens) - 1
         else:  # from the end of the previous prompt's last message: its reply + the new message
             b = len(prev) - 1 - prev[::-1].index(TURN)
             assert tokens[:b] == prev[:b] and fed == len(tokens) - 1 - b < 260
+            assert later == last - b
         prev = tokens
         messages.append({"role": "assistant", "content": reply})
     assert len(prev) > 1800
@@ -209,6 +213,7 @@ def test_metrics_series(on):
         assert f"\n{series} " in text, series
     assert f"\nrwkv_prefix_cache_hits_total {float(h['hits'])}\n" in text
     assert f"\nrwkv_prefill_tokens_total {float(h['prefilled_tokens'])}\n" in text
+    assert f"\nrwkv_prefill_later_tokens_total {float(h['later_tokens'])}\n" in text
 
 
 def test_metrics_follow_the_api_key_rule(tiny_model_path, tmp_path):

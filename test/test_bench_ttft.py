@@ -20,11 +20,15 @@ def test_rows_cache_vs_no_cache(rows):
     prompts = [r["prompt"] for r in rows]
     assert prompts == sorted(prompts) and prompts[-1] > 400
     assert rows[0]["cache"]["prefilled"] == rows[0]["nocache"]["prefilled"] == prompts[0] - 1
+    assert rows[0]["cache"]["rounds"] == 2  # to the system prompt's end, then to the end
     for prev, r in zip(rows, rows[1:]):  # later turns: from the previous prompt's last "\n\n"
         assert r["nocache"]["prefilled"] == r["prompt"] - 1
         new = r["prompt"] - prev["prompt"]
         assert new < r["cache"]["prefilled"] < new + 16
-        assert r["cache"]["rounds"] == 2 and r["nocache"]["rounds"] == 1
+        # one call before the first token; this turn's last boundary computed after it
+        assert r["cache"]["rounds"] == 1 and r["nocache"]["rounds"] == 1
+        assert new - 16 < r["cache"]["later"] < r["cache"]["prefilled"]
+        assert r["nocache"]["later"] == 0
     for r in rows:
         for name in ("cache", "nocache"):
             t = r[name]
@@ -37,7 +41,7 @@ def test_table_columns(rows, capsys):
     text = ttft.tables(rows)
     main, parts = text.split("Where the TTFT went")
     assert main.splitlines()[0] == ("| turn | prompt tokens | prefilled (cache) | rounds (cache) "
-                                    "| TTFT cache ms | TTFT no cache ms | ratio | equal |")
+                                    "| later (cache) | TTFT cache ms | TTFT no cache ms | ratio | equal |")
     assert len([ln for ln in main.splitlines() if ln.startswith("| ")]) == 1 + 3
     header = [ln for ln in parts.splitlines() if ln.startswith("| turn")][0]
     assert header == ("| turn | scheduler | queue | prefill model | prefill other | first pulse "

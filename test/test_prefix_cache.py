@@ -205,29 +205,93 @@ def test_memory_bound_under_a_flood(tiny_loader):
     assert st["evictions"] > 0 and st["entries"] <= 12
 
 
-def test_next_chat_turn_prefills_in_two_model_calls(tiny_loader):
-    """A chat turn after the first loads the previous prompt's last turn boundary and prefills
-    the rest in two model calls — to its own last boundary (kept for the next turn), then to the
-    end — each call's fixed cost counting in the time to first token. Same tokens as no cache."""
+def _chat_turns(loader, n: int) -> list[list[int]]:
+    """Token prompts of ``n`` turns of one chat (history re-sent each turn, think off)."""
     from server.api.chat import build_chat_prompt
 
-    msgs = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "what is 5+5?"}]
-    turn1 = tiny_loader.encode(build_chat_prompt(msgs, think=False))
-    msgs += [{"role": "assistant", "content": "Ten, I think."},
-             {"role": "user", "content": "and times two?"}]
-    turn2 = tiny_loader.encode(build_chat_prompt(msgs, think=False))
+    msgs, turns = [{"role": "system", "content": SYSTEM}], []
+    for i in range(n):
+        msgs.append({"role": "user", "content": f"question {i}: what is {i}+{i}?"})
+        turns.append(loader.encode(build_chat_prompt(msgs, think=False)))
+        msgs.append({"role": "assistant", "content": f"It is {2 * i}, I think."})
+    return turns
+
+
+def test_next_chat_turn_prefills_in_one_call_before_its_first_token(tiny_loader):
+    """A chat turn after the first loads the previous turn's last boundary and prefills the rest
+    in one model call before its first token. Its own last boundary (which the next turn loads)
+    is computed after the first pulse, from a copy of the state the call started from, in a
+    second pass off the critical path. Same tokens as no cache at every turn."""
+    turns = _chat_turns(tiny_loader, 3)
+    bounds = [max(i for i, t in enumerate(tok) if t == TURN_TOKEN) for tok in turns]
     cache = PrefixCache(64 << 20)
     sched = DynamicScheduler(tiny_loader, max_batch_size=4, buffer_size=4, prefix_cache=cache)
     calls, real = [], sched.engine.prefill
     sched.engine.prefill = lambda slots, lists: (calls.append(len(lists[0])), real(slots, lists))
-    for tokens in (turn1, turn2):
+
+    def boundary_cached(tokens, n) -> bool:
+        arr = array("I", tokens)
+        return cache.contains(cache.key("", prefix_hashes(arr), n))
+
+    for k, tokens in enumerate(turns):
         calls.clear()
-        task = Task(tokens, max_tokens=6, temperature=0.0)
+        seen = []  # at the first token: was this turn's boundary already stored?
+        task = Task(tokens, max_tokens=6, temperature=0.0,
+                    collect_callback=lambda toks: seen.append(boundary_cached(tokens, bounds[k])))
         task.cache_origin, task.cache_finish = "", False  # as the server's chat tasks
         sched.add_task(task)
+        later0 = sched.prefiller.later_tokens
         sched.run()
-    (plain,), _ = run(tiny_loader, [turn2], max_tokens=6, temperature=0.0)
-    assert task.output == plain
-    boundary = max(i for i, t in enumerate(turn1) if t == TURN_TOKEN)  # turn 1's last "\n\n"
-    assert turn2[:boundary + 1] == turn1[:boundary + 1]
-    assert len(calls) == 2 and sum(calls) == len(turn2) - 1 - boundary
+        (plain,), _ = run(tiny_loader, [tokens], max_tokens=6, temperature=0.0)
+        assert task.output == plain, k
+        assert seen[0] is False and boundary_cached(tokens, bounds[k]), k
+        if k == 0:  # the system prompt's end is a stop (shared by other chats), then the rest
+            assert len(calls) == 2
+            continue
+        assert turns[k][:bounds[k - 1] + 1] == turns[k - 1][:bounds[k - 1] + 1]
+        assert calls == [len(tokens) - 1 - bounds[k - 1]], k
+        assert sched.prefiller.later_tokens - later0 == bounds[k] - bounds[k - 1], k
+
+
+def test_deferred_checkpoints_are_bounded_and_dropped_on_shutdown(tiny_loader):
+    """At most LATER_MAX deferred boundary states wait (each holds a state copy); a full queue
+    drops the oldest, which only costs a later request a shorter prefix."""
+    from server.scheduler.prefill import LATER_MAX
+
+    cache = PrefixCache(64 << 20)
+    sched = DynamicScheduler(tiny_loader, max_batch_size=16, buffer_size=4, prefix_cache=cache)
+    chats = [tiny_loader.encode(f"User: chat {i} " + "word " * 20 + "\n\nAssistant: ok\n\n"
+                                f"User: more\n\nAssistant:") for i in range(8)]
+    for tokens in chats:  # 8 chats parting at once, admitted together: 8 deferred boundaries
+        task = Task(tokens, max_tokens=1, temperature=0.0)
+        task.cache_origin = ""
+        sched.add_task(task)
+    sched._admit()
+    sched._prefill()
+    assert len(sched.prefiller._later) == LATER_MAX
+    sched.shutdown()
+    assert not sched.prefiller.has_later
+
+
+def test_deferred_checkpoint_fault_drops_it_and_keeps_serving(tiny_loader):
+    turns = _chat_turns(tiny_loader, 2)
+    cache = PrefixCache(64 << 20)
+    sched = DynamicScheduler(tiny_loader, max_batch_size=4, buffer_size=4, prefix_cache=cache)
+    real = sched.prefiller.run_later
+
+    def broken():
+        raise RuntimeError("boom")
+
+    sched.prefiller.run_later = broken
+    first = Task(turns[1], max_tokens=4, temperature=0.0)
+    first.cache_origin = ""
+    sched.add_task(first)
+    sched.run()  # the job fails and is dropped: run() returns, the task is unharmed
+    assert first.status.name == "FINISHED" and len(first.output) == 4
+    assert not sched.prefiller.has_later
+    sched.prefiller.run_later = real
+    again = Task(turns[1], max_tokens=4, temperature=0.0)
+    again.cache_origin = ""
+    sched.add_task(again)
+    sched.run()
+    assert again.output == first.output

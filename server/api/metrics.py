@@ -69,6 +69,10 @@ class _RuntimeCollector:
                                   value=st["generated_tokens"])
         yield CounterMetricFamily("rwkv_prefill_tokens", "Prompt tokens computed by prefill",
                                   value=sch.prefiller.prefilled_tokens)
+        yield CounterMetricFamily("rwkv_prefill_later_tokens",
+                                  "Prompt tokens computed again after the first token (turn "
+                                  "boundaries kept for the next request)",
+                                  value=sch.prefiller.later_tokens)
         for key, name, doc in (("ttft", "time_to_first_token", "Queue to first token"),
                                ("tpot", "time_per_output_token", "Seconds per decode step")):
             buckets, total = st[key]

@@ -9,8 +9,9 @@ real ``DynamicScheduler`` daemons on one model with random weights (made on the 
 ``common.build_model``): one with a ``PrefixCache`` (``--cache-mb``), one without. Tasks are the
 server's chat tasks (prefix-cache origin, no state kept at the end of the reply). No HTTP: TTFT
 here is the scheduler's part of a request's, from ``add_task`` to the callback with its first
-token. Per turn: prompt tokens, tokens the cached scheduler prefilled and in how many model calls
-(``rounds``: its prefill stops at each checkpoint), TTFT with and without the cache (median of
+token. Per turn: prompt tokens, tokens the cached scheduler prefilled before the first token and
+in how many model calls (``rounds``: its prefill stops at each checkpoint), tokens it computed
+again after the first token (``later``: the turn boundary kept for the next turn), TTFT with and without the cache (median of
 ``--repeat`` conversations, each with its own system prompt, after ``--warmup`` unmeasured ones
 that capture graphs and compile kernels), and whether the replies were equal. The breakdown (ms,
 of the median run) sums to the TTFT:
@@ -79,11 +80,13 @@ class Probe:
                     collect_callback=on_tokens, finish_callback=lambda _: done.set())
         task.keep_state = False  # as the server's chat tasks
         task.cache_origin, task.cache_finish = "", False
-        fed0, self.calls = self.sched.prefiller.prefilled_tokens, []
+        pre = self.sched.prefiller
+        fed0, later0, self.calls = pre.prefilled_tokens, pre.later_tokens, []
         t0 = time.perf_counter()
         self.sched.add_task(task)
         if not done.wait(600):
             raise RuntimeError("the task did not finish in 600 s")
+        self.sched.run()  # until deferred work (the boundary for the next turn) is done too
         t_first = first.get("t", time.perf_counter())
         model_s = sum(self.calls)
         prefill_s = task._t_gen - task._t_admit
@@ -91,7 +94,7 @@ class Probe:
         return dict(ttft=t_first - t0, queue=task._t_admit - t0, prefill_model=model_s,
                     prefill_other=prefill_s - model_s, first_pulse=pulse_s,
                     handover=t_first - task._t_gen - pulse_s, rounds=len(self.calls),
-                    prefilled=self.sched.prefiller.prefilled_tokens - fed0,
+                    prefilled=pre.prefilled_tokens - fed0, later=pre.later_tokens - later0,
                     output=task.get_all_tokens())
 
     def close(self) -> None:
@@ -165,12 +168,14 @@ STAGES = ("queue", "prefill_model", "prefill_other", "first_pulse", "handover")
 
 def tables(rows: list[dict]) -> str:
     main = [[r["turn"], r["prompt"], r["cache"]["prefilled"], r["cache"]["rounds"],
+             r["cache"]["later"],
              ms(r["cache"]["ttft"]), ms(r["nocache"]["ttft"]),
              f"{r['nocache']['ttft'] / r['cache']['ttft']:.1f}x", "yes" if r["equal"] else "no"]
             for r in rows]
     parts = [[r["turn"], name, *(ms(r[name][k]) for k in STAGES), ms(r[name]["ttft"])]
              for r in rows for name in ("cache", "nocache")]
     return (common.table(["turn", "prompt tokens", "prefilled (cache)", "rounds (cache)",
+                          "later (cache)",
                           "TTFT cache ms", "TTFT no cache ms", "ratio", "equal"], main)
             + "\n\nWhere the TTFT went (ms; the parts sum to the TTFT):\n\n"
             + common.table(["turn", "scheduler", "queue", "prefill model", "prefill other",

@@ -9,6 +9,8 @@ daemon, or the caller of ``run()`` — owns the device and repeats ``step()``:
 3. start decoding the tasks whose prompt is fully fed (``max_tokens=0`` tasks finish here);
 4. run one pulse of decode steps for all live slots and hand tokens to the tasks: ``buffer_size``
    steps, except right after tasks start, when pulses ramp up 1, 2, 4, … steps (``_pulse``);
+   then at most one checkpoint the prefiller put off (``run_later``: a chat turn's boundary
+   state, wanted by the next turn, computed after this turn's first token);
 5. finished tasks free their slot at once; tasks that keep their state finish once the copy-back
    thread has brought it home (CPU) — the batch does not wait; capacity is adjusted.
 
@@ -136,7 +138,9 @@ class BaseScheduler(SlotCycle):
 
     @property
     def _has_slot_work(self) -> bool:
-        return bool(self.waiting) or any(t is not None for t in self.slots)
+        """Something for ``step()``: tasks waiting or in slots, or a deferred checkpoint."""
+        return (bool(self.waiting) or any(t is not None for t in self.slots)
+                or self.prefiller.has_later)
 
     @property
     def num_active(self) -> int:
@@ -154,8 +158,19 @@ class BaseScheduler(SlotCycle):
             self._shrink()
         except Exception as e:  # a fault fails the tasks in hand, never the scheduler
             self._fail_all(e)
+        else:
+            self._run_later()
         finally:
             self._busy = False
+
+    def _run_later(self) -> None:
+        """After the pulse: one checkpoint the prefiller put off (a chat turn's boundary state
+        for the next turn). It serves no task in hand, so a fault here only drops such work."""
+        try:
+            self.prefiller.run_later()
+        except Exception as e:
+            self.prefiller.drop_later()
+            self.log.error(f"Computing a deferred prefix checkpoint failed (dropped): {e!r}")
 
     def run(self) -> None:
         """Block until every submitted task has finished."""
@@ -210,6 +225,7 @@ class BaseScheduler(SlotCycle):
             if task is not None:
                 self._release([slot], "abort")
         self.engine.copyback.wait_idle(timeout)
+        self.prefiller.drop_later()
         self.engine.release()  # frees the slot buffers and the decode graphs
         self.slots = [None]
         if self.prefix_cache is not None:

@@ -16,8 +16,13 @@ after exactly ``history``) is *eligible*. Its sequence ``history + pending`` is 
   a task in flight or recently seen: a prefix others share). Feeding runs in rounds that stop at
   each task's next checkpoint; the state there is copied into the cache. Every checkpoint costs
   a model call of its own (fixed costs that dominate a short prefill's time to first token), so
-  there are few: a chat turn after the first prefills in two calls (to its last boundary, then
-  to the end);
+  there are few;
+* **later**: the last turn boundary is wanted by the *next* request, not this one, so feeding
+  does not stop there: the round that passes it keeps a copy of the state it started from, and
+  after the step's pulse (the first token already out) ``run_later`` computes the boundary state
+  from that copy in a pass of its own and stores it. A chat turn after the first prefills in one
+  call before its first token, and one after (at most ``LATER_MAX`` such jobs wait; the oldest
+  is dropped, which costs the next turn a shorter prefix, never a wrong one);
 * **one leader per prefix**: in a round, only the first task heading for a given checkpoint key
   feeds; the others wait, and jump from the cache once the leader has stored it (a shared system
   prompt is prefilled once even when 64 requests arrive together).
@@ -37,7 +42,21 @@ from server.scheduler.prefix_cache import PrefixCache, common_prefix, prefix_has
 
 TURN_TOKEN = 261  # "\n\n": turns of the chat format are separated by it
 RECENT = 32  # sequences remembered (hashes only) to find branch points
+LATER_MAX = 4  # boundary states waiting to be computed after the pulse (each holds one state)
 IN_FLIGHT = 128  # tasks in flight a new sequence is compared with (the most recent)
+
+
+@dataclass(eq=False)
+class _Later:
+    """A checkpoint to compute after the pulse: ``tokens[start:stop]`` fed into ``state`` (a copy
+    of the sequence's state after ``tokens[:start]``)."""
+
+    origin: str
+    hashes: array
+    tokens: array
+    start: int
+    stop: int
+    state: object
 
 
 @dataclass(eq=False)
@@ -49,6 +68,7 @@ class _Seq:
     tokens: array  # history + pending when first seen (uint32)
     hashes: array  # prefix_hashes(tokens)
     points: list[int] = field(default_factory=list)  # checkpoints, ascending
+    later: list[int] = field(default_factory=list)  # checkpoints computed after the pulse
     looked: bool = False  # first lookup done
     missed: bool = False  # the first lookup missed (and no hit since)
     hit: bool = False
@@ -63,6 +83,8 @@ class _Seq:
         return self.task is task and len(self.tokens) == len(task.history) + len(task.pending)
 
     def add_point(self, n: int) -> None:
+        if n in self.later:
+            self.later.remove(n)  # another task is waiting for it: a stop now
         if n not in self.points:
             self.points.append(n)
             self.points.sort()
@@ -78,6 +100,8 @@ class Prefiller:
         self.prefilled_tokens = 0  # tokens run through the model by prefill (all tasks)
         self._seqs: dict[int, _Seq] = {}  # id(task) -> _Seq, tasks still prefilling
         self._recent: deque[tuple[str, array]] = deque(maxlen=RECENT)
+        self._later: deque[_Later] = deque(maxlen=LATER_MAX)
+        self.later_tokens = 0  # tokens run through the model by run_later (computed twice)
 
     @property
     def caching(self) -> bool:
@@ -98,6 +122,7 @@ class Prefiller:
             if not plan:
                 break
             budget -= sum(n for *_, n in plan)
+            self._keep_later(plan)
             self._feed(plan)
             for slot, task, s, _ in plan:
                 if s is not None and len(task.history) in s.points:
@@ -123,6 +148,38 @@ class Prefiller:
             plan.append((slot, task, s, n))
             budget -= n
         return plan
+
+    def _keep_later(self, plan) -> None:
+        """Before a round: for each task whose feed passes one of its ``later`` points, keep a
+        copy of its state now (the start of the later pass)."""
+        for slot, task, s, n in plan:
+            h = len(task.history)
+            passed = [p for p in s.later if h < p < h + n] if s is not None else []
+            if passed:
+                for p in passed:
+                    s.later.remove(p)
+                state = self.engine.state.select([slot])
+                self._later.append(_Later(s.origin, s.hashes, s.tokens, h, max(passed), state))
+
+    @property
+    def has_later(self) -> bool:
+        return bool(self._later)
+
+    def run_later(self) -> None:
+        """Compute and store one waiting checkpoint (the scheduler calls it after the pulse)."""
+        if not self._later:
+            return
+        job = self._later.popleft()
+        key = self.cache.key(job.origin, job.hashes, job.stop)
+        if not self.cache.enabled or self.cache.contains(key):
+            return
+        self.engine.model.prefill([job.tokens[job.start:job.stop].tolist()], job.state,
+                                  logits=False)
+        self.later_tokens += job.stop - job.start
+        self.cache.insert(key, job.tokens[:job.stop], job.state)
+
+    def drop_later(self) -> None:
+        self._later.clear()
 
     def _feed(self, plan) -> None:
         t0 = time.perf_counter()
@@ -177,8 +234,9 @@ class Prefiller:
                 m = common_prefix(s.hashes, other.hashes)
                 if len(other.task.history) < m < other.end and m >= gap and not near_turn(m):
                     other.add_point(m)  # it is ahead: it computes the shared prefix for both
-        chosen = turns[:1] + turns[-1:] + ([min(branch), max(branch)] if branch else [])
-        s.points = sorted(set(chosen) | {s.end})
+        stops = set(turns[:1] + ([min(branch), max(branch)] if branch else [])) | {s.end}
+        s.points = sorted(stops)
+        s.later = [p for p in turns[-1:] if p not in stops and p >= gap]
 
     def _jump(self, slot: int, s: _Seq) -> None:
         task, first = s.task, not s.looked
