@@ -28,13 +28,11 @@ async def send_one(client: httpx.AsyncClient, gate: asyncio.Semaphore, args,
                 if resp.status_code == 200:
                     async for line in resp.aiter_lines():
                         meter.feed(line)
+                    meter.finish()
                 else:
-                    await resp.aread()
-                    meter.error = f"HTTP {resp.status_code}: {resp.text[:200]}"
-                meter.finish(resp.status_code)
+                    meter.finish(resp.status_code, (await resp.aread()).decode(errors="replace"))
         except httpx.HTTPError as exc:
-            meter.error = f"{type(exc).__name__}: {exc}"
-            meter.finish()
+            meter.failed(exc)
     return meter
 
 

@@ -26,13 +26,11 @@ def send_one(client: httpx.Client, args, index: int) -> StreamMeter:
             if resp.status_code == 200:
                 for line in resp.iter_lines():
                     meter.feed(line)
+                meter.finish()
             else:
-                resp.read()
-                meter.error = f"HTTP {resp.status_code}: {resp.text[:200]}"
-            meter.finish(resp.status_code)
+                meter.finish(resp.status_code, resp.read().decode(errors="replace"))
     except httpx.HTTPError as exc:
-        meter.error = f"{type(exc).__name__}: {exc}"
-        meter.finish()
+        meter.failed(exc)
     return meter
 
 

@@ -115,13 +115,19 @@ class StreamMeter:
         text = (delta.get("content") or "") + (delta.get("reasoning_content") or "")
         return text or None
 
-    def finish(self, status: int = 200) -> None:
-        """Close the measurement; a non-200 status or a stream without [DONE] is an error."""
+    def finish(self, status: int = 200, body: str | None = None) -> None:
+        """Close the measurement; a non-200 status (``body``: its response text) or a stream
+        without [DONE] is an error."""
         self.end = time.perf_counter()
         if status != 200 and self.error is None:
-            self.error = f"HTTP {status}"
+            self.error = f"HTTP {status}" + (f": {body[:200]}" if body else "")
         elif not self.done and self.error is None:
             self.error = "stream ended without [DONE]"
+
+    def failed(self, exc: Exception) -> None:
+        """The request failed in transport (connection refused, reset, timeout)."""
+        self.error = f"{type(exc).__name__}: {exc}"
+        self.finish()
 
     @property
     def ok(self) -> bool:

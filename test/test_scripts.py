@@ -124,7 +124,7 @@ def test_batch_sync_report_against_mock():
     figures = batch_sync.run_batch(args, transport=httpx.MockTransport(stub_handler))
     assert figures["requests"] == 6 and figures["errors"] == 2
     assert figures["output_tokens"] == 4 * 2 * 3            # 4 good streams x 3 chunks x 2 tok
-    assert "HTTP 500" in figures["first_error"]
+    assert figures["first_error"].startswith("HTTP 500: ") and "boom" in figures["first_error"]
     assert 0 < figures["latency_p50"] <= figures["latency_p95"]
 
 
