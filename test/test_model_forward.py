@@ -162,7 +162,7 @@ def test_bad_calls_are_rejected(c512):
 @pytest.mark.parametrize("dtype,tol", [(torch.float16, 2e-2), (torch.bfloat16, 6e-2)])
 def test_half_precision_on_cpu_is_finite_and_close(case, dtype, tol):
     """fp16/bf16 weights and activations (fp32 state): finite, and close to the reference
-    (tiny model only: half-precision matmuls are slow on the CPU)."""
+    (tiny model only: half-precision products are slow on CPUs without native support)."""
     if case.cfg.n_embd != 128:
         pytest.skip("tiny model only")
     model = RWKV7(case.sd, case.cfg, dtype=dtype)

@@ -52,6 +52,27 @@ def test_loader_dtypes_from_strings(tiny_path):
         RWKV070ModelLoader(tiny_path, device="cpu", dtype="int8")
 
 
+@pytest.mark.parametrize("native", [True, False])
+def test_loader_hints_bf16_on_a_cpu_that_has_it(tiny_path, monkeypatch, native):
+    """With the default dtype on a CPU that computes bf16 natively, the load log says that
+    RWKV_DTYPE=bf16 is faster; not on other CPUs, and not when a dtype was chosen."""
+    from loguru import logger
+
+    import server.model.loader as loader_mod
+
+    monkeypatch.setattr(loader_mod, "cpu_has_bf16", lambda: native)
+    lines = []
+    sink = logger.add(lines.append, level="INFO", format="{message}")
+    try:
+        RWKV070ModelLoader(tiny_path, device="cpu")
+        chosen = len(lines)
+        RWKV070ModelLoader(tiny_path, device="cpu", dtype="fp32")
+    finally:
+        logger.remove(sink)
+    hints = [i for i, line in enumerate(lines) if "RWKV_DTYPE=bf16" in line]
+    assert hints == ([chosen - 1] if native else [])
+
+
 def test_loader_missing_model(tmp_path):
     with pytest.raises(CheckpointError, match="does not exist"):
         RWKV070ModelLoader(tmp_path / "missing.pth")
