@@ -253,6 +253,30 @@ def test_next_chat_turn_prefills_in_one_call_before_its_first_token(tiny_loader)
         assert sched.prefiller.later_tokens - later0 == bounds[k] - bounds[k - 1], k
 
 
+def test_a_round_cut_by_the_budget_at_the_boundary_stores_it_at_once(tiny_loader):
+    """When the step's token budget ends a round exactly on the deferred boundary, the slot
+    holds that state: it is stored then, with no pass after the first token."""
+    turns = _chat_turns(tiny_loader, 2)
+    bounds = [max(i for i, t in enumerate(tok) if t == TURN_TOKEN) for tok in turns]
+    cache = PrefixCache(64 << 20)
+    sched = DynamicScheduler(tiny_loader, max_batch_size=4, buffer_size=4, prefix_cache=cache)
+    outputs = []
+    for k, tokens in enumerate(turns):
+        if k == 1:
+            sched.prefill_chunk = bounds[1] - bounds[0]  # turn 2 resumes at turn 1's boundary
+        task = Task(tokens, max_tokens=4, temperature=0.0)
+        task.cache_origin, task.cache_finish = "", False
+        sched.add_task(task)
+        later0 = sched.prefiller.later_tokens
+        sched.run()
+        outputs.append(task.output)
+    arr = array("I", turns[1])
+    assert cache.contains(cache.key("", prefix_hashes(arr), bounds[1]))
+    assert sched.prefiller.later_tokens == later0  # stored from the slot, not recomputed
+    (plain,), _ = run(tiny_loader, [turns[1]], max_tokens=4, temperature=0.0)
+    assert outputs[1] == plain
+
+
 def test_deferred_checkpoints_are_bounded_and_dropped_on_shutdown(tiny_loader):
     """At most LATER_MAX deferred boundary states wait (each holds a state copy); a full queue
     drops the oldest, which only costs a later request a shorter prefix."""

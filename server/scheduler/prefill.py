@@ -125,8 +125,9 @@ class Prefiller:
             self._keep_later(plan)
             self._feed(plan)
             for slot, task, s, _ in plan:
-                if s is not None and len(task.history) in s.points:
-                    self._store(slot, s.origin, s.hashes, s.tokens, len(task.history))
+                h = len(task.history)
+                if s is not None and (h in s.points or h in s.later):  # (a budget cut may
+                    self._store(slot, s.origin, s.hashes, s.tokens, h)  # end a round on one)
 
     def _plan(self, seqs, budget: int) -> list[tuple]:
         """``(slot, task, seq, n)`` to feed this round: up to each task's next checkpoint, one
