@@ -7,27 +7,33 @@ import torch
 from model_cases import run_interpreted
 
 # prefill of unequal prompts (padding: keep + last), then decode steps with an inactive row;
-# logits and every state tensor of the fused model must match the plain one
+# logits and every state tensor of the fused model must match the plain one. 3 rows take the
+# small-batch paths of fused.py (skinny products, one-kernel decode time mix), 20 the others
+# (three-kernel time mix)
 _INTERPRETED = """
 import torch
 from server.model.checkpoint import infer_config
 from server.model.forward import RWKV7
+from server.model.fused import GEMV_MAX_ROWS, ONE_KERNEL_MAX_ROWS
 from server.model.random import make_random_state_dict
 torch.manual_seed(0)
 sd = make_random_state_dict(2, 128, 512, seed=3)
 cfg = infer_config(sd)
-for dt, tol in ((torch.float32, 2e-5), (torch.float16, 2e-2)):
+assert 3 <= min(GEMV_MAX_ROWS, ONE_KERNEL_MAX_ROWS) and 20 > max(GEMV_MAX_ROWS, ONE_KERNEL_MAX_ROWS)
+cases = [(torch.float32, 2e-5, 3), (torch.float16, 2e-2, 3), (torch.float16, 2e-2, 20)]
+for dt, tol, rows in cases:
     models = [RWKV7(sd, cfg, dtype=dt, prefill_chunk=8, fused=f) for f in (False, True)]
     assert models[1]._fused is not None and models[0]._fused is None
+    prompts = [[(3 * i + j) % 500 + 1 for j in range(1 + (5 * i) % 13)] for i in range(rows)]
     outs, states = [], []
     for m in models:
-        st = m.new_state(3)
+        st = m.new_state(rows)
         st.wkv.normal_(generator=torch.Generator().manual_seed(1))
-        got = [m.prefill([[1, 2, 3], [4] * 11, [7, 8, 9, 10, 11]], st)]
+        got = [m.prefill(prompts, st)]
         before = st.select([1])
-        active = torch.tensor([True, False, True])
+        active = torch.tensor([i != 1 for i in range(rows)])
         for t in range(3):
-            logits = m.decode(torch.tensor([5 + t, 6, 7]), st, active=active)
+            logits = m.decode(torch.arange(rows) + 5 + t, st, active=active)
             got.append(torch.where(active[:, None], logits, 0.0))  # inactive rows: junk
         outs.append(torch.stack(got).float())
         states.append(st)
@@ -38,7 +44,7 @@ for dt, tol in ((torch.float32, 2e-5), (torch.float16, 2e-2)):
     assert torch.isfinite(outs[1]).all()
     serr = max(((a.float() - b.float()).abs().max() / a.float().abs().max()).item()
                for a, b in ((states[0].wkv, states[1].wkv), (states[0].shift, states[1].shift)))
-    print(f"{dt}: logits rel err {err:.2e}, state rel err {serr:.2e}")
+    print(f"{dt} {rows} rows: logits rel err {err:.2e}, state rel err {serr:.2e}")
     assert err < tol and serr < tol, (err, serr)
 print("fused ok")
 """
