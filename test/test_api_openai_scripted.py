@@ -200,3 +200,19 @@ def test_api_key_when_configured(server, tmp_path):
         assert e.value.status_code == 401 and e.value.type == "authentication_error"
         good = openai.OpenAI(base_url=keyed.url + "/v1", api_key="s3cret", max_retries=0)
         assert [m.id for m in good.models.list()][-1] == "rwkv-7"
+
+
+def test_completion_keeps_leading_whitespace(http, sdk, script):
+    # /v1/completions returns the continuation as generated: the prompt plus the text must be
+    # the document (code indentation, the space before the next word); only chat trims it
+    text = "\n    return x  # done"
+    script(text, per_pulse=1)
+    r = sdk.completions.create(model="rwkv-7", prompt="def f(x):")
+    assert r.choices[0].text == text
+    echo = sdk.completions.create(model="rwkv-7", prompt="def f(x):", echo=True)
+    assert echo.choices[0].text == "def f(x):" + text
+    chunks = stream_chunks(http, "/v1/completions", {"model": "rwkv-7", "prompt": "def f(x):"})
+    assert "".join(c["choices"][0]["text"] for c in chunks) == text
+    script(">  Hi.")  # chat: the answer still starts at its first word
+    assert sdk.chat.completions.create(model="rwkv-7", messages=MSGS).choices[0].message.content \
+        == "Hi."

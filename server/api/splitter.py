@@ -4,7 +4,8 @@ Modes (how the prompt ended):
 
 - ``think``: the prompt ended with `` <think``; the model writes ``>reasoning</think>answer``.
 - ``direct``: the prompt ended with `` <think>\\n</think``; the model writes ``>answer``.
-- ``text``: plain completion; everything is answer text.
+- ``text``: plain completion; everything is answer text, leading whitespace included (the
+  prompt plus the text is the document).
 
 Invariants: no emitted text ever contains (part of) a stop string, the turn boundary
 ``\\n\\nUser:``, ``</think>`` or a tool-call tag. Text that might be the start of one of these is
@@ -156,8 +157,8 @@ class OutputSplitter:
         self.buf = self.buf[len(self.buf) - keep:]
 
     def _emit(self, out: list[Piece], kind: str, text: str) -> None:
-        if not self._started[kind]:
-            text = text.lstrip()  # no leading whitespace at the start of reasoning/answer
+        if not self._started[kind] and self.mode != "text":
+            text = text.lstrip()  # chat: reasoning/answer start at a word (a completion is as is)
         if not text:
             return
         self._started[kind] = True
