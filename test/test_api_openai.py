@@ -294,6 +294,14 @@ def test_completions_refusals(http, body, param):
     (json.dumps({"model": "rwkv-7"}).encode(), "messages"),
     (json.dumps({"messages": "hi"}).encode(), "messages"),
     (json.dumps({"messages": [{"role": "robot", "content": "x"}]}).encode(), "messages.0.role"),
+    # values of the wrong JSON type were a 500 (TypeError/AttributeError), which the SDKs retry
+    (json.dumps({"messages": [{"role": ["user"], "content": "x"}]}).encode(), "messages.0.role"),
+    (json.dumps({"messages": [{"role": {"a": 1}, "content": "x"}]}).encode(), "messages.0.role"),
+    (json.dumps({"messages": MSGS, "tools": [{"type": "function", "function": {"name": "f"}}],
+                 "tool_choice": {"type": "function", "function": {"name": ["f"]}}}).encode(),
+     "tool_choice"),
+    (json.dumps({"messages": MSGS, "tools": [{"type": "function", "function": {"name": "f"}}],
+                 "tool_choice": {"type": "function", "function": "f"}}).encode(), "tool_choice"),
 ])
 def test_bad_requests_are_400_in_openai_shape(http, content, param):
     r = http.post("/v1/chat/completions", content=content,

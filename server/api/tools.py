@@ -65,7 +65,11 @@ def forced_tool(tool_choice, tools: list[ToolSpec]) -> str | None:
     """The tool name a ``tool_choice`` object forces, validated against ``tools``."""
     if not isinstance(tool_choice, dict):
         return None
-    name = (tool_choice.get("function") or {}).get("name") or tool_choice.get("name")
+    fn = tool_choice.get("function") or {}
+    name = (fn.get("name") if isinstance(fn, dict) else None) or tool_choice.get("name")
+    if not isinstance(name, str):
+        raise _error("tool_choice must be \"none\", \"auto\", \"required\" or "
+                     "{\"type\": \"function\", \"function\": {\"name\": ...}}", "tool_choice")
     if name not in {t.name for t in tools}:
         raise _error(f"tool_choice names a function that is not in tools: {name!r}", "tool_choice")
     return name
