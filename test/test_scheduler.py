@@ -155,6 +155,32 @@ def test_stop_takes_effect_and_keeps_tokens(tiny_loader):
     assert not scheduler._thread.is_alive()
 
 
+def test_stop_during_a_long_prefill_ends_it_within_one_step(tiny_loader):
+    """A task asked to stop while its prompt is being fed (several steps of ``prefill_chunk``
+    tokens) finishes ("abort") at the next step instead of prefilling the rest; the tokens not
+    fed stay pending, so the task's state still matches its tokens, and it can be continued
+    to the same output as a task fed the whole prompt at once."""
+    prompt = tiny_loader.encode("User: " + "tell me more about it, " * 60 + "\n\nAssistant:")
+    sched = DynamicScheduler(tiny_loader, max_batch_size=4, buffer_size=4, prefill_chunk=64)
+    task = Task(prompt, max_tokens=5, temperature=0.0)
+    sched.add_task(task)
+    sched.step()  # admitted, the first 64 tokens fed
+    assert task.status == Status.PREFILL and len(task.history) == 64
+    task.stop()
+    sched.step()
+    sched.run()  # the state comes home on the copy-back thread
+    assert task.finish_reason == "abort" and task.output == []
+    assert sched.prefiller.prefilled_tokens == 64
+    assert task.history == prompt[:64] and task.pending == prompt[64:]
+    task.continue_gen()
+    sched.add_task(task)
+    sched.run()
+    whole = Task(prompt, max_tokens=5, temperature=0.0)
+    sched.add_task(whole)
+    sched.run()
+    assert task.output == whole.output and len(whole.output) == 5
+
+
 def test_daemon_run_waits_and_shutdown_aborts(tiny_loader):
     scheduler = DynamicScheduler(tiny_loader, max_batch_size=8, buffer_size=4)
     scheduler.start_daemon()

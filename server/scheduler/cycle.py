@@ -69,7 +69,8 @@ class SlotCycle:
         """Feed pending prompt tokens (all but the last) of admitted tasks, within the budget
         (``Prefiller``: with a prefix cache, cached prefixes are loaded instead of computed)."""
         work = [(slot, task) for slot, task in enumerate(self.slots)
-                if task is not None and slot not in self.decoding and len(task.pending) > 1]
+                if task is not None and slot not in self.decoding and len(task.pending) > 1
+                and not task.stop_requested]
         if work:
             self.prefiller.run(work, self.prefill_chunk)
         self._start_ready()
@@ -77,12 +78,17 @@ class SlotCycle:
     def _start_ready(self) -> None:
         start, finish = [], []
         for slot, task in enumerate(self.slots):
-            if task is None or slot in self.decoding or len(task.pending) > 1:
+            if task is None or slot in self.decoding:
+                continue
+            if task.stop_requested:  # within one step, mid-prompt too: the rest stays pending
+                finish.append(slot)
+                continue
+            if len(task.pending) > 1:
                 continue
             if task.pending:
                 task.current_token = task.pending.pop()
             task.status = Status.READY
-            if task.max_tokens <= 0 or task.current_token is None or task.stop_requested:
+            if task.max_tokens <= 0 or task.current_token is None:
                 finish.append(slot)
             else:
                 start.append(slot)
