@@ -120,7 +120,7 @@ class BaseScheduler(SlotCycle):
 
     def _apply_stops(self) -> None:
         """Scheduler thread, before each decode step: flag the slots of tasks asked to stop.
-        (Tasks not decoding yet, mid-prompt included, see ``task.stop_requested`` at the next step.)"""
+        (Tasks not decoding yet, mid-prompt too, see ``task.stop_requested`` at the next step.)"""
         if not self._stops:
             return
         with self._cv:
