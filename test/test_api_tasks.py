@@ -23,6 +23,8 @@ def test_health(http):
     assert h["model"] == "rwkv7-tiny-random" and h["loaded"] is True
     assert h["scheduler_alive"] is True and h["capacity"] >= 1
     assert {"active", "queue", "max_batch_size"} <= set(h)
+    head = http.head("/health")  # uptime checkers probe with HEAD
+    assert head.status_code == 200 and head.content == b""
 
 
 def test_tmp_non_stream_then_poll_and_status(http):

@@ -85,6 +85,7 @@ def create_app(settings=None, runtime=None) -> FastAPI:
                   description="Batched RWKV-7 inference: Task API and OpenAI-compatible API")
     app.add_api_route("/health", _health, methods=["GET"], tags=["server"],
                       summary="Model, scheduler and queue state")
+    app.add_api_route("/health", _health, methods=["HEAD"], include_in_schema=False)  # probes
     app.add_exception_handler(RequestValidationError, validation_error_reply)  # echoes any input
     app.include_router(tasks.router)
     app.include_router(states.router)
