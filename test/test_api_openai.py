@@ -310,6 +310,12 @@ def test_bad_requests_are_400_in_openai_shape(http, content, param):
     assert http.get("/v1/models").status_code == 200  # still serving
 
 
+def test_a_message_without_role_says_so(http):
+    r = http.post("/v1/chat/completions", json={"messages": [{"content": "hi"}]})
+    assert_error(r, 400, param="messages.0.role")
+    assert "needs a 'role'" in r.json()["error"]["message"]
+
+
 def test_prompt_too_long(sdk, http):
     long = [{"role": "user", "content": "word " * 131073}]  # RWKV_MAX_PROMPT_TOKENS: 131072
     with pytest.raises(openai.BadRequestError) as e:

@@ -82,6 +82,9 @@ def message_turn(msg, i: int) -> str | None:
     if not isinstance(msg, dict):
         raise ChatError("each message must be an object with 'role' and 'content'", f"messages.{i}")
     role = msg.get("role")
+    if role is None:
+        raise ChatError("each message needs a 'role': one of system, developer, user, "
+                        "assistant, tool", f"messages.{i}.role")
     if not isinstance(role, str) or role not in ROLES:  # a list or object is not hashable
         raise ChatError(f"Unsupported role {role!r}: expected one of "
                         "system, developer, user, assistant, tool", f"messages.{i}.role")
