@@ -278,8 +278,8 @@ def test_a_round_cut_by_the_budget_at_the_boundary_stores_it_at_once(tiny_loader
 
 
 def test_deferred_checkpoints_are_bounded_and_dropped_on_shutdown(tiny_loader):
-    """At most LATER_MAX deferred boundary states wait (each holds a state copy); a full queue
-    drops the oldest, which only costs a later request a shorter prefix."""
+    """At most LATER_MAX deferred boundary states wait (each holds a state copy); the tasks
+    that find no room stop at their boundary and store it before their first token."""
     from server.scheduler.prefill import LATER_MAX
 
     cache = PrefixCache(64 << 20)
@@ -293,6 +293,10 @@ def test_deferred_checkpoints_are_bounded_and_dropped_on_shutdown(tiny_loader):
     sched._admit()
     sched._prefill()
     assert len(sched.prefiller._later) == LATER_MAX
+    bounds = [max(i for i, t in enumerate(tok) if t == TURN_TOKEN) for tok in chats]
+    stored = [cache.contains(cache.key("", prefix_hashes(array("I", tok)), b))
+              for tok, b in zip(chats, bounds)]
+    assert stored == [False] * LATER_MAX + [True] * (len(chats) - LATER_MAX)
     sched.shutdown()
     assert not sched.prefiller.has_later
 
@@ -319,3 +323,41 @@ def test_deferred_checkpoint_fault_drops_it_and_keeps_serving(tiny_loader):
     sched.add_task(again)
     sched.run()
     assert again.output == first.output
+
+
+def test_concurrent_chats_all_keep_their_boundary(tiny_loader):
+    """More chat turns pass their last boundary in one step than deferred jobs may wait
+    (LATER_MAX): those without room stop at the boundary (a checkpoint, as before deferral)
+    instead of losing it, so every chat's next turn prefills only its new tokens."""
+    from server.api.chat import build_chat_prompt
+    from server.scheduler.prefill import LATER_MAX
+
+    def turns(c):
+        msgs = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": f"chat {c}?"}]
+        first = tiny_loader.encode(build_chat_prompt(msgs, think=False))
+        msgs += [{"role": "assistant", "content": f"Answer {c}."},
+                 {"role": "user", "content": "and then?"}]
+        return first, tiny_loader.encode(build_chat_prompt(msgs, think=False))
+
+    chats = [turns(c) for c in range(2 * LATER_MAX)]
+    cache = PrefixCache(64 << 20)
+    sched = DynamicScheduler(tiny_loader, max_batch_size=16, buffer_size=4, prefix_cache=cache)
+    outputs = {}
+    for k in (0, 1):
+        fed0 = sched.prefiller.prefilled_tokens
+        tasks = []
+        for chat_turns in chats:  # admitted together
+            task = Task(chat_turns[k], max_tokens=3, temperature=0.0)
+            task.cache_origin, task.cache_finish = "", False
+            sched.add_task(task)
+            tasks.append(task)
+        sched._admit()
+        sched._prefill()
+        assert len(sched.prefiller._later) <= LATER_MAX
+        sched.run()
+        outputs[k] = [t.output for t in tasks]
+    bounds = [max(i for i, t in enumerate(first) if t == TURN_TOKEN) for first, _ in chats]
+    assert sched.prefiller.prefilled_tokens - fed0 == sum(
+        len(second) - 1 - b for (_, second), b in zip(chats, bounds))
+    plain, _ = run(tiny_loader, [second for _, second in chats], max_tokens=3, temperature=0.0)
+    assert outputs[1] == plain

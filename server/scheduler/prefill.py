@@ -21,8 +21,8 @@ after exactly ``history``) is *eligible*. Its sequence ``history + pending`` is 
   does not stop there: the round that passes it keeps a copy of the state it started from, and
   after the step's pulse (the first token already out) ``run_later`` computes the boundary state
   from that copy in a pass of its own and stores it. A chat turn after the first prefills in one
-  call before its first token, and one after (at most ``LATER_MAX`` such jobs wait; the oldest
-  is dropped, which costs the next turn a shorter prefix, never a wrong one);
+  call before its first token, and one after (at most ``LATER_MAX`` such jobs wait; a feed that
+  would add one more stops at the boundary instead, a checkpoint like the others);
 * **one leader per prefix**: in a round, only the first task heading for a given checkpoint key
   feeds; the others wait, and jump from the cache once the leader has stored it (a shared system
   prompt is prefilled once even when 64 requests arrive together).
@@ -131,20 +131,29 @@ class Prefiller:
 
     def _plan(self, seqs, budget: int) -> list[tuple]:
         """``(slot, task, seq, n)`` to feed this round: up to each task's next checkpoint, one
-        task per checkpoint key."""
+        task per checkpoint key. A feed that would pass a ``later`` point when ``LATER_MAX``
+        jobs already wait stops there instead (a checkpoint: one more call, not a lost state)."""
         plan, claimed = [], set()
+        room = LATER_MAX - len(self._later)  # deferred jobs this round may add without a drop
         for slot, task, s in seqs:
             n = len(task.pending) - 1
             if n <= 0 or budget <= 0:
                 continue
             if s is not None:
-                target = s.next_point(len(task.history))
+                h = len(task.history)
+                target = s.next_point(h)
                 key = self.cache.key(s.origin, s.hashes, target)
+                passed = [p for p in s.later if h < p < min(target, h + budget)]
+                if passed and room <= 0 and key not in claimed:  # no room to defer it: a stop
+                    target = passed[0]
+                    key = self.cache.key(s.origin, s.hashes, target)
                 s.waited = key in claimed
                 if s.waited:
                     continue
                 claimed.add(key)
-                n = target - len(task.history)
+                if passed and target > passed[0]:
+                    room -= 1  # _keep_later keeps a job for it
+                n = target - h
             n = min(n, budget)
             plan.append((slot, task, s, n))
             budget -= n
