@@ -49,6 +49,11 @@ def test_other_bad_requests(http):
     r = http.post("/v1/tasks/create", content=b'{"prompt": "x",', headers={"content-type":
                                                                           "application/json"})
     assert r.status_code == 422 and "JSON" in r.text
+    form = http.post("/v1/tasks/tmp", content=b'{"prompt": "x"}',  # curl -d without -H
+                     headers={"content-type": "application/x-www-form-urlencoded"})
+    assert form.status_code == 422
+    assert "Content-Type: application/json" in form.json()["detail"][0]["msg"]
+    assert "x-www-form-urlencoded" in form.json()["detail"][0]["msg"]
     _field_error(http.post("/v1/tasks/fim", json={"suffix": "x"}), "prefix")
     tid = create(http, max_tokens=1)["task_id"]
     _field_error(http.post(f"/v1/tasks/{tid}/continue", json={"top_p": -1}), "top_p")

@@ -54,5 +54,14 @@ class SafeJSONResponse(JSONResponse):
 
 
 async def validation_error_reply(request, exc) -> SafeJSONResponse:
-    """FastAPI's 422 reply (``{"detail": [errors]}``) that survives echoing any input."""
-    return SafeJSONResponse({"detail": jsonable_encoder(exc.errors())}, status_code=422)
+    """FastAPI's 422 reply (``{"detail": [errors]}``) that survives echoing any input. A body
+    that was not read as JSON because of its Content-Type (``curl -d`` without ``-H``) says so,
+    rather than that it "should be a valid dictionary"."""
+    errors = jsonable_encoder(exc.errors())
+    ctype = request.headers.get("content-type", "")
+    if "json" not in ctype:
+        for err in errors:
+            if list(err.get("loc", ())) == ["body"] and err.get("type") == "model_attributes_type":
+                err["msg"] = ("the body must be a JSON object sent with Content-Type: "
+                              f"application/json (this request's: {ctype or 'none'})")
+    return SafeJSONResponse({"detail": errors}, status_code=422)
