@@ -361,3 +361,93 @@ def test_concurrent_chats_all_keep_their_boundary(tiny_loader):
         len(second) - 1 - b for (_, second), b in zip(chats, bounds))
     plain, _ = run(tiny_loader, [second for _, second in chats], max_tokens=3, temperature=0.0)
     assert outputs[1] == plain
+
+
+def _entries_exact(loader, cache) -> bool:
+    """Every cached state equals the state computed from scratch for its tokens (origin "")."""
+    for (origin, n, _), entry in list(cache._lru.items()):
+        assert origin == ""
+        state = loader.model.new_state(1)
+        loader.model.prefill([list(entry.tokens)], state, logits=False)
+        if not torch.allclose(state.wkv, entry.state.wkv, rtol=1e-4, atol=1e-5) or \
+                not torch.allclose(state.shift, entry.state.shift, rtol=1e-4, atol=1e-5):
+            return False
+    return True
+
+
+@pytest.mark.parametrize("chunk", [1, 7, 4096])
+def test_same_chat_twice_over_turns_under_small_budgets(tiny_loader, chunk):
+    """Two identical chat tasks (n=2 choices) per turn, the step's budget smaller than the new
+    tokens or not: one task computes, the other loads (no token fed twice), every turn's last
+    boundary is kept for the next, every cached state is exact, replies equal no cache."""
+    turns = _chat_turns(tiny_loader, 3)
+    bounds = [max(i for i, t in enumerate(tok) if t == TURN_TOKEN) for tok in turns]
+    cache = PrefixCache(64 << 20)
+    sched = DynamicScheduler(tiny_loader, max_batch_size=4, buffer_size=4, prefix_cache=cache,
+                             prefill_chunk=chunk)
+    for k, tokens in enumerate(turns):
+        fed0 = sched.prefiller.prefilled_tokens
+        pair = [Task(tokens, max_tokens=3, temperature=0.0) for _ in range(2)]
+        for task in pair:
+            task.cache_origin, task.cache_finish = "", False
+            sched.add_task(task)
+        sched.run()
+        (plain,), _ = run(tiny_loader, [tokens], max_tokens=3, temperature=0.0)
+        assert [t.output for t in pair] == [plain, plain], k
+        assert cache.contains(cache.key("", prefix_hashes(array("I", tokens)), bounds[k])), k
+        if k:
+            assert sched.prefiller.prefilled_tokens - fed0 == len(tokens) - 1 - bounds[k - 1]
+    assert _entries_exact(tiny_loader, cache)
+
+
+def test_feed_fault_after_a_deferred_job_keeps_the_cache_exact(tiny_loader):
+    """The model call that passes a turn boundary fails after its start state was kept: the task
+    fails, and whatever the cache then holds is exact; the same turn again equals no cache."""
+    turns = _chat_turns(tiny_loader, 2)
+    cache = PrefixCache(64 << 20)
+    sched = DynamicScheduler(tiny_loader, max_batch_size=4, buffer_size=4, prefix_cache=cache)
+    tasks = [Task(tokens, max_tokens=3, temperature=0.0) for tokens in (turns + turns[1:])]
+    for t in tasks:
+        t.cache_origin, t.cache_finish = "", False
+    sched.add_task(tasks[0])
+    sched.run()
+    real, calls = sched.engine.prefill, []
+
+    def failing(slots, lists):
+        calls.append(1)
+        if len(calls) == 1:
+            raise RuntimeError("feed fault")
+        return real(slots, lists)
+
+    sched.engine.prefill = failing
+    sched.add_task(tasks[1])
+    sched.run()
+    assert tasks[1].finish_reason == "error" and not sched.prefiller.has_later
+    assert _entries_exact(tiny_loader, cache)
+    sched.add_task(tasks[2])
+    sched.run()
+    (plain,), _ = run(tiny_loader, [turns[1]], max_tokens=3, temperature=0.0)
+    assert tasks[2].output == plain and _entries_exact(tiny_loader, cache)
+
+
+def test_a_task_the_budget_did_not_reach_still_loads_the_shared_prefix(tiny_loader):
+    """The step's budget ends on the leader's checkpoint, before the plan reaches a task heading
+    for the same one: that task must still load it from the cache (it used to compute the whole
+    shared prefix again, having never been marked as waiting)."""
+    prompts = [tiny_loader.encode(f"{SYSTEM.strip()}\n\nUser: question {i}?\n\nAssistant:")
+               for i in (1, 2)]
+    t_sys = prompts[0].index(TURN_TOKEN)
+    assert prompts[1][:t_sys + 1] == prompts[0][:t_sys + 1]
+    cache = PrefixCache(64 << 20)
+    sched = DynamicScheduler(tiny_loader, max_batch_size=4, buffer_size=4, prefix_cache=cache,
+                             prefill_chunk=t_sys)
+    tasks = []
+    for tokens in prompts:
+        task = Task(tokens, max_tokens=3, temperature=0.0)
+        task.cache_origin = ""
+        sched.add_task(task)
+        tasks.append(task)
+    sched.run()  # the second task starts from the system prompt's end, computed once
+    assert sched.prefiller.prefilled_tokens == len(prompts[0]) - 1 + len(prompts[1]) - 1 - t_sys
+    plain, _ = run(tiny_loader, prompts, max_tokens=3, temperature=0.0)
+    assert [t.output for t in tasks] == plain

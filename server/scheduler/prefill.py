@@ -137,9 +137,9 @@ class Prefiller:
         room = LATER_MAX - len(self._later)  # deferred jobs this round may add without a drop
         for slot, task, s in seqs:
             n = len(task.pending) - 1
-            if n <= 0 or budget <= 0:
+            if n <= 0:
                 continue
-            if s is not None:
+            if s is not None:  # (before the budget: a task heading for a claimed key waits)
                 h = len(task.history)
                 target = s.next_point(h)
                 key = self.cache.key(s.origin, s.hashes, target)
@@ -154,6 +154,8 @@ class Prefiller:
                 if passed and target > passed[0]:
                     room -= 1  # _keep_later keeps a job for it
                 n = target - h
+            if budget <= 0:
+                continue
             n = min(n, budget)
             plan.append((slot, task, s, n))
             budget -= n
