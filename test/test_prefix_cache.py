@@ -253,6 +253,29 @@ def test_next_chat_turn_prefills_in_one_call_before_its_first_token(tiny_loader)
         assert sched.prefiller.later_tokens - later0 == bounds[k] - bounds[k - 1], k
 
 
+def test_a_deferred_boundary_waits_for_its_tasks_first_token(tiny_loader):
+    """A prompt fed over several steps passes its last boundary before its last step; the job
+    computing that boundary still runs only after the task's first token."""
+    cache = PrefixCache(64 << 20)
+    sched = DynamicScheduler(tiny_loader, max_batch_size=4, buffer_size=4, prefix_cache=cache,
+                             prefill_chunk=16)
+    text = SYSTEM.strip() + "\n\nUser: " + "a question" * 12 + "\n\nAssistant:" + " and a long answer" * 10
+    tokens = tiny_loader.encode(text)
+    first, *_, b = [i for i, t in enumerate(tokens) if t == TURN_TOKEN]  # b: the last, deferred
+    assert first < b and len(tokens) - b > 32  # at least two steps from the boundary to the end
+    arr = array("I", tokens)
+    stored = lambda: cache.contains(cache.key("", prefix_hashes(arr), b))  # noqa: E731
+    seen = []
+    task = Task(tokens, max_tokens=4, temperature=0.0,
+                collect_callback=lambda toks: seen.append(stored()))
+    task.cache_origin = ""
+    sched.add_task(task)
+    sched.run()
+    assert seen[0] is False and stored()
+    (plain,), _ = run(tiny_loader, [tokens], max_tokens=4, temperature=0.0)
+    assert task.output == plain
+
+
 def test_a_round_cut_by_the_budget_at_the_boundary_stores_it_at_once(tiny_loader):
     """When the step's token budget ends a round exactly on the deferred boundary, the slot
     holds that state: it is stored then, with no pass after the first token."""

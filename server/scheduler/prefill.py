@@ -19,8 +19,8 @@ after exactly ``history``) is *eligible*. Its sequence ``history + pending`` is 
   there are few;
 * **later**: the last turn boundary is wanted by the *next* request, not this one, so feeding
   does not stop there: the round that passes it keeps a copy of the state it started from, and
-  after the step's pulse (the first token already out) ``run_later`` computes the boundary state
-  from that copy in a pass of its own and stores it. A chat turn after the first prefills in one
+  after a step's pulse, once the task is past its prefill (its first token out), ``run_later``
+  computes the boundary state from that copy in a pass of its own and stores it. A chat turn after the first prefills in one
   call before its first token, and one after (at most ``LATER_MAX`` such jobs wait; a feed that
   would add one more stops at the boundary instead, a checkpoint like the others);
 * **one leader per prefix**: in a round, only the first task heading for a given checkpoint key
@@ -39,6 +39,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from server.scheduler.prefix_cache import PrefixCache, common_prefix, prefix_hashes
+from server.task.task import Status
 
 TURN_TOKEN = 261  # "\n\n": turns of the chat format are separated by it
 RECENT = 32  # sequences remembered (hashes only) to find branch points
@@ -49,7 +50,7 @@ IN_FLIGHT = 128  # tasks in flight a new sequence is compared with (the most rec
 @dataclass(eq=False)
 class _Later:
     """A checkpoint to compute after the pulse: ``tokens[start:stop]`` fed into ``state`` (a copy
-    of the sequence's state after ``tokens[:start]``)."""
+    of the sequence's state after ``tokens[:start]``), once ``task`` is past its prefill."""
 
     origin: str
     hashes: array
@@ -57,6 +58,7 @@ class _Later:
     start: int
     stop: int
     state: object
+    task: object
 
 
 @dataclass(eq=False)
@@ -171,17 +173,21 @@ class Prefiller:
                 for p in passed:
                     s.later.remove(p)
                 state = self.engine.state.select([slot])
-                self._later.append(_Later(s.origin, s.hashes, s.tokens, h, max(passed), state))
+                self._later.append(_Later(s.origin, s.hashes, s.tokens, h, max(passed), state,
+                                          task))
 
     @property
     def has_later(self) -> bool:
         return bool(self._later)
 
     def run_later(self) -> None:
-        """Compute and store one waiting checkpoint (the scheduler calls it after the pulse)."""
-        if not self._later:
+        """Compute and store one waiting checkpoint (the scheduler calls it after the pulse) whose
+        task is past its prefill: a job never delays its own task's first token (a prompt fed
+        over several steps passes its boundary before its last step)."""
+        job = next((j for j in self._later if j.task.status != Status.PREFILL), None)
+        if job is None:
             return
-        job = self._later.popleft()
+        self._later.remove(job)
         key = self.cache.key(job.origin, job.hashes, job.stop)
         if not self.cache.enabled or self.cache.contains(key):
             return
