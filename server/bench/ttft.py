@@ -11,8 +11,8 @@ server's chat tasks (prefix-cache origin, no state kept at the end of the reply)
 here is the scheduler's part of a request's, from ``add_task`` to the callback with its first
 token. Per turn: prompt tokens, tokens the cached scheduler prefilled before the first token and
 in how many model calls (``rounds``: its prefill stops at each checkpoint), tokens it computed
-again after the first token (``later``: the turn boundary kept for the next turn), TTFT with and without the cache (median of
-``--repeat`` conversations, each with its own system prompt, after ``--warmup`` unmeasured ones
+again after the first token (``later``: the turn boundary kept for the next turn), TTFT with
+and without the cache (median of ``--repeat`` conversations, each with its own system prompt, after ``--warmup`` unmeasured ones
 that capture graphs and compile kernels), and whether the replies were equal. The breakdown (ms,
 of the median run) sums to the TTFT:
 

@@ -20,9 +20,10 @@ after exactly ``history``) is *eligible*. Its sequence ``history + pending`` is 
 * **later**: the last turn boundary is wanted by the *next* request, not this one, so feeding
   does not stop there: the round that passes it keeps a copy of the state it started from, and
   after a step's pulse, once the task is past its prefill (its first token out), ``run_later``
-  computes the boundary state from that copy in a pass of its own and stores it. A chat turn after the first prefills in one
-  call before its first token, and one after (at most ``LATER_MAX`` such jobs wait; a feed that
-  would add one more stops at the boundary instead, a checkpoint like the others);
+  computes the boundary state from that copy in a pass of its own and stores it. A chat turn
+  after the first prefills in one call before its first token, and one after (at most
+  ``LATER_MAX`` such jobs wait; a feed that would add one more stops at the boundary instead, a
+  checkpoint like the others);
 * **one leader per prefix**: in a round, only the first task heading for a given checkpoint key
   feeds; the others wait, and jump from the cache once the leader has stored it (a shared system
   prompt is prefilled once even when 64 requests arrive together).
