@@ -12,9 +12,9 @@ here is the scheduler's part of a request's, from ``add_task`` to the callback w
 token. Per turn: prompt tokens, tokens the cached scheduler prefilled before the first token and
 in how many model calls (``rounds``: its prefill stops at each checkpoint), tokens it computed
 again after the first token (``later``: the turn boundary kept for the next turn), TTFT with
-and without the cache (median of ``--repeat`` conversations, each with its own system prompt, after ``--warmup`` unmeasured ones
-that capture graphs and compile kernels), and whether the replies were equal. The breakdown (ms,
-of the median run) sums to the TTFT:
+and without the cache (median of ``--repeat`` conversations, each with its own system prompt,
+after ``--warmup`` unmeasured ones that capture graphs and compile kernels), and whether the
+replies were equal. The breakdown (ms, of the median run) sums to the TTFT:
 
 * queue: ``add_task`` -> the task admitted into a slot (daemon wake-up, ``engine.load``);
 * prefill model: ``engine.prefill`` calls (on CUDA synchronised after each, so their GPU time
