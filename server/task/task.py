@@ -216,7 +216,8 @@ class Task:
         self.finished_at = time.time()
         if self.finish_callback is not None:
             self._call(self.finish_callback, self.get_all_tokens())
-        self._done.set()
+        if self.status == Status.FINISHED:  # unless the callback started the next round
+            self._done.set()  # (continue_gen + add_task): wait() then waits for that one
         self._notify()
 
     def _notify(self) -> None:
