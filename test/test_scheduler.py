@@ -228,9 +228,29 @@ def test_add_task_rejects_finished_and_full_queue(tiny_loader):
     scheduler.new_task("User: y\n\nAssistant:", max_tokens=2)
     with pytest.raises(QueueFull):
         scheduler.new_task("User: z\n\nAssistant:", max_tokens=2)
+    with pytest.raises(ValueError, match="already queued"):  # twice: it would run twice
+        scheduler.add_task(task)
+    scheduler.step()  # both admitted, prefilled and decoding: in slots
+    assert task.status == Status.RUNNING or task.status == Status.FINISHED
+    template = Task(tiny_loader.encode("User: w\n\nAssistant:"), max_tokens=0)
+    scheduler.add_task(template)
+    scheduler._admit()  # no free slot: still queued
+    assert any(t is template for t in scheduler.waiting)
+    with pytest.raises(ValueError, match="already queued or in a slot"):
+        scheduler.add_task(template)
     scheduler.run()
+    assert len(task.output) == 2 and template.status == Status.FINISHED
     with pytest.raises(ValueError, match="continue_gen"):
         scheduler.add_task(task)
+    slow = DynamicScheduler(tiny_loader, max_batch_size=2, buffer_size=4, prefill_chunk=4)
+    long = Task(tiny_loader.encode("User: " + "more words " * 10), max_tokens=2)
+    slow.add_task(long)
+    slow.step()  # in a slot, its prompt partly fed
+    assert long.status == Status.PREFILL and any(t is long for t in slow.slots)
+    with pytest.raises(ValueError, match="already queued or in a slot"):
+        slow.add_task(long)
+    slow.run()
+    assert len(long.output) == 2
 
 
 def test_stops_from_other_threads_during_resizes_never_hang(tiny_loader):

@@ -105,6 +105,8 @@ class BaseScheduler(SlotCycle):
         if task.tokenizer is None:
             task.tokenizer = self.loader
         with self._cv:
+            if any(t is task for t in self.waiting) or any(t is task for t in self.slots):
+                raise ValueError(f"task {task.task_id} is already queued or in a slot")
             if len(self.waiting) >= self.max_queue:
                 raise QueueFull(f"{len(self.waiting)} tasks are waiting (max_queue={self.max_queue})")
             task._stop_hook = self._on_stop
