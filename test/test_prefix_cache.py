@@ -12,7 +12,7 @@ from server.scheduler import DynamicScheduler
 from server.scheduler.prefill import TURN_TOKEN
 from server.scheduler.prefix_cache import (ENTRY_OVERHEAD, PrefixCache, common_prefix,
                                            prefix_hashes, state_nbytes)
-from server.task.task import Task
+from server.task.task import Status, Task
 
 SYSTEM = "System: " + "You are a careful assistant; answer briefly and kindly. " * 12
 
@@ -259,7 +259,8 @@ def test_a_deferred_boundary_waits_for_its_tasks_first_token(tiny_loader):
     cache = PrefixCache(64 << 20)
     sched = DynamicScheduler(tiny_loader, max_batch_size=4, buffer_size=4, prefix_cache=cache,
                              prefill_chunk=16)
-    text = SYSTEM.strip() + "\n\nUser: " + "a question" * 12 + "\n\nAssistant:" + " and a long answer" * 10
+    text = (SYSTEM.strip() + "\n\nUser: " + "a question" * 12 + "\n\nAssistant:"
+            + " and a long answer" * 10)
     tokens = tiny_loader.encode(text)
     first, *_, b = [i for i, t in enumerate(tokens) if t == TURN_TOKEN]  # b: the last, deferred
     assert first < b and len(tokens) - b > 32  # at least two steps from the boundary to the end
@@ -274,6 +275,29 @@ def test_a_deferred_boundary_waits_for_its_tasks_first_token(tiny_loader):
     assert seen[0] is False and stored()
     (plain,), _ = run(tiny_loader, [tokens], max_tokens=4, temperature=0.0)
     assert task.output == plain
+
+
+def test_a_deferred_boundary_of_a_task_given_a_new_prompt_still_runs(tiny_loader):
+    """Two chats whose finish_callback gives them a new prompt (status PREFILL again, not
+    resubmitted) while the second one's boundary job still waits: the job runs and the
+    scheduler goes idle (it used to wait for that task forever, stepping without end)."""
+    cache = PrefixCache(64 << 20)
+    sched = DynamicScheduler(tiny_loader, max_batch_size=4, buffer_size=4, prefix_cache=cache)
+    tasks = []
+    for i in range(2):
+        tokens = tiny_loader.encode(f"System: chat {i} here\n\nUser: " + "word " * 20
+                                    + f"q{i}\n\nAssistant: ok\n\nUser: more\n\nAssistant:")
+        task = Task(tokens, max_tokens=1, temperature=0.0)
+        task.cache_origin, task.keep_state = "", False
+        task.finish_callback = lambda _toks, t=task: t.prefill(" again")
+        sched.add_task(task)
+        tasks.append(task)
+    for _ in range(20):
+        if not sched.has_work:
+            break
+        sched.step()
+    assert not sched.has_work and sched.prefiller.later_tokens > 0
+    assert [t.status for t in tasks] == [Status.PREFILL] * 2
 
 
 def test_a_round_cut_by_the_budget_at_the_boundary_stores_it_at_once(tiny_loader):

@@ -51,7 +51,8 @@ IN_FLIGHT = 128  # tasks in flight a new sequence is compared with (the most rec
 @dataclass(eq=False)
 class _Later:
     """A checkpoint to compute after the pulse: ``tokens[start:stop]`` fed into ``state`` (a copy
-    of the sequence's state after ``tokens[:start]``), once ``task`` is past its prefill."""
+    of the sequence's state after ``tokens[:start]``), once ``task`` is past the prefill of
+    ``tokens`` (``waits``)."""
 
     origin: str
     hashes: array
@@ -60,6 +61,13 @@ class _Later:
     stop: int
     state: object
     task: object
+
+    @property
+    def waits(self) -> bool:
+        """Its task is still feeding ``tokens`` (all but the last are fed at the end). Not the
+        status alone: a task finished and given a new prompt but not resubmitted is PREFILL
+        too, and its job would wait forever (and keep the scheduler stepping)."""
+        return self.task.status == Status.PREFILL and len(self.task.history) < len(self.tokens) - 1
 
 
 @dataclass(eq=False)
@@ -185,7 +193,7 @@ class Prefiller:
         """Compute and store one waiting checkpoint (the scheduler calls it after the pulse) whose
         task is past its prefill: a job never delays its own task's first token (a prompt fed
         over several steps passes its boundary before its last step)."""
-        job = next((j for j in self._later if j.task.status != Status.PREFILL), None)
+        job = next((j for j in self._later if not j.waits), None)
         if job is None:
             return
         self._later.remove(job)
