@@ -29,6 +29,28 @@ def run_interpreted(script: str, timeout: float) -> subprocess.CompletedProcess:
     return out
 
 
+def state_gap(model, tokens, state: State, rtol: float = 1e-4, atol: float = 1e-5):
+    """None if ``state`` is (to rounding) the state after ``tokens`` fed from the zero state in
+    one ``model.prefill`` call; else ``(tensor name, max abs difference)`` of the first that is
+    not."""
+    want = model.new_state(1)
+    if len(tokens):
+        model.prefill([list(tokens)], want, logits=False)
+    for name in ("wkv", "shift"):
+        a, b = getattr(want, name), getattr(state, name)
+        if not torch.allclose(a, b, rtol=rtol, atol=atol):
+            return name, (a - b).abs().max().item()
+    return None
+
+
+def cache_entries_exact(model, cache) -> bool:
+    """Every entry of a PrefixCache (origin "") holds the state computed from scratch for its
+    tokens."""
+    entries = list(cache._lru.items())
+    assert all(origin == "" for (origin, _, _), _ in entries)
+    return all(state_gap(model, e.tokens, e.state) is None for _, e in entries)
+
+
 # name -> (n_layer, n_embd, vocab, seed): the "tiny" preset and a few-layer C=512 model
 MODELS = {"tiny": (2, 128, 65536, 0), "c512": (3, 512, 1024, 1)}
 PROMPT_LENS = [1, 7, 64, 300]

@@ -6,6 +6,7 @@ from array import array
 
 import pytest
 import torch
+from model_cases import cache_entries_exact
 
 from server.model.state import State
 from server.scheduler import DynamicScheduler
@@ -410,18 +411,6 @@ def test_concurrent_chats_all_keep_their_boundary(tiny_loader):
     assert outputs[1] == plain
 
 
-def _entries_exact(loader, cache) -> bool:
-    """Every cached state equals the state computed from scratch for its tokens (origin "")."""
-    for (origin, n, _), entry in list(cache._lru.items()):
-        assert origin == ""
-        state = loader.model.new_state(1)
-        loader.model.prefill([list(entry.tokens)], state, logits=False)
-        if not torch.allclose(state.wkv, entry.state.wkv, rtol=1e-4, atol=1e-5) or \
-                not torch.allclose(state.shift, entry.state.shift, rtol=1e-4, atol=1e-5):
-            return False
-    return True
-
-
 @pytest.mark.parametrize("chunk", [1, 7, 4096])
 def test_same_chat_twice_over_turns_under_small_budgets(tiny_loader, chunk):
     """Two identical chat tasks (n=2 choices) per turn, the step's budget smaller than the new
@@ -444,7 +433,7 @@ def test_same_chat_twice_over_turns_under_small_budgets(tiny_loader, chunk):
         assert cache.contains(cache.key("", prefix_hashes(array("I", tokens)), bounds[k])), k
         if k:
             assert sched.prefiller.prefilled_tokens - fed0 == len(tokens) - 1 - bounds[k - 1]
-    assert _entries_exact(tiny_loader, cache)
+    assert cache_entries_exact(tiny_loader.model, cache)
 
 
 def test_feed_fault_after_a_deferred_job_keeps_the_cache_exact(tiny_loader):
@@ -470,11 +459,11 @@ def test_feed_fault_after_a_deferred_job_keeps_the_cache_exact(tiny_loader):
     sched.add_task(tasks[1])
     sched.run()
     assert tasks[1].finish_reason == "error" and not sched.prefiller.has_later
-    assert _entries_exact(tiny_loader, cache)
+    assert cache_entries_exact(tiny_loader.model, cache)
     sched.add_task(tasks[2])
     sched.run()
     (plain,), _ = run(tiny_loader, [turns[1]], max_tokens=3, temperature=0.0)
-    assert tasks[2].output == plain and _entries_exact(tiny_loader, cache)
+    assert tasks[2].output == plain and cache_entries_exact(tiny_loader.model, cache)
 
 
 def test_a_task_the_budget_did_not_reach_still_loads_the_shared_prefix(tiny_loader):

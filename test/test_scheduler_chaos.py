@@ -42,7 +42,7 @@ from server.scheduler import DynamicScheduler
 from server.scheduler.engine import EOS_TOKEN, USER_TOKEN, BatchEngine
 from server.scheduler.prefix_cache import PrefixCache
 from server.task.task import Status, Task
-from test_prefix_cache import _entries_exact
+from model_cases import cache_entries_exact, state_gap
 
 WAIT_S = 30  # bounded waits: a task or the scheduler that takes longer has hung
 PHASES = ("waiting", "prefill", "decode")
@@ -60,13 +60,8 @@ def assert_state_is_history(loader, task: Task) -> None:
     if task.state is None:
         assert task.history == [], task
         return
-    want = loader.model.new_state(1)
-    if task.history:
-        loader.model.prefill([task.history], want, logits=False)
-    for name in ("wkv", "shift"):
-        a, b = getattr(want, name), getattr(task.state, name)
-        assert torch.allclose(a, b, rtol=1e-4, atol=1e-5), \
-            f"{task}: {name} differs by {(a - b).abs().max().item():.3g}"
+    gap = state_gap(loader.model, task.history, task.state)
+    assert gap is None, f"{task}: {gap[0]} differs by {gap[1]:.3g}"
 
 
 def near_tie(loader, task: Task, ref: list[int], out: list[int], eps: float = 1e-4) -> bool:
@@ -410,7 +405,7 @@ class Chaos:
         assert not s.prefiller.has_later
         assert max((x["to"] for x in s.resizes), default=1) <= s.max_batch_size
         if self.cache is not None:  # every state the prefix cache holds is exact
-            assert _entries_exact(self.loader, self.cache)
+            assert cache_entries_exact(self.loader.model, self.cache)
 
     def check_all(self) -> None:
         with self.lock:
