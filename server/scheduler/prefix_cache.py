@@ -11,8 +11,8 @@ stream, so a task that starts from a cached prefix generates what it would have 
 
 Memory: every entry counts its state bytes + 4 bytes per stored token + ``ENTRY_OVERHEAD``. The
 most recently used entries stay on the engine's device (up to ``device_bytes``: the hot tier);
-older ones move to host memory (pinned on CUDA); past ``max_bytes`` the least recently used are dropped. A hit on
-a host entry moves it back to the device. ``max_bytes == 0`` disables the cache.
+older ones move to host memory (pinned on CUDA); past ``max_bytes`` the least recently used are
+dropped. A hit on a host entry moves it back to the device. ``max_bytes == 0`` disables the cache.
 
 Thread-safety: the scheduler thread calls everything; other threads may call ``stats`` and
 ``clear`` (one lock guards the tables).
