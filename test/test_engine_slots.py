@@ -94,3 +94,60 @@ def fill_like(dst, src):
     dst.samp.assign(list(range(src.capacity)), src.samp)
     for name in ("cur", "n_gen", "max_new", "live"):
         getattr(dst, name).copy_(getattr(src, name))
+
+
+def _start_prompts(engine, prompts, merged: set[int]):
+    """Slot i gets prompt i with fresh state; slots in ``merged`` feed the last token with the
+    prompt (first token from the prefill pass), the others leave it to the first decode step."""
+    slots = list(range(len(prompts)))
+    engine.load(slots, [DummyTask(temperature=0.0 if i == 0 else 1.0, seed=7 + i)
+                        for i in slots])
+    for i, p in enumerate(prompts):
+        engine.prefill([i], [p if i in merged else p[:-1]], first={i} if i in merged else ())
+    engine.start(slots, [p[-1] for p in prompts], [6] * len(prompts))
+
+
+def _count_decodes(engine, monkeypatch):
+    calls, real = [], engine.model.decode
+    monkeypatch.setattr(engine.model, "decode",
+                        lambda *a, **k: (calls.append(1), real(*a, **k))[1])
+    return calls
+
+
+@pytest.mark.parametrize("merged", [{0, 1, 2}, {1}])
+def test_first_token_from_the_prefill_pass_equals_a_decode_step(tiny_loader, merged,
+                                                                monkeypatch):
+    """Feeding a prompt's last token with the prompt and sampling the first token from that
+    pass's logits gives the tokens, states and random streams of feeding it in the first decode
+    step; with every live row merged the pulse's first step runs no model at all."""
+    prompts = [[5 + i + 3 * j for j in range(9 + 4 * i)] for i in range(3)]
+    a, b = BatchEngine(tiny_loader.model), BatchEngine(tiny_loader.model)
+    for e in (a, b):
+        e.resize(4, [])
+    _start_prompts(a, prompts, set())
+    _start_prompts(b, prompts, merged)
+    assert [b.has_first(i) for i in range(3)] == [i in merged for i in range(3)]
+    calls = _count_decodes(a, monkeypatch)  # (one model for both)
+    ra = a.pulse(6)
+    n_a = len(calls)
+    rb = b.pulse(6)
+    assert n_a == 6 and len(calls) - n_a == (5 if len(merged) == 3 else 6)
+    assert ra.tokens == rb.tokens and ra.reason == rb.reason and ra.current == rb.current
+    assert all(len(t) == 6 for t in ra.tokens[:3])
+    sa, sb = a.state.select(torch.arange(3)), b.state.select(torch.arange(3))
+    assert torch.allclose(sa.wkv, sb.wkv, atol=1e-4) and torch.allclose(sa.shift, sb.shift, atol=1e-4)
+    assert torch.equal(a.samp.counter[:3], b.samp.counter[:3])
+    assert not any(b.has_first(i) for i in range(3))
+
+
+def test_a_stop_before_the_first_step_of_a_merged_row_comes_after_one_token(tiny_loader):
+    """The merged row's state has consumed its last prompt token, so it cannot stop before its
+    first token (host bookkeeping would count that token twice): it stops after one step; a
+    row fed the usual way stops at once."""
+    e = BatchEngine(tiny_loader.model)
+    e.resize(2, [])
+    _start_prompts(e, [[4, 5, 6, 7], [8, 9, 10, 11]], {0})
+    e.request_stop(0)
+    e.request_stop(1)
+    res = e.pulse(4)
+    assert len(res.tokens[0]) == 1 and res.tokens[1] == [] and res.reason == [3, 3]

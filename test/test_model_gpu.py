@@ -99,6 +99,33 @@ def test_cuda_graph_decode_equals_eager(impl):
     assert rel_err(gb.shift.flatten(1), eb.shift.flatten(1)) < 1e-6
 
 
+def test_capture_survives_garbage_collection_of_old_graphs():
+    """A dropped model whose graphs sit in a reference cycle is collected whenever Python's
+    collector runs; a collection during another graph's capture resets those graphs there, which
+    CUDA forbids (the capture failed in the GPU tests). With a collection forced at almost every
+    allocation, capturing still works and replays correctly."""
+    import gc
+
+    case = make_case("tiny", with_reference=False)
+    old = RWKV7(case.sd, case.cfg, device="cuda")
+    old.decode(torch.tensor([1], device="cuda"), old.new_state(1))  # one captured graph
+    model = RWKV7(case.sd, case.cfg, device="cuda")
+    eager = RWKV7(case.sd, case.cfg, device="cuda", cuda_graphs=False)
+    old.cycle = old  # garbage only the cycle collector frees
+    del old
+    thresholds = gc.get_threshold()
+    gc.set_threshold(1)
+    try:
+        outs = []
+        for m in (model, eager):
+            state = m.new_state(2)
+            outs.append(m.decode(torch.tensor([3, 4], device="cuda"), state))
+    finally:
+        gc.set_threshold(*thresholds)
+    assert len(model._graphed.graphs) == 1
+    assert rel_err(outs[0], outs[1]) < 1e-3
+
+
 @pytest.mark.parametrize("dtype,tol", [(torch.float32, 1e-5), (torch.float16, 1e-2)])
 def test_cuda_graph_prefill_equals_eager(dtype, tol):
     """Single-sequence prefill from the bucket graphs (lengths in several buckets, a prompt of

@@ -142,9 +142,11 @@ def test_same_tokens_with_and_without_cache(tiny_loader, sampling):
     again, s2 = run(tiny_loader, prompts, cache, **sampling)  # every prompt cached
     assert first == plain and again == plain
     n_sys = tiny_loader.encode(SYSTEM)
-    total = sum(len(tiny_loader.encode(p)) - 1 for p in prompts)
+    toks = [tiny_loader.encode(p) for p in prompts]
+    total = sum(len(t) for t in toks)  # the last token too: the first token comes from the pass
     assert s0.prefiller.prefilled_tokens == total
     assert s1.prefiller.prefilled_tokens < total - 4 * len(n_sys)  # the system prompt once
+    # again: no model call before the first tokens (whole prompts cached with their logits)
     assert s2.prefiller.prefilled_tokens == 0
     st = cache.stats()
     assert st["hits"] == 5 + 6 and st["misses"] == 1 and st["tokens_saved"] >= total
@@ -156,7 +158,7 @@ def test_shared_prefix_prefilled_once_when_submitted_together(tiny_loader):
     sys_tokens = len(tiny_loader.encode(SYSTEM))
     prompts = [chat(i) for i in range(12)]
     toks = [tiny_loader.encode(p) for p in prompts]
-    trie = len({tuple(t[:k]) for t in toks for k in range(1, len(t))})  # prefixes fed
+    trie = len({tuple(t[:k]) for t in toks for k in range(1, len(t) + 1)})  # prefixes fed
     cache = PrefixCache(64 << 20)
     _, sched = run(tiny_loader, prompts, cache, max_tokens=1)
     assert sched.prefiller.prefilled_tokens == trie < sys_tokens + sum(len(t) for t in toks) // 4
@@ -176,7 +178,7 @@ def test_continuation_starts_from_the_finished_state(tiny_loader):
     cached, sched = run(tiny_loader, [extended], cache, temperature=0.0)
     assert cached == plain
     # history of the first task = prompt + out[:-1] (its last token was never fed)
-    assert sched.prefiller.prefilled_tokens == len(extended) - 1 - (len(prompt) + len(out) - 1)
+    assert sched.prefiller.prefilled_tokens == len(extended) - (len(prompt) + len(out) - 1)
 
 
 def test_ineligible_tasks_and_other_origins_do_not_share(tiny_loader):
@@ -189,7 +191,7 @@ def test_ineligible_tasks_and_other_origins_do_not_share(tiny_loader):
     sched.add_task(plain)
     sched.add_task(other)
     sched.run()
-    n = len(tiny_loader.encode(chat(1))) - 1
+    n = len(tiny_loader.encode(chat(1)))
     assert sched.prefiller.prefilled_tokens == 2 * n
     assert cache.stats()["hits"] == 0
 
@@ -228,7 +230,8 @@ def test_next_chat_turn_prefills_in_one_call_before_its_first_token(tiny_loader)
     cache = PrefixCache(64 << 20)
     sched = DynamicScheduler(tiny_loader, max_batch_size=4, buffer_size=4, prefix_cache=cache)
     calls, real = [], sched.engine.prefill
-    sched.engine.prefill = lambda slots, lists: (calls.append(len(lists[0])), real(slots, lists))
+    sched.engine.prefill = lambda slots, lists, first=(): (calls.append(len(lists[0])),
+                                                           real(slots, lists, first))
 
     def boundary_cached(tokens, n) -> bool:
         arr = array("I", tokens)
@@ -250,7 +253,7 @@ def test_next_chat_turn_prefills_in_one_call_before_its_first_token(tiny_loader)
             assert len(calls) == 2
             continue
         assert turns[k][:bounds[k - 1] + 1] == turns[k - 1][:bounds[k - 1] + 1]
-        assert calls == [len(tokens) - 1 - bounds[k - 1]], k
+        assert calls == [len(tokens) - bounds[k - 1]], k  # the last token too
         assert sched.prefiller.later_tokens - later0 == bounds[k] - bounds[k - 1], k
 
 
@@ -406,7 +409,7 @@ def test_concurrent_chats_all_keep_their_boundary(tiny_loader):
         outputs[k] = [t.output for t in tasks]
     bounds = [max(i for i, t in enumerate(first) if t == TURN_TOKEN) for first, _ in chats]
     assert sched.prefiller.prefilled_tokens - fed0 == sum(
-        len(second) - 1 - b for (_, second), b in zip(chats, bounds))
+        len(second) - b for (_, second), b in zip(chats, bounds))  # the last token too
     plain, _ = run(tiny_loader, [second for _, second in chats], max_tokens=3, temperature=0.0)
     assert outputs[1] == plain
 
@@ -449,11 +452,11 @@ def test_feed_fault_after_a_deferred_job_keeps_the_cache_exact(tiny_loader):
     sched.run()
     real, calls = sched.engine.prefill, []
 
-    def failing(slots, lists):
+    def failing(slots, lists, first=()):
         calls.append(1)
         if len(calls) == 1:
             raise RuntimeError("feed fault")
-        return real(slots, lists)
+        return real(slots, lists, first)
 
     sched.engine.prefill = failing
     sched.add_task(tasks[1])
@@ -484,6 +487,44 @@ def test_a_task_the_budget_did_not_reach_still_loads_the_shared_prefix(tiny_load
         sched.add_task(task)
         tasks.append(task)
     sched.run()  # the second task starts from the system prompt's end, computed once
-    assert sched.prefiller.prefilled_tokens == len(prompts[0]) - 1 + len(prompts[1]) - 1 - t_sys
+    assert sched.prefiller.prefilled_tokens == len(prompts[0]) + len(prompts[1]) - t_sys
     plain, _ = run(tiny_loader, prompts, max_tokens=3, temperature=0.0)
     assert [t.output for t in tasks] == plain
+
+
+def test_identical_prompts_together_feed_the_prompt_once(tiny_loader):
+    """Two identical prompts admitted together: the leader stops short of its last token so
+    that the state the other waits for is stored; the other loads it (no model call for it)."""
+    prompt = tiny_loader.encode("User: " + "the same words again " * 8 + "\n\nAssistant:")
+    cache = PrefixCache(64 << 20)
+    outs, sched = run(tiny_loader, [prompt, prompt], cache, max_tokens=5, temperature=0.0)
+    assert sched.prefiller.prefilled_tokens == len(prompt) - 1
+    (plain,), _ = run(tiny_loader, [prompt], max_tokens=5, temperature=0.0)
+    assert outs == [plain, plain]
+
+
+def test_whole_prompt_logits_stay_on_the_device_tier(tiny_loader):
+    """A whole-prompt entry keeps its last token's logits only while on the device: moved to
+    the host it drops them (and their bytes), and the same prompt then starts from a shorter
+    entry (its turn boundary) instead; outputs equal either way."""
+    one = state_nbytes(tiny_loader.gen_state(1))
+    prompts = [tiny_loader.encode(chat(i)) for i in range(3)]
+    cache = PrefixCache(64 << 20, device_bytes=64 << 20)
+    first, _ = run(tiny_loader, prompts[:1], cache, max_tokens=4, temperature=0.0)
+    whole = [e for e in cache._lru.values() if e.key[1] == len(prompts[0])]
+    assert len(whole) == 1 and whole[0].logits is not None
+    assert whole[0].nbytes > one + 4 * len(prompts[0]) + tiny_loader.model.cfg.vocab_size * 4
+    again, s = run(tiny_loader, prompts[:1], cache, max_tokens=4, temperature=0.0)
+    assert again == first and s.prefiller.prefilled_tokens == 0
+    small = PrefixCache(64 << 20, device_bytes=whole[0].nbytes + 64)  # room for one entry
+    run(tiny_loader, prompts[:1], small, max_tokens=4, temperature=0.0)  # whole, then boundary
+    moved = [e for e in small._lru.values() if e.key[1] == len(prompts[0])]
+    assert len(moved) == 1 and not moved[0].hot and moved[0].logits is None
+    cold = PrefixCache(64 << 20, device_bytes=0)  # every entry on the host tier
+    run(tiny_loader, prompts[:1], cold, max_tokens=4, temperature=0.0)
+    for c in (small, cold):
+        assert all(e.logits is None for e in c._lru.values() if not e.hot)
+        assert c.stats()["bytes"] == sum(e.nbytes for e in c._lru.values())
+    again, s = run(tiny_loader, prompts[:1], cold, max_tokens=4, temperature=0.0)
+    bound = max(i for i, t in enumerate(prompts[0]) if t == TURN_TOKEN)
+    assert again == first and s.prefiller.prefilled_tokens == len(prompts[0]) - bound

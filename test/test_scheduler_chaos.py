@@ -187,9 +187,9 @@ class Chaos:
         eng = self.sched.engine
         prefill, pulse = eng.prefill, eng.pulse
 
-        def faulty_prefill(slots, token_lists):
+        def faulty_prefill(slots, token_lists, first=()):
             self.fault("prefill", 0.02)
-            return prefill(slots, token_lists)
+            return prefill(slots, token_lists, first)
 
         def faulty_pulse(steps, before_step=None):
             def before():

@@ -83,6 +83,21 @@ def scheduler_case(model, n: int, length: int, seed: int = 99) -> dict:
                 tokens=n * length, got=len(ttft))
 
 
+def profile_pass(model, length: int) -> str:
+    """One sequence's prefill pass of ``length`` tokens: kernel time by kind (eager pass) and the
+    time of the pass as the server runs it (a CUDA graph on CUDA; median of 5)."""
+    from server.bench.profile import profile_eager
+
+    state = model.new_state(1)
+    tokens = random_prompts(1, length, model.cfg.vocab_size, 7)
+    run = lambda: model.prefill(tokens, state, logits=False)  # noqa: E731
+    run()  # compilation, graph capture
+    times = [common.timed(run, model.device)[0] for _ in range(5)]
+    report = profile_eager(model, run, 1, "µs/pass")
+    return (f"\n### prefill pass, {length} tokens: {statistics.median(times) * 1e3:.2f} ms as run "
+            f"(graph if CUDA), eager kernels below\n{report}\n")
+
+
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(prog="python -m server.bench prefill", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -93,8 +108,12 @@ def main(argv=None) -> None:
     p.add_argument("--state-dtype", default="fp32")
     p.add_argument("--scheduler", type=int, default=1, help="0: engine only")
     p.add_argument("--device", default=None)
+    p.add_argument("--profile", default="", help="prompt lengths: profile one eager pass of each "
+                   "(kernel time by kind) and time its graph pass")
     args = p.parse_args(argv)
     model = common.build_model(args.preset, args.device, args.dtype, args.state_dtype)
+    for length in filter(None, args.profile.split(",")):
+        print(profile_pass(model, int(length)), flush=True)
     params = common.matmul_params(model)
     print(f"# prefill · {args.preset} {model.dtype}, state {args.state_dtype} · prefill chunk "
           f"{model.prefill_chunk} · {common.gpu_name()}", flush=True)

@@ -1,5 +1,6 @@
-"""Where a decode step's GPU time goes: torch.profiler over one eager pulse (CUDA graphs off, so
-every kernel is its own launch), kernel times summed by kind. Used by ``decode --profile``.
+"""Where a decode step's or a prefill pass's GPU time goes: torch.profiler over an eager call
+(CUDA graphs off, so every kernel is its own launch), kernel times summed by kind. Used by
+``decode --profile`` and ``prefill --profile``.
 
 Kinds by kernel name: matmul (cuBLAS/CUTLASS), wkv (the Triton recurrence), fused (the Triton
 element-wise kernels of fused.py), sampling (top-k, sort, scans, searchsorted) and other
@@ -12,7 +13,7 @@ import torch
 from server.bench import common
 
 KINDS = (("matmul", ("gemm", "gemv", "cutlass", "nvjet", "sm90_", "cublas", "splitk")),
-         ("wkv", ("_recurrent_kernel", "_chunk_")),
+         ("wkv", ("_recurrent_kernel", "_chunk_", "_decode_kernel")),
          ("fused", ("_ln_mix", "_pre_wkv", "_post_wkv")),
          ("sampling", ("topk", "sort", "scan", "searchsorted", "radix", "cumsum", "gather")))
 
@@ -27,19 +28,26 @@ def kind_of(name: str) -> str:
 
 def profile_pulse(engine, steps: int = 8) -> str:
     """Profile ``steps`` eager decode steps of ``engine`` (slots live); a report of µs/step."""
+    engine.pulse(2)  # warm-up of the eager path
+    return profile_eager(engine.model, lambda: engine.pulse(steps), steps, "µs/step")
+
+
+def profile_eager(model, fn, per: int = 1, unit: str = "µs/call") -> str:
+    """Profile ``fn()`` with the model's CUDA graphs off (decode and prefill: every kernel is its
+    own launch); kernel time summed by kind and divided by ``per``; a report."""
     from torch.profiler import ProfilerActivity, profile
 
-    model = engine.model
     graphed, model._graphed = model._graphed, None
+    graphed_prefill, model._graphed_prefill = model._graphed_prefill, None
+    cuda = model.device.type == "cuda"
     try:
-        engine.pulse(2)  # warm-up of the eager path
+        fn()  # warm-up of the eager path (compilation, library init)
         common.sync(model.device)
-        cuda = model.device.type == "cuda"
         with profile(activities=[ProfilerActivity.CUDA if cuda else ProfilerActivity.CPU]) as prof:
-            engine.pulse(steps)
+            fn()
             common.sync(model.device)
     finally:
-        model._graphed = graphed
+        model._graphed, model._graphed_prefill = graphed, graphed_prefill
     totals: dict[str, list] = {}
     top = []
     for e in prof.key_averages():
@@ -48,15 +56,15 @@ def profile_pulse(engine, steps: int = 8) -> str:
             continue
         k = kind_of(e.key)
         t = totals.setdefault(k, [0.0, 0])
-        t[0] += us / steps
-        t[1] += e.count / steps
-        top.append((us / steps, e.count / steps, e.key))
+        t[0] += us / per
+        t[1] += e.count / per
+        top.append((us / per, e.count / per, e.key))
     all_us = sum(t[0] for t in totals.values())
     rows = [[k, f"{us:,.0f}", f"{us / max(all_us, 1e-9):.0%}", f"{n:.0f}"]
             for k, (us, n) in sorted(totals.items(), key=lambda kv: -kv[1][0])]
     rows.append(["all kernels", f"{all_us:,.0f}", "100%", f"{sum(t[1] for t in totals.values()):.0f}"])
-    out = [common.table(["kind", "µs/step", "share", "kernels/step"], rows), ""]
+    out = [common.table(["kind", unit, "share", "kernels"], rows), ""]
     top.sort(reverse=True)
-    out.append(common.table(["kernel", "µs/step", "calls/step"],
+    out.append(common.table(["kernel", unit, "calls"],
                             [[name[:70], f"{us:,.1f}", f"{n:.0f}"] for us, n, name in top[:12]]))
     return "\n".join(out)

@@ -57,8 +57,8 @@ class Probe:
         engine = self.sched.engine
         real = engine.prefill
 
-        def timed_prefill(slots, token_lists):
-            t, _ = common.timed(lambda: real(slots, token_lists), dev)
+        def timed_prefill(slots, token_lists, first=()):
+            t, _ = common.timed(lambda: real(slots, token_lists, first), dev)
             self.calls.append(t)
 
         engine.prefill = timed_prefill  # the Prefiller calls it through the engine

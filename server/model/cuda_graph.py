@@ -8,10 +8,12 @@ logits are returned as a copy so that a later replay cannot overwrite them.
 
 from __future__ import annotations
 
+import gc
 import threading
 import time
 import weakref
 from collections import OrderedDict
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Callable
 
@@ -24,6 +26,24 @@ from server.model.state import State
 # Held while a graph is captured. Another thread that issues CUDA work (the scheduler's
 # copy-back thread) takes it too: CUDA forbids unsafe calls from other threads during a capture.
 CAPTURE_LOCK = threading.Lock()
+
+
+
+@contextmanager
+def capturing(graph: torch.cuda.CUDAGraph, pool):
+    """``torch.cuda.graph`` with Python's garbage collector off: a CUDA graph freed by a
+    collection during the capture (e.g. a dropped model's, held in a reference cycle) is reset
+    there, which CUDA forbids; the capture then fails ("operation failed due to a previous error
+    during capture", seen in the GPU tests, where models come and go); it is collected after."""
+    was_on = gc.isenabled()
+    gc.disable()
+    try:
+        with torch.cuda.graph(graph, pool=pool):
+            yield
+    finally:
+        if was_on:
+            gc.enable()
+
 
 StepFn = Callable[[Tensor, State, "Tensor | None"], Tensor]  # (tokens [B], state, active) -> [B, V]
 
@@ -102,7 +122,7 @@ class GraphedDecode:
         if self.pool is None:
             self.pool = torch.cuda.graph_pool_handle()
         graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph, pool=self.pool):
+        with capturing(graph, self.pool):
             logits = self.step(static_tokens, state, static_active)
         return _Graph(graph, static_tokens, static_active, logits)
 
@@ -120,7 +140,8 @@ PrefillFn = Callable[[Tensor, State, Tensor, Tensor], Tensor]  # (tokens, state,
 
 class GraphedPrefill:
     """Prefill passes of one sequence replayed from CUDA graphs, one graph per length
-    bucket (powers of two from ``MIN_BUCKET`` to ``STEP``, then multiples of ``STEP`` up to the
+    bucket (powers of two from ``MIN_BUCKET`` to ``FINE``, multiples of ``FINE`` up to
+    ``STEP``, then multiples of ``STEP`` up to the
     model's prefill chunk). An eager pass is bound by the
     host's launch rate (~20-25 ms for a 2.9B model whatever the length, measured on the H200),
     which dominated the time to first token of short prompts and cached chat turns.
@@ -131,7 +152,9 @@ class GraphedPrefill:
     copied in and back around the replay. ``graphs=False`` runs the same padded pass eagerly."""
 
     MIN_BUCKET = 16
+    FINE = 64
     STEP = 256
+    FINE_UP_TO = 512
 
     def __init__(self, forward: PrefillFn, new_state: Callable[[int], State], graphs: bool = True):
         self._forward = weakref.WeakMethod(forward) if hasattr(forward, "__self__") else (
@@ -143,11 +166,14 @@ class GraphedPrefill:
         self._lock = threading.Lock()
 
     def bucket(self, n: int) -> int:
-        """Powers of two up to ``STEP``, then multiples of it: padding costs compute, and a
-        pass of 554 tokens padded to 1,024 took ~2x its time (H200, 2.9B)."""
-        if n <= self.STEP:
+        """Powers of two up to ``FINE``, multiples of it up to ``FINE_UP_TO``, then multiples
+        of ``STEP``: padding costs compute in proportion (a pass of 554 tokens padded to 1,024
+        took ~2x its time; a 189-token pass padded to 256 took 7.4 ms, its kernels 5.5 ms
+        unpadded: H200, 2.9B), while each bucket is one more graph to capture at start."""
+        if n <= self.FINE:
             return max(self.MIN_BUCKET, 1 << (n - 1).bit_length())
-        return -(-n // self.STEP) * self.STEP
+        step = self.FINE if n <= self.FINE_UP_TO else self.STEP
+        return -(-n // step) * step
 
     def _step(self, g: _PrefillGraph, state: State) -> Tensor:
         T = g.tokens.shape[1]
@@ -212,6 +238,6 @@ class GraphedPrefill:
         if self.pool is None:
             self.pool = torch.cuda.graph_pool_handle()
         graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph, pool=self.pool):
+        with capturing(graph, self.pool):
             g.x = self._step(g, self.state)
         g.graph = graph

@@ -66,8 +66,9 @@ class SlotCycle:
             task._t_admit = time.perf_counter()
 
     def _prefill(self) -> None:
-        """Feed pending prompt tokens (all but the last) of admitted tasks, within the budget
-        (``Prefiller``: with a prefix cache, cached prefixes are loaded instead of computed)."""
+        """Feed pending prompt tokens of admitted tasks, within the budget (``Prefiller``: with
+        a prefix cache, cached prefixes are loaded instead of computed; the last token goes
+        with the rest when it fits, and the first token then comes from that pass)."""
         work = [(slot, task) for slot, task in enumerate(self.slots)
                 if task is not None and slot not in self.decoding and len(task.pending) > 1
                 and not task.stop_requested]
@@ -80,9 +81,9 @@ class SlotCycle:
         for slot, task in enumerate(self.slots):
             if task is None or slot in self.decoding:
                 continue
-            if task.stop_requested:  # within one step, mid-prompt too: the rest stays pending
-                finish.append(slot)
-                continue
+            if task.stop_requested and not self.engine.has_first(slot):  # within one step,
+                finish.append(slot)  # mid-prompt too: the rest stays pending. (A slot that
+                continue  # fed its last token starts: the pulse stops it after one token.)
             if len(task.pending) > 1:
                 continue
             if task.pending:

@@ -8,6 +8,13 @@ generation is detected on the device: token 0, a new turn (``User`` right after 
 ``max_tokens``, or a stop request (a host flag copied to the device before each step). A finished
 row stops updating its state, penalties and random stream at once, so its state is exactly "all
 tokens but ``current_token`` consumed".
+
+A prompt's last token is normally consumed by the first decode step, which samples the first
+token. ``prefill(..., first=...)`` can feed it with the rest instead: the pass keeps that token's
+logits, and the next pulse samples the row's first token from them with no decode step for it (the
+row's ``current`` is still that token, so the host's bookkeeping is the same). When every live row
+is such a row, the pulse's first step runs no model at all: a request's time to first token is
+then its prefill pass, not a prefill pass and a decode step.
 """
 
 from __future__ import annotations
@@ -58,6 +65,8 @@ class BatchEngine:
         self.copyback = CopyBack(self.device)
         self._buf = SlotBuffers(model, self.vocab_size, 1, self.device)
         self._view(1)
+        self._first: dict[int, torch.Tensor] = {}  # slot -> logits [V] of its prompt's last token
+        self._running: set[int] = set()  # live slots, as the host knows them
 
     # ---- slot storage ----------------------------------------------------------------
     def _view(self, cap: int) -> None:
@@ -88,6 +97,9 @@ class BatchEngine:
             self._buf.compact(keep)
             self._buf.neutral(len(keep), cap)
         self._view(cap)
+        moved = {old: new for new, old in enumerate(keep)}
+        self._running = {moved[s] for s in self._running if s in moved}
+        self._first = {moved[s]: v for s, v in self._first.items() if s in moved}
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
 
@@ -96,6 +108,8 @@ class BatchEngine:
         self._buf = SlotBuffers(self.model, self.vocab_size, 1, self.device)
         self.model.clear_graphs()
         self._view(1)
+        self._first.clear()
+        self._running.clear()
 
     def capture_graphs(self, max_cap: int) -> list[tuple[int, float]]:
         """Allocate ``max_cap`` rows and capture the decode graph of every power-of-two
@@ -137,6 +151,7 @@ class BatchEngine:
                 self.samp.penalties[slot].copy_(task.penalties)
         self.samp.invalidate()
         self.live[idx] = False
+        self._forget(slots)
         self.n_gen[idx] = 0
         self.stop_host[idx.cpu()] = False
 
@@ -147,6 +162,7 @@ class BatchEngine:
         self.max_new[idx] = torch.tensor(max_new, dtype=torch.long, device=self.device)
         self.n_gen[idx] = 0
         self.live[idx] = True
+        self._running.update(slots)
 
     def unload(self, slots: list[int], tasks: list, then) -> None:
         """Send the state, penalties and random-stream position of ``slots`` home to the tasks
@@ -166,18 +182,42 @@ class BatchEngine:
     def free(self, slots: list[int]) -> None:
         if slots:
             self.live[torch.tensor(slots, dtype=torch.long, device=self.device)] = False
+            self._forget(slots)
+
+    def _forget(self, slots) -> None:
+        for s in slots:
+            self._running.discard(s)
+            self._first.pop(s, None)
+
+    def has_first(self, slot: int) -> bool:
+        """The slot's prompt is fed to its end: its first token comes from kept logits."""
+        return slot in self._first
+
+    def first_logits(self, slot: int) -> torch.Tensor:
+        return self._first[slot]
+
+    def set_first(self, slot: int, logits: torch.Tensor) -> None:
+        """The slot's state has consumed its prompt's last token (e.g. loaded from a cache):
+        ``logits`` [V] (read, never written) are that token's; the next pulse samples from
+        them."""
+        self._first[slot] = logits
 
     def request_stop(self, slot: int) -> None:
         self.stop_host[slot] = True
 
     # ---- compute -----------------------------------------------------------------------
     @torch.no_grad()
-    def prefill(self, slots: list[int], token_lists: list[list[int]]) -> None:
-        """Feed ``token_lists[i]`` into the state of ``slots[i]`` (in place)."""
+    def prefill(self, slots: list[int], token_lists: list[list[int]], first=()) -> None:
+        """Feed ``token_lists[i]`` into the state of ``slots[i]`` (in place). For the slots in
+        ``first`` the list ends with the prompt's last token: its logits are kept for the next
+        pulse (module docstring); ``start`` then gets that token as ``current`` as usual."""
         idx = torch.tensor(slots, dtype=torch.long, device=self.device)
         sub = self.state.select(idx)
-        self.model.prefill(token_lists, sub, logits=False)  # decode makes the first logits
+        logits = self.model.prefill(token_lists, sub, logits=bool(first))
         self.state.assign(slots, sub)
+        for j, slot in enumerate(slots):
+            if slot in first:
+                self._first[slot] = logits[j]
 
     @torch.no_grad()
     def pulse(self, steps: int, before_step=None) -> PulseResult:
@@ -189,6 +229,7 @@ class BatchEngine:
         valid = torch.zeros(cap, steps, dtype=torch.bool, device=dev)
         reason = torch.zeros(cap, dtype=torch.long, device=dev)
         done = ~self.live
+        first, self._first = self._first, {}
         for s in range(steps):
             if before_step is not None:
                 before_step()
@@ -197,9 +238,15 @@ class BatchEngine:
             # one snapshot per step: on the CPU stop_dev is the host tensor, which stop() may flip
             # between these two lines (a row would end with no reason and never be released)
             stop = self.stop_dev.clone()
+            if s == 0 and first:  # their state has consumed ``current``: no stop before a token
+                rows = torch.tensor(sorted(first), dtype=torch.long, device=dev)
+                stop[rows] = False
             reason.masked_fill_(~done & stop, REASON_STOP)
             active = ~done & ~stop
-            logits = self.model.decode(self.cur, self.state, active=active)  # [cap, V]
+            if s == 0 and first:
+                logits = self._first_logits(first, rows, active)
+            else:
+                logits = self.model.decode(self.cur, self.state, active=active)  # [cap, V]
             tok = self.sampler.sample(logits, self.samp, active=active)  # [cap]
             after_newline = (self.cur == NEWLINE_TOKENS[0]) | (self.cur == NEWLINE_TOKENS[1])
             is_eos = (tok == EOS_TOKEN) | ((tok == USER_TOKEN) & after_newline)
@@ -216,4 +263,20 @@ class BatchEngine:
         packed = packed.cpu()  # the pulse's one synchronisation
         out_h, valid_h = packed[:, :steps], packed[:, steps:2 * steps].bool()
         tokens = [row[m].tolist() for row, m in zip(out_h, valid_h)]
-        return PulseResult(tokens, packed[:, 2 * steps].tolist(), packed[:, -1].tolist())
+        res = PulseResult(tokens, packed[:, 2 * steps].tolist(), packed[:, -1].tolist())
+        self._running = {s for s in self._running if res.reason[s] == RUNNING}
+        return res
+
+    def _first_logits(self, first: dict, rows, active):
+        """The first step's logits: kept ones for ``rows``; a decode step for the other live
+        rows, if any (``rows`` stay as they are in it)."""
+        kept = torch.stack([first[s] for s in sorted(first)])
+        if self._running <= first.keys():
+            logits = torch.zeros(self.capacity, self.vocab_size, dtype=kept.dtype,
+                                 device=self.device)
+        else:
+            others = active.clone()
+            others[rows] = False
+            logits = self.model.decode(self.cur, self.state, active=others)
+        logits[rows] = kept
+        return logits

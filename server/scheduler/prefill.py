@@ -1,16 +1,25 @@
-"""Prefiller: feeds admitted tasks' prompt tokens (all but the last) into their slots, within a
-per-step token budget, and — with a ``PrefixCache`` — reuses and records prefix states.
+"""Prefiller: feeds admitted tasks' prompt tokens into their slots, within a per-step token
+budget, and — with a ``PrefixCache`` — reuses and records prefix states.
+
+All but the last token of a prompt are prefilled; the last one too when the round that reaches the
+end has room for it and the task will decode (``max_tokens > 0``): the engine then keeps its logits
+and the first token is sampled from them (engine.py), so a prompt's first token costs one model
+call, not a prefill call and a decode step. The task's bookkeeping stays "history + current":
+the last token stays ``pending`` (the scheduler makes it ``current_token``).
 
 Without a cache (or a disabled one) it is the plain loop: each task in slot order gets up to the
-remaining budget of its ``pending[:-1]``, all in one batched ``engine.prefill``.
+remaining budget of its ``pending``, all in one batched ``engine.prefill``.
 
 With a cache, a task whose ``cache_origin`` is set (not None: its state is its origin's state
 after exactly ``history``) is *eligible*. Its sequence ``history + pending`` is hashed once, and:
 
 * **jump**: when first seen (and after waiting, below), the longest cached prefix beyond
-  ``history`` (and short of the last token) is loaded into its slot; those tokens move from
+  ``history`` (short of the last token, or the whole prompt with its logits for a task that
+  decodes) is loaded into its slot; those tokens (but the last) move from
   ``pending`` to ``history`` without being computed;
-* **checkpoints**: positions where its state is worth keeping — the end of its prompt, the first
+* **checkpoints**: positions where its state is worth keeping — the end of its prompt (all but
+  the last token; when the round feeds the last token too, the whole prompt is stored instead,
+  with the last token's logits: the same prompt again starts decoding at once), the first
   and the last ``\\n\\n`` token (chat turn boundaries: a system prompt; the conversation up to
   the last message, which the next turn re-sends), and branch points (where its tokens part from
   a task in flight or recently seen: a prefix others share). Feeding runs in rounds that stop at
@@ -87,7 +96,7 @@ class _Seq:
 
     @property
     def end(self) -> int:
-        return len(self.tokens) - 1  # the last token is fed by decoding, never prefilled
+        return len(self.tokens) - 1  # the prompt's end checkpoint: all but its last token
 
     def fits(self, task) -> bool:
         """Still this task's sequence (a task failed and resubmitted may have changed)."""
@@ -134,22 +143,28 @@ class Prefiller:
                 break
             budget -= sum(n for *_, n in plan)
             self._keep_later(plan)
-            self._feed(plan)
+            first = self._feed(plan)
             for slot, task, s, _ in plan:
                 h = len(task.history)
-                if s is not None and (h in s.points or h in s.later):  # (a budget cut may
-                    self._store(slot, s.origin, s.hashes, s.tokens, h)  # end a round on one)
+                if s is None:
+                    continue
+                if slot in first:  # the whole prompt, with its last token's logits
+                    self._store(slot, s.origin, s.hashes, s.tokens, len(s.tokens),
+                                self.engine.first_logits(slot))
+                elif h in s.points or h in s.later:  # (a budget cut may end a round on one)
+                    self._store(slot, s.origin, s.hashes, s.tokens, h)
 
     def _plan(self, seqs, budget: int) -> list[tuple]:
         """``(slot, task, seq, n)`` to feed this round: up to each task's next checkpoint, one
         task per checkpoint key. A feed that would pass a ``later`` point when ``LATER_MAX``
         jobs already wait stops there instead (a checkpoint: one more call, not a lost state)."""
-        plan, claimed = [], set()
+        plan, claimed = [], {}  # claimed: checkpoint key -> index in plan (or None)
         room = LATER_MAX - len(self._later)  # deferred jobs this round may add without a drop
         for slot, task, s in seqs:
             n = len(task.pending) - 1
             if n <= 0:
                 continue
+            key = None
             if s is not None:  # (before the budget: a task heading for a claimed key waits)
                 h = len(task.history)
                 target = s.next_point(h)
@@ -160,17 +175,30 @@ class Prefiller:
                     key = self.cache.key(s.origin, s.hashes, target)
                 s.waited = key in claimed
                 if s.waited:
+                    j = claimed[key]  # its leader stops short of its last token after all:
+                    if j is not None:  # the state it stores there is what this one waits for
+                        lead_slot, lead, lead_s, lead_n = plan[j]
+                        plan[j] = (lead_slot, lead, lead_s, min(lead_n, len(lead.pending) - 1))
                     continue
-                claimed.add(key)
+                claimed[key] = None
                 if passed and target > passed[0]:
                     room -= 1  # _keep_later keeps a job for it
                 n = target - h
             if budget <= 0:
                 continue
             n = min(n, budget)
+            if n == len(task.pending) - 1 and n < budget and self._decodes(task):
+                n += 1  # the last token too: the first token comes from this pass
+            if key is not None:
+                claimed[key] = len(plan)
             plan.append((slot, task, s, n))
             budget -= n
         return plan
+
+    @staticmethod
+    def _decodes(task) -> bool:
+        """The task will decode once its prompt is fed (its last token may go with the prompt)."""
+        return task.max_tokens > 0 and not task.stop_requested
 
     def _keep_later(self, plan) -> None:
         """Before a round: for each task whose feed passes one of its ``later`` points, keep a
@@ -208,20 +236,27 @@ class Prefiller:
     def drop_later(self) -> None:
         self._later.clear()
 
-    def _feed(self, plan) -> None:
+    def _feed(self, plan) -> set[int]:
+        """Feed ``n`` tokens of each planned task; ``n == len(pending)`` feeds its last token too
+        (its slot's first token then comes from this pass; the token stays ``pending``). Returns
+        those slots."""
+        first = {slot for slot, task, _, n in plan if n == len(task.pending)}
         t0 = time.perf_counter()
-        self.engine.prefill([p[0] for p in plan], [p[1].pending[:p[3]] for p in plan])
+        self.engine.prefill([p[0] for p in plan], [p[1].pending[:p[3]] for p in plan], first)
         dt = time.perf_counter() - t0
-        for _, task, _, n in plan:
-            task.history.extend(task.pending[:n])
-            del task.pending[:n]
+        for slot, task, _, n in plan:
+            fed = n - (slot in first)
+            task.history.extend(task.pending[:fed])
+            del task.pending[:fed]
             task.prefill_time += dt
             self.prefilled_tokens += n
+        return first
 
     def _plain(self, work, budget: int) -> None:
         plan = []
         for slot, task in work:
-            n = min(len(task.pending) - 1, budget)
+            n = len(task.pending) - 1
+            n = n + 1 if n < budget and self._decodes(task) else min(n, budget)
             if n > 0:
                 plan.append((slot, task, None, n))
                 budget -= n
@@ -268,27 +303,34 @@ class Prefiller:
     def _jump(self, slot: int, s: _Seq) -> None:
         task, first = s.task, not s.looked
         s.looked, pos = True, len(task.history)
-        found = self.cache.lookup(s.origin, s.hashes, s.tokens, pos, s.end) if pos < s.end else None
+        whole = len(s.tokens)  # the whole prompt, with logits: only for a task that decodes
+        hi = whole if self._decodes(task) else s.end
+        found = (self.cache.lookup(s.origin, s.hashes, s.tokens, pos, hi, logits_at=whole)
+                 if pos < s.end else None)
         if found is None:
             if first:
                 self.cache.count_lookup(hit=False)
                 s.missed = True
             return
-        n, state = found
+        n, state, logits = found
         self.engine.state.assign([slot], state)
-        k = n - pos
+        if n == whole:  # its last token is consumed too: the first token comes from the logits
+            self.engine.set_first(slot, logits)
+        k = min(n, s.end) - pos  # (the last token stays pending: it becomes current_token)
         task.history.extend(task.pending[:k])
         del task.pending[:k]
         if not s.hit:
             self.cache.count_lookup(hit=True, was_miss=s.missed)
             s.hit, s.missed = True, False
-        self.cache.count_saved(k)
+        self.cache.count_saved(n - pos)
 
-    def _store(self, slot: int, origin: str, hashes: array, tokens: array, n: int) -> None:
+    def _store(self, slot: int, origin: str, hashes: array, tokens: array, n: int,
+               logits=None) -> None:
         key = self.cache.key(origin, hashes, n)
         if n < self.cache.min_tokens or self.cache.contains(key):
             return
-        self.cache.insert(key, tokens[:n], self.engine.state.select([slot]))
+        self.cache.insert(key, tokens[:n], self.engine.state.select([slot]),
+                          None if logits is None else logits.clone())
 
     def on_release(self, slots: list[int], tasks: list) -> None:
         """Finishing tasks (their slots still hold their state): keep ``history``'s state."""

@@ -6,6 +6,10 @@ imported template: ``"state:<digest>:<n>"``). Key: ``(origin, n, h)`` with ``h``
 polynomial hash of ``tokens[:n]`` (``prefix_hashes``); a lookup verifies the entry's stored tokens,
 so a hash collision can only cost a miss, never a wrong state.
 
+An entry of a whole prompt (its last token consumed too, see prefill.py) may also keep that token's
+logits, so that the same prompt again needs no model call before its first token; the logits stay
+on the device (a few hundred KB), and an entry that moves to the host tier drops them.
+
 Only the WKV and token-shift state is cached: prefill never touches a task's penalties or random
 stream, so a task that starts from a cached prefix generates what it would have without it.
 
@@ -74,6 +78,10 @@ def to_host(state: State) -> State:
     return State(pinned(state.shift), pinned(state.wkv))
 
 
+def _nbytes(t: torch.Tensor | None) -> int:
+    return 0 if t is None else t.numel() * t.element_size()
+
+
 def state_nbytes(state: State) -> int:
     return sum(t.numel() * t.element_size() for t in (state.shift, state.wkv))
 
@@ -86,6 +94,7 @@ class Entry:
     nbytes: int
     hot: bool  # on the device
     row: int | None = None  # its row of the host arena while on the host
+    logits: torch.Tensor | None = None  # [V] after its last token (device tier only)
 
 
 class PrefixCache:
@@ -119,9 +128,11 @@ class PrefixCache:
         return self.max_bytes > 0
 
     # ---- lookups -----------------------------------------------------------------------
-    def lookup(self, origin: str, hashes: array, tokens: array, lo: int, hi: int):
-        """The longest cached prefix ``tokens[:n]`` with ``lo < n <= hi``: ``(n, state)`` (the
-        state is the cache's own copy: read it, never write it) or None."""
+    def lookup(self, origin: str, hashes: array, tokens: array, lo: int, hi: int,
+               logits_at: int | None = None):
+        """The longest cached prefix ``tokens[:n]`` with ``lo < n <= hi`` (at ``n == logits_at``
+        only an entry with logits): ``(n, state, logits)`` (the cache's own tensors: read them,
+        never write them; logits None unless kept) or None."""
         with self._lock:
             lengths = self._lengths.get(origin)
             if not lengths:
@@ -138,9 +149,10 @@ class PrefixCache:
                     continue
                 seen = n
                 entry = self._lru.get((origin, n, hashes[n]))
-                if entry is not None and entry.tokens == tokens[:n]:
+                if entry is not None and entry.tokens == tokens[:n] and (
+                        n != logits_at or entry.logits is not None):
                     self._touch(entry)
-                    return n, entry.state
+                    return n, entry.state, entry.logits
         return None
 
     def contains(self, key: tuple) -> bool:
@@ -151,11 +163,17 @@ class PrefixCache:
         return (origin, n, hashes[n])
 
     # ---- inserting --------------------------------------------------------------------
-    def insert(self, key: tuple, tokens: array, state: State) -> bool:
+    def insert(self, key: tuple, tokens: array, state: State,
+               logits: torch.Tensor | None = None) -> bool:
         """Keep ``state`` (batch 1, a copy the cache may own) for ``tokens`` (= ``tokens[:n]``
-        of ``key``). False if it is already there (it is refreshed), too short or too big."""
+        of ``key``), and ``logits`` after its last token if given (a copy it may own; kept only
+        on the device tier). False if it is already there (it is refreshed), too short or too
+        big."""
         origin, n, _ = key
-        nbytes = state_nbytes(state) + 4 * n + ENTRY_OVERHEAD
+        hot = state.device == self.device and self.device_bytes > 0
+        if not hot:
+            logits = None
+        nbytes = state_nbytes(state) + 4 * n + ENTRY_OVERHEAD + _nbytes(logits)
         if n < self.min_tokens or nbytes > self.max_bytes:
             return False
         with self._lock:
@@ -163,8 +181,7 @@ class PrefixCache:
             if old is not None:
                 self._touch(old)
                 return False
-            hot = state.device == self.device and self.device_bytes > 0
-            entry = Entry(key, tokens, state, nbytes, hot)
+            entry = Entry(key, tokens, state, nbytes, hot, logits=logits)
             if not hot:
                 self._to_host(entry)
             self._lru[key] = entry
@@ -238,6 +255,8 @@ class PrefixCache:
             self._to_host(cold)
             cold.hot = False
             self.hot_bytes -= cold.nbytes
+            dropped = _nbytes(cold.logits)  # logits stay on the device: dropped
+            cold.logits, cold.nbytes, self.bytes = None, cold.nbytes - dropped, self.bytes - dropped
 
     def _to_host(self, entry: Entry) -> None:
         """Move an entry's state to the host tier: an arena row if one is free, else its own
