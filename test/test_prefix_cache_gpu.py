@@ -4,6 +4,7 @@ import pytest
 import torch
 
 from server.scheduler import DynamicScheduler
+from server.scheduler.prefill import TURN_TOKEN
 from server.scheduler.prefix_cache import PrefixCache, state_nbytes
 from server.task.task import Task
 
@@ -44,5 +45,9 @@ def test_tiers_and_equal_tokens(cuda_loader, sampling):
     assert any(not e.hot and e.state.device.type == "cpu" for e in cache._lru.values())
     again, sched = run(cuda_loader, prompts, cache, **sampling)  # hits on host entries too
     assert first == plain and again == plain
-    assert sched.prefiller.prefilled_tokens == 0
+    # a whole prompt's entry keeps its last token's logits on the device tier only: from a
+    # host entry a prompt starts at its last turn boundary and feeds the rest (4 tokens)
+    toks = [cuda_loader.encode(p) for p in prompts]
+    tails = [len(t) - max(i for i, x in enumerate(t) if x == TURN_TOKEN) for t in toks]
+    assert 0 < sched.prefiller.prefilled_tokens <= sum(tails) == 8 * 4
     assert all(e.state.device.type == ("cuda" if e.hot else "cpu") for e in cache._lru.values())

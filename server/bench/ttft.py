@@ -110,8 +110,9 @@ def reply_text(loader, tokens: list[int]) -> str:
     return collect(pieces)["content"]
 
 
-def conversation(probes: dict, loader, args, system: str) -> list[dict]:
-    """One conversation sent turn by turn to every probe; a row per turn."""
+def conversation(probes: dict, loader, args, system: str, trace: bool = False) -> list[dict]:
+    """One conversation sent turn by turn to every probe; a row per turn. ``trace``: the last
+    turn's cached request runs under torch.profiler (its report in that row, "trace")."""
     from server.api.chat import build_chat_prompt
 
     chat = Conversation(loader.tokenizer, args.turns, args.target, args.max_tokens, system)
@@ -120,12 +121,30 @@ def conversation(probes: dict, loader, args, system: str) -> list[dict]:
         tokens = loader.encode(build_chat_prompt(chat.ask(turn), think=False))
         row = {"turn": turn + 1, "prompt": len(tokens)}
         for name, probe in probes.items():
-            row[name] = probe.ask(tokens, args.max_tokens)
+            if trace and name == "cache" and turn == args.turns - 1:
+                row["trace"], row[name] = traced(lambda: probe.ask(tokens, args.max_tokens))
+            else:
+                row[name] = probe.ask(tokens, args.max_tokens)
         outs = [r["output"] for name, r in row.items() if name in probes]
         row["equal"] = all(o == outs[0] for o in outs)
         rows.append(row)
         chat.reply(reply_text(loader, outs[0]))
     return rows
+
+
+def traced(fn):
+    """(report, fn()): device time by kernel and copy (CUDA only: the scheduler's thread is not
+    the one profiled, and CUDA activity is recorded for the whole process)."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    if not torch.cuda.is_available():
+        return "(no CUDA device: nothing traced)", fn()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        out = fn()
+    table = prof.key_averages().table(sort_by="self_device_time_total", row_limit=25,
+                                      max_name_column_width=70)
+    return table, out
 
 
 def median_rows(runs: list[list[dict]], names) -> list[dict]:
@@ -153,6 +172,9 @@ def run(args) -> list[dict]:
             rows = conversation(probes, loader, args, f"You are helpful assistant number {i}. ")
             if i >= args.warmup:
                 runs.append(rows)
+        if args.trace:
+            rows = conversation(probes, loader, args, "You are the traced assistant. ", True)
+            print(f"\n### trace of the last turn, cache on\n{rows[-1]['trace']}\n", flush=True)
     finally:
         for p in probes.values():
             p.close()
@@ -197,6 +219,8 @@ def parse_args(argv=None):
     p.add_argument("--dtype", default="fp16", help="fp16|bf16|fp32 (fp16 becomes fp32 on cpu)")
     p.add_argument("--state-dtype", default="fp32")
     p.add_argument("--json", help="write the rows here")
+    p.add_argument("--trace", action="store_true",
+                   help="then one more conversation, its last cached turn under torch.profiler")
     return p.parse_args(argv)
 
 
