@@ -306,6 +306,10 @@ class Chaos:
                 s.step()
                 s.engine.copyback.wait_idle(WAIT_S)  # deterministic: states home at once
                 assert 1 <= s.capacity <= s.max_batch_size and len(s.slots) == s.capacity
+                # the engine's host view of its live rows (a pulse whose live rows all have
+                # their first logits skips the model on it) is the device's
+                live = set(s.engine.live.nonzero().flatten().tolist())
+                assert s.engine._running == live == s.decoding and not s.engine._first
         elif self.mode == "daemon":
             time.sleep(self.rng.choice([0, 0.001, 0.003, 0.01, 0.03]))
             assert 1 <= s.capacity <= s.max_batch_size

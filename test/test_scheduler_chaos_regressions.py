@@ -27,3 +27,35 @@ def test_a_round_chained_from_the_finish_callback_is_waited_for(tiny_loader):
         assert [len(r) for r in rounds] == [2, 3] and task.output == rounds[1]
     finally:
         sched.shutdown()
+
+
+def test_a_finish_callback_resubmitting_before_the_slot_is_cleared(tiny_loader, monkeypatch):
+    """The copy-back thread can finish a task (and run its finish_callback, which resubmits it)
+    before the scheduler thread has cleared its slot: add_task refused it as "already queued or
+    in a slot" and the task, continued but never queued, was lost (seen in the chaos test on a
+    loaded machine). Forced here: the scheduler waits for the copy-back right after handing the
+    task to it."""
+    sched = DynamicScheduler(tiny_loader, max_batch_size=2, buffer_size=4)
+    real = sched.engine.unload
+
+    def unload_then_wait(slots, tasks, then):
+        real(slots, tasks, then)
+        sched.engine.copyback.wait_idle(10)  # the task is finished (and resubmitted) here
+
+    monkeypatch.setattr(sched.engine, "unload", unload_then_wait)
+    rounds, errors = [], []
+
+    def again(tokens):
+        rounds.append(list(tokens))
+        if len(rounds) == 1:
+            task.continue_gen([300, 301], max_tokens=3)
+            try:
+                sched.add_task(task)
+            except ValueError as e:
+                errors.append(e)
+
+    task = Task([400, 401, 402], max_tokens=2, temperature=0.0, finish_callback=again)
+    sched.add_task(task)
+    sched.run()
+    assert errors == [] and [len(r) for r in rounds] == [2, 3]
+    assert task.status == Status.FINISHED and task.output == rounds[1]

@@ -152,14 +152,15 @@ class SlotCycle:
             self.prefiller.on_release(slots, tasks)  # the prefix cache keeps their state
         home = [(s, t) for s, t in zip(slots, tasks)
                 if error is None and getattr(t, "keep_state", True)]
+        for slot in slots:  # out of the slots before the copy-back thread can finish them: a
+            self.slots[slot] = None  # finish_callback may resubmit its task at once (add_task
+            self.decoding.discard(slot)  # refused a task still in a slot: it was lost)
         if home:
             self.engine.unload([s for s, _ in home], [t for _, t in home],
                                then=lambda ts, err: self._finish_home(ts, reason, err))
         self.engine.free(slots)
         going_home = {id(t) for _, t in home}
-        for slot, task in zip(slots, tasks):
-            self.slots[slot] = None
-            self.decoding.discard(slot)
+        for task in tasks:
             if id(task) not in going_home:
                 task._finish(reason, error)
 
