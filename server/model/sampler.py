@@ -42,6 +42,8 @@ from dataclasses import dataclass, fields
 import torch
 from torch import Tensor
 
+from server.model.state import index_on
+
 TOPK_CAP = 1024  # larger k (or top-k off with top-p on) falls back to a full sort
 
 _MASK64 = (1 << 64) - 1
@@ -115,12 +117,12 @@ class SamplingBatch:
 
     def select(self, idx) -> "SamplingBatch":
         """New batch holding rows `idx` (a copy)."""
-        idx = torch.as_tensor(idx, dtype=torch.long, device=self.temperature.device)
+        idx = index_on(idx, self.temperature.device)
         return SamplingBatch(**{f.name: getattr(self, f.name)[idx] for f in fields(self)})
 
     def assign(self, idx, other: "SamplingBatch") -> None:
         """Rows `idx` <- rows 0..len(idx)-1 of `other` (moved/cast as needed), in place."""
-        idx = torch.as_tensor(idx, dtype=torch.long, device=self.temperature.device)
+        idx = index_on(idx, self.temperature.device)
         n = idx.shape[0]
         for f in fields(self):
             dst = getattr(self, f.name)

@@ -14,11 +14,21 @@ import torch
 from torch import Tensor
 
 
-def _index(idx, device) -> Tensor:
+def to_device(values, device, dtype=torch.long) -> Tensor:
+    """A short host list as a tensor on ``device`` without waiting for it: on CUDA through pinned
+    memory, non-blocking (a copy from pageable memory waits until the device has finished all
+    the work queued before it)."""
+    t = torch.tensor(values, dtype=dtype)
+    if torch.device(device).type != "cuda":
+        return t
+    return t.pin_memory().to(device, non_blocking=True)
+
+
+def index_on(idx, device) -> Tensor:
     """Row indices as a LongTensor on ``device``."""
     if isinstance(idx, Tensor):
         return idx.to(device=device, dtype=torch.long)
-    return torch.as_tensor(list(idx), dtype=torch.long, device=device)
+    return to_device(list(idx), device)
 
 
 @dataclass
@@ -45,12 +55,12 @@ class State:
 
     def select(self, idx) -> "State":
         """A new State holding rows ``idx`` (a copy), in that order."""
-        i = _index(idx, self.device)
+        i = index_on(idx, self.device)
         return State(self.shift.index_select(2, i), self.wkv.index_select(1, i))
 
     def assign(self, idx, other: "State") -> None:
         """Rows ``idx`` of self <- rows 0..len(idx)-1 of ``other`` (cast and moved as needed)."""
-        i = _index(idx, self.device)
+        i = index_on(idx, self.device)
         n = i.numel()
         self.shift.index_copy_(2, i, other.shift[:, :, :n].to(self.shift.device, self.shift.dtype))
         self.wkv.index_copy_(1, i, other.wkv[:, :n].to(self.wkv.device, self.wkv.dtype))
@@ -73,6 +83,6 @@ class State:
             self.shift.zero_()
             self.wkv.zero_()
             return
-        i = _index(idx, self.device)
+        i = index_on(idx, self.device)
         self.shift.index_fill_(2, i, 0)
         self.wkv.index_fill_(1, i, 0)

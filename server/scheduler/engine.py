@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import torch
 
 from server.model.sampler import BatchSampler, wrap_seed
+from server.model.state import to_device
 from server.scheduler.copyback import CopyBack
 from server.scheduler.slots import SlotBuffers
 
@@ -135,12 +136,12 @@ class BatchEngine:
     def load(self, slots: list[int], tasks: list) -> None:
         """Copy tasks' state, penalties and sampling parameters into ``slots`` (not yet live)."""
         dev = self.device
-        idx = torch.tensor(slots, dtype=torch.long, device=dev)
+        idx = to_device(slots, dev)
         for name, (attr, dtype) in TASK_PARAMS.items():  # per-row sampling parameters
             values = [getattr(t, attr) for t in tasks]
             if name == "seed":
                 values = [wrap_seed(v) for v in values]  # any int: its low 64 bits
-            getattr(self.samp, name)[idx] = torch.tensor(values, dtype=dtype, device=dev)
+            getattr(self.samp, name)[idx] = to_device(values, dev, dtype)
         self.samp.penalties[idx] = 0.0
         for slot, task in zip(slots, tasks):
             if task.state is None:
@@ -157,9 +158,9 @@ class BatchEngine:
 
     def start(self, slots: list[int], current: list[int], max_new: list[int]) -> None:
         """Make ``slots`` live: decoding starts from ``current`` for up to ``max_new`` tokens."""
-        idx = torch.tensor(slots, dtype=torch.long, device=self.device)
-        self.cur[idx] = torch.tensor(current, dtype=torch.long, device=self.device)
-        self.max_new[idx] = torch.tensor(max_new, dtype=torch.long, device=self.device)
+        idx = to_device(slots, self.device)
+        self.cur[idx] = to_device(current, self.device)
+        self.max_new[idx] = to_device(max_new, self.device)
         self.n_gen[idx] = 0
         self.live[idx] = True
         self._running.update(slots)
@@ -181,7 +182,7 @@ class BatchEngine:
 
     def free(self, slots: list[int]) -> None:
         if slots:
-            self.live[torch.tensor(slots, dtype=torch.long, device=self.device)] = False
+            self.live[to_device(slots, self.device)] = False
             self._forget(slots)
 
     def _forget(self, slots) -> None:
@@ -211,7 +212,7 @@ class BatchEngine:
         """Feed ``token_lists[i]`` into the state of ``slots[i]`` (in place). For the slots in
         ``first`` the list ends with the prompt's last token: its logits are kept for the next
         pulse (module docstring); ``start`` then gets that token as ``current`` as usual."""
-        idx = torch.tensor(slots, dtype=torch.long, device=self.device)
+        idx = to_device(slots, self.device)
         sub = self.state.select(idx)
         logits = self.model.prefill(token_lists, sub, logits=bool(first))
         self.state.assign(slots, sub)
@@ -239,7 +240,7 @@ class BatchEngine:
             # between these two lines (a row would end with no reason and never be released)
             stop = self.stop_dev.clone()
             if s == 0 and first:  # their state has consumed ``current``: no stop before a token
-                rows = torch.tensor(sorted(first), dtype=torch.long, device=dev)
+                rows = to_device(sorted(first), dev)
                 stop[rows] = False
             reason.masked_fill_(~done & stop, REASON_STOP)
             active = ~done & ~stop
