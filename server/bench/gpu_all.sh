@@ -38,5 +38,6 @@ step ttft 110 python3 -m server.bench ttft --preset 2.9b --repeat 2
 #   python3 -m server.bench decode --preset 2.9b --batch 1,256 --profile 1,256
 #   python3 -m server.bench decode --preset 2.9b --batch 1,256 --fused 0 --pulses 3
 #   python3 -m server.bench.chat --demo 2.9b
+#   python3 -m server.bench pulse --preset 2.9b --profile     # the first-token pulse alone
 #   python3 -m pytest -m gpu test/test_model_gpu.py::test_every_preset_is_finite_in_fp16
 echo "=== all done $(date -u +%T)" | tee -a "$SUM"
