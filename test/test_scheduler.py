@@ -344,3 +344,26 @@ def test_warm_up_out_of_gpu_memory_names_the_settings():
         warm_up(sched, 256)
     assert "256 slots" in str(err.value)
     assert isinstance(err.value.__cause__, torch.OutOfMemoryError)
+
+
+def test_a_stop_between_the_last_prefill_and_the_start_costs_one_token(tiny_loader):
+    """A task whose prefill fed its prompt's last token (first token from that pass) and is
+    asked to stop before it starts still starts: it ends after one token, "abort", and its
+    state is exactly its history consumed (the last prompt token counted once)."""
+    from model_cases import state_gap
+
+    sched = DynamicScheduler(tiny_loader, max_batch_size=2, buffer_size=4)
+    prompt = tiny_loader.encode("User: stop me right away, please.\n\nAssistant:")
+    task = Task(prompt, max_tokens=5, temperature=0.0)
+    sched.add_task(task)
+    sched._admit()
+    work = [(s, t) for s, t in enumerate(sched.slots) if t is not None]
+    sched.prefiller.run(work, sched.prefill_chunk)
+    assert sched.engine.has_first(0) and task.pending == [prompt[-1]]
+    task.stop()
+    sched._start_ready()
+    assert 0 in sched.decoding
+    sched.run()
+    assert task.finish_reason == "abort" and len(task.output) == 1
+    assert task.history == prompt and task.current_token == task.output[0]
+    assert state_gap(tiny_loader.model, task.history, task.state) is None

@@ -81,15 +81,20 @@ class SlotCycle:
         for slot, task in enumerate(self.slots):
             if task is None or slot in self.decoding:
                 continue
-            if task.stop_requested and not self.engine.has_first(slot):  # within one step,
-                finish.append(slot)  # mid-prompt too: the rest stays pending. (A slot that
-                continue  # fed its last token starts: the pulse stops it after one token.)
+            # A slot whose prefill fed the prompt's last token too (its first token comes from
+            # that pass) has consumed it: it must start, so that the token is counted as fed
+            # (a stop then ends it after one token). Others stop within one step, mid-prompt too
+            # (the rest of the prompt stays pending).
+            merged = self.engine.has_first(slot)
+            if task.stop_requested and not merged:
+                finish.append(slot)
+                continue
             if len(task.pending) > 1:
                 continue
             if task.pending:
                 task.current_token = task.pending.pop()
             task.status = Status.READY
-            if task.max_tokens <= 0 or task.current_token is None:
+            if not merged and (task.max_tokens <= 0 or task.current_token is None):
                 finish.append(slot)
             else:
                 start.append(slot)
@@ -152,9 +157,11 @@ class SlotCycle:
             self.prefiller.on_release(slots, tasks)  # the prefix cache keeps their state
         home = [(s, t) for s, t in zip(slots, tasks)
                 if error is None and getattr(t, "keep_state", True)]
-        for slot in slots:  # out of the slots before the copy-back thread can finish them: a
-            self.slots[slot] = None  # finish_callback may resubmit its task at once (add_task
-            self.decoding.discard(slot)  # refused a task still in a slot: it was lost)
+        # out of the slots before the copy-back thread can finish them: a finish_callback may
+        # resubmit its task at once (add_task refused a task still in a slot: it was lost)
+        for slot in slots:
+            self.slots[slot] = None
+            self.decoding.discard(slot)
         if home:
             self.engine.unload([s for s, _ in home], [t for _, t in home],
                                then=lambda ts, err: self._finish_home(ts, reason, err))
