@@ -28,7 +28,6 @@ from server.model.state import State
 CAPTURE_LOCK = threading.Lock()
 
 
-
 @contextmanager
 def capturing(graph: torch.cuda.CUDAGraph, pool):
     """``torch.cuda.graph`` with Python's garbage collector off: a CUDA graph freed by a

@@ -231,6 +231,10 @@ class BatchEngine:
         reason = torch.zeros(cap, dtype=torch.long, device=dev)
         done = ~self.live
         first, self._first = self._first, {}
+        if first:  # rows whose first logits came with their prefill (module docstring)
+            order = sorted(first)
+            rows = to_device(order, dev)
+            kept = torch.stack([first[r] for r in order])
         for s in range(steps):
             if before_step is not None:
                 before_step()
@@ -239,13 +243,13 @@ class BatchEngine:
             # one snapshot per step: on the CPU stop_dev is the host tensor, which stop() may flip
             # between these two lines (a row would end with no reason and never be released)
             stop = self.stop_dev.clone()
-            if s == 0 and first:  # their state has consumed ``current``: no stop before a token
-                rows = to_device(sorted(first), dev)
+            kept_step = s == 0 and bool(first)
+            if kept_step:  # their state has consumed ``current``: no stop before a token
                 stop[rows] = False
             reason.masked_fill_(~done & stop, REASON_STOP)
             active = ~done & ~stop
-            if s == 0 and first:
-                logits = self._first_logits(first, rows, active)
+            if kept_step:
+                logits = self._first_logits(first.keys(), rows, kept, active)
             else:
                 logits = self.model.decode(self.cur, self.state, active=active)  # [cap, V]
             tok = self.sampler.sample(logits, self.samp, active=active)  # [cap]
@@ -268,11 +272,11 @@ class BatchEngine:
         self._running = {s for s in self._running if res.reason[s] == RUNNING}
         return res
 
-    def _first_logits(self, first: dict, rows, active):
-        """The first step's logits: kept ones for ``rows``; a decode step for the other live
-        rows, if any (``rows`` stay as they are in it)."""
-        kept = torch.stack([first[s] for s in sorted(first)])
-        if self._running <= first.keys():
+    def _first_logits(self, first_slots, rows, kept, active):
+        """The first step's logits: ``kept`` [len(rows), V] for ``rows`` (the device indices of
+        ``first_slots``); a decode step for the other live rows, if any (``rows`` stay as they
+        are in it)."""
+        if self._running <= first_slots:
             logits = torch.zeros(self.capacity, self.vocab_size, dtype=kept.dtype,
                                  device=self.device)
         else:

@@ -186,9 +186,7 @@ class Prefiller:
                 n = target - h
             if budget <= 0:
                 continue
-            n = min(n, budget)
-            if n == len(task.pending) - 1 and n < budget and self._decodes(task):
-                n += 1  # the last token too: the first token comes from this pass
+            n = self._with_last(task, min(n, budget), budget)
             if key is not None:
                 claimed[key] = len(plan)
             plan.append((slot, task, s, n))
@@ -199,6 +197,14 @@ class Prefiller:
     def _decodes(task) -> bool:
         """The task will decode once its prompt is fed (its last token may go with the prompt)."""
         return task.max_tokens > 0 and not task.stop_requested
+
+    def _with_last(self, task, n: int, budget: int) -> int:
+        """``n`` tokens of ``task`` to feed, plus its last token when ``n`` reaches the end of
+        all but the last, the budget has room for one more and the task decodes (the first token
+        then comes from this pass)."""
+        if n == len(task.pending) - 1 and n < budget and self._decodes(task):
+            return n + 1
+        return n
 
     def _keep_later(self, plan) -> None:
         """Before a round: for each task whose feed passes one of its ``later`` points, keep a
@@ -255,8 +261,7 @@ class Prefiller:
     def _plain(self, work, budget: int) -> None:
         plan = []
         for slot, task in work:
-            n = len(task.pending) - 1
-            n = n + 1 if n < budget and self._decodes(task) else min(n, budget)
+            n = self._with_last(task, min(len(task.pending) - 1, budget), budget)
             if n > 0:
                 plan.append((slot, task, None, n))
                 budget -= n

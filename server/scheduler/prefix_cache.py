@@ -83,7 +83,7 @@ def _nbytes(t: torch.Tensor | None) -> int:
 
 
 def state_nbytes(state: State) -> int:
-    return sum(t.numel() * t.element_size() for t in (state.shift, state.wkv))
+    return _nbytes(state.shift) + _nbytes(state.wkv)
 
 
 @dataclass(eq=False)
