@@ -9,7 +9,8 @@ from model_cases import run_interpreted
 # prefill of unequal prompts (padding: keep + last), then decode steps with an inactive row;
 # logits and every state tensor of the fused model must match the plain one. 3 rows take the
 # small-batch paths of fused.py (skinny products, one-kernel decode time mix), 20 the others
-# (three-kernel time mix)
+# (cuBLAS products; decode's time mix in three kernels with fp32 state, in the split kernel and
+# post_wkv with fp16 state)
 _INTERPRETED = """
 import torch
 from server.model.checkpoint import infer_config
@@ -20,9 +21,11 @@ torch.manual_seed(0)
 sd = make_random_state_dict(2, 128, 512, seed=3)
 cfg = infer_config(sd)
 assert 3 <= min(GEMV_MAX_ROWS, ONE_KERNEL_MAX_ROWS) and 20 > max(GEMV_MAX_ROWS, ONE_KERNEL_MAX_ROWS)
-cases = [(torch.float32, 2e-5, 3), (torch.float16, 2e-2, 3), (torch.float16, 2e-2, 20)]
-for dt, tol, rows in cases:
-    models = [RWKV7(sd, cfg, dtype=dt, prefill_chunk=8, fused=f) for f in (False, True)]
+f32, f16 = torch.float32, torch.float16
+cases = [(f32, f32, 2e-5, 3), (f16, f32, 2e-2, 3), (f16, f32, 2e-2, 20), (f16, f16, 2e-2, 20)]
+for dt, sdt, tol, rows in cases:
+    models = [RWKV7(sd, cfg, dtype=dt, state_dtype=sdt, prefill_chunk=8, fused=f)
+              for f in (False, True)]
     assert models[1]._fused is not None and models[0]._fused is None
     prompts = [[(3 * i + j) % 500 + 1 for j in range(1 + (5 * i) % 13)] for i in range(rows)]
     outs, states = [], []
@@ -44,7 +47,7 @@ for dt, tol, rows in cases:
     assert torch.isfinite(outs[1]).all()
     serr = max(((a.float() - b.float()).abs().max() / a.float().abs().max()).item()
                for a, b in ((states[0].wkv, states[1].wkv), (states[0].shift, states[1].shift)))
-    print(f"{dt} {rows} rows: logits rel err {err:.2e}, state rel err {serr:.2e}")
+    print(f"{dt} state {sdt} {rows} rows: logits rel err {err:.2e}, state rel err {serr:.2e}")
     assert err < tol and serr < tol, (err, serr)
 print("fused ok")
 """
@@ -54,6 +57,55 @@ def test_fused_path_in_interpreter():
     pytest.importorskip("triton")
     out = run_interpreted(_INTERPRETED, timeout=300)
     assert "fused ok" in out.stdout, out.stdout
+
+
+# decode_triton's split kernel (pre_wkv + WKV step, a head's state over several programs)
+# against the three-kernel path it replaces (pre_wkv, then the WKV step kernel): y, v, bonus and
+# the new state, for each row split, state dtype, first/later layer, with an inactive row
+SPLIT_CHECK = """
+import torch
+from server.model.kernels import decode_triton as d, fused_triton as f, wkv_triton as w
+dev = "cuda" if torch.cuda.is_available() else "cpu"
+g = torch.Generator(device=dev).manual_seed(0)
+B, H, N = 5, 3, 64
+C = H * N
+def rnd(*shape, scale=1.0, dtype=torch.float16):
+    return (torch.randn(*shape, generator=g, device=dev) * scale).to(dtype)
+worst = 0.0
+for sdt in (torch.float32, torch.float16):
+    for first in (True, False):
+        for rows in (16, 32, 64):
+            r, k, v = (rnd(B, C) for _ in range(3))
+            lora = rnd(4, B, C)
+            vf = None if first else rnd(B, C)
+            keep = torch.tensor([1, 0, 1, 1, 1], dtype=torch.int8, device=dev)
+            w0, a0, v0 = (rnd(C) for _ in range(3))
+            kk, ka, rk = (rnd(C, dtype=torch.float32) for _ in range(3))
+            S0 = rnd(B, H, N, N, scale=0.3, dtype=sdt)
+            S1, S2 = S0.clone(), S0.clone()
+            wv, kp, vv, kap, a, bonus = f.pre_wkv(r, k, v, lora, vf, keep, w0, a0, v0, kk, ka,
+                                                  rk, H)
+            y = w.wkv_step_triton(S1, *(t.view(B, H, N) for t in (r, wv, kp, vv, kap, a)),
+                                  rows=rows).view(B, C)
+            got = d.time_mix_decode_split(S2, r, k, v, lora, vf, keep, w0, a0, v0, kk, ka, rk,
+                                          f.DECAY_SCALE, rows=rows)
+            assert got[0].dtype == r.dtype and got[1].dtype == got[2].dtype == torch.float32
+            assert torch.equal(S2[1], S0[1]), "an inactive row's state changed"
+            for name, want, have in (("y", y, got[0]), ("v", vv, got[1]),
+                                     ("bonus", bonus, got[2]), ("S", S1, S2)):
+                e = ((have.float() - want.float()).abs().max()
+                     / want.float().abs().max()).item()
+                worst = max(worst, e)
+                assert e < (2e-3 if sdt == torch.float16 or name == "y" else 1e-5), (
+                    sdt, first, rows, name, e)
+print(f"split ok, worst rel err {worst:.1e}")
+"""
+
+
+def test_split_decode_kernel_in_interpreter():
+    pytest.importorskip("triton")
+    out = run_interpreted(SPLIT_CHECK, timeout=300)
+    assert "split ok" in out.stdout, out.stdout
 
 
 @pytest.mark.gpu
@@ -107,3 +159,10 @@ def test_fused_cuda_decode_paths_match_fp32(batch):
     err = ((outs[1] - outs[0]).abs().max() / outs[0].abs().max()).item()
     print(f"fused fp16 decode at batch {batch}: rel err {err:.2e}")
     assert torch.isfinite(outs[1]).all() and err < 2e-2
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_split_decode_kernel_on_cuda(capsys):
+    exec(SPLIT_CHECK, {})
+    assert "split ok" in capsys.readouterr().out

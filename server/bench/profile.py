@@ -14,7 +14,7 @@ from server.bench import common
 
 KINDS = (("matmul", ("gemm", "gemv", "cutlass", "nvjet", "sm90_", "cublas", "splitk")),
          ("wkv", ("_recurrent_kernel", "_chunk_", "_decode_kernel")),
-         ("fused", ("_ln_mix", "_pre_wkv", "_post_wkv")),
+         ("fused", ("_ln_mix", "_pre_wkv", "_post_wkv", "_activate")),
          ("sampling", ("topk", "sort", "scan", "searchsorted", "radix", "cumsum", "gather")))
 
 
@@ -66,5 +66,5 @@ def profile_eager(model, fn, per: int = 1, unit: str = "µs/call") -> str:
     out = [common.table(["kind", unit, "share", "kernels"], rows), ""]
     top.sort(reverse=True)
     out.append(common.table(["kernel", unit, "calls"],
-                            [[name[:70], f"{us:,.1f}", f"{n:.0f}"] for us, n, name in top[:12]]))
+                            [[name[:70], f"{us:,.1f}", f"{n:.0f}"] for us, n, name in top[:24]]))
     return "\n".join(out)

@@ -82,7 +82,8 @@ class GraphedDecode:
         return (s.data_ptr(), w.data_ptr(), tuple(s.shape), tuple(w.shape), s.dtype, w.dtype,
                 s.stride(), w.stride(), masked)
 
-    def __call__(self, tokens: Tensor, state: State, active: Tensor | None) -> Tensor:
+    def __call__(self, tokens: Tensor, state: State, active: Tensor | None,
+                 copy: bool = True) -> Tensor:
         key = self._key(state, active is not None)
         g = self.graphs.get(key)
         if g is None:
@@ -101,7 +102,7 @@ class GraphedDecode:
         if active is not None:
             g.active.copy_(active, non_blocking=True)
         g.graph.replay()
-        return g.logits.clone()
+        return g.logits.clone() if copy else g.logits
 
     def _capture(self, tokens: Tensor, state: State, active: Tensor | None) -> _Graph:
         dev = state.device

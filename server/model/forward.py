@@ -139,15 +139,17 @@ class RWKV7:
 
     # ---- public passes -----------------------------------------------------------------
     @torch.no_grad()
-    def decode(self, tokens: Tensor, state: State, active: Tensor | None = None) -> Tensor:
+    def decode(self, tokens: Tensor, state: State, active: Tensor | None = None,
+               borrow: bool = False) -> Tensor:
         """One token per row. tokens: [B] long; state rows B (updated in place).
         ``active`` [B] bool: rows where it is False keep their state (their logits are junk).
-        Returns logits [B, V] float32."""
+        Returns logits [B, V] float32. ``borrow``: they may be a graph's output buffer, valid
+        (and not to be written) until the next decode call (saves a [B, V] copy a step)."""
         self._check(state, tokens.shape[0])
         tokens = tokens.to(self.device)
         active = None if active is None else active.to(self.device)
         if self._graphed is not None:
-            return self._graphed(tokens, state, active)
+            return self._graphed(tokens, state, active, copy=not borrow)
         return self._decode_step(tokens, state, active)
 
     def _decode_step(self, tokens: Tensor, state: State, active: Tensor | None) -> Tensor:

@@ -4,7 +4,10 @@ Per layer and pass: one `ln_mix` launch per block (LayerNorm + token shift + the
 the r/k/v/o and FFN matrix products, the four LoRA first stages as one batched product and the
 second stages as another (zero-padded to a common width, stacked at load), one `pre_wkv` launch,
 the WKV kernel, one `post_wkv` launch, and in-place residual adds: about 20 launches a layer
-instead of about 75 (kernels: `kernels/fused_triton.py`).
+instead of about 75 (kernels: `kernels/fused_triton.py`). Decode steps fold more: up to 16 rows
+pre_wkv + WKV + post_wkv are one kernel; above, with fp16 state, pre_wkv + WKV are one kernel
+(`kernels/decode_triton.py`). Above 16 rows the products are cuBLAS's, followed by one in-place
+activation launch (relu² of the FFN key; tanh/sigmoid of two LoRA first stages).
 
 The stacked LoRA weights replace the per-layer ones: each `LayerWeights.w1` (etc.) becomes a view
 into the stack, so the plain path still works (and memory is not doubled).
@@ -106,9 +109,8 @@ class FusedBlocks:
         from server.model.kernels import decode_triton, fused_triton, gemv_triton
 
         self.k, self.g = fused_triton, gemv_triton
-        # decode's time mix in one kernel, unless the model was asked for the torch WKV
-        self.decode_kernel = (None if model.wkv_impl == "torch"
-                              else decode_triton.time_mix_decode)
+        # decode's time mix in one or two kernels, unless the model was asked for the torch WKV
+        self.decode = None if model.wkv_impl == "torch" else decode_triton
         self.model = weakref.proxy(model)  # no reference cycle: the model owns this object
         self.stacks = [_stack_layer(lw) for lw in model.layers]
         # products of at most this many rows go through the skinny-product kernel (gemv_triton)
@@ -150,16 +152,21 @@ class FusedBlocks:
             lora = self.g.gemv(h, st.lora2, limits=st.lim2)  # [4, R, C]
         else:
             r, k, v = torch.bmm(xs[:3], st.rkv.transpose(1, 2)).unbind(0)
-            h = torch.bmm(xs[2:6], st.lora1.transpose(1, 2))  # [4, R, D]
-            h[1].tanh_()
-            h[3].sigmoid_()
+            h = self.k.lora_act_(torch.bmm(xs[2:6], st.lora1.transpose(1, 2)))  # [4, R, D]
             lora = torch.bmm(h, st.lora2.transpose(1, 2))  # [4, R, C]: v, w, a LoRA, gate g
         S = state.wkv[i]
-        if T == 1 and R <= ONE_KERNEL_MAX_ROWS and self.decode_kernel is not None:
+        pre = (S, r, k, v, lora, v_first, keep8, lw.w0, lw.a0, lw.v0, lw.k_k.view(-1), lw.k_a,
+               lw.r_k)
+        if T == 1 and self.decode is not None and R <= ONE_KERNEL_MAX_ROWS:
             # pre_wkv + WKV step + post_wkv in one launch
-            out = self.decode_kernel(S, r, k, v, lora, v_first, keep8, lw.w0, lw.a0, lw.v0,
-                                     lw.k_k.view(-1), lw.k_a, lw.r_k, lw.lnx_w, lw.lnx_b,
-                                     self.k.DECAY_SCALE, GN_EPS)
+            out = self.decode.time_mix_decode(*pre, lw.lnx_w, lw.lnx_b, self.k.DECAY_SCALE,
+                                              GN_EPS)
+        elif T == 1 and self.decode is not None and S.element_size() == 2:
+            # pre_wkv + WKV step (each head's state over 4 programs), then post_wkv. fp16 state
+            # only: with fp32 state the three kernels below were faster on the H200 (2.9B,
+            # 8.18 vs 8.27-8.97 ms a step at batch 256 for 32/16/64 rows; docs/performance.md)
+            y, vv, bonus = self.decode.time_mix_decode_split(*pre, self.k.DECAY_SCALE, rows=16)
+            out = self.k.post_wkv(y, vv, lora[3], bonus, lw.lnx_w, lw.lnx_b, GN_EPS, m.dtype)
         else:
             w, kk, vv, kap, a, bonus = self.k.pre_wkv(
                 r, k, v, lora, v_first, keep8, lw.w0, lw.a0, lw.v0, lw.k_k.view(-1), lw.k_a,
@@ -197,8 +204,7 @@ class FusedBlocks:
         if x.shape[0] <= self.gemv_rows:
             h = self.g.gemv(xk, lw.ffn_key, epi=self.g.EPI_RELU2)  # [R, 4C]
         else:
-            h = torch.relu_(F.linear(xk, lw.ffn_key))
-            h.mul_(h)
+            h = self.k.relu_sq_(F.linear(xk, lw.ffn_key))
         self._add_product(x, h, lw.ffn_value)
 
     def forward(self, tokens: Tensor, state, keep: Tensor | None, last: Tensor | None) -> Tensor:

@@ -9,7 +9,8 @@
    `top_p`, always at least the top token (so `top_p = 0` is greedy on the tempered logits);
 4. one uniform per row from `uniform(seed, counter)` (below), then inverse-CDF sampling;
 5. penalties in place: every entry `*= decay`, then `P[t] += presence` if `P[t] == 0`
-   (checked after the decay) else `+= repetition`;
+   (checked after the decay) else `+= repetition` (steps 1, 2 and the decay are one pass over
+   [B, V]: one Triton kernel on CUDA, kernels/sampling_triton.py);
 6. `counter += 1` for every (active) row, greedy ones included.
 
 Candidate selection (a full-vocabulary sort is the expensive step, so it is avoided):
@@ -163,6 +164,12 @@ class BatchSampler:
     def __init__(self, vocab_size: int, device="cpu"):
         self.vocab_size = vocab_size
         self.device = torch.device(device)
+        self._fused = None  # kernels.sampling_triton on CUDA when Triton imports
+        if self.device.type == "cuda":
+            from server.model import kernels
+            if kernels.HAS_TRITON:
+                from server.model.kernels import sampling_triton
+                self._fused = sampling_triton
 
     def sample(self, logits: Tensor, batch: SamplingBatch, active: Tensor | None = None) -> Tensor:
         """logits: [B, V] f32 -> tokens [B] int64; updates batch.penalties and batch.counter.
@@ -172,15 +179,21 @@ class BatchSampler:
         """
         B, V = logits.shape
         assert V == self.vocab_size and batch.batch_size == B, (logits.shape, batch.batch_size)
-        x = logits.float() - batch.penalties                        # [B, V]
-        tokens = x.argmax(dim=1)                                    # greedy rows keep this
-        plan = batch._plan if batch._plan is not None else self._make_plan(batch)
-        if plan:
-            greedy = batch.temperature <= 0
-            x = x / torch.where(greedy, 1.0, batch.temperature)[:, None]
+        groups, any_greedy = batch._plan if batch._plan is not None else self._make_plan(batch)
+        active = None if active is None else active.to(batch.penalties.device)
+        decay = batch.decay if active is None else torch.where(active, batch.decay, 1.0)
+        temp = None  # greedy rows divide by 1 (exact): their argmax is the untempered one
+        if groups:
+            temp = torch.where(batch.temperature <= 0, 1.0, batch.temperature)
+        x = self._prepare(logits, batch.penalties, temp, decay)    # [B, V]; penalties decayed
+        if any_greedy:
+            tokens = x.argmax(dim=1)                                # greedy rows keep this
+        else:
+            tokens = torch.empty(B, dtype=torch.long, device=x.device)  # every row drawn below
+        if groups:
             k = torch.where(batch.top_k > 0, batch.top_k.clamp(max=V), V).long()  # [B] 1..V
             u = uniform(batch.seed, batch.counter)                  # [B] f64
-            for draw, rows, kmax in plan:
+            for draw, rows, kmax in groups:
                 if rows is None:  # the group is the whole batch: no gather/scatter
                     tokens = draw(x, k, batch.top_p, u, kmax)
                 else:
@@ -188,11 +201,22 @@ class BatchSampler:
         self._update(batch, tokens, active)
         return tokens
 
-    def _make_plan(self, batch: SamplingBatch) -> list:
-        """[(draw, rows [R] on device or None for all, kmax)] per non-empty group; one host sync.
+    def _prepare(self, logits: Tensor, P: Tensor, temp: Tensor | None,
+                 decay: Tensor) -> Tensor:
+        """x = (logits - P) / temp (temp None: no division); P *= decay in place (steps 1, 2
+        and the decay of step 5). On CUDA one Triton pass; the same fp32 operations here."""
+        if self._fused and logits.is_cuda and P.is_contiguous():
+            return self._fused.prepare(logits.contiguous(), P, temp, decay)
+        x = logits.float() - P
+        if temp is not None:
+            x = x / temp[:, None]
+        P.mul_(decay[:, None])
+        return x
 
-        Cached on the batch until its parameters change (assign() / invalidate()).
-        """
+    def _make_plan(self, batch: SamplingBatch) -> tuple[list, bool]:
+        """([(draw, rows [R] on device or None for all, kmax)] per non-empty group, whether any
+        row is greedy); one host sync. Cached on the batch until its parameters change
+        (assign() / invalidate())."""
         V, B = self.vocab_size, batch.batch_size
         k = torch.where(batch.top_k > 0, batch.top_k.clamp(max=V), V).long()
         use_topk = (batch.top_k > 0) & (k <= TOPK_CAP)
@@ -207,8 +231,8 @@ class BatchSampler:
                 kmax = int(k_host[rows].max())
                 plan.append((draw, None if rows.numel() == B else rows.to(batch.penalties.device),
                              kmax))
-        batch._plan = plan
-        return plan
+        batch._plan = plan, bool((group == 0).any())
+        return batch._plan
 
     @staticmethod
     def _full(x: Tensor, k, top_p, u: Tensor, kmax) -> Tensor:
@@ -229,14 +253,12 @@ class BatchSampler:
 
     @staticmethod
     def _update(batch: SamplingBatch, tokens: Tensor, active: Tensor | None) -> None:
-        """Penalty decay + presence/repetition on the sampled token; counter += 1 (active rows)."""
-        P, decay = batch.penalties, batch.decay                     # [B, V], [B]
+        """Presence/repetition on the sampled token (the decay is applied: `_prepare`);
+        counter += 1 (active rows)."""
+        P = batch.penalties                                         # [B, V]
         presence, repetition = batch.presence, batch.repetition
         if active is not None:
-            active = active.to(P.device)
-            decay = torch.where(active, decay, 1.0)
             presence, repetition = presence * active, repetition * active
-        P.mul_(decay[:, None])
         rows = torch.arange(P.shape[0], device=P.device)
         cur = P[rows, tokens]
         P[rows, tokens] = cur + torch.where(cur == 0, presence, repetition)

@@ -251,7 +251,8 @@ class BatchEngine:
             if kept_step:
                 logits = self._first_logits(first.keys(), rows, kept, active)
             else:
-                logits = self.model.decode(self.cur, self.state, active=active)  # [cap, V]
+                # [cap, V], read by the sampler before the next step's decode
+                logits = self.model.decode(self.cur, self.state, active=active, borrow=True)
             tok = self.sampler.sample(logits, self.samp, active=active)  # [cap]
             after_newline = (self.cur == NEWLINE_TOKENS[0]) | (self.cur == NEWLINE_TOKENS[1])
             is_eos = (tok == EOS_TOKEN) | ((tok == USER_TOKEN) & after_newline)

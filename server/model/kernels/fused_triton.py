@@ -11,6 +11,8 @@ Math is fp32; inputs and outputs keep the storage dtypes stated below.
 * `pre_wkv`: decay, in-context rate, normalised key, modified key, value residual mix, the
   identity-step masking of inactive positions, and the per-head "bonus" sum(r·k'·r_k).
 * `post_wkv`: per-head GroupNorm of y, + bonus·v, times the gate.
+* `relu_sq_`, `lora_act_`: in-place activations after cuBLAS products (one launch and one pass
+  over the tensor instead of two: relu then square; tanh and sigmoid of two LoRA stages).
 """
 
 import math
@@ -176,3 +178,43 @@ def post_wkv(y: Tensor, v: Tensor, g: Tensor, bonus: Tensor, ln_w: Tensor, ln_b:
     _post_wkv_kernel[(R,)](y, v, g, bonus, ln_w, ln_b, out, C, H, eps,
                            BH=triton.next_power_of_2(H), N=HEAD, num_warps=4)
     return out
+
+
+@triton.jit
+def _activate_kernel(x_ptr, n, group_stride, OP: tl.constexpr, BLOCK: tl.constexpr):
+    """In place on x[g * group_stride + (0 .. n)] for g = program_id(1): OP 0 relu(x)^2 (one
+    group), OP 1 tanh of group 1 and sigmoid of group 3 (program_id(1) 0 / 1)."""
+    g = tl.program_id(1)
+    o = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    m = o < n
+    if OP == 1:
+        o += (1 + 2 * g).to(tl.int64) * group_stride
+    x = tl.load(x_ptr + o, mask=m, other=0.0).to(tl.float32)
+    if OP == 0:
+        x = tl.maximum(x, 0.0)
+        y = x * x
+    else:
+        y = tl.where(g == 0, 2.0 / (1.0 + tl.exp(-2.0 * x)) - 1.0, tl.sigmoid(x))
+    tl.store(x_ptr + o, y.to(x_ptr.dtype.element_ty), mask=m)
+
+
+_ACT_BLOCK = 2048
+
+
+def relu_sq_(x: Tensor) -> Tensor:
+    """x <- relu(x)^2 in place (contiguous); returns x."""
+    assert x.is_contiguous()
+    n = x.numel()
+    _activate_kernel[(triton.cdiv(n, _ACT_BLOCK), 1)](x, n, 0, OP=0, BLOCK=_ACT_BLOCK,
+                                                       num_warps=4)
+    return x
+
+
+def lora_act_(h: Tensor) -> Tensor:
+    """h: [4, R, D] LoRA first-stage outputs (v, w, a, g), contiguous: h[1] <- tanh(h[1]),
+    h[3] <- sigmoid(h[3]) in place, in one launch; returns h."""
+    assert h.is_contiguous() and h.shape[0] == 4
+    n = h[0].numel()
+    _activate_kernel[(triton.cdiv(n, _ACT_BLOCK), 2)](h, n, n, OP=1, BLOCK=_ACT_BLOCK,
+                                                       num_warps=4)
+    return h
