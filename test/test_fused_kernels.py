@@ -67,7 +67,7 @@ import torch
 from server.model.kernels import decode_triton as d, fused_triton as f, wkv_triton as w
 dev = "cuda" if torch.cuda.is_available() else "cpu"
 g = torch.Generator(device=dev).manual_seed(0)
-B, H, N = 5, 3, 64
+B, H, N = 5, 11, 64  # 11 heads: two head groups in pre_wkv, the second partly masked
 C = H * N
 def rnd(*shape, scale=1.0, dtype=torch.float16):
     return (torch.randn(*shape, generator=g, device=dev) * scale).to(dtype)
@@ -98,7 +98,15 @@ for sdt in (torch.float32, torch.float16):
                 worst = max(worst, e)
                 assert e < (2e-3 if sdt == torch.float16 or name == "y" else 1e-5), (
                     sdt, first, rows, name, e)
-print(f"split ok, worst rel err {worst:.1e}")
+# post_wkv (a program per row and group of heads) against its torch form, on the last case
+yv, vvv, bon = got[0].float().view(B, H, N), got[1].view(B, H, N), got[2][..., None]
+lnw, lnb = rnd(C, dtype=torch.float32), rnd(C, dtype=torch.float32)
+yn = (yv - yv.mean(-1, keepdim=True)) / torch.sqrt(yv.var(-1, unbiased=False, keepdim=True) + 1e-5)
+want = ((yn.reshape(B, C) * lnw + lnb + (bon * vvv).reshape(B, C)) * lora[3].float())
+have = f.post_wkv(got[0], got[1], lora[3], got[2], lnw, lnb, 1e-5, torch.float32)
+e = ((have - want).abs().max() / want.abs().max()).item()
+assert e < 1e-4, ("post_wkv", e)
+print(f"split ok, worst rel err {worst:.1e}, post_wkv {e:.1e}")
 """
 
 

@@ -68,6 +68,12 @@ class BatchEngine:
         self._view(1)
         self._first: dict[int, torch.Tensor] = {}  # slot -> logits [V] of its prompt's last token
         self._running: set[int] = set()  # live slots, as the host knows them
+        self._kernels = None  # a step's bookkeeping in one launch each on CUDA (pulse_triton)
+        if self.device.type == "cuda":
+            from server.model import kernels
+            if kernels.HAS_TRITON:
+                from server.model.kernels import pulse_triton
+                self._kernels = pulse_triton
 
     # ---- slot storage ----------------------------------------------------------------
     def _view(self, cap: int) -> None:
@@ -229,7 +235,7 @@ class BatchEngine:
         out = torch.zeros(cap, steps, dtype=torch.long, device=dev)  # [cap, steps]
         valid = torch.zeros(cap, steps, dtype=torch.bool, device=dev)
         reason = torch.zeros(cap, dtype=torch.long, device=dev)
-        done = ~self.live
+        done = ~self.live  # [cap] bool, updated in place by each step
         first, self._first = self._first, {}
         if first:  # rows whose first logits came with their prefill (module docstring)
             order = sorted(first)
@@ -240,30 +246,16 @@ class BatchEngine:
                 before_step()
             if dev.type == "cuda":
                 self.stop_dev.copy_(self.stop_host, non_blocking=True)
-            # one snapshot per step: on the CPU stop_dev is the host tensor, which stop() may flip
-            # between these two lines (a row would end with no reason and never be released)
-            stop = self.stop_dev.clone()
             kept_step = s == 0 and bool(first)
-            if kept_step:  # their state has consumed ``current``: no stop before a token
-                stop[rows] = False
-            reason.masked_fill_(~done & stop, REASON_STOP)
-            active = ~done & ~stop
+            # rows whose state has consumed ``current`` (kept step): no stop before a token
+            active = self._step_begin(done, reason, rows if kept_step else None)
             if kept_step:
                 logits = self._first_logits(first.keys(), rows, kept, active)
             else:
                 # [cap, V], read by the sampler before the next step's decode
                 logits = self.model.decode(self.cur, self.state, active=active, borrow=True)
             tok = self.sampler.sample(logits, self.samp, active=active)  # [cap]
-            after_newline = (self.cur == NEWLINE_TOKENS[0]) | (self.cur == NEWLINE_TOKENS[1])
-            is_eos = (tok == EOS_TOKEN) | ((tok == USER_TOKEN) & after_newline)
-            ok = active & ~is_eos
-            out[:, s] = tok
-            valid[:, s] = ok
-            self.n_gen += ok
-            self.cur.copy_(torch.where(ok, tok, self.cur))
-            reason.masked_fill_(active & is_eos, REASON_EOS)
-            reason.masked_fill_(ok & (self.n_gen >= self.max_new), REASON_LENGTH)
-            done = done | ~active | is_eos | (self.n_gen >= self.max_new)
+            self._step_end(tok, active, done, reason, out, valid, s)
         self.live &= ~done
         packed = torch.cat([out, valid.long(), reason[:, None], self.cur[:, None]], 1)
         packed = packed.cpu()  # the pulse's one synchronisation
@@ -272,6 +264,45 @@ class BatchEngine:
         res = PulseResult(tokens, packed[:, 2 * steps].tolist(), packed[:, -1].tolist())
         self._running = {s for s in self._running if res.reason[s] == RUNNING}
         return res
+
+    def _step_begin(self, done, reason, nostop_rows) -> torch.Tensor:
+        """A step's start: rows with a stop request (except ``nostop_rows``) end with
+        REASON_STOP; returns the step's active rows [cap] bool (live, not done, not stopped)."""
+        if self._kernels is not None:
+            active = torch.empty_like(done)
+            nostop = None
+            if nostop_rows is not None:
+                nostop = torch.zeros_like(done)
+                nostop[nostop_rows] = True
+            self._kernels.step_begin(self.stop_dev, nostop, done, reason, active, REASON_STOP)
+            return active
+        # one snapshot per step: on the CPU stop_dev is the host tensor, which stop() may flip
+        # between these lines (a row would end with no reason and never be released)
+        stop = self.stop_dev.clone()
+        if nostop_rows is not None:
+            stop[nostop_rows] = False
+        reason.masked_fill_(~done & stop, REASON_STOP)
+        return ~done & ~stop
+
+    def _step_end(self, tok, active, done, reason, out, valid, s: int) -> None:
+        """A step's end, for the sampled ``tok`` [cap]: end of generation (EOS, a new turn, or
+        max_tokens) into ``reason`` and ``done``; accepted tokens into column ``s`` of
+        ``out``/``valid``, ``cur`` and ``n_gen``."""
+        if self._kernels is not None:
+            self._kernels.step_end(tok, self.cur, active, self.n_gen, self.max_new, done, reason,
+                                   out, valid, s, EOS_TOKEN, NEWLINE_TOKENS, USER_TOKEN,
+                                   REASON_EOS, REASON_LENGTH)
+            return
+        after_newline = (self.cur == NEWLINE_TOKENS[0]) | (self.cur == NEWLINE_TOKENS[1])
+        is_eos = (tok == EOS_TOKEN) | ((tok == USER_TOKEN) & after_newline)
+        ok = active & ~is_eos
+        out[:, s] = tok
+        valid[:, s] = ok
+        self.n_gen += ok
+        self.cur.copy_(torch.where(ok, tok, self.cur))
+        reason.masked_fill_(active & is_eos, REASON_EOS)
+        reason.masked_fill_(ok & (self.n_gen >= self.max_new), REASON_LENGTH)
+        done |= ~active | is_eos | (self.n_gen >= self.max_new)
 
     def _first_logits(self, first_slots, rows, kept, active):
         """The first step's logits: ``kept`` [len(rows), V] for ``rows`` (the device indices of

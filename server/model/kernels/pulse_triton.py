@@ -1,0 +1,68 @@
+"""A decode pulse's per-step bookkeeping in one launch each (CUDA): the scheduler engine's
+`_step_begin` and `_step_end` (server/scheduler/engine.py, whose torch versions define them) are
+about 6 and 15 small element-wise launches over the slots; at batch 1 the host's launch rate
+bounds them, at batch 256 each still costs a launch gap on the GPU. Rows are independent; every
+tensor is [cap] (``out``/``valid``: [cap, steps], column ``s`` written)."""
+
+import triton
+import triton.language as tl
+from torch import Tensor
+
+_BLOCK = 1024
+
+
+@triton.jit
+def _begin_kernel(stop_ptr, nostop_ptr, done_ptr, reason_ptr, active_ptr, n, reason_stop,
+                  HAS_NOSTOP: tl.constexpr, BLOCK: tl.constexpr):
+    o = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = o < n
+    stop = tl.load(stop_ptr + o, mask=m, other=0) != 0
+    if HAS_NOSTOP:
+        stop = stop & (tl.load(nostop_ptr + o, mask=m, other=0) == 0)
+    done = tl.load(done_ptr + o, mask=m, other=1) != 0
+    reason = tl.load(reason_ptr + o, mask=m, other=0)
+    tl.store(reason_ptr + o, tl.where(~done & stop, reason_stop, reason), mask=m)
+    tl.store(active_ptr + o, (~done & ~stop).to(tl.int1), mask=m)
+
+
+def step_begin(stop: Tensor, nostop: Tensor | None, done: Tensor, reason: Tensor,
+               active: Tensor, reason_stop: int) -> None:
+    n = stop.shape[0]
+    _begin_kernel[(triton.cdiv(n, _BLOCK),)](stop, stop if nostop is None else nostop, done,
+                                             reason, active, n, reason_stop,
+                                             HAS_NOSTOP=nostop is not None, BLOCK=_BLOCK)
+
+
+@triton.jit
+def _end_kernel(tok_ptr, cur_ptr, active_ptr, ngen_ptr, maxnew_ptr, done_ptr, reason_ptr,
+                out_ptr, valid_ptr, n, s, steps, eos, nl0, nl1, user, reason_eos, reason_len,
+                BLOCK: tl.constexpr):
+    o = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = o < n
+    tok = tl.load(tok_ptr + o, mask=m, other=0)
+    cur = tl.load(cur_ptr + o, mask=m, other=0)
+    active = tl.load(active_ptr + o, mask=m, other=0) != 0
+    is_eos = (tok == eos) | ((tok == user) & ((cur == nl0) | (cur == nl1)))
+    ok = active & ~is_eos
+    tl.store(out_ptr + o.to(tl.int64) * steps + s, tok, mask=m)
+    tl.store(valid_ptr + o.to(tl.int64) * steps + s, ok.to(tl.int1), mask=m)
+    n_gen = tl.load(ngen_ptr + o, mask=m, other=0) + ok.to(tl.int64)
+    tl.store(ngen_ptr + o, n_gen, mask=m)
+    tl.store(cur_ptr + o, tl.where(ok, tok, cur), mask=m)
+    full = n_gen >= tl.load(maxnew_ptr + o, mask=m, other=0)
+    reason = tl.load(reason_ptr + o, mask=m, other=0)
+    reason = tl.where(active & is_eos, reason_eos, reason)
+    reason = tl.where(ok & full, reason_len, reason)
+    tl.store(reason_ptr + o, reason, mask=m)
+    done = (tl.load(done_ptr + o, mask=m, other=1) != 0) | ~active | is_eos | full
+    tl.store(done_ptr + o, done.to(tl.int1), mask=m)
+
+
+def step_end(tok: Tensor, cur: Tensor, active: Tensor, n_gen: Tensor, max_new: Tensor,
+             done: Tensor, reason: Tensor, out: Tensor, valid: Tensor, s: int, eos: int,
+             newlines: tuple[int, int], user: int, reason_eos: int, reason_len: int) -> None:
+    n, steps = out.shape
+    assert out.is_contiguous() and valid.is_contiguous()
+    _end_kernel[(triton.cdiv(n, _BLOCK),)](tok, cur, active, n_gen, max_new, done, reason, out,
+                                           valid, n, s, steps, eos, *newlines, user, reason_eos,
+                                           reason_len, BLOCK=_BLOCK)
