@@ -54,3 +54,32 @@ def test_registered_in_the_bench_command():
     from server.bench.__main__ import BENCHES
 
     assert "ttft" in BENCHES
+
+
+def test_stages_time_each_method_once_and_put_them_back():
+    """timed_stages on a real scheduler: one request's prefill-phase methods are counted once
+    each (the pulses as many times as they ran), and afterwards every method is the class's
+    again (or the instance's own wrapper, as the ttft probe's engine.prefill)."""
+    from server.bench import common, stages
+    from server.scheduler import DynamicScheduler
+    from server.scheduler.prefix_cache import PrefixCache
+    from server.task.task import Task
+
+    model = common.build_model("tiny", "cpu", "fp32", "fp32")
+    loader = common.BenchLoader(model, "random-tiny")
+    sched = DynamicScheduler(loader, max_batch_size=4, buffer_size=4,
+                             prefix_cache=PrefixCache(64 << 20, "cpu"))
+    own = sched.engine.prefill = lambda *a, _real=sched.engine.prefill: _real(*a)
+    times: dict = {}
+    task = Task(list(range(5, 60)), max_tokens=3, temperature=0.0)
+    task.cache_origin = ""
+    with stages.timed_stages(sched, times):
+        sched.add_task(task)
+        sched.run()
+    assert task.status.name == "FINISHED" and len(task.get_all_tokens()) == 3
+    assert times["engine.load"][0] == times["prefiller._seq"][0] == 1
+    assert times["engine.prefill"][0] == 1 and times["engine.pulse"][0] >= 2
+    assert sched.engine.prefill is own and "load" not in vars(sched.engine)
+    assert "_jump" not in vars(sched.prefiller) and "lookup" not in vars(sched.prefiller.cache)
+    report = stages.report(times)
+    assert report.splitlines()[0] == "| method | calls | ms |" and "| engine.load | 1 |" in report

@@ -23,15 +23,16 @@ step() {  # step NAME LIMIT_S COMMAND... (output appended to $OUT/NAME.log)
     --format=csv; python3 -c "import torch, triton; print('torch', torch.__version__, \
 'triton', triton.__version__)"; git log -1 --format='commit %h %s' 2>/dev/null; } | tee -a "$SUM"
 
-step tests 200 python3 -m pytest -m gpu -q -s -p no:cacheprovider test/test_model_gpu.py \
-  test/test_fused_kernels.py test/test_prefix_cache_gpu.py test/test_copyback.py -k "not every_preset"
+step tests 220 python3 -m pytest -m gpu -q -s -p no:cacheprovider -rA test/test_model_gpu.py \
+  test/test_fused_kernels.py test/test_prefix_cache_gpu.py test/test_copyback.py \
+  test/test_sampler.py test/test_pulse_kernels.py -k "not every_preset"
 step decode 110 python3 -m server.bench decode --preset 2.9b --batch 1,4,16,32,256,1024 \
   --state-dtype fp16,fp32 --pulses 3
 step stress 100 python3 -m server.bench stress --preset 2.9b --tasks 256 --max-tokens 2000 \
   --buffer-size 32 --temperature 1.0 --deadline 80
 step prefill 60 python3 -m server.bench prefill --preset 2.9b --cases 1x4096,64x512
 step decode72 45 python3 -m server.bench decode --preset 7.2b --batch 256 --state-dtype fp16 --pulses 3
-step ttft 110 python3 -m server.bench ttft --preset 2.9b --repeat 2
+step ttft 130 python3 -m server.bench ttft --preset 2.9b --repeat 2 --stages
 # separately (each call is limited to 10 minutes): the skinny-product sweep, the profile, the
 # ablations and the HTTP chat (writes a 5.9 GB random checkpoint first, ~90 s):
 #   python3 -m server.bench gemv --preset 2.9b --rows 1,2,4,8,16 --sweep 1,4,16 --large

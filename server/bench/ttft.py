@@ -110,9 +110,12 @@ def reply_text(loader, tokens: list[int]) -> str:
     return collect(pieces)["content"]
 
 
-def conversation(probes: dict, loader, args, system: str, trace: bool = False) -> list[dict]:
+def conversation(probes: dict, loader, args, system: str, trace: bool = False,
+                 stages: dict | None = None) -> list[dict]:
     """One conversation sent turn by turn to every probe; a row per turn. ``trace``: the last
-    turn's cached request runs under torch.profiler (its report in that row, "trace")."""
+    turn's cached request runs under torch.profiler (its report in that row, "trace");
+    ``stages``: its scheduler methods' host times are added there (stages.py)."""
+    from server.bench.stages import timed_stages
     from server.api.chat import build_chat_prompt
 
     chat = Conversation(loader.tokenizer, args.turns, args.target, args.max_tokens, system)
@@ -123,6 +126,9 @@ def conversation(probes: dict, loader, args, system: str, trace: bool = False) -
         for name, probe in probes.items():
             if trace and name == "cache" and turn == args.turns - 1:
                 row["trace"], row[name] = traced(lambda: probe.ask(tokens, args.max_tokens))
+            elif stages is not None and name == "cache" and turn == args.turns - 1:
+                with timed_stages(probe.sched, stages):
+                    row[name] = probe.ask(tokens, args.max_tokens)
             else:
                 row[name] = probe.ask(tokens, args.max_tokens)
         outs = [r["output"] for name, r in row.items() if name in probes]
@@ -175,6 +181,15 @@ def run(args) -> list[dict]:
         if args.trace:
             rows = conversation(probes, loader, args, "You are the traced assistant. ", True)
             print(f"\n### trace of the last turn, cache on\n{rows[-1]['trace']}\n", flush=True)
+        if args.stages:
+            from server.bench.stages import report
+
+            times: dict = {}
+            rows = conversation(probes, loader, args, "You are the timed assistant. ",
+                                stages=times)
+            breakdown = common.table(STAGE_HEADER, [stage_row(rows[-1], "cache")])
+            print(f"\n### host time by method, last turn, cache on\n{report(times)}\n\n"
+                  f"{breakdown}\n", flush=True)
     finally:
         for p in probes.values():
             p.close()
@@ -194,14 +209,20 @@ def tables(rows: list[dict]) -> str:
              ms(r["cache"]["ttft"]), ms(r["nocache"]["ttft"]),
              f"{r['nocache']['ttft'] / r['cache']['ttft']:.1f}x", "yes" if r["equal"] else "no"]
             for r in rows]
-    parts = [[r["turn"], name, *(ms(r[name][k]) for k in STAGES), ms(r[name]["ttft"])]
-             for r in rows for name in ("cache", "nocache")]
+    parts = [stage_row(r, name) for r in rows for name in ("cache", "nocache")]
     return (common.table(["turn", "prompt tokens", "prefilled (cache)", "rounds (cache)",
                           "later (cache)",
                           "TTFT cache ms", "TTFT no cache ms", "ratio", "equal"], main)
             + "\n\nWhere the TTFT went (ms; the parts sum to the TTFT):\n\n"
-            + common.table(["turn", "scheduler", "queue", "prefill model", "prefill other",
-                            "first pulse", "hand-over", "TTFT"], parts))
+            + common.table(STAGE_HEADER, parts))
+
+
+STAGE_HEADER = ["turn", "scheduler", "queue", "prefill model", "prefill other", "first pulse",
+                "hand-over", "TTFT"]
+
+
+def stage_row(r: dict, name: str) -> list:
+    return [r["turn"], name, *(ms(r[name][k]) for k in STAGES), ms(r[name]["ttft"])]
 
 
 def parse_args(argv=None):
@@ -221,6 +242,9 @@ def parse_args(argv=None):
     p.add_argument("--json", help="write the rows here")
     p.add_argument("--trace", action="store_true",
                    help="then one more conversation, its last cached turn under torch.profiler")
+    p.add_argument("--stages", action="store_true",
+                   help="then one more conversation, the host time of the cached scheduler's "
+                        "methods in its last turn (server/bench/stages.py)")
     return p.parse_args(argv)
 
 

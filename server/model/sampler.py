@@ -218,12 +218,16 @@ class BatchSampler:
         row is greedy); one host sync. Cached on the batch until its parameters change
         (assign() / invalidate())."""
         V, B = self.vocab_size, batch.batch_size
-        k = torch.where(batch.top_k > 0, batch.top_k.clamp(max=V), V).long()
-        use_topk = (batch.top_k > 0) & (k <= TOPK_CAP)
-        full = (k == V) & (batch.top_p >= 1)  # no truncation at all
-        group = torch.where(batch.temperature <= 0, 0,
+        # the three parameters in one copy (float64 holds each exactly); the grouping is
+        # computed on the host (each device op costs host time on a request's way to its
+        # first token)
+        temperature, top_k, top_p = torch.stack(
+            [batch.temperature.double(), batch.top_k.double(), batch.top_p.double()]).cpu()
+        k_host = torch.where(top_k > 0, top_k.clamp(max=V), V).long()
+        use_topk = (top_k > 0) & (k_host <= TOPK_CAP)
+        full = (k_host == V) & (top_p >= 1)  # no truncation at all
+        group = torch.where(temperature <= 0, 0,
                             torch.where(full, 1, torch.where(use_topk, 2, 3)))
-        group, k_host = torch.stack([group, k]).cpu()
         plan = []
         for g, draw in ((1, self._full), (2, self._topk), (3, self._sorted)):
             rows = (group == g).nonzero().squeeze(1)                # [R] host

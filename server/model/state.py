@@ -15,10 +15,10 @@ from torch import Tensor
 
 
 def to_device(values, device, dtype=torch.long) -> Tensor:
-    """A short host list as a tensor on ``device`` without waiting for it: on CUDA through pinned
-    memory, non-blocking (a copy from pageable memory waits until the device has finished all
-    the work queued before it)."""
-    t = torch.tensor(values, dtype=dtype)
+    """A short host list (or host tensor) as a tensor on ``device`` without waiting for it: on
+    CUDA through pinned memory, non-blocking (a copy from pageable memory waits until the device
+    has finished all the work queued before it)."""
+    t = values if isinstance(values, Tensor) else torch.tensor(values, dtype=dtype)
     if torch.device(device).type != "cuda":
         return t
     return t.pin_memory().to(device, non_blocking=True)

@@ -48,11 +48,14 @@ from array import array
 from collections import deque
 from dataclasses import dataclass, field
 
-from server.scheduler.prefix_cache import PrefixCache, common_prefix, prefix_hashes
+import numpy as np
+
+from server.scheduler.prefix_cache import (PrefixCache, common_prefix, common_tokens,
+                                           prefix_hashes)
 from server.task.task import Status
 
 TURN_TOKEN = 261  # "\n\n": turns of the chat format are separated by it
-RECENT = 32  # sequences remembered (hashes only) to find branch points
+RECENT = 32  # sequences remembered (tokens, hashes) to find branch points and reuse hashes
 LATER_MAX = 4  # boundary states waiting to be computed after the pulse (each holds one state)
 IN_FLIGHT = 128  # tasks in flight a new sequence is compared with (the most recent)
 
@@ -119,7 +122,8 @@ class Prefiller:
         self.cache = cache
         self.prefilled_tokens = 0  # tokens run through the model by prefill (all tasks)
         self._seqs: dict[int, _Seq] = {}  # id(task) -> _Seq, tasks still prefilling
-        self._recent: deque[tuple[str, array]] = deque(maxlen=RECENT)
+        self._recent: deque[tuple[str, array, array]] = deque(maxlen=RECENT)  # origin, tokens,
+        # hashes
         self._later: deque[_Later] = deque(maxlen=LATER_MAX)
         self.later_tokens = 0  # tokens run through the model by run_later (computed twice)
 
@@ -276,11 +280,21 @@ class Prefiller:
         if s is not None or origin is None:
             return s
         tokens = array("I", task.history + task.pending)
-        s = _Seq(task, origin, tokens, prefix_hashes(tokens))
+        s = _Seq(task, origin, tokens, prefix_hashes(tokens, self._known_hashes(tokens)))
         self._choose_points(s, len(task.history))
         self._seqs[id(task)] = s
-        self._recent.append((origin, s.hashes))
+        self._recent.append((origin, tokens, s.hashes))
         return s
+
+    def _known_hashes(self, tokens: array) -> array | None:
+        """The hashes of the recent sequence sharing the longest token prefix with ``tokens``
+        (a chat's previous turn), cut to that prefix; None if none shares any."""
+        best, best_n = None, 0
+        for _, seen, hashes in self._recent:
+            n = common_tokens(tokens, seen)
+            if n > best_n:
+                best, best_n = hashes, n
+        return None if best is None else best[:best_n + 1]
 
     def _choose_points(self, s: _Seq, start: int) -> None:
         """Checkpoints of a new sequence (see the module docstring); tells sequences in flight
@@ -288,10 +302,11 @@ class Prefiller:
         (closer than ``min_tokens``) is dropped: the boundary is the state worth sharing."""
         gap = self.cache.min_tokens
         lo = max(start, gap - 1)
-        turns = [i for i in range(lo + 1, s.end) if s.tokens[i] == TURN_TOKEN]
+        ids = np.frombuffer(s.tokens, dtype=np.uint32)[lo + 1:s.end]
+        turns = (np.flatnonzero(ids == TURN_TOKEN) + lo + 1).tolist()
         near_turn = lambda m: any(0 <= m - q < gap for q in turns)  # noqa: E731
         branch = []
-        for origin, hashes in self._recent:
+        for origin, _, hashes in self._recent:
             if origin == s.origin:
                 m = common_prefix(s.hashes, hashes)
                 if lo < m < s.end and not near_turn(m):
@@ -349,4 +364,4 @@ class Prefiller:
                     or n < self.cache.min_tokens:
                 continue
             tokens = array("I", task.history)
-            self._store(slot, origin, prefix_hashes(tokens), tokens, n)
+            self._store(slot, origin, prefix_hashes(tokens, self._known_hashes(tokens)), tokens, n)

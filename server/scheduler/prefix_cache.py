@@ -41,14 +41,34 @@ ENTRY_OVERHEAD = 512  # bytes of bookkeeping counted per entry
 MIN_TOKENS = 16  # shorter prefixes are not worth a state copy
 
 
-def prefix_hashes(tokens) -> array:
-    """``out[i]`` = hash of ``tokens[:i]`` for i in 0..len(tokens) (array of uint64)."""
+def prefix_hashes(tokens, known: array | None = None) -> array:
+    """``out[i]`` = hash of ``tokens[:i]`` for i in 0..len(tokens) (array of uint64).
+    ``known``: the hashes of a sequence sharing the first ``len(known) - 1`` tokens, reused (a
+    Python loop costs ~0.5 us a token: ~1 ms for a 2,000-token chat, most of it a prefix of
+    the previous turn's)."""
+    m = 0 if known is None else min(len(known) - 1, len(tokens))
     out = array("Q", bytes(8 * (len(tokens) + 1)))
-    h = 0
-    for i, t in enumerate(tokens, 1):
-        h = (h * HASH_BASE + t + 1) % HASH_MOD
-        out[i] = h
+    if m:
+        out[:m + 1] = known[:m + 1]
+    h = out[m]
+    for i in range(m, len(tokens)):
+        h = (h * HASH_BASE + tokens[i] + 1) % HASH_MOD
+        out[i + 1] = h
     return out
+
+
+def common_tokens(a: array, b: array) -> int:
+    """Length of the common prefix of two token arrays of one type code (C comparisons of
+    memoryview slices, no copies: a binary search)."""
+    ma, mb = memoryview(a), memoryview(b)
+    lo, hi = 0, min(len(a), len(b))
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if ma[:mid] == mb[:mid]:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
 
 
 def common_prefix(a: array, b: array) -> int:
