@@ -30,6 +30,7 @@ from bisect import bisect_right, insort
 from collections import OrderedDict
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 from server.model.state import State
@@ -58,17 +59,12 @@ def prefix_hashes(tokens, known: array | None = None) -> array:
 
 
 def common_tokens(a: array, b: array) -> int:
-    """Length of the common prefix of two token arrays of one type code (C comparisons of
-    memoryview slices, no copies: a binary search)."""
-    ma, mb = memoryview(a), memoryview(b)
-    lo, hi = 0, min(len(a), len(b))
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if ma[:mid] == mb[:mid]:
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
+    """Length of the common prefix of two uint32 token arrays (one vectorised comparison)."""
+    n = min(len(a), len(b))
+    x = np.frombuffer(a, dtype=np.uint32, count=n)
+    y = np.frombuffer(b, dtype=np.uint32, count=n)
+    diff = np.flatnonzero(x != y)
+    return int(diff[0]) if diff.size else n
 
 
 def common_prefix(a: array, b: array) -> int:
