@@ -141,8 +141,12 @@ def test_fused_cuda_matches_reference(dtype, state_dtype, tol):
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
-@pytest.mark.parametrize("batch", [3, 40])  # the skinny-product/one-kernel path, and cuBLAS
-def test_fused_cuda_decode_paths_match_fp32(batch):
+@pytest.mark.parametrize("batch,state_dtype", [
+    (3, torch.float32),  # skinny products, one-kernel time mix
+    (40, torch.float32),  # cuBLAS, three-kernel time mix
+    (40, torch.float16),  # cuBLAS, the split kernel (pre_wkv + WKV step) and post_wkv
+])
+def test_fused_cuda_decode_paths_match_fp32(batch, state_dtype):
     """Decode in fp16 through each batch-size path of fused.py against the plain fp32 forward:
     prefill of unequal prompts, then decode steps with one row inactive."""
     from model_cases import make_case
@@ -156,8 +160,10 @@ def test_fused_cuda_decode_paths_match_fp32(batch):
     active = torch.ones(batch, dtype=torch.bool)
     active[1] = False
     outs = []
-    for dtype, fused in ((torch.float32, False), (torch.float16, True)):
-        model = RWKV7(case.sd, case.cfg, device="cuda", dtype=dtype, fused=fused)
+    for dtype, sdt, fused in ((torch.float32, torch.float32, False),
+                              (torch.float16, state_dtype, True)):
+        model = RWKV7(case.sd, case.cfg, device="cuda", dtype=dtype, state_dtype=sdt,
+                      fused=fused)
         state = model.new_state(batch)
         got = [model.prefill(prompts, state)]
         for t in range(4):
@@ -165,7 +171,7 @@ def test_fused_cuda_decode_paths_match_fp32(batch):
             got.append(model.decode(tok, state, active=active.cuda()))
         outs.append(torch.stack(got)[:, active].float().cpu())
     err = ((outs[1] - outs[0]).abs().max() / outs[0].abs().max()).item()
-    print(f"fused fp16 decode at batch {batch}: rel err {err:.2e}")
+    print(f"fused fp16 decode at batch {batch}, state {state_dtype}: rel err {err:.2e}")
     assert torch.isfinite(outs[1]).all() and err < 2e-2
 
 
