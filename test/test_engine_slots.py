@@ -151,3 +151,15 @@ def test_a_stop_before_the_first_step_of_a_merged_row_comes_after_one_token(tiny
     e.request_stop(1)
     res = e.pulse(4)
     assert len(res.tokens[0]) == 1 and res.tokens[1] == [] and res.reason == [3, 3]
+
+
+def test_warm_step_changes_nothing(engine):
+    """The warm-up's pulse step (every row taken as done) leaves live and free slots as they
+    were: states, penalties, random streams, current tokens, counts, liveness."""
+    engine.resize(4, [])
+    fill(engine, [0, 1])
+    before = rows(engine, [0, 1, 2, 3]) + (engine.n_gen.clone(), engine.max_new.clone())
+    engine.warm_step()
+    after = rows(engine, [0, 1, 2, 3]) + (engine.n_gen.clone(), engine.max_new.clone())
+    for a, b in zip(before, after):
+        assert torch.equal(a, b)

@@ -201,6 +201,14 @@ class BatchSampler:
         self._update(batch, tokens, active)
         return tokens
 
+    def warm(self, logits: Tensor) -> None:
+        """Run the first pass both ways (with and without temperature) on scratch penalties:
+        compiles its kernel for this shape on CUDA (a server's warm-up); no effect."""
+        B = logits.shape[0]
+        ones = torch.ones(B, dtype=torch.float32, device=logits.device)
+        for temp in (None, ones):
+            self._prepare(logits, torch.zeros_like(logits, dtype=torch.float32), temp, ones)
+
     def _prepare(self, logits: Tensor, P: Tensor, temp: Tensor | None,
                  decay: Tensor) -> Tensor:
         """x = (logits - P) / temp (temp None: no division); P *= decay in place (steps 1, 2

@@ -134,6 +134,7 @@ class BatchEngine:
             self._view(cap)
             idle = torch.zeros(cap, dtype=torch.bool, device=self.device)
             self.model.decode(self.cur, self.state, active=idle)  # identity steps
+            self.warm_step()
         self._view(cap0)
         self.model.capture_prefill_graphs()
         return list(graphed.captures[done:]) if graphed is not None else []
@@ -276,6 +277,23 @@ class BatchEngine:
         res = PulseResult(tokens, packed[:, 2 * steps].tolist(), packed[:, -1].tolist())
         self._running = {s for s in self._running if res.reason[s] == RUNNING}
         return res
+
+    def warm_step(self) -> None:
+        """Run a pulse step's sampling and bookkeeping at the current capacity with every row
+        taken as done: nothing changes (no row is active: penalties decay by 1 and gain 0,
+        counters gain 0, no token is accepted), but on CUDA their Triton kernels are compiled
+        for this capacity now (a server's warm-up) rather than in a request's first pulse."""
+        cap, dev = self.capacity, self.device
+        done = torch.ones(cap, dtype=torch.bool, device=dev)
+        reason = torch.zeros(cap, dtype=torch.long, device=dev)
+        out = torch.zeros(cap, 1, dtype=torch.long, device=dev)
+        valid = torch.zeros(cap, 1, dtype=torch.bool, device=dev)
+        self._step_begin(done, reason, torch.zeros(1, dtype=torch.long, device=dev))
+        active = self._step_begin(done, reason, None)
+        logits = torch.zeros(cap, self.vocab_size, dtype=torch.float32, device=dev)
+        tok = self.sampler.sample(logits, self.samp, active=active)
+        self.sampler.warm(logits)
+        self._step_end(tok, active, done, reason, out, valid, 0)
 
     def _step_begin(self, done, reason, nostop_rows) -> torch.Tensor:
         """A step's start: rows with a stop request (except ``nostop_rows``) end with
