@@ -154,3 +154,36 @@ def test_encode_100k_chars_benchmark(tok, ref):
     print(f"\nencode 100k chars ({len(text.encode())} bytes, {len(ids)} tokens): {elapsed:.3f} s")
     assert ids == ref.encode(text)
     assert elapsed < 2.0  # loose regression guard; ~0.05 s measured on 2 cores
+
+
+def test_reusing_encoder_is_exact_and_reuses():
+    """ReusingEncoder (the loader's encode) gives Tokenizer.encode's ids for texts sharing
+    prefixes of every length with earlier ones (cuts inside words and UTF-8 characters, texts
+    shorter than the previous, unrelated texts), and resumes past the shared part when there
+    is one."""
+    import random
+
+    from server.model.tokenizer import ReusingEncoder, Tokenizer
+
+    tok = Tokenizer()
+    enc = ReusingEncoder(tok, entries=4)
+    starts = []
+    real = tok.encode_bytes
+
+    def spy(data, start=0):
+        starts.append(start)
+        return real(data, start)
+
+    tok.encode_bytes = spy
+    base = ("User: tell me about the weather in 北京 today, please.\n\nAssistant: It is sunny "
+            "and warm — about 25 °C. 🙂\n\n") * 40
+    rng = random.Random(0)
+    pieces = ["User: hi", "\n\n", "Assistant:", "é", "你好", " ", "abc", "🙂", "\n"]
+    for trial in range(200):
+        cut = rng.randrange(0, len(base))
+        text = base[:cut] + "".join(rng.choice(pieces) for _ in range(rng.randrange(0, 12)))
+        if trial % 50 == 7:
+            text = "".join(rng.choice(pieces) for _ in range(30))  # shares (almost) nothing
+        assert enc.encode(text) == real(text.encode("utf-8")), (trial, cut)
+    assert sum(s > 1000 for s in starts) > 100  # most texts resumed deep into the prefix
+    assert enc.encode("") == []

@@ -54,7 +54,7 @@ class RWKV070ModelLoader:
 
     def __init__(self, model_path, vocab_path=None, device=None, dtype=None, state_dtype=None,
                  fused: bool | None = None):
-        from server.model.tokenizer import Tokenizer
+        from server.model.tokenizer import ReusingEncoder, Tokenizer
 
         self.model_path = Path(model_path)
         self.name = self.model_path.stem
@@ -63,6 +63,7 @@ class RWKV070ModelLoader:
                            state_dtype=parse_dtype(state_dtype) or torch.float32, fused=fused)
         del sd
         self.tokenizer = Tokenizer(vocab_path)
+        self._encoder = ReusingEncoder(self.tokenizer)
         if self.tokenizer.vocab_size > self.cfg.vocab_size:
             logger.warning(f"tokenizer has {self.tokenizer.vocab_size} ids but the model only "
                            f"{self.cfg.vocab_size}: larger ids will fail")
@@ -75,7 +76,9 @@ class RWKV070ModelLoader:
                         "rounding (docs/performance.md, 'On the CPU')")
 
     def encode(self, text: str) -> list[int]:
-        return self.tokenizer.encode(text)
+        """Token ids of ``text``; reuses a recent text's tokens for a shared prefix (exact:
+        tokenizer.ReusingEncoder), as a chat's history comes again with every turn."""
+        return self._encoder.encode(text)
 
     def decode(self, tokens) -> str:
         return self.tokenizer.decode(tokens)
