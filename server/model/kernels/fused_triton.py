@@ -183,7 +183,7 @@ def post_wkv(y: Tensor, v: Tensor, g: Tensor, bonus: Tensor, ln_w: Tensor, ln_b:
     return out
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["n", "group_stride"])  # sizes vary with the batch
 def _activate_kernel(x_ptr, n, group_stride, OP: tl.constexpr, BLOCK: tl.constexpr):
     """In place on x[g * group_stride + (0 .. n)] for g = program_id(1): OP 0 relu(x)^2 (one
     group), OP 1 tanh of group 1 and sigmoid of group 3 (program_id(1) 0 / 1)."""

@@ -11,7 +11,10 @@ from torch import Tensor
 _BLOCK = 1024
 
 
-@triton.jit
+# sizes and the step's column vary from call to call: no specialisation on their values (Triton
+# compiles a variant per argument equal to 1 or divisible by 16 otherwise, i.e. new compiles
+# in the first pulses of each ramp, each a stall of the scheduler thread)
+@triton.jit(do_not_specialize=["n"])
 def _begin_kernel(stop_ptr, nostop_ptr, done_ptr, reason_ptr, active_ptr, n, reason_stop,
                   HAS_NOSTOP: tl.constexpr, BLOCK: tl.constexpr):
     o = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
@@ -33,7 +36,7 @@ def step_begin(stop: Tensor, nostop: Tensor | None, done: Tensor, reason: Tensor
                                              HAS_NOSTOP=nostop is not None, BLOCK=_BLOCK)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["n", "s", "steps"])
 def _end_kernel(tok_ptr, cur_ptr, active_ptr, ngen_ptr, maxnew_ptr, done_ptr, reason_ptr,
                 out_ptr, valid_ptr, n, s, steps, eos, nl0, nl1, user, reason_eos, reason_len,
                 BLOCK: tl.constexpr):
