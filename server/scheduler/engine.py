@@ -130,11 +130,12 @@ class BatchEngine:
         done = len(graphed.captures) if graphed is not None else 0
         caps = sorted({1 << i for i in range(max_cap.bit_length()) if 1 << i <= max_cap}
                       | {max_cap})  # the scheduler's capacities: powers of two and the cap
-        for cap in caps if graphed is not None else ():
+        for cap in caps if graphed is not None or self._kernels is not None else ():
             self._view(cap)
-            idle = torch.zeros(cap, dtype=torch.bool, device=self.device)
-            self.model.decode(self.cur, self.state, active=idle)  # identity steps
-            self.warm_step()
+            if graphed is not None:
+                idle = torch.zeros(cap, dtype=torch.bool, device=self.device)
+                self.model.decode(self.cur, self.state, active=idle)  # identity steps
+            self.warm_step()  # the step's Triton kernels (also when graphs are off)
         self._view(cap0)
         self.model.capture_prefill_graphs()
         return list(graphed.captures[done:]) if graphed is not None else []

@@ -3,7 +3,7 @@
     x[b, t] = (logits[b, t] - P[b, t]) / temp[b]        (temp[b] = 1: greedy rows, or TEMPER off)
     P[b, t] = P[b, t] * decay[b]                         (decay[b] = 1 for inactive rows)
 
-which the torch path (`BatchSampler._prepare_torch`) does in three passes over [B, V] (subtract,
+which the torch path (`BatchSampler._prepare`) does in three passes over [B, V] (subtract,
 divide, the penalties' decay): each pass reads or writes ~67 MB at batch 256 with a 65,536-token
 vocabulary. Same fp32 operations in the same order (IEEE division), so the results are the
 torch path's bit for bit; rows are independent.
