@@ -163,3 +163,31 @@ def test_warm_step_changes_nothing(engine):
     after = rows(engine, [0, 1, 2, 3]) + (engine.n_gen.clone(), engine.max_new.clone())
     for a, b in zip(before, after):
         assert torch.equal(a, b)
+
+
+def test_one_long_pulse_equals_one_step_pulses(tiny_loader):
+    """A pulse draws its rows' uniforms for all its steps at once (counter + step); the tokens,
+    random streams and penalties must be those of the same steps run as one-step pulses: rows
+    sampling with different parameters, a greedy row, rows ending mid-pulse (max_tokens 3 and
+    5), a free slot, a first step from kept logits."""
+    prompts = [[5 + i, 9, 13 + 2 * i, 40 + i] for i in range(4)]
+    results = []
+    for plan in ([12], [1] * 12):
+        engine = BatchEngine(tiny_loader.model)
+        engine.resize(8, [])
+        tasks = [DummyTask(temperature=0.0), DummyTask(temperature=1.0, seed=3),
+                 DummyTask(temperature=0.8, top_k=20, seed=4, presence_penalty=0.5),
+                 DummyTask(temperature=1.2, top_p=0.7, seed=5, repetition_penalty=0.3)]
+        engine.load([0, 1, 2, 3], tasks)
+        engine.prefill([0, 1, 2, 3], prompts, first={0, 1, 2, 3})
+        engine.start([0, 1, 2, 3], [p[-1] for p in prompts], [12, 3, 12, 5])
+        tokens = [[] for _ in range(4)]
+        for steps in plan:
+            res = engine.pulse(steps)
+            for i in range(4):
+                tokens[i] += res.tokens[i]
+        results.append((tokens, engine.samp.counter[:4].tolist(),
+                        engine.samp.penalties[:4].clone()))
+    (t1, c1, p1), (t2, c2, p2) = results
+    assert t1 == t2 and c1 == c2 and torch.equal(p1, p2)
+    assert [len(t) for t in t1][1] == 3 and len(t1[3]) == 5  # ended mid-pulse

@@ -158,6 +158,14 @@ def _invert(cum: Tensor, total: Tensor, u: Tensor) -> Tensor:
     return idx.clamp_(max=cum.shape[1] - 1)
 
 
+@dataclass
+class _Plan:
+    groups: list  # [(draw, rows or None, kmax)] of the rows that sample
+    any_greedy: bool
+    k: Tensor | None  # [B] long 1..V: top-k (V when off); None without groups
+    temp: Tensor | None  # [B] f32: temperature, 1 for greedy rows; None without groups
+
+
 class BatchSampler:
     """Samples one token per row; see the module docstring for the exact procedure."""
 
@@ -171,35 +179,46 @@ class BatchSampler:
                 from server.model.kernels import sampling_triton
                 self._fused = sampling_triton
 
-    def sample(self, logits: Tensor, batch: SamplingBatch, active: Tensor | None = None) -> Tensor:
+    def sample(self, logits: Tensor, batch: SamplingBatch, active: Tensor | None = None,
+               u: Tensor | None = None) -> Tensor:
         """logits: [B, V] f32 -> tokens [B] int64; updates batch.penalties and batch.counter.
 
         active: optional [B] bool; rows where it is False get a token but keep their penalties
-        and counter (their random stream does not advance).
+        and counter (their random stream does not advance). u: optional [B] f64, the rows'
+        uniforms ``uniform(seed, counter)`` computed beforehand (``uniforms``).
         """
         B, V = logits.shape
         assert V == self.vocab_size and batch.batch_size == B, (logits.shape, batch.batch_size)
-        groups, any_greedy = batch._plan if batch._plan is not None else self._make_plan(batch)
+        plan = batch._plan if batch._plan is not None else self._make_plan(batch)
         active = None if active is None else active.to(batch.penalties.device)
         decay = batch.decay if active is None else torch.where(active, batch.decay, 1.0)
-        temp = None  # greedy rows divide by 1 (exact): their argmax is the untempered one
-        if groups:
-            temp = torch.where(batch.temperature <= 0, 1.0, batch.temperature)
-        x = self._prepare(logits, batch.penalties, temp, decay)    # [B, V]; penalties decayed
-        if any_greedy:
+        # temp: greedy rows divide by 1 (exact), so their argmax is the untempered one
+        x = self._prepare(logits, batch.penalties, plan.temp, decay)  # [B, V]; penalties decayed
+        if plan.any_greedy:
             tokens = x.argmax(dim=1)                                # greedy rows keep this
         else:
             tokens = torch.empty(B, dtype=torch.long, device=x.device)  # every row drawn below
-        if groups:
-            k = torch.where(batch.top_k > 0, batch.top_k.clamp(max=V), V).long()  # [B] 1..V
-            u = uniform(batch.seed, batch.counter)                  # [B] f64
-            for draw, rows, kmax in groups:
+        if plan.groups:
+            k = plan.k                                              # [B] 1..V
+            u = uniform(batch.seed, batch.counter) if u is None else u  # [B] f64
+            for draw, rows, kmax in plan.groups:
                 if rows is None:  # the group is the whole batch: no gather/scatter
                     tokens = draw(x, k, batch.top_p, u, kmax)
                 else:
                     tokens[rows] = draw(x[rows], k[rows], batch.top_p[rows], u[rows], kmax)
         self._update(batch, tokens, active)
         return tokens
+
+    def uniforms(self, batch: SamplingBatch, steps: int) -> Tensor | None:
+        """[B, steps] f64: column s holds the uniforms of step s of a pulse, for rows active at
+        that step (a row active at step s was active at every earlier step of its pulse, so its
+        counter then is ``counter + s``): one computation for the pulse instead of ~20 small
+        ops a step. None when no row samples (greedy rows need none)."""
+        plan = batch._plan if batch._plan is not None else self._make_plan(batch)
+        if not plan.groups:
+            return None
+        s = torch.arange(steps, device=batch.counter.device)
+        return uniform(batch.seed[:, None], batch.counter[:, None] + s[None, :])
 
     def warm(self, logits: Tensor) -> None:
         """Run the first pass both ways (with and without temperature) on scratch penalties:
@@ -221,10 +240,11 @@ class BatchSampler:
         P.mul_(decay[:, None])
         return x
 
-    def _make_plan(self, batch: SamplingBatch) -> tuple[list, bool]:
-        """([(draw, rows [R] on device or None for all, kmax)] per non-empty group, whether any
-        row is greedy); one host sync. Cached on the batch until its parameters change
-        (assign() / invalidate())."""
+    def _make_plan(self, batch: SamplingBatch) -> "_Plan":
+        """The row groups ([(draw, rows [R] on device or None for all, kmax)] per non-empty
+        group), whether any row is greedy, and the per-row k and temperature the draws use;
+        one host sync. Cached on the batch until its parameters change (assign() /
+        invalidate())."""
         V, B = self.vocab_size, batch.batch_size
         # the three parameters in one copy (float64 holds each exactly); the grouping is
         # computed on the host (each device op costs host time on a request's way to its
@@ -243,7 +263,11 @@ class BatchSampler:
                 kmax = int(k_host[rows].max())
                 plan.append((draw, None if rows.numel() == B else rows.to(batch.penalties.device),
                              kmax))
-        batch._plan = plan, bool((group == 0).any())
+        k = temp = None
+        if plan:  # device tensors, computed once per plan instead of every step
+            k = torch.where(batch.top_k > 0, batch.top_k.clamp(max=V), V).long()
+            temp = torch.where(batch.temperature <= 0, 1.0, batch.temperature)
+        batch._plan = _Plan(plan, bool((group == 0).any()), k, temp)
         return batch._plan
 
     @staticmethod

@@ -255,6 +255,7 @@ class BatchEngine:
             order = sorted(first)
             rows = to_device(order, dev)
             kept = torch.stack([first[r] for r in order])
+        U = self.sampler.uniforms(self.samp, steps)  # [cap, steps] or None (all greedy)
         for s in range(steps):
             if before_step is not None:
                 before_step()
@@ -268,7 +269,8 @@ class BatchEngine:
             else:
                 # [cap, V], read by the sampler before the next step's decode
                 logits = self.model.decode(self.cur, self.state, active=active, borrow=True)
-            tok = self.sampler.sample(logits, self.samp, active=active)  # [cap]
+            tok = self.sampler.sample(logits, self.samp, active=active,
+                                      u=None if U is None else U[:, s])  # [cap]
             self._step_end(tok, active, done, reason, out, valid, s)
         self.live &= ~done
         packed = torch.cat([out, valid.long(), reason[:, None], self.cur[:, None]], 1)
