@@ -15,6 +15,7 @@ into the stack, so the plain path still works (and memory is not doubled).
 
 from __future__ import annotations
 
+import importlib
 import weakref
 from dataclasses import dataclass
 
@@ -40,6 +41,14 @@ def fused_default(device: torch.device) -> bool:
     from server.model import kernels
 
     return kernels.HAS_TRITON
+
+
+def kernel_module(name: str, device: torch.device):
+    """The Triton kernel module ``server.model.kernels.<name>`` where those kernels run
+    (``fused_default``), else None: the caller's torch path (Triton is never imported on CPU)."""
+    if not fused_default(torch.device(device)):
+        return None
+    return importlib.import_module(f"server.model.kernels.{name}")
 
 
 @dataclass

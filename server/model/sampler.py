@@ -172,12 +172,9 @@ class BatchSampler:
     def __init__(self, vocab_size: int, device="cpu"):
         self.vocab_size = vocab_size
         self.device = torch.device(device)
-        self._fused = None  # kernels.sampling_triton on CUDA when Triton imports
-        if self.device.type == "cuda":
-            from server.model import kernels
-            if kernels.HAS_TRITON:
-                from server.model.kernels import sampling_triton
-                self._fused = sampling_triton
+        from server.model.fused import kernel_module
+
+        self._fused = kernel_module("sampling_triton", self.device)  # None: the torch path
 
     def sample(self, logits: Tensor, batch: SamplingBatch, active: Tensor | None = None,
                u: Tensor | None = None) -> Tensor:

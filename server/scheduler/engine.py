@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 import torch
 
+from server.model.fused import kernel_module
 from server.model.sampler import BatchSampler, wrap_seed
 from server.model.state import to_device
 from server.scheduler.copyback import CopyBack
@@ -68,12 +69,8 @@ class BatchEngine:
         self._view(1)
         self._first: dict[int, torch.Tensor] = {}  # slot -> logits [V] of its prompt's last token
         self._running: set[int] = set()  # live slots, as the host knows them
-        self._kernels = None  # a step's bookkeeping in one launch each on CUDA (pulse_triton)
-        if self.device.type == "cuda":
-            from server.model import kernels
-            if kernels.HAS_TRITON:
-                from server.model.kernels import pulse_triton
-                self._kernels = pulse_triton
+        # a step's bookkeeping in one launch each where the Triton kernels run (else None)
+        self._kernels = kernel_module("pulse_triton", self.device)
 
     # ---- slot storage ----------------------------------------------------------------
     def _view(self, cap: int) -> None:
