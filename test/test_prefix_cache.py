@@ -530,18 +530,19 @@ def test_whole_prompt_logits_stay_on_the_device_tier(tiny_loader):
     assert again == first and s.prefiller.prefilled_tokens == len(prompts[0]) - bound
 
 
-def test_prefix_hashes_reuse_a_known_prefix_and_common_tokens():
+def test_prefix_hashes_reuse_a_known_prefix_and_common_prefix_length():
     """Hashes continued from a sequence sharing a prefix equal hashes computed from scratch
-    (also when the known sequence is longer, shorter or shares nothing); common_tokens is the
-    exact common prefix."""
+    (also when the known sequence is longer, shorter or shares nothing); common_prefix_length
+    is the exact common prefix."""
     from array import array
 
-    from server.scheduler.prefix_cache import common_tokens, prefix_hashes
+    from server.model.tokenizer import common_prefix_length
+    from server.scheduler.prefix_cache import prefix_hashes
 
     base = array("I", [(7 * i) % 1000 for i in range(300)])
     for cut, extra in ((0, 50), (1, 0), (120, 80), (300, 40), (299, 1)):
         other = array("I", base[:cut]) + array("I", [999 - j for j in range(extra)])
-        assert common_tokens(other, base) == cut
-        known = prefix_hashes(base)[:common_tokens(other, base) + 1]
+        assert common_prefix_length(other, base) == cut
+        known = prefix_hashes(base)[:common_prefix_length(other, base) + 1]
         assert prefix_hashes(other, known) == prefix_hashes(other)
-    assert common_tokens(array("I"), base) == 0 and common_tokens(base, base) == 300
+    assert common_prefix_length(array("I"), base) == 0 and common_prefix_length(base, base) == 300

@@ -21,6 +21,8 @@ from collections import deque
 from collections.abc import Iterable
 from pathlib import Path
 
+import numpy as np
+
 EOS_ID = 0
 VOCAB_SIZE = 65536
 DEFAULT_VOCAB_PATH = Path(__file__).resolve().parents[2] / "eof_v20230424.txt"
@@ -120,6 +122,15 @@ class Tokenizer:
         return self.decode_bytes(ids).decode("utf-8", errors="replace")
 
 
+def common_prefix_length(a, b) -> int:
+    """Length of the common prefix of two buffers of one item type (bytes, or arrays of token
+    ids): one vectorised comparison."""
+    n = min(len(a), len(b))
+    dtype = np.dtype(memoryview(a).format)
+    diff = np.flatnonzero(np.frombuffer(a, dtype, n) != np.frombuffer(b, dtype, n))
+    return int(diff[0]) if diff.size else n
+
+
 class ReusingEncoder:
     """``Tokenizer.encode`` that reuses the tokens of a recent text sharing a prefix (a chat
     resends its whole history each turn: encoding costs ~0.5 us a token in Python, ~1 ms for a
@@ -131,10 +142,7 @@ class ReusingEncoder:
     such token. Keeps the last ``entries`` texts (bytes and token ids); thread-safe."""
 
     def __init__(self, tokenizer: Tokenizer, entries: int = 8):
-        import numpy as np
-
         self.tokenizer = tokenizer
-        self._np = np
         self._lengths = np.array([len(t) for t in tokenizer._bytes], dtype=np.int64)
         self._recent: deque[tuple[bytes, array]] = deque(maxlen=entries)
         self._lock = threading.Lock()
@@ -145,12 +153,11 @@ class ReusingEncoder:
             recent = list(self._recent)
         shared, old = 0, None
         for seen, ids in recent:
-            m = self._common(data, seen)
+            m = common_prefix_length(data, seen)
             if m > shared:
                 shared, old = m, ids
         keep, start = 0, 0
         if old is not None and shared > self.tokenizer.max_len + 1:
-            np = self._np
             lengths = self._lengths[np.frombuffer(old, dtype=np.uint32)]
             ends = np.cumsum(lengths)
             # tokens 0..keep-1 start at or before shared - max_len - 1
@@ -161,13 +168,6 @@ class ReusingEncoder:
         with self._lock:
             self._recent.append((data, array("I", out)))
         return out
-
-    def _common(self, a: bytes, b: bytes) -> int:
-        """Length of the common prefix of two byte strings."""
-        np = self._np
-        n = min(len(a), len(b))
-        diff = np.flatnonzero(np.frombuffer(a, np.uint8, n) != np.frombuffer(b, np.uint8, n))
-        return int(diff[0]) if diff.size else n
 
 
 class IncrementalDecoder:

@@ -50,8 +50,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from server.scheduler.prefix_cache import (PrefixCache, common_prefix, common_tokens,
-                                           prefix_hashes)
+from server.model.tokenizer import common_prefix_length
+from server.scheduler.prefix_cache import PrefixCache, common_prefix, prefix_hashes
 from server.task.task import Status
 
 TURN_TOKEN = 261  # "\n\n": turns of the chat format are separated by it
@@ -280,23 +280,25 @@ class Prefiller:
         if s is not None or origin is None:
             return s
         tokens = array("I", task.history + task.pending)
-        s = _Seq(task, origin, tokens, prefix_hashes(tokens, self._known_hashes(tokens)))
-        self._choose_points(s, len(task.history))
+        shares = self._shares(tokens)
+        s = _Seq(task, origin, tokens, prefix_hashes(tokens, self._known_hashes(shares)))
+        self._choose_points(s, len(task.history), shares)
         self._seqs[id(task)] = s
         self._recent.append((origin, tokens, s.hashes))
         return s
 
-    def _known_hashes(self, tokens: array) -> array | None:
-        """The hashes of the recent sequence sharing the longest token prefix with ``tokens``
-        (a chat's previous turn), cut to that prefix; None if none shares any."""
-        best, best_n = None, 0
-        for _, seen, hashes in self._recent:
-            n = common_tokens(tokens, seen)
-            if n > best_n:
-                best, best_n = hashes, n
-        return None if best is None else best[:best_n + 1]
+    def _shares(self, tokens: array) -> list[tuple[str, int, array]]:
+        """``(origin, tokens it shares with tokens, hashes)`` of each recent sequence."""
+        return [(o, common_prefix_length(tokens, seen), h) for o, seen, h in self._recent]
 
-    def _choose_points(self, s: _Seq, start: int) -> None:
+    @staticmethod
+    def _known_hashes(shares) -> array | None:
+        """The hashes of the recent sequence sharing the longest prefix (a chat's previous
+        turn), cut to that prefix; None if none shares any."""
+        _, n, hashes = max(shares, key=lambda x: x[1], default=("", 0, None))
+        return hashes[:n + 1] if n else None
+
+    def _choose_points(self, s: _Seq, start: int, shares) -> None:
         """Checkpoints of a new sequence (see the module docstring); tells sequences in flight
         about the branch points they share with it. A branch point just after a turn boundary
         (closer than ``min_tokens``) is dropped: the boundary is the state worth sharing."""
@@ -306,11 +308,9 @@ class Prefiller:
         turns = (np.flatnonzero(ids == TURN_TOKEN) + lo + 1).tolist()
         near_turn = lambda m: any(0 <= m - q < gap for q in turns)  # noqa: E731
         branch = []
-        for origin, _, hashes in self._recent:
-            if origin == s.origin:
-                m = common_prefix(s.hashes, hashes)
-                if lo < m < s.end and not near_turn(m):
-                    branch.append(m)
+        for origin, m, _ in shares:  # recent sequences
+            if origin == s.origin and lo < m < s.end and not near_turn(m):
+                branch.append(m)
         for other in list(self._seqs.values())[-IN_FLIGHT:]:
             if other.origin == s.origin:
                 m = common_prefix(s.hashes, other.hashes)
@@ -364,4 +364,5 @@ class Prefiller:
                     or n < self.cache.min_tokens:
                 continue
             tokens = array("I", task.history)
-            self._store(slot, origin, prefix_hashes(tokens, self._known_hashes(tokens)), tokens, n)
+            hashes = prefix_hashes(tokens, self._known_hashes(self._shares(tokens)))
+            self._store(slot, origin, hashes, tokens, n)

@@ -30,7 +30,6 @@ from bisect import bisect_right, insort
 from collections import OrderedDict
 from dataclasses import dataclass
 
-import numpy as np
 import torch
 
 from server.model.state import State
@@ -56,15 +55,6 @@ def prefix_hashes(tokens, known: array | None = None) -> array:
         h = (h * HASH_BASE + tokens[i] + 1) % HASH_MOD
         out[i + 1] = h
     return out
-
-
-def common_tokens(a: array, b: array) -> int:
-    """Length of the common prefix of two uint32 token arrays (one vectorised comparison)."""
-    n = min(len(a), len(b))
-    x = np.frombuffer(a, dtype=np.uint32, count=n)
-    y = np.frombuffer(b, dtype=np.uint32, count=n)
-    diff = np.flatnonzero(x != y)
-    return int(diff[0]) if diff.size else n
 
 
 def common_prefix(a: array, b: array) -> int:
