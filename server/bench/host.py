@@ -1,0 +1,103 @@
+"""Host-side costs of a request that no device timing shows: tokenising a chat turn and the
+torch operations a decode pulse dispatches (each one is a kernel launch or host work; on the
+H200 machine a small op costs ~30-50 us of host time: docs/performance.md).
+
+    python -m server.bench host                 # CPU is enough: it counts, and times Python
+
+* tokenise: the ``ttft`` conversation (``--turns`` turns to ~``--target`` tokens, rendered as
+  the server renders a chat), its last turn encoded with ``Tokenizer.encode`` and with the
+  loader's ``ReusingEncoder`` after the previous turns (median of ``--repeat``);
+* ops per step: torch operations dispatched (a TorchDispatchMode counter) by one
+  ``BatchEngine.pulse`` of ``--steps`` steps of one sampled row (temperature 0.7, top-k 50,
+  top-p 0.9) of the tiny model, divided by the steps, with the model's own operations counted
+  apart (on CUDA they are one graph replay a step).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+from server.bench import common
+from server.bench.conversation import Conversation
+
+
+def tokenise_ms(turns: int, target: int, repeat: int) -> tuple[int, float, float]:
+    """(tokens of the last turn, ms plain, ms reusing), medians."""
+    from server.api.chat import build_chat_prompt
+    from server.model.tokenizer import ReusingEncoder, Tokenizer
+
+    tok = Tokenizer()
+    chat = Conversation(tok, turns, target, 32, "You are helpful.")
+    prompts = []
+    for turn in range(turns):
+        prompts.append(build_chat_prompt(chat.ask(turn), think=False))
+        chat.reply("Sure, here is a short answer to that. " * 3)
+    plain, reusing = [], []
+    for _ in range(repeat):
+        enc = ReusingEncoder(tok)
+        for p in prompts[:-1]:
+            enc.encode(p)
+        t0 = time.perf_counter()
+        ids = tok.encode(prompts[-1])
+        t1 = time.perf_counter()
+        assert enc.encode(prompts[-1]) == ids
+        reusing.append(time.perf_counter() - t1)
+        plain.append(t1 - t0)
+    return len(ids), statistics.median(plain) * 1e3, statistics.median(reusing) * 1e3
+
+
+def ops_per_step(steps: int) -> tuple[float, float]:
+    """(all torch ops, the model's) per step of a pulse of one sampled row."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    from server.scheduler.engine import BatchEngine
+
+    class Count(TorchDispatchMode):
+        n = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.n += 1
+            return func(*args, **(kwargs or {}))
+
+    model = common.build_model("tiny", "cpu", "fp32", "fp32")
+    engine = BatchEngine(model)
+    task = common.DummyTask(temperature=0.7, top_k=50, top_p=0.9)
+    engine.load([0], [task])
+    engine.prefill([0], [list(range(5, 100))], first={0})
+    engine.start([0], [99], [10 * steps])
+    engine.pulse(1)
+    total, in_model = Count(), Count()
+    real = model.decode
+
+    def counted_decode(*a, **k):
+        with in_model:
+            return real(*a, **k)
+
+    model.decode = counted_decode
+    with total:
+        engine.pulse(steps)
+    return total.n / steps, in_model.n / steps
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(prog="python -m server.bench host", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--turns", type=int, default=10)
+    p.add_argument("--target", type=int, default=2000)
+    p.add_argument("--repeat", type=int, default=5)
+    p.add_argument("--steps", type=int, default=32)
+    args = p.parse_args(argv)
+    n, plain, reusing = tokenise_ms(args.turns, args.target, args.repeat)
+    all_ops, model_ops = ops_per_step(args.steps)
+    print(common.table(["measure", "result"], [
+        [f"tokenise the last turn ({n} tokens), Tokenizer.encode", f"{plain:.2f} ms"],
+        ["the same, ReusingEncoder after the previous turns", f"{reusing:.2f} ms"],
+        [f"torch ops a step, pulse of {args.steps} (sampled row)", f"{all_ops:.1f}"],
+        ["of them in the model's decode", f"{model_ops:.1f}"],
+        ["outside the model (eager on CUDA too)", f"{all_ops - model_ops:.1f}"]]), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,22 @@
+"""``python -m server.bench host`` on the CPU: its rows, an exact reusing encode (the bench
+asserts equal ids), and op counts split between the model and the rest of a pulse step."""
+
+import pytest
+
+from server.bench import host
+
+
+def test_host_bench_rows(capsys):
+    host.main(["--turns", "3", "--target", "600", "--repeat", "1", "--steps", "4"])
+    rows = {line.split("|")[1].strip(): line.split("|")[2].strip()
+            for line in capsys.readouterr().out.splitlines() if line.startswith("| ")}
+    counts = [float(v) for k, v in rows.items() if "ops" in k or "model" in k]
+    assert len(rows) == 1 + 5 and len(counts) == 3
+    every, in_model, outside = counts
+    assert in_model > 0 and outside > 0 and every == pytest.approx(in_model + outside, abs=0.11)
+
+
+def test_registered_in_the_bench_command():
+    from server.bench.__main__ import BENCHES
+
+    assert "host" in BENCHES
