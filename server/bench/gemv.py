@@ -1,13 +1,14 @@
 """The products of one layer at decode batch sizes: cuBLAS (the fused path's large-batch calls)
 against the skinny-product kernel (server/model/kernels/gemv_triton.py).
 
-    python -m server.bench gemv --preset 2.9b --rows 1,2,4,8,16 [--sweep]
+    python -m server.bench gemv --preset 2.9b --rows 1,2,4,8,16 [--sweep 1]
+    python -m server.bench gemv --rows 1 --sweep 1 --products ffn --warps 4,8 --stages 2,3,4,5
 
 Each case is timed inside a CUDA graph (launch costs as in the decode graph) over enough weight
 copies to defeat the L2 cache (>= 256 MB read per replay). GB/s counts the weight bytes a product
 needs (the LoRA stacks: their unpadded parts). ``--sweep`` also times every kernel configuration
-(BLOCK_N, BLOCK_K, warps, stages) and prints the best per case. ``--large`` adds batch 256 and
-1024 rows of r/k/v as three products against one batched product.
+(BLOCK_N, BLOCK_K, warps, stages, split of K; each list settable) and prints the best per case.
+``--large`` adds batch 256 and 1024 rows of r/k/v as three products against one batched product.
 """
 
 from __future__ import annotations
@@ -21,7 +22,9 @@ import torch.nn.functional as F
 from server.bench.common import table
 
 L2_DEFEAT_BYTES = 256 << 20
-SWEEP = list(itertools.product((16, 32, 64), (128, 256, 512), (4, 8), (3, 4)))
+# (BLOCK_N, BLOCK_K, warps, stages, split of K): the split is a run-time argument (no compile)
+SWEEP = dict(block_n=(16, 32, 64), block_k=(128, 256, 512), warps=(4,), stages=(3, 4),
+             split=(1, 2, 4, 8))
 
 
 def graph_time(fn, copies: int, reps: int = 5) -> float:
@@ -100,8 +103,8 @@ def reference(x, w, epi: int, lim) -> list:
     return outs
 
 
-def run_case(case, M: int, dt, dev, sweep: bool) -> dict:
-    from server.model.kernels.gemv_triton import EPI_ADD, gemv, _config
+def run_case(case, M: int, dt, dev, sweep: list) -> dict:
+    from server.model.kernels.gemv_triton import EPI_ADD, GemvScratch, gemv, _config
 
     name, G, N, K, epi, lim, nbytes = case
     copies = max(4, -(-L2_DEFEAT_BYTES // (G * N * K * 2)))
@@ -112,12 +115,13 @@ def run_case(case, M: int, dt, dev, sweep: bool) -> dict:
     t_torch = graph_time(lambda i: torch_call(G, M, N, K, epi, x, ws[i], out), copies)
     row["cuBLAS µs"] = f"{t_torch:.1f}"
     row["cuBLAS GB/s"] = f"{nbytes / t_torch / 1e3:.0f}"
-    configs = [_config(M, N, K, G)] + (SWEEP if sweep else [])
+    scratch = GemvScratch(dev, G * (N + 64))
+    configs = [_config(M, N, K, G)] + sweep
     best = None
     for cfg in configs:
         try:
-            t = graph_time(lambda i: gemv(x, ws[i], out=out, epi=epi, limits=lim, config=cfg),
-                           copies, reps=3)
+            t = graph_time(lambda i: gemv(x, ws[i], out=out, epi=epi, limits=lim, config=cfg,
+                                          scratch=scratch), copies, reps=3)
         except Exception as e:  # a configuration Triton rejects (e.g. out of shared memory)
             print(f"  {name} M={M} {cfg}: {type(e).__name__}")
             continue
@@ -126,17 +130,44 @@ def run_case(case, M: int, dt, dev, sweep: bool) -> dict:
             row["gemv GB/s"] = f"{nbytes / t / 1e3:.0f}"
         if best is None or t < best[0]:
             best = (t, cfg)
+        if sweep:  # the best time at each split of K
+            key = f"split {cfg[4]} µs"
+            row[key] = f"{min(t, float(row.get(key, 'inf'))):.1f}"
     if sweep and best is not None:
         row["best µs"] = f"{best[0]:.1f}"
         row["best GB/s"] = f"{nbytes / best[0] / 1e3:.0f}"
-        row["best (BN, BK, warps, stages)"] = str(best[1])
+        row["best (BN, BK, warps, stages, split)"] = str(best[1])
     if epi != EPI_ADD:  # the kernel against fp32 products on this shape
-        got, err = gemv(x, ws[0], epi=epi, limits=lim).float(), 0.0
+        cfg = best[1] if best is not None else None
+        got = gemv(x, ws[0], epi=epi, limits=lim, config=cfg, scratch=scratch).float()
+        err = 0.0
         for g, want in enumerate(reference(x, ws[0], epi, lim)):
             d = (got[g, :, :want.shape[1]] - want).abs().max() / want.abs().max().clamp_min(1e-30)
             err = max(err, d.item())
         row["max rel err"] = f"{err:.1e}"
     return row
+
+
+def pair_row(C: int, D: int, dims: list[int], M: int, dt, dev) -> dict:
+    """r/k/v and the LoRA first stages as two launches and as one (gemv_pair), default tiles."""
+    from server.model.kernels import gemv_triton as gt
+
+    lim = torch.tensor([[d, C] for d in dims], dtype=torch.int32, device=dev)
+    per = 3 * C * C + 4 * D * C
+    copies = max(4, -(-L2_DEFEAT_BYTES // (per * 2)))
+    ws = [(torch.randn(3, C, C, device=dev, dtype=dt), torch.randn(4, D, C, device=dev, dtype=dt))
+          for _ in range(copies)]
+    xa, xb = torch.randn(3, M, C, device=dev, dtype=dt), torch.randn(4, M, C, device=dev, dtype=dt)
+    scratch = gt.GemvScratch(dev, 4 * (C + 64))
+    two = graph_time(lambda i: (gt.gemv(xa, ws[i][0], scratch=scratch),
+                                gt.gemv(xb, ws[i][1], epi=gt.EPI_LORA, limits=lim,
+                                        scratch=scratch)), copies)
+    one = graph_time(lambda i: gt.gemv_pair(
+        dict(x=xa, w=ws[i][0]), dict(x=xb, w=ws[i][1], epi=gt.EPI_LORA, limits=lim), scratch),
+        copies)
+    nbytes = (3 * C * C + sum(dims) * C) * 2
+    return {"rows": M, "r,k,v + lora 1st: two launches µs": f"{two:.1f}",
+            "one launch µs": f"{one:.1f}", "one launch GB/s": f"{nbytes / one / 1e3:.0f}"}
 
 
 def large_rows(C: int, dt, dev) -> list[dict]:
@@ -172,6 +203,11 @@ def main(argv=None) -> None:
     p.add_argument("--sweep", default="", help="rows (e.g. 1,16) at which to time every "
                    "kernel configuration")
     p.add_argument("--large", action="store_true", help="also r/k/v at 32/256/1024 rows")
+    p.add_argument("--products", default="", help="only these products (name prefixes, "
+                   "comma-separated, e.g. 'ffn,lora 1st')")
+    for key, values in SWEEP.items():
+        p.add_argument(f"--{key.replace('_', '-')}", default=",".join(map(str, values)),
+                       help=f"the sweep's values (default {','.join(map(str, values))})")
     a = p.parse_args(argv)
     if not torch.cuda.is_available():
         raise SystemExit("gemv benchmark needs CUDA")
@@ -179,14 +215,21 @@ def main(argv=None) -> None:
     _, C = PRESETS[a.preset]
     dims = [_lora(1.7, C), _lora(2.5, C), _lora(2.5, C), _lora(5.0, C)]  # v, w, a, g
     D = -(-max(dims) // 16) * 16
+    grid = list(itertools.product(*([int(v) for v in getattr(a, k).split(",")] for k in SWEEP)))
+    wanted = [w.strip() for w in a.products.split(",") if w.strip()]
     rows = []
     for case in cases(C, D, a.vocab, dims, dt, dev):
+        if wanted and not any(case[0].startswith(w) for w in wanted):
+            continue
         for M in (int(m) for m in a.rows.split(",")):
-            rows.append(run_case(case, M, dt, dev, str(M) in a.sweep.split(",")))
+            rows.append(run_case(case, M, dt, dev, grid if str(M) in a.sweep.split(",") else []))
             print(rows[-1], flush=True)
     print(f"\n{torch.cuda.get_device_name()} · {a.preset} (C={C}, LoRA {dims}, padded {D}) · "
           f"{a.dtype}\n")
     print(dict_table(rows))
+    if not wanted:
+        print()
+        print(dict_table([pair_row(C, D, dims, int(m), dt, dev) for m in a.rows.split(",")]))
     if a.large:
         print()
         print(dict_table(large_rows(C, dt, dev)))

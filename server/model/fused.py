@@ -124,6 +124,11 @@ class FusedBlocks:
         self.stacks = [_stack_layer(lw) for lw in model.layers]
         # products of at most this many rows go through the skinny-product kernel (gemv_triton)
         self.gemv_rows = GEMV_MAX_ROWS if model.dtype in (torch.float16, torch.bfloat16) else 0
+        # partials of the products split over K (LoRA first stages, output, FFN value): G x N
+        # is at most 4 x max(C, D), plus a row block of padding per group
+        D = max(st.lora1.shape[1] for st in self.stacks)
+        self.scratch = (gemv_triton.GemvScratch(model.device, 4 * max(model.cfg.n_embd, D) + 256)
+                        if self.gemv_rows else None)
         self.f32_out = _f32_products(model.device, model.dtype)
 
     @staticmethod
@@ -156,9 +161,13 @@ class FusedBlocks:
         H, N = m.cfg.n_head, m.cfg.head_size
         xs = self._mix(x, lw.ln1_w, lw.ln1_b, state.shift[i, 0], write, st.mix_att, T)
         if R <= self.gemv_rows:
-            r, k, v = self.g.gemv(xs[:3], st.rkv).unbind(0)
-            h = self.g.gemv(xs[2:6], st.lora1, epi=self.g.EPI_LORA, limits=st.lim1)  # [4, R, D]
-            lora = self.g.gemv(h, st.lora2, limits=st.lim2)  # [4, R, C]
+            # r/k/v and the LoRA first stages read the same mixes: one launch (the short LoRA
+            # programs fill in beside the long r/k/v ones)
+            rkv, h = self.g.gemv_pair(  # h: [4, R, D]
+                dict(x=xs[:3], w=st.rkv),
+                dict(x=xs[2:6], w=st.lora1, epi=self.g.EPI_LORA, limits=st.lim1), self.scratch)
+            r, k, v = rkv.unbind(0)
+            lora = self.g.gemv(h, st.lora2, limits=st.lim2, scratch=self.scratch)  # [4, R, C]
         else:
             r, k, v = torch.bmm(xs[:3], st.rkv.transpose(1, 2)).unbind(0)
             h = self.k.lora_act_(torch.bmm(xs[2:6], st.lora1.transpose(1, 2)))  # [4, R, D]
@@ -192,7 +201,7 @@ class FusedBlocks:
     def _add_product(self, x: Tensor, inp: Tensor, weight: Tensor) -> None:
         """x (fp32 residual) += inp @ weight^T (in the product's epilogue where possible)."""
         if x.shape[0] <= self.gemv_rows:
-            self.g.gemv(inp, weight, out=x, epi=self.g.EPI_ADD)
+            self.g.gemv(inp, weight, out=x, epi=self.g.EPI_ADD, scratch=self.scratch)
         elif self.f32_out:
             torch.addmm(x, inp, weight.t(), out_dtype=torch.float32, out=x)
         else:
@@ -202,7 +211,7 @@ class FusedBlocks:
         """fp32 logits u @ weight^T, straight from the product where it can give fp32."""
         if u.shape[0] <= self.gemv_rows:
             out = torch.empty(u.shape[0], weight.shape[0], dtype=torch.float32, device=u.device)
-            return self.g.gemv(u, weight, out=out)
+            return self.g.gemv(u, weight, out=out, scratch=self.scratch)
         if self.f32_out:
             return torch.mm(u, weight.t(), out_dtype=torch.float32)
         return F.linear(u, weight).float()
@@ -211,7 +220,8 @@ class FusedBlocks:
         lw, st = self.model.layers[i], self.stacks[i]
         xk = self._mix(x, lw.ln2_w, lw.ln2_b, state.shift[i, 1], write, st.mix_ffn, T)[0]
         if x.shape[0] <= self.gemv_rows:
-            h = self.g.gemv(xk, lw.ffn_key, epi=self.g.EPI_RELU2)  # [R, 4C]
+            h = self.g.gemv(xk, lw.ffn_key, epi=self.g.EPI_RELU2,
+                            scratch=self.scratch)  # [R, 4C]
         else:
             h = self.k.relu_sq_(F.linear(xk, lw.ffn_key))
         self._add_product(x, h, lw.ffn_value)

@@ -31,41 +31,52 @@ HEADS_PER_PROGRAM = 8
 
 
 @triton.jit
-def _layer_norm(x, w, b, m, C, eps):
-    """LayerNorm of a [BLOCK] fp32 row whose first C entries (mask m) are valid."""
+def _row_stats(x, m, C, eps):
+    """Mean and 1/std of a [BLOCK] fp32 row whose first C entries (mask m) are valid."""
     mean = tl.sum(x, axis=0) / C
     d = tl.where(m, x - mean, 0.0)
     var = tl.sum(d * d, axis=0) / C
-    return d * (1.0 / tl.sqrt(var + eps)) * w + b
+    return mean, 1.0 / tl.sqrt(var + eps)
 
 
 @triton.jit
 def _ln_mix_kernel(x_ptr, lnw_ptr, lnb_ptr, prev_ptr, newprev_ptr, write_ptr, mix_ptr, out_ptr,
-                   T, C, R, eps, M: tl.constexpr, BLOCK: tl.constexpr):
+                   T, C, R, eps, M: tl.constexpr, MP: tl.constexpr, BLOCK: tl.constexpr,
+                   CHUNK: tl.constexpr):
+    """A program per (row, CHUNK columns): the row's LayerNorm statistics from the whole row,
+    the mixes of its own columns (so the shift state it reads and writes is its own too)."""
     p = tl.program_id(0).to(tl.int64)
     b = p // T
     t = p % T
-    c = tl.arange(0, BLOCK)
+    full = tl.arange(0, BLOCK)
+    fm = full < C
+    c = tl.program_id(1) * CHUNK + tl.arange(0, CHUNK)
     m = c < C
-    tc = c * 0 + t                                        # t as a [BLOCK] tensor (for masks)
+    tc = c * 0 + t                                        # t as a [CHUNK] tensor (for masks)
     lw = tl.load(lnw_ptr + c, mask=m, other=0.0)
     lb = tl.load(lnb_ptr + c, mask=m, other=0.0)
-    x = tl.load(x_ptr + p * C + c, mask=m, other=0.0).to(tl.float32)
-    u = _layer_norm(x, lw, lb, m, C, eps).to(out_ptr.dtype.element_ty)
-    xp = tl.load(x_ptr + (p - 1) * C + c, mask=m & (tc > 0), other=0.0).to(tl.float32)
-    up = _layer_norm(xp, lw, lb, m, C, eps).to(out_ptr.dtype.element_ty).to(tl.float32)
-    prev = tl.load(prev_ptr + b * C + c, mask=m & (tc == 0), other=0.0).to(tl.float32)
-    up = tl.where(tc > 0, up, prev)
+    mean, rstd = _row_stats(tl.load(x_ptr + p * C + full, mask=fm, other=0.0), fm, C, eps)
+    x = tl.load(x_ptr + p * C + c, mask=m, other=0.0)
+    u = ((x - mean) * rstd * lw + lb).to(out_ptr.dtype.element_ty)
+    up = tl.load(prev_ptr + b * C + c, mask=m & (tc == 0), other=0.0).to(tl.float32)
+    if t > 0:
+        mean_p, rstd_p = _row_stats(tl.load(x_ptr + (p - 1) * C + full, mask=fm, other=0.0),
+                                    fm, C, eps)
+        xp = tl.load(x_ptr + (p - 1) * C + c, mask=m, other=0.0)
+        up = ((xp - mean_p) * rstd_p * lw + lb).to(out_ptr.dtype.element_ty).to(tl.float32)
     uf = u.to(tl.float32)
-    d = up - uf
-    for i in tl.static_range(M):
-        mix = tl.load(mix_ptr + i * C + c, mask=m, other=0.0).to(tl.float32)
-        tl.store(out_ptr + i * R * C + p * C + c, (uf + d * mix).to(out_ptr.dtype.element_ty),
-                 mask=m)
+    i = tl.arange(0, MP)[:, None]
+    mm = (i < M) & m[None, :]
+    mix = tl.load(mix_ptr + i * C + c[None, :], mask=mm, other=0.0).to(tl.float32)
+    out = uf[None, :] + (up - uf)[None, :] * mix
+    tl.store(out_ptr + i * R * C + p * C + c[None, :], out.to(out_ptr.dtype.element_ty), mask=mm)
     # every thread's shift-state load is consumed above: newprev may alias prev (T = 1)
     tl.debug_barrier()
     wt = tl.load(write_ptr + b)
     tl.store(newprev_ptr + b * C + c, u.to(newprev_ptr.dtype.element_ty), mask=m & (tc == wt))
+
+
+LN_MIX_CHUNK = 512  # columns a program of ln_mix
 
 
 def ln_mix(x: Tensor, ln_w: Tensor, ln_b: Tensor, prev: Tensor, new_prev: Tensor,
@@ -78,8 +89,10 @@ def ln_mix(x: Tensor, ln_w: Tensor, ln_b: Tensor, prev: Tensor, new_prev: Tensor
     assert T == 1 or new_prev.data_ptr() != prev.data_ptr(), "aliasing needs T = 1"
     out = torch.empty(M, R, C, dtype=out_dtype, device=x.device)
     block = triton.next_power_of_2(C)
-    _ln_mix_kernel[(R,)](x, ln_w, ln_b, prev, new_prev, write, mix, out, T, C, R, eps,
-                         M=M, BLOCK=block, num_warps=8 if block >= 4096 else 4)
+    chunk = min(LN_MIX_CHUNK, block)
+    _ln_mix_kernel[(R, triton.cdiv(C, chunk))](
+        x, ln_w, ln_b, prev, new_prev, write, mix, out, T, C, R, eps, M=M,
+        MP=triton.next_power_of_2(M), BLOCK=block, CHUNK=chunk, num_warps=4)
     return out
 
 

@@ -2,10 +2,10 @@
 
 At a handful of rows a decode step is a weight read: cuBLAS's kernels for such shapes read the
 weights at about half the bandwidth of the H200 (docs/performance.md). This kernel gives every
-program ``BLOCK_N`` weight rows (contiguous along K) and all M <= 16 input rows, accumulates in
-fp32 through one tensor-core product a tile, and needs no split of K (so no atomics: results are
-the same run to run). A grid axis runs G products of one shape in one launch (r, k, v; the LoRA
-stages). Epilogues fold the neighbouring element-wise work into the product:
+program ``BLOCK_N`` weight rows (contiguous along K) and all M <= 16 input rows, and accumulates in
+fp32 through one tensor-core product a tile. A grid axis runs G products of one shape in one
+launch (r, k, v; the LoRA stages). Epilogues fold the neighbouring element-wise work into the
+product:
 
 * ``EPI_STORE``: out = acc, in out's dtype;
 * ``EPI_RELU2``: out = relu(acc)^2 (the FFN key), in out's dtype;
@@ -13,8 +13,19 @@ stages). Epilogues fold the neighbouring element-wise work into the product:
 * ``EPI_LORA``: group 1 tanh, group 3 sigmoid, others as stored (the LoRA first stages: v, w, a, g).
 
 ``limits`` (optional, [G] int32) bounds each group's valid N and K (zero-padded LoRA stacks:
-programs past a group's N return at once and K stops at its limit).
+outputs past a group's N are not written and K stops at its limit).
+
+**Split of K** (``split`` > 1): a product with few row blocks (the LoRA first stages: 36 blocks
+of 16 rows at 2.9B; the C x C output product) leaves most of the GPU idle while each program
+walks the whole of K. Split, each of ``split`` programs of a row block reduces one slice of K and
+writes its fp32 partial tile to a scratch buffer, then takes a ticket from the block's counter;
+the program that draws the last ticket sums the partials in slice order (0, 1, ...) and applies
+the epilogue, then resets the counter. The sum's order does not depend on which program comes
+last, so results are the same run to run (no floating-point atomics). The scratch (partials and
+counters, ``GemvScratch``) is shared by the launches of one stream: they run one after another.
 """
+
+from dataclasses import dataclass
 
 import torch
 import triton
@@ -23,15 +34,32 @@ from torch import Tensor
 
 EPI_STORE, EPI_RELU2, EPI_ADD, EPI_LORA = 0, 1, 2, 3
 MAX_ROWS = 16
+MAX_SPLIT = 8
 
 
 @triton.jit
-def _gemv_kernel(x_ptr, w_ptr, out_ptr, lim_ptr, M, N, K,
-                 sxg, sxm, swg, swn, sog, som,
-                 EPI: tl.constexpr, LIMITS: tl.constexpr,
-                 BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
-    pid = tl.program_id(0)
-    g = tl.program_id(1).to(tl.int64)
+def _epilogue(acc, out_ptr, g, rows, n, M, n_lim, som, EPI: tl.constexpr):
+    if EPI == 1:
+        acc = tl.maximum(acc, 0.0)
+        acc = acc * acc
+    if EPI == 3:
+        if g == 1:
+            acc = 2.0 / (1.0 + tl.exp(-2.0 * acc)) - 1.0  # tanh
+        if g == 3:
+            acc = 1.0 / (1.0 + tl.exp(-acc))
+    o = out_ptr + rows[:, None] * som + n[None, :]
+    om = (rows[:, None] < M) & (n[None, :] < n_lim)
+    if EPI == 2:
+        acc += tl.load(o, mask=om, other=0.0)
+    tl.store(o, acc.to(out_ptr.dtype.element_ty), mask=om)
+
+
+@triton.jit
+def _gemv_program(pid, g, s, n_blocks, x_ptr, w_ptr, out_ptr, lim_ptr, part_ptr, count_ptr,
+                  M, N, K, split, k_per_split, sxg, sxm, swg, swn, sog, som,
+                  EPI: tl.constexpr, LIMITS: tl.constexpr,
+                  BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    """Row block ``pid`` of group ``g``, slice ``s`` of K (of ``split``)."""
     n_lim = N
     k_lim = K
     if LIMITS:
@@ -44,47 +72,122 @@ def _gemv_kernel(x_ptr, w_ptr, out_ptr, lim_ptr, M, N, K,
         x_base = x_ptr + g * sxg + rows[:, None] * sxm
         w_base = w_ptr + g * swg + n[:, None].to(tl.int64) * swn
         acc = tl.zeros((16, BLOCK_N), dtype=tl.float32)
-        for k0 in range(0, k_lim, BLOCK_K):
+        k_start = s * k_per_split
+        k_end = tl.minimum(k_start + k_per_split, k_lim)
+        for k0 in range(k_start, k_end, BLOCK_K):
             k = k0 + kk
-            km = k < k_lim
+            km = k < k_end
             xt = tl.load(x_base + k[None, :], mask=(rows[:, None] < M) & km[None, :], other=0.0)
             wt = tl.load(w_base + k[None, :], mask=(n[:, None] < n_lim) & km[None, :],
                          other=0.0)
             acc = tl.dot(xt, tl.trans(wt), acc)
-        if EPI == 1:
-            acc = tl.maximum(acc, 0.0)
-            acc = acc * acc
-        if EPI == 3:
-            if g == 1:
-                acc = 2.0 / (1.0 + tl.exp(-2.0 * acc)) - 1.0  # tanh
-            if g == 3:
-                acc = 1.0 / (1.0 + tl.exp(-acc))
-        o = out_ptr + g * sog + rows[:, None] * som + n[None, :]
-        om = (rows[:, None] < M) & (n[None, :] < N)
-        if EPI == 2:
-            acc += tl.load(o, mask=om, other=0.0)
-        tl.store(o, acc.to(out_ptr.dtype.element_ty), mask=om)
+        out_g = out_ptr + g * sog
+        if split == 1:
+            _epilogue(acc, out_g, g, rows, n, M, n_lim, som, EPI)
+        else:
+            block = g * n_blocks + pid  # this row block's counter and partials
+            tile = rows[:, None] * BLOCK_N + tl.arange(0, BLOCK_N)[None, :]
+            part = part_ptr + block * split * 16 * BLOCK_N
+            live = rows[:, None] < M  # rows past M are zero: not stored, not read back
+            tl.store(part + s * 16 * BLOCK_N + tile, acc, mask=live)
+            tl.debug_barrier()  # every thread's partial is written before the ticket
+            ticket = tl.atomic_add(count_ptr + block, 1, sem="acq_rel")
+            if ticket == split - 1:  # the last of the block's programs: sum in slice order
+                total = tl.zeros((16, BLOCK_N), dtype=tl.float32)
+                for j in range(0, split):
+                    total += tl.load(part + j * 16 * BLOCK_N + tile, mask=live, other=0.0,
+                                     cache_modifier=".cg")
+                tl.store(count_ptr + block, 0)
+                _epilogue(total, out_g, g, rows, n, M, n_lim, som, EPI)
 
 
-def _config(M: int, N: int, K: int, G: int) -> tuple[int, int, int, int]:
-    """(BLOCK_N, BLOCK_K, num_warps, num_stages) for this shape: the fastest of a sweep on the
-    H200 at 1, 4 and 16 rows (`python -m server.bench gemv --sweep 1,4,16`, docs/performance.md)
+@triton.jit(do_not_specialize=["split"])
+def _gemv_kernel(x_ptr, w_ptr, out_ptr, lim_ptr, part_ptr, count_ptr, M, N, K, split,
+                 k_per_split, sxg, sxm, swg, swn, sog, som,
+                 EPI: tl.constexpr, LIMITS: tl.constexpr,
+                 BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    _gemv_program(tl.program_id(0), tl.program_id(1).to(tl.int64), tl.program_id(2),
+                  tl.num_programs(0), x_ptr, w_ptr, out_ptr, lim_ptr, part_ptr, count_ptr,
+                  M, N, K, split, k_per_split, sxg, sxm, swg, swn, sog, som,
+                  EPI, LIMITS, BLOCK_N, BLOCK_K)
+
+
+@triton.jit
+def _flat_program(q, n_blocks, G, x_ptr, w_ptr, out_ptr, lim_ptr, part_ptr, count_ptr,
+                  M, N, K, split, k_per_split, sxg, sxm, swg, swn, sog, som,
+                  EPI: tl.constexpr, LIMITS: tl.constexpr,
+                  BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    """Program ``q`` of a flat grid of n_blocks x G x split, the row block fastest."""
+    rest = q // n_blocks
+    _gemv_program(q % n_blocks, (rest % G).to(tl.int64), rest // G, n_blocks, x_ptr, w_ptr,
+                  out_ptr, lim_ptr, part_ptr, count_ptr, M, N, K, split, k_per_split,
+                  sxg, sxm, swg, swn, sog, som, EPI, LIMITS, BLOCK_N, BLOCK_K)
+
+
+@triton.jit(do_not_specialize=["split_a", "split_b"])
+def _gemv_pair_kernel(
+        xa, wa, oa, la, pa, ca, Na, Ka, Ga, nba, split_a, kps_a, sxga, sxma, swga, swna, soga,
+        soma, xb, wb, ob, lb, pb, cb, Nb, Kb, Gb, nbb, split_b, kps_b, sxgb, sxmb, swgb, swnb,
+        sogb, somb, M,
+        EPI_A: tl.constexpr, LIM_A: tl.constexpr, BN_A: tl.constexpr, BK_A: tl.constexpr,
+        EPI_B: tl.constexpr, LIM_B: tl.constexpr, BN_B: tl.constexpr, BK_B: tl.constexpr):
+    """Two independent products in one launch: programs [0, nba·Ga·split_a) run A, the rest B."""
+    q = tl.program_id(0)
+    n_a = nba * Ga * split_a
+    if q < n_a:
+        _flat_program(q, nba, Ga, xa, wa, oa, la, pa, ca, M, Na, Ka, split_a, kps_a,
+                      sxga, sxma, swga, swna, soga, soma, EPI_A, LIM_A, BN_A, BK_A)
+    else:
+        _flat_program(q - n_a, nbb, Gb, xb, wb, ob, lb, pb, cb, M, Nb, Kb, split_b, kps_b,
+                      sxgb, sxmb, swgb, swnb, sogb, somb, EPI_B, LIM_B, BN_B, BK_B)
+
+
+class GemvScratch:
+    """Partial tiles and per-block counters of split products on one device (counters are zero
+    between launches: the last program of a block resets its own), for products of at most
+    ``rows`` output rows in all (G x N rounded up to the row block)."""
+
+    def __init__(self, device, rows: int):
+        self.rows = rows
+        self.partials = torch.empty(MAX_SPLIT * 16 * rows, dtype=torch.float32, device=device)
+        self.counters = torch.zeros(triton.cdiv(rows, 16), dtype=torch.int32, device=device)
+
+
+def _config(M: int, N: int, K: int, G: int) -> tuple[int, int, int, int, int]:
+    """(BLOCK_N, BLOCK_K, num_warps, num_stages, split) for this shape: the fastest of a sweep on
+    the H200 at 1 row (`python -m server.bench gemv --rows 1,16 --sweep 1`, docs/performance.md)
     for the products of a 2.9B layer; other sizes take the rule of the nearest shape."""
     if N >= 8 * K:  # the head: vocabulary x C
-        return 64, 256, 4, 3
+        return 64, 256, 4, 3, 1
     if N > K:  # FFN key (4C x C); LoRA second stages (C x D)
-        return 32, 128, 4, 4
-    if N < K and G > 1:  # LoRA first stages (D x C): few row blocks, long rows
-        return 16, 512, 4, 4
+        return (32, 256, 4, 4, 1) if G > 1 else (32, 128, 4, 4, 1)
+    if N < K:  # LoRA first stages (D x C), FFN value (C x 4C): few row blocks, long rows
+        return (32, 512, 4, 4, 8) if G > 1 else (32, 128, 4, 3, 8)
     if G > 1:  # r, k, v
-        return 64, 256, 4, 4
-    return 32, 512, 4, 4  # output (C x C), FFN value (C x 4C)
+        return 64, 256, 4, 4, 1
+    return 64, 256, 4, 3, 4  # output (C x C)
 
 
-def gemv(x: Tensor, w: Tensor, out: Tensor | None = None, epi: int = EPI_STORE,
-         limits: Tensor | None = None, config: tuple[int, int, int, int] | None = None) -> Tensor:
-    """x [M, K] or [G, M, K]; w [N, K] or [G, N, K] (rows contiguous along K); M <= 16.
-    Returns out ([M, N] / [G, M, N]; allocated in x's dtype unless given; EPI_ADD needs it)."""
+@dataclass
+class _Product:
+    """One product's launch arguments (``_prepare``)."""
+    out: Tensor
+    args: list  # x, w, out, limits, partials, counters, N, K, G, n_blocks, split, k_per_split,
+    #             then the six strides
+    epi: int
+    limits: bool
+    block_n: int
+    block_k: int
+    warps: int
+    stages: int
+    M: int
+    scratch_rows: int  # output rows of scratch it needs (0: not split)
+    blocks: int  # counters it needs (G x n_blocks when split)
+
+
+def _prepare(x: Tensor, w: Tensor, out: Tensor | None, epi: int, limits: Tensor | None,
+             config, scratch: GemvScratch | None, rows_before: int = 0,
+             blocks_before: int = 0) -> tuple[_Product, Tensor]:
     squeeze = x.dim() == 2
     x3, w3 = (x.unsqueeze(0), w.unsqueeze(0)) if squeeze else (x, w)
     G, M, K = x3.shape
@@ -100,10 +203,58 @@ def gemv(x: Tensor, w: Tensor, out: Tensor | None = None, epi: int = EPI_STORE,
     o3 = out.unsqueeze(0) if squeeze else out
     if tuple(o3.shape) != (G, M, N) or o3.stride(-1) != 1:
         raise ValueError(f"gemv: out {tuple(out.shape)} must be [G, M, N] contiguous along N")
-    block_n, block_k, warps, stages = config or _config(M, N, K, G)
-    grid = (triton.cdiv(N, block_n), G)
-    _gemv_kernel[grid](x3, w3, o3, limits if limits is not None else x3, M, N, K,
-                       x3.stride(0), x3.stride(1), w3.stride(0), w3.stride(1),
-                       o3.stride(0), o3.stride(1), EPI=epi, LIMITS=limits is not None,
-                       BLOCK_N=block_n, BLOCK_K=block_k, num_warps=warps, num_stages=stages)
-    return out
+    block_n, block_k, warps, stages, split = config or _config(M, N, K, G)
+    n_blocks = triton.cdiv(N, block_n)
+    split = max(1, min(split, MAX_SPLIT, triton.cdiv(K, block_k)))
+    k_per_split = triton.cdiv(triton.cdiv(K, split), block_k) * block_k
+    split = triton.cdiv(K, k_per_split)  # no empty slices
+    rows = blocks = 0
+    part = count = x3  # unused unless split
+    if split > 1:
+        rows, blocks = G * n_blocks * block_n, G * n_blocks
+        if scratch is None:
+            scratch = GemvScratch(x.device, rows_before + rows)
+        if rows_before + rows > scratch.rows:
+            raise ValueError(f"gemv: scratch for {scratch.rows} output rows, "
+                             f"{rows_before + rows} needed")
+        part = scratch.partials[rows_before * MAX_SPLIT * 16:]
+        count = scratch.counters[blocks_before:]
+    args = [x3, w3, o3, limits if limits is not None else x3, part, count, N, K, G, n_blocks,
+            split, k_per_split, x3.stride(0), x3.stride(1), w3.stride(0), w3.stride(1),
+            o3.stride(0), o3.stride(1)]
+    return _Product(out, args, epi, limits is not None, block_n, block_k, warps, stages, M,
+                    rows, blocks), scratch
+
+
+def gemv(x: Tensor, w: Tensor, out: Tensor | None = None, epi: int = EPI_STORE,
+         limits: Tensor | None = None, config: tuple[int, int, int, int, int] | None = None,
+         scratch: GemvScratch | None = None) -> Tensor:
+    """x [M, K] or [G, M, K]; w [N, K] or [G, N, K] (rows contiguous along K); M <= 16.
+    Returns out ([M, N] / [G, M, N]; allocated in x's dtype unless given; EPI_ADD needs it).
+    A split configuration uses ``scratch`` (a fresh one per call without it: correct, slower)."""
+    p, _ = _prepare(x, w, out, epi, limits, config, scratch)
+    x3, w3, o3, lim, part, count, N, K, G, n_blocks, split, kps, *strides = p.args
+    _gemv_kernel[(n_blocks, G, split)](
+        x3, w3, o3, lim, part, count, p.M, N, K, split, kps, *strides, EPI=epi,
+        LIMITS=p.limits, BLOCK_N=p.block_n, BLOCK_K=p.block_k, num_warps=p.warps,
+        num_stages=p.stages)
+    return p.out
+
+
+def gemv_pair(a: dict, b: dict, scratch: GemvScratch | None = None) -> tuple[Tensor, Tensor]:
+    """Two independent products of the same rows count in one launch (e.g. r/k/v and the LoRA
+    first stages, which read the same mixed inputs): ``a`` and ``b`` are ``gemv``'s keyword
+    arguments (x, w, out, epi, limits, config). The launch takes ``a``'s warps and stages.
+    Same results as two ``gemv`` calls."""
+    pa, scratch = _prepare(a["x"], a["w"], a.get("out"), a.get("epi", EPI_STORE),
+                           a.get("limits"), a.get("config"), scratch)
+    pb, _ = _prepare(b["x"], b["w"], b.get("out"), b.get("epi", EPI_STORE), b.get("limits"),
+                     b.get("config"), scratch, pa.scratch_rows, pa.blocks)
+    if pa.M != pb.M:
+        raise ValueError(f"gemv_pair: {pa.M} and {pb.M} rows")
+    n = [p.args[9] * p.args[8] * p.args[10] for p in (pa, pb)]  # n_blocks x G x split
+    _gemv_pair_kernel[(n[0] + n[1],)](
+        *pa.args, *pb.args, pa.M, EPI_A=pa.epi, LIM_A=pa.limits, BN_A=pa.block_n,
+        BK_A=pa.block_k, EPI_B=pb.epi, LIM_B=pb.limits, BN_B=pb.block_n, BK_B=pb.block_k,
+        num_warps=pa.warps, num_stages=pa.stages)
+    return pa.out, pb.out
