@@ -177,6 +177,40 @@ def test_fused_cuda_decode_paths_match_fp32(batch, state_dtype):
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_pdl_changes_no_bit(monkeypatch):
+    """Decode at 3 rows (the PDL chain: ln_mix, skinny products, one-kernel time mix), in CUDA
+    graphs and eager, with programmatic dependent launch on and off: the same logits and states
+    bit for bit each way (a kernel touching memory before its predecessor is done would
+    differ)."""
+    from model_cases import make_case
+
+    from server.model.forward import RWKV7
+    from server.model.kernels import pdl
+
+    if torch.cuda.get_device_capability()[0] < 9:
+        pytest.skip("PDL needs compute capability 9.0")
+    case = make_case("c512")
+    V, outs = case.cfg.vocab_size, []
+    for flag in ("1", "0"):
+        monkeypatch.setenv("RWKV_PDL", flag)
+        pdl.enabled.cache_clear()
+        assert pdl.enabled(torch.device("cuda")) == (flag == "1")
+        for graphs in (True, False):
+            model = RWKV7(case.sd, case.cfg, device="cuda", dtype=torch.float16,
+                          state_dtype=torch.float16, cuda_graphs=graphs, fused=True)
+            state = model.new_state(3)
+            got = [model.prefill([[1, 2, 3], [4], [5, 6, 7, 8, 9]], state)]
+            for t in range(6):
+                tok = torch.randint(0, V, (3,), generator=torch.Generator().manual_seed(t))
+                got.append(model.decode(tok, state))
+            outs.append((torch.stack(got).cpu(), state.wkv.cpu(), state.shift.cpu()))
+    pdl.enabled.cache_clear()
+    for on, off in ((outs[0], outs[2]), (outs[1], outs[3])):  # graphs, then eager
+        assert all(torch.equal(a, b) for a, b in zip(on, off))
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_split_decode_kernel_on_cuda(capsys):
     exec(SPLIT_CHECK, {})
     assert "split ok" in capsys.readouterr().out

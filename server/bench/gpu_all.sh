@@ -25,7 +25,7 @@ step() {  # step NAME LIMIT_S COMMAND... (output appended to $OUT/NAME.log)
 
 step tests 220 python3 -m pytest -m gpu -q -s -p no:cacheprovider -rA test/test_model_gpu.py \
   test/test_fused_kernels.py test/test_prefix_cache_gpu.py test/test_copyback.py \
-  test/test_sampler.py test/test_pulse_kernels.py -k "not every_preset"
+  test/test_sampler.py test/test_pulse_kernels.py test/test_gemv.py -k "not every_preset"
 step decode 110 python3 -m server.bench decode --preset 2.9b --batch 1,4,16,32,256,1024 \
   --state-dtype fp16,fp32 --pulses 3
 step stress 100 python3 -m server.bench stress --preset 2.9b --tasks 256 --max-tokens 2000 \

@@ -23,6 +23,7 @@ import triton
 import triton.language as tl
 from torch import Tensor
 
+from . import pdl
 from .fused_triton import HEAD
 
 
@@ -31,7 +32,8 @@ def _decode_kernel(r_ptr, k_ptr, v_ptr, lora_ptr, vfirst_ptr, keep_ptr,
                    w0_ptr, a0_ptr, v0_ptr, kk_ptr, ka_ptr, rk_ptr, lw_ptr, lb_ptr,
                    S_ptr, out_ptr, vout_ptr, bonus_ptr, R, C, H, s_sb, s_sh, decay_scale, eps,
                    FIRST: tl.constexpr, HAS_KEEP: tl.constexpr, N: tl.constexpr,
-                   BI: tl.constexpr, POST: tl.constexpr):
+                   BI: tl.constexpr, POST: tl.constexpr, PDL: tl.constexpr):
+    pdl.enter(PDL)
     pid = tl.program_id(0)
     b = (pid // H).to(tl.int64)
     h = pid % H
@@ -100,7 +102,8 @@ def _launch(S, r, k, v, lora, v_first, keep, w0, a0, v0, k_k, k_a, r_k, ln_w, ln
         r, k, v, lora, v if first else v_first, keep if keep is not None else r, w0, a0,
         w0 if first else v0, k_k, k_a, r_k, ln_w, ln_b, S, out, v_out, bonus, B, C, H,
         S.stride(0), S.stride(1), decay_scale, eps, FIRST=first, HAS_KEEP=keep is not None,
-        N=HEAD, BI=rows, POST=post, num_warps=max(1, rows * S.element_size() // 32))
+        N=HEAD, BI=rows, POST=post, num_warps=max(1, rows * S.element_size() // 32),
+        **pdl.launch_options(r.device))
 
 
 def time_mix_decode(S: Tensor, r: Tensor, k: Tensor, v: Tensor, lora: Tensor,

@@ -22,6 +22,8 @@ import triton
 import triton.language as tl
 from torch import Tensor
 
+from . import pdl
+
 DECAY_SCALE = math.exp(-0.5)
 HEAD = 64
 # pre_wkv / post_wkv: a program per (row, group of heads). One program per row (all heads, padded
@@ -42,9 +44,10 @@ def _row_stats(x, m, C, eps):
 @triton.jit
 def _ln_mix_kernel(x_ptr, lnw_ptr, lnb_ptr, prev_ptr, newprev_ptr, write_ptr, mix_ptr, out_ptr,
                    T, C, R, eps, M: tl.constexpr, MP: tl.constexpr, BLOCK: tl.constexpr,
-                   CHUNK: tl.constexpr):
+                   CHUNK: tl.constexpr, PDL: tl.constexpr):
     """A program per (row, CHUNK columns): the row's LayerNorm statistics from the whole row,
     the mixes of its own columns (so the shift state it reads and writes is its own too)."""
+    pdl.enter(PDL)
     p = tl.program_id(0).to(tl.int64)
     b = p // T
     t = p % T
@@ -92,7 +95,8 @@ def ln_mix(x: Tensor, ln_w: Tensor, ln_b: Tensor, prev: Tensor, new_prev: Tensor
     chunk = min(LN_MIX_CHUNK, block)
     _ln_mix_kernel[(R, triton.cdiv(C, chunk))](
         x, ln_w, ln_b, prev, new_prev, write, mix, out, T, C, R, eps, M=M,
-        MP=triton.next_power_of_2(M), BLOCK=block, CHUNK=chunk, num_warps=4)
+        MP=triton.next_power_of_2(M), BLOCK=block, CHUNK=chunk, num_warps=4,
+        **pdl.launch_options(x.device))
     return out
 
 

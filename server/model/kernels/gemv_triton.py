@@ -32,6 +32,8 @@ import triton
 import triton.language as tl
 from torch import Tensor
 
+from . import pdl
+
 EPI_STORE, EPI_RELU2, EPI_ADD, EPI_LORA = 0, 1, 2, 3
 MAX_ROWS = 16
 MAX_SPLIT = 8
@@ -105,7 +107,8 @@ def _gemv_program(pid, g, s, n_blocks, x_ptr, w_ptr, out_ptr, lim_ptr, part_ptr,
 def _gemv_kernel(x_ptr, w_ptr, out_ptr, lim_ptr, part_ptr, count_ptr, M, N, K, split,
                  k_per_split, sxg, sxm, swg, swn, sog, som,
                  EPI: tl.constexpr, LIMITS: tl.constexpr,
-                 BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+                 BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, PDL: tl.constexpr):
+    pdl.enter(PDL)
     _gemv_program(tl.program_id(0), tl.program_id(1).to(tl.int64), tl.program_id(2),
                   tl.num_programs(0), x_ptr, w_ptr, out_ptr, lim_ptr, part_ptr, count_ptr,
                   M, N, K, split, k_per_split, sxg, sxm, swg, swn, sog, som,
@@ -130,8 +133,10 @@ def _gemv_pair_kernel(
         soma, xb, wb, ob, lb, pb, cb, Nb, Kb, Gb, nbb, split_b, kps_b, sxgb, sxmb, swgb, swnb,
         sogb, somb, M,
         EPI_A: tl.constexpr, LIM_A: tl.constexpr, BN_A: tl.constexpr, BK_A: tl.constexpr,
-        EPI_B: tl.constexpr, LIM_B: tl.constexpr, BN_B: tl.constexpr, BK_B: tl.constexpr):
+        EPI_B: tl.constexpr, LIM_B: tl.constexpr, BN_B: tl.constexpr, BK_B: tl.constexpr,
+        PDL: tl.constexpr):
     """Two independent products in one launch: programs [0, nba·Ga·split_a) run A, the rest B."""
+    pdl.enter(PDL)
     q = tl.program_id(0)
     n_a = nba * Ga * split_a
     if q < n_a:
@@ -237,7 +242,7 @@ def gemv(x: Tensor, w: Tensor, out: Tensor | None = None, epi: int = EPI_STORE,
     _gemv_kernel[(n_blocks, G, split)](
         x3, w3, o3, lim, part, count, p.M, N, K, split, kps, *strides, EPI=epi,
         LIMITS=p.limits, BLOCK_N=p.block_n, BLOCK_K=p.block_k, num_warps=p.warps,
-        num_stages=p.stages)
+        num_stages=p.stages, **pdl.launch_options(x.device))
     return p.out
 
 
@@ -256,5 +261,5 @@ def gemv_pair(a: dict, b: dict, scratch: GemvScratch | None = None) -> tuple[Ten
     _gemv_pair_kernel[(n[0] + n[1],)](
         *pa.args, *pb.args, pa.M, EPI_A=pa.epi, LIM_A=pa.limits, BN_A=pa.block_n,
         BK_A=pa.block_k, EPI_B=pb.epi, LIM_B=pb.limits, BN_B=pb.block_n, BK_B=pb.block_k,
-        num_warps=pa.warps, num_stages=pa.stages)
+        num_warps=pa.warps, num_stages=pa.stages, **pdl.launch_options(pa.out.device))
     return pa.out, pb.out
