@@ -218,7 +218,7 @@ def test_split_decode_kernel_on_cuda(capsys):
 
 # ln_mix over several column chunks (C = 1100: three programs a row, the last one partial)
 # against its torch form: T = 3 (token shift inside the rows) and T = 1 with the shift state
-# updated in place, one row not written (write = -1)
+# updated in place, one row not written (write = -1); then 70 rows (a program per whole row)
 LN_MIX_CHECK = """
 import torch
 import torch.nn.functional as F
@@ -227,10 +227,11 @@ g = torch.Generator().manual_seed(0)
 C, M = 1100, 6
 lw, lb = torch.randn(C, generator=g), torch.randn(C, generator=g)
 mix = torch.rand(M, C, generator=g).half()
-for B, T in ((2, 3), (3, 1)):
+for B, T in ((2, 3), (3, 1), (1, 70)):
     x = torch.randn(B * T, C, generator=g) * 3 + 1
     prev = torch.randn(B, C, generator=g).half()
     write = torch.tensor([T - 1, -1, 0][:B], dtype=torch.int32)
+    assert (B * T > f.LN_MIX_SPLIT_ROWS) == (T == 70)
     u = F.layer_norm(x, (C,), lw, lb, 1e-5).half().view(B, T, C)
     shifted = torch.cat([prev[:, None], u[:, :-1]], 1)
     want = (u.float() + (shifted.float() - u.float()) * mix.float()[:, None, None]).half()
