@@ -23,6 +23,9 @@ class Settings(BaseSettings):
     dtype: Literal["auto", "fp16", "bf16", "fp32"] = "auto"
     state_dtype: Literal["fp32", "fp16", "bf16"] = "fp32"
     fused: bool = Field(True, description="fused Triton element-wise kernels on CUDA (false: plain torch)")
+    pdl: bool = Field(True, description="programmatic dependent launch of the small-batch decode "
+                      "kernels on CUDA compute capability >= 9.0 (read from the environment by "
+                      "server/model/kernels/pdl.py; validated here)")
     warmup: bool = Field(True, description="on CUDA, compile kernels and capture every decode "
                          "and prefill graph at start (slot memory for RWKV_MAX_BATCH_SIZE is "
                          "allocated then) instead of in the first requests")

@@ -10,8 +10,9 @@ run of kernel i, and no kernel touches memory before the previous one is done: t
 same bits as without PDL. A kernel launched with PDL after one that never signals (a cuBLAS or
 torch kernel) simply starts when that one ends.
 
-On by default where it applies (CUDA, compute capability 9.0 or more); ``RWKV_PDL=0`` turns it
-off (e.g. to compare). Never on the CPU or under Triton's interpreter.
+On by default where it applies (CUDA, compute capability 9.0 or more); ``RWKV_PDL=false`` turns it
+off (e.g. to compare; the server validates the value with its other settings). Never on the CPU
+or under Triton's interpreter.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ def enabled(device: torch.device) -> bool:
     device = torch.device(device)
     if device.type != "cuda" or os.environ.get("TRITON_INTERPRET") == "1":
         return False
-    if os.environ.get("RWKV_PDL", "1").lower() in ("0", "false", "no", "off"):
+    if os.environ.get("RWKV_PDL", "1").strip().lower() in ("0", "false", "f", "no", "n", "off"):
         return False
     return torch.cuda.get_device_capability(device)[0] >= 9
 

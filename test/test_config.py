@@ -1,0 +1,47 @@
+"""Settings from RWKV_* variables (server/config.py) and the kernel switches that read the same
+variables directly (server/model/kernels/pdl.py)."""
+
+import pytest
+import torch
+
+from server.config import load_settings
+
+
+def test_bad_values_stop_with_the_variable_named(monkeypatch):
+    monkeypatch.setenv("RWKV_PDL", "sometimes")
+    monkeypatch.setenv("RWKV_DTYPE", "fp8")
+    with pytest.raises(SystemExit) as e:
+        load_settings()
+    msg = str(e.value)
+    assert "Invalid configuration" in msg and "RWKV_PDL:" in msg and "RWKV_DTYPE:" in msg
+
+
+def test_pdl_setting_and_kernel_switch_agree(monkeypatch):
+    pytest.importorskip("triton")
+    from server.model.kernels import pdl
+
+    # as if on a Hopper GPU (the switch never asks CUDA for anything else)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (9, 0))
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    cuda = torch.device("cuda")
+    try:
+        for value, on in (("true", True), ("1", True), ("false", False), ("0", False),
+                          ("off", False), ("no", False)):
+            monkeypatch.setenv("RWKV_PDL", value)
+            pdl.enabled.cache_clear()
+            assert load_settings().pdl is on
+            assert pdl.enabled(cuda) is on, value
+            assert pdl.launch_options(cuda) == ({"PDL": True, "launch_pdl": True} if on
+                                                 else {"PDL": False})
+        monkeypatch.setenv("RWKV_PDL", "true")
+        pdl.enabled.cache_clear()
+        assert not pdl.enabled(torch.device("cpu"))
+        monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (8, 0))
+        pdl.enabled.cache_clear()
+        assert not pdl.enabled(cuda)  # Ampere: no PDL
+        monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (9, 0))
+        monkeypatch.setenv("TRITON_INTERPRET", "1")
+        pdl.enabled.cache_clear()
+        assert not pdl.enabled(cuda)  # the interpreter runs no PTX
+    finally:
+        pdl.enabled.cache_clear()
