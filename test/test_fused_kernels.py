@@ -217,8 +217,9 @@ def test_split_decode_kernel_on_cuda(capsys):
 
 
 # ln_mix over several column chunks (C = 1100: three programs a row, the last one partial)
-# against its torch form: T = 3 (token shift inside the rows) and T = 1 with the shift state
-# updated in place, one row not written (write = -1); then 70 rows (a program per whole row)
+# against its torch form, the shift state updated in place: T = 3 (token shift inside the rows,
+# the new shift state from the last row), T = 1 with one row not written (write = -1), then 70
+# rows (a program per whole row)
 LN_MIX_CHECK = """
 import torch
 import torch.nn.functional as F
@@ -236,7 +237,7 @@ for B, T in ((2, 3), (3, 1), (1, 70)):
     shifted = torch.cat([prev[:, None], u[:, :-1]], 1)
     want = (u.float() + (shifted.float() - u.float()) * mix.float()[:, None, None]).half()
     want_prev = torch.where((write >= 0)[:, None], u[torch.arange(B), write.clamp(min=0)], prev)
-    new_prev = prev if T == 1 else prev.clone()
+    new_prev = prev  # updated in place
     got = f.ln_mix(x, lw, lb, prev, new_prev, write, mix, T, 1e-5, torch.float16)
     e = (got.float() - want.view(M, B * T, C).float()).abs().max().item()
     assert e < 2e-2, (B, T, e)

@@ -143,13 +143,8 @@ class FusedBlocks:
 
     def _mix(self, x: Tensor, ln_w, ln_b, prev: Tensor, write: Tensor, mix: Tensor,
              T: int) -> Tensor:
-        """ln_mix with the shift state updated in place (through a copy when T > 1)."""
-        new_prev = prev if T == 1 else prev.clone()
-        out = self.k.ln_mix(x, ln_w, ln_b, prev, new_prev, write, mix, T, LN_EPS,
-                            self.model.dtype)
-        if new_prev is not prev:
-            prev.copy_(new_prev)
-        return out
+        """ln_mix with the shift state ``prev`` updated in place."""
+        return self.k.ln_mix(x, ln_w, ln_b, prev, prev, write, mix, T, LN_EPS, self.model.dtype)
 
     def time_mix(self, i: int, x: Tensor, state, keep8: Tensor | None, write: Tensor, T: int,
                  v_first: Tensor | None) -> Tensor:

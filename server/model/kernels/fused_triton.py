@@ -6,8 +6,9 @@ Math is fp32; inputs and outputs keep the storage dtypes stated below.
 
 * `ln_mix`: LayerNorm of the residual, token shift and the lerp mixes of one block:
   u = LN(x[p]) (rounded to the run dtype like the torch path), u_prev = LN(x[p - 1]) for t > 0 or
-  the shift state for t = 0, out[m, p] = u + (u_prev - u)·mix[m]. The row t == write[b] also
-  stores u as the new shift state of b (write[b] = -1: none, an inactive decode row).
+  the shift state for t = 0, out[m, p] = u + (u_prev - u)·mix[m]. u of row t == write[b] becomes
+  the new shift state of b (write[b] = -1: none, an inactive decode row), written in place by
+  the program that read the old one.
 * `pre_wkv`: decay, in-context rate, normalised key, modified key, value residual mix, the
   identity-step masking of inactive positions, and the per-head "bonus" sum(r·k'·r_k).
 * `post_wkv`: per-head GroupNorm of y, + bonus·v, times the gate.
@@ -80,10 +81,18 @@ def _ln_mix_kernel(x_ptr, lnw_ptr, lnb_ptr, prev_ptr, newprev_ptr, write_ptr, mi
             mix = tl.load(mix_ptr + i * C + c, mask=m, other=0.0).to(tl.float32)
             tl.store(out_ptr + i * R * C + p * C + c,
                      (uf + (up - uf) * mix).to(out_ptr.dtype.element_ty), mask=m)
-    # every thread's shift-state load is consumed above: newprev may alias prev (T = 1)
+    # the new shift state (the LayerNorm output of row write[b]) is written by the program that
+    # read the old one (t = 0), so newprev may alias prev: every thread's load of it is
+    # consumed above
     tl.debug_barrier()
     wt = tl.load(write_ptr + b)
-    tl.store(newprev_ptr + b * C + c, u.to(newprev_ptr.dtype.element_ty), mask=m & (tc == wt))
+    if (t == 0) & (wt >= 0):
+        q = p + wt  # row (b, write[b])
+        mean_q, rstd_q = _row_stats(tl.load(x_ptr + q * C + full, mask=fm, other=0.0), fm, C,
+                                    eps)
+        xq = tl.load(x_ptr + q * C + c, mask=m, other=0.0)
+        uq = ((xq - mean_q) * rstd_q * lw + lb).to(out_ptr.dtype.element_ty)
+        tl.store(newprev_ptr + b * C + c, uq.to(newprev_ptr.dtype.element_ty), mask=m)
 
 
 # ln_mix at up to LN_MIX_SPLIT_ROWS rows (decode at small batch): a program per 512 columns of a
@@ -98,11 +107,11 @@ LN_MIX_SPLIT_ROWS = 64
 def ln_mix(x: Tensor, ln_w: Tensor, ln_b: Tensor, prev: Tensor, new_prev: Tensor,
            write: Tensor, mix: Tensor, T: int, eps: float, out_dtype: torch.dtype) -> Tensor:
     """x: [R, C] fp32 (R = B·T rows, row-major by b then t); ln_w, ln_b: [C] fp32;
-    prev: [B, C] shift state (read at t = 0); new_prev: [B, C] (written at t == write[b]; may be
-    ``prev`` itself only when T = 1); write: [B] int32; mix: [M, C]. Returns [M, R, C]."""
+    prev: [B, C] shift state (read at t = 0); new_prev: [B, C] (gets the LayerNorm output of
+    row t = write[b]; write[b] = -1: not written; may be ``prev`` itself); write: [B] int32;
+    mix: [M, C]. Returns [M, R, C]."""
     R, C = x.shape
     M = mix.shape[0]
-    assert T == 1 or new_prev.data_ptr() != prev.data_ptr(), "aliasing needs T = 1"
     out = torch.empty(M, R, C, dtype=out_dtype, device=x.device)
     block = triton.next_power_of_2(C)
     chunk = min(LN_MIX_CHUNK, block) if R <= LN_MIX_SPLIT_ROWS else block
