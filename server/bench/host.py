@@ -10,7 +10,11 @@ H200 machine a small op costs ~30-50 us of host time: docs/performance.md).
 * ops per step: torch operations dispatched (a TorchDispatchMode counter) by one
   ``BatchEngine.pulse`` of ``--steps`` steps of one sampled row (temperature 0.7, top-k 50,
   top-p 0.9) of the tiny model, divided by the steps, with the model's own operations counted
-  apart (on CUDA they are one graph replay a step).
+  apart (on CUDA they are one graph replay a step);
+* ops of a request: the engine calls between admission and the first token (load, prefill with
+  the prompt's last token, start, the first pulse), the model's operations left out, for a
+  greedy and a sampled task. On the CPU a pulse step's bookkeeping runs as torch code (on CUDA
+  one Triton launch each), so the CPU counts are somewhat higher than CUDA's.
 """
 
 from __future__ import annotations
@@ -48,11 +52,8 @@ def tokenise_ms(turns: int, target: int, repeat: int) -> tuple[int, float, float
     return len(ids), statistics.median(plain) * 1e3, statistics.median(reusing) * 1e3
 
 
-def ops_per_step(steps: int) -> tuple[float, float]:
-    """(all torch ops, the model's) per step of a pulse of one sampled row."""
+def _counter():
     from torch.utils._python_dispatch import TorchDispatchMode
-
-    from server.scheduler.engine import BatchEngine
 
     class Count(TorchDispatchMode):
         n = 0
@@ -61,6 +62,50 @@ def ops_per_step(steps: int) -> tuple[float, float]:
             self.n += 1
             return func(*args, **(kwargs or {}))
 
+    return Count
+
+
+def request_ops(temperature: float) -> dict[str, int]:
+    """Torch ops of the engine calls on a request's way to its first token (load, prefill with
+    the prompt's last token, start, the first pulse), the model's own operations left out, for
+    one task (the second of two identical requests: the first one builds what is cached)."""
+    from server.scheduler.engine import BatchEngine
+
+    Count = _counter()
+    model = common.build_model("tiny", "cpu", "fp32", "fp32")
+    engine = BatchEngine(model)
+    prompt = list(range(5, 100))
+    real = model.prefill
+    counts = {}
+    for _ in range(2):
+        counts = {}
+        in_model = Count()
+
+        def counted_prefill(*a, **k):
+            with in_model:
+                return real(*a, **k)
+
+        model.prefill = counted_prefill
+        task = common.DummyTask(temperature=temperature, top_k=50, top_p=0.9)
+        for name, call in (("load", lambda: engine.load([0], [task])),
+                           ("prefill", lambda: engine.prefill([0], [prompt], first={0})),
+                           ("start", lambda: engine.start([0], [prompt[-1]], [4])),
+                           ("first pulse", lambda: engine.pulse(1))):
+            c = Count()
+            with c:
+                call()
+            counts[name] = c.n
+        counts["prefill"] -= in_model.n
+        model.prefill = real
+        engine.free([0])
+    return counts
+
+
+def ops_per_step(steps: int) -> tuple[float, float]:
+    """(all torch ops, the model's) per step of a pulse of one sampled row."""
+    from server.scheduler.engine import BatchEngine
+
+    Count = _counter()
     model = common.build_model("tiny", "cpu", "fp32", "fp32")
     engine = BatchEngine(model)
     task = common.DummyTask(temperature=0.7, top_k=50, top_p=0.9)
@@ -97,6 +142,13 @@ def main(argv=None) -> None:
         [f"torch ops a step, pulse of {args.steps} (sampled row)", f"{all_ops:.1f}"],
         ["of them in the model's decode", f"{model_ops:.1f}"],
         ["outside the model (eager on CUDA too)", f"{all_ops - model_ops:.1f}"]]), flush=True)
+    rows = []
+    for temp, kind in ((0.0, "greedy"), (0.7, "sampled")):
+        counts = request_ops(temp)
+        rows.append([kind, *(str(v) for v in counts.values()), str(sum(counts.values()))])
+    print()
+    print(common.table(["request's way to its first token: torch ops (model apart)", "load",
+                        "prefill", "start", "first pulse", "all"], rows), flush=True)
 
 
 if __name__ == "__main__":

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -244,22 +245,21 @@ class BatchSampler:
         invalidate())."""
         V, B = self.vocab_size, batch.batch_size
         # the three parameters in one copy (float64 holds each exactly); the grouping is
-        # computed on the host (each device op costs host time on a request's way to its
-        # first token)
+        # computed on the host in numpy (each torch op, even on a host tensor, costs dispatcher
+        # time on a request's way to its first token)
         temperature, top_k, top_p = torch.stack(
-            [batch.temperature.double(), batch.top_k.double(), batch.top_p.double()]).cpu()
-        k_host = torch.where(top_k > 0, top_k.clamp(max=V), V).long()
+            [batch.temperature.double(), batch.top_k.double(), batch.top_p.double()]).cpu().numpy()
+        k_host = np.where(top_k > 0, np.minimum(top_k, V), V).astype(np.int64)
         use_topk = (top_k > 0) & (k_host <= TOPK_CAP)
         full = (k_host == V) & (top_p >= 1)  # no truncation at all
-        group = torch.where(temperature <= 0, 0,
-                            torch.where(full, 1, torch.where(use_topk, 2, 3)))
+        group = np.where(temperature <= 0, 0, np.where(full, 1, np.where(use_topk, 2, 3)))
         plan = []
         for g, draw in ((1, self._full), (2, self._topk), (3, self._sorted)):
-            rows = (group == g).nonzero().squeeze(1)                # [R] host
-            if rows.numel():
+            rows = np.flatnonzero(group == g)                       # [R] host
+            if rows.size:
                 kmax = int(k_host[rows].max())
-                plan.append((draw, None if rows.numel() == B else rows.to(batch.penalties.device),
-                             kmax))
+                plan.append((draw, None if rows.size == B else torch.from_numpy(rows).to(
+                    batch.penalties.device), kmax))
         k = temp = None
         if plan:  # device tensors, computed once per plan instead of every step
             k = torch.where(batch.top_k > 0, batch.top_k.clamp(max=V), V).long()

@@ -336,8 +336,10 @@ class BatchEngine:
 
     def _first_logits(self, first_slots, rows, kept, active):
         """The first step's logits: ``kept`` [len(rows), V] for ``rows`` (the device indices of
-        ``first_slots``); a decode step for the other live rows, if any (``rows`` stay as they
-        are in it)."""
+        ``first_slots``, in slot order); a decode step for the other live rows, if any (``rows``
+        stay as they are in it)."""
+        if len(rows) == self.capacity:  # every row's logits are kept (rows in slot order)
+            return kept
         if self._running <= first_slots:
             logits = torch.zeros(self.capacity, self.vocab_size, dtype=kept.dtype,
                                  device=self.device)
