@@ -83,3 +83,21 @@ def test_stages_time_each_method_once_and_put_them_back():
     assert "_jump" not in vars(sched.prefiller) and "lookup" not in vars(sched.prefiller.cache)
     report = stages.report(times)
     assert report.splitlines()[0] == "| method | calls | ms |" and "| engine.load | 1 |" in report
+
+
+@pytest.mark.parametrize("flag,synced", [("1", True), ("0", False)])
+def test_sync_prefill_flag(monkeypatch, flag, synced):
+    """--sync-prefill 0 runs the prefill calls as a server does (no synchronisation around
+    them); the breakdown still sums to the TTFT."""
+    from server.bench import common
+
+    calls = []
+    real = common.timed
+    monkeypatch.setattr(common, "timed", lambda fn, dev: calls.append(1) or real(fn, dev))
+    args = ARGS[:ARGS.index("--turns")] + ["--turns", "1", "--target", "200", "--max-tokens",
+                                           "2", "--repeat", "1", "--warmup", "0",
+                                           "--sync-prefill", flag]
+    (row,) = ttft.run(ttft.parse_args(args))
+    assert bool(calls) == synced
+    t = row["cache"]
+    assert t["prefill_model"] > 0 and sum(t[k] for k in ttft.STAGES) == pytest.approx(t["ttft"])

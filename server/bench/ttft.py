@@ -17,8 +17,9 @@ after ``--warmup`` unmeasured ones that capture graphs and compile kernels), and
 replies were equal. The breakdown (ms, of the median run) sums to the TTFT:
 
 * queue: ``add_task`` -> the task admitted into a slot (daemon wake-up, ``engine.load``);
-* prefill model: ``engine.prefill`` calls (on CUDA synchronised after each, so their GPU time
-  lands here and not in the pulse; the server does not wait there);
+* prefill model: ``engine.prefill`` calls (on CUDA synchronised around each, so their GPU time
+  lands here and not in the pulse; the server does not wait there: ``--sync-prefill 0`` runs
+  them as the server does, and TTFT is then the server's);
 * prefill other: the rest of the prefill phase (cache lookups and loads, checkpoint planning,
   state copies into the cache, starting the slot);
 * first pulse: ``engine.pulse`` of the pulse that produced the first token (one decode step);
@@ -41,7 +42,7 @@ from server.bench.conversation import Conversation
 class Probe:
     """One scheduler (cache on or off) with its ``engine.prefill`` calls timed and counted."""
 
-    def __init__(self, model, loader, cache_mb: int, buffer_size: int):
+    def __init__(self, model, loader, cache_mb: int, buffer_size: int, sync: bool = True):
         from server.scheduler import DynamicScheduler
         from server.scheduler.prefix_cache import PrefixCache
 
@@ -58,7 +59,12 @@ class Probe:
         real = engine.prefill
 
         def timed_prefill(slots, token_lists, first=()):
-            t, _ = common.timed(lambda: real(slots, token_lists, first), dev)
+            if sync:  # the pass's device time, at the cost of waiting for it here
+                t, _ = common.timed(lambda: real(slots, token_lists, first), dev)
+            else:  # as a server runs it: the host goes on while the device works
+                t0 = time.perf_counter()
+                real(slots, token_lists, first)
+                t = time.perf_counter() - t0
             self.calls.append(t)
 
         engine.prefill = timed_prefill  # the Prefiller calls it through the engine
@@ -170,8 +176,9 @@ def run(args) -> list[dict]:
     """Build the model and both schedulers, run the conversations; rows of the median run."""
     model = common.build_model(args.preset, args.device, args.dtype, args.state_dtype)
     loader = common.BenchLoader(model, f"random-{args.preset}")
-    probes = {"cache": Probe(model, loader, args.cache_mb, args.buffer_size),
-              "nocache": Probe(model, loader, 0, args.buffer_size)}
+    sync = bool(args.sync_prefill)
+    probes = {"cache": Probe(model, loader, args.cache_mb, args.buffer_size, sync),
+              "nocache": Probe(model, loader, 0, args.buffer_size, sync)}
     runs = []
     try:
         for i in range(args.warmup + args.repeat):
@@ -239,6 +246,12 @@ def parse_args(argv=None):
     p.add_argument("--device", default=None, help="default: cuda if present, else cpu")
     p.add_argument("--dtype", default="fp16", help="fp16|bf16|fp32 (fp16 becomes fp32 on cpu)")
     p.add_argument("--state-dtype", default="fp32")
+    p.add_argument("--sync-prefill", type=int, default=1, choices=(0, 1),
+                   help="1: synchronise around each engine.prefill call (its device time is "
+                        "'prefill model'; the host waits there, which a server does not); 0: "
+                        "as a server runs (host work after the pass overlaps it; 'prefill "
+                        "model' is then the call's host time and the pass's device time lands "
+                        "in later stages)")
     p.add_argument("--json", help="write the rows here")
     p.add_argument("--trace", action="store_true",
                    help="then one more conversation, its last cached turn under torch.profiler")
