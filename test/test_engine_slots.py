@@ -191,3 +191,28 @@ def test_one_long_pulse_equals_one_step_pulses(tiny_loader):
     (t1, c1, p1), (t2, c2, p2) = results
     assert t1 == t2 and c1 == c2 and torch.equal(p1, p2)
     assert [len(t) for t in t1][1] == 3 and len(t1[3]) == 5  # ended mid-pulse
+
+
+def test_load_and_start_write_each_parameter_to_its_row(engine):
+    """Tasks loaded into slots out of order: every sampling parameter and counter lands in its
+    task's row (the packed tensors' rows map to the right names), the other rows stay neutral;
+    start sets current, max_new and n_gen = 0 per row."""
+    engine.resize(4, [])
+    tasks = {slot: DummyTask(temperature=0.1 + slot, top_p=0.2 + slot / 10, top_k=3 + slot,
+                             presence_penalty=0.3 + slot, repetition_penalty=0.4 + slot,
+                             penalty_decay=0.5 + slot / 10, seed=1000 + slot,
+                             rng_counter=20 + slot) for slot in (3, 1)}
+    engine.load(list(tasks), list(tasks.values()))
+    engine.start(list(tasks), [70 + s for s in tasks], [900 + s for s in tasks])
+    names = {"temperature": "temperature", "top_p": "top_p", "top_k": "top_k",
+             "presence": "presence_penalty", "repetition": "repetition_penalty",
+             "decay": "penalty_decay", "seed": "seed", "counter": "rng_counter"}
+    free = SamplingBatch.empty(1, engine.vocab_size)
+    for slot in range(4):
+        for field, attr in names.items():
+            got = getattr(engine.samp, field)[slot]
+            want = getattr(tasks[slot], attr) if slot in tasks else getattr(free, field)[0]
+            assert got.item() == pytest.approx(float(want)), (slot, field)
+    assert engine.cur.tolist()[1::2] == [71, 73] and engine.max_new.tolist()[1::2] == [901, 903]
+    assert engine.n_gen.tolist() == [0, 0, 0, 0]
+    assert engine.live.tolist() == [False, True, False, True]

@@ -27,7 +27,7 @@ from server.model.fused import kernel_module
 from server.model.sampler import BatchSampler, wrap_seed
 from server.model.state import to_device
 from server.scheduler.copyback import CopyBack
-from server.scheduler.slots import SlotBuffers
+from server.scheduler.slots import FLOAT_PARAMS, LONG_PARAMS, SlotBuffers
 
 EOS_TOKEN = 0
 NEWLINE_TOKENS = (11, 261)  # "\n", "\n\n"
@@ -83,6 +83,7 @@ class BatchEngine:
                                                           ("cur", "n_gen", "max_new", "live"))
         self.stop_host = b.stop_host[:cap]  # [cap] host flags (pinned on CUDA)
         self.stop_dev = b.stop_dev[:cap]
+        self._fparams, self._lparams, self._lvectors = b.packed_view(cap)
 
     def resize(self, cap: int, keep: list[int]) -> None:
         """Set the capacity to ``cap`` slots, moving rows ``keep`` to slots ``0..len(keep)-1``;
@@ -144,19 +145,18 @@ class BatchEngine:
         each small copy costs tens of microseconds of host time, and this is on every
         request's way to its first token)."""
         dev = self.device
-        floats = [n for n, (_, dt) in TASK_PARAMS.items() if dt.is_floating_point]
-        ints = [n for n in TASK_PARAMS if n not in floats]
 
         def column(name):
             values = [getattr(t, TASK_PARAMS[name][0]) for t in tasks]
             return [wrap_seed(v) for v in values] if name == "seed" else values  # low 64 bits
 
-        f = to_device(torch.tensor([column(n) for n in floats], dtype=torch.float32), dev)
-        i = to_device(torch.tensor([slots] + [column(n) for n in ints], dtype=torch.long), dev)
+        f = to_device(torch.tensor([column(n) for n in FLOAT_PARAMS], dtype=torch.float32), dev)
+        i = to_device(torch.tensor([slots, column("top_k")] + [column(n) for n in LONG_PARAMS],
+                                   dtype=torch.long), dev)
         idx = i[0]
-        for name, col in zip(floats + ints, list(f) + list(i[1:])):  # per-row parameters
-            dst = getattr(self.samp, name)
-            dst[idx] = col.to(dst.dtype)
+        self._fparams[:, idx] = f  # the per-row parameters: one scatter per pack
+        self._lparams[:, idx] = i[2:]
+        self.samp.top_k[idx] = i[1].to(self.samp.top_k.dtype)
         self.samp.penalties[idx] = 0.0
         fresh = [s for s, t in zip(slots, tasks) if t.state is None]
         if fresh:
@@ -169,16 +169,14 @@ class BatchEngine:
         self.samp.invalidate()
         self.live[idx] = False
         self._forget(slots)
-        self.n_gen[idx] = 0
         self.stop_host[slots] = False
 
     def start(self, slots: list[int], current: list[int], max_new: list[int]) -> None:
         """Make ``slots`` live: decoding starts from ``current`` for up to ``max_new`` tokens."""
-        t = to_device(torch.tensor([slots, current, max_new], dtype=torch.long), self.device)
+        t = to_device(torch.tensor([slots, current, [0] * len(slots), max_new],
+                                   dtype=torch.long), self.device)
         idx = t[0]
-        self.cur[idx] = t[1]
-        self.max_new[idx] = t[2]
-        self.n_gen[idx] = 0
+        self._lvectors[:, idx] = t[1:]  # cur, n_gen = 0, max_new
         self.live[idx] = True
         self._running.update(slots)
 

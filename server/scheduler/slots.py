@@ -19,6 +19,12 @@ from server.model.state import State
 VECTORS = {"cur": torch.long, "n_gen": torch.long, "max_new": torch.long, "live": torch.bool}
 NEUTRAL = {"temperature": 1.0, "top_k": 0, "top_p": 1.0, "presence": 0.0, "repetition": 0.0,
            "decay": 1.0, "penalties": 0.0, "seed": 0, "counter": 0}  # SamplingBatch.empty's rows
+# per-slot values packed as the rows of one tensor each, so that loading a task writes each pack
+# with one scatter (a request's way to its first token: each op costs host time); the named
+# tensors (SamplingBatch fields, ``vectors``) are views of these rows
+FLOAT_PARAMS = ("temperature", "top_p", "presence", "repetition", "decay")  # float32
+LONG_PARAMS = ("seed", "counter")  # int64
+LONG_VECTORS = ("cur", "n_gen", "max_new")
 
 
 class SlotBuffers:
@@ -26,8 +32,16 @@ class SlotBuffers:
         self.rows = rows
         self.device = device
         self.state = model.new_state(rows)  # shift [L, 2, rows, C], wkv [L, rows, H, N, N]
-        self.samp = SamplingBatch.empty(rows, vocab_size, device)
-        self.vectors = {k: torch.zeros(rows, dtype=dt, device=device) for k, dt in VECTORS.items()}
+        empty = SamplingBatch.empty(rows, vocab_size, device)
+        self.fparams = torch.stack([getattr(empty, k) for k in FLOAT_PARAMS])  # [5, rows]
+        self.lparams = torch.stack([getattr(empty, k) for k in LONG_PARAMS])  # [2, rows]
+        packed = {**dict(zip(FLOAT_PARAMS, self.fparams)), **dict(zip(LONG_PARAMS, self.lparams))}
+        self.samp = SamplingBatch(**{f.name: packed.get(f.name, getattr(empty, f.name))
+                                     for f in fields(empty)})
+        self.lvectors = torch.zeros(len(LONG_VECTORS), rows, dtype=torch.long, device=device)
+        self.vectors = {**dict(zip(LONG_VECTORS, self.lvectors)),
+                        "live": torch.zeros(rows, dtype=torch.bool, device=device)}
+        assert set(self.vectors) == set(VECTORS)
         pin = device.type == "cuda"
         self.stop_host = torch.zeros(rows, dtype=torch.bool, pin_memory=pin)  # host flags
         self.stop_dev = self.stop_host if device.type == "cpu" else torch.zeros(
@@ -43,6 +57,11 @@ class SlotBuffers:
     def samp_view(self, cap: int) -> SamplingBatch:
         return SamplingBatch(**{f.name: getattr(self.samp, f.name)[:cap]
                                 for f in fields(self.samp)})
+
+    def packed_view(self, cap: int) -> tuple:
+        """The packs' first ``cap`` columns: (fparams [5, cap], lparams [2, cap], lvectors
+        [3, cap]), rows in FLOAT_PARAMS / LONG_PARAMS / LONG_VECTORS order."""
+        return self.fparams[:, :cap], self.lparams[:, :cap], self.lvectors[:, :cap]
 
     # ---- moving rows ---------------------------------------------------------------------
     def compact(self, keep: list[int]) -> None:
