@@ -15,14 +15,16 @@ product:
 ``limits`` (optional, [G] int32) bounds each group's valid N and K (zero-padded LoRA stacks:
 outputs past a group's N are not written and K stops at its limit).
 
-**Split of K** (``split`` > 1): a product with few row blocks (the LoRA first stages: 36 blocks
-of 16 rows at 2.9B; the C x C output product) leaves most of the GPU idle while each program
-walks the whole of K. Split, each of ``split`` programs of a row block reduces one slice of K and
+**Split of K** (``split`` > 1): a product with few row blocks (at 2.9B the LoRA first stages
+have ~20 blocks of 32 rows, the output and FFN value products 40-80 on 132 SMs) leaves much of
+the GPU idle while each program walks the whole of K. Split, each of ``split`` programs of a row block reduces one slice of K and
 writes its fp32 partial tile to a scratch buffer, then takes a ticket from the block's counter;
 the program that draws the last ticket sums the partials in slice order (0, 1, ...) and applies
 the epilogue, then resets the counter. The sum's order does not depend on which program comes
 last, so results are the same run to run (no floating-point atomics). The scratch (partials and
-counters, ``GemvScratch``) is shared by the launches of one stream: they run one after another.
+counters, ``GemvScratch``) is shared by the launches of one stream: they run one after another
+(with programmatic dependent launch too: a kernel touches no memory before its predecessor is
+done, `pdl.py`). ``gemv_pair`` runs two independent products in one launch.
 """
 
 from dataclasses import dataclass
@@ -192,7 +194,10 @@ class _Product:
 
 def _prepare(x: Tensor, w: Tensor, out: Tensor | None, epi: int, limits: Tensor | None,
              config, scratch: GemvScratch | None, rows_before: int = 0,
-             blocks_before: int = 0) -> tuple[_Product, Tensor]:
+             blocks_before: int = 0) -> tuple[_Product, GemvScratch | None]:
+    """Check the shapes, allocate ``out`` if needed and work out the launch of one product; a
+    split one takes the scratch after ``rows_before`` rows and ``blocks_before`` counters (the
+    first product of a pair). Returns the product and the scratch (made if none was given)."""
     squeeze = x.dim() == 2
     x3, w3 = (x.unsqueeze(0), w.unsqueeze(0)) if squeeze else (x, w)
     G, M, K = x3.shape
