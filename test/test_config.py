@@ -31,8 +31,9 @@ def test_pdl_setting_and_kernel_switch_agree(monkeypatch):
             pdl.enabled.cache_clear()
             assert load_settings().pdl is on
             assert pdl.enabled(cuda) is on, value
-            assert pdl.launch_options(cuda) == ({"PDL": True, "launch_pdl": True} if on
-                                                 else {"PDL": False})
+            assert pdl.launch_options(cuda, 16) == ({"PDL": True, "launch_pdl": True} if on
+                                                     else {"PDL": False})
+            assert pdl.launch_options(cuda, 17) == {"PDL": False}  # beyond the small batch
         monkeypatch.setenv("RWKV_PDL", "true")
         pdl.enabled.cache_clear()
         assert not pdl.enabled(torch.device("cpu"))

@@ -65,11 +65,16 @@ for M in (1, 5):
              gt.gemv(xb, wb, epi=gt.EPI_LORA, limits=lim, config=cb, scratch=scratch))
     both = gt.gemv_pair(dict(x=xa, w=wa, epi=gt.EPI_RELU2, config=ca),
                         dict(x=xb, w=wb, epi=gt.EPI_LORA, limits=lim, config=cb), scratch)
-    for g in range(4):
-        n = int(lim[g, 0])
-        assert torch.equal(alone[1][g, :, :n], both[1][g, :, :n]), (M, g)
-    assert torch.equal(alone[0], both[0]), M
+    own = gt.gemv_pair(dict(x=xa, w=wa, epi=gt.EPI_RELU2, config=ca),  # its own scratch
+                       dict(x=xb, w=wb, epi=gt.EPI_LORA, limits=lim, config=cb))
+    for pair in (both, own):
+        for g in range(4):
+            n = int(lim[g, 0])
+            assert torch.equal(alone[1][g, :, :n], pair[1][g, :, :n]), (M, g)
+        assert torch.equal(alone[0], pair[0]), M
     assert int(scratch.counters.abs().sum()) == 0
+assert gt.split_of(2560, 512, 8) == (5, 512) and gt.split_of(10240, 128, 8) == (8, 1280)
+assert gt.split_of(2560, 256, 4) == (4, 768) and gt.split_of(256, 256, 8) == (1, 256)
 try:
     gt.gemv(rnd(1, 17, K), rnd(1, N, K))
     raise SystemExit("17 rows accepted")

@@ -104,7 +104,7 @@ def reference(x, w, epi: int, lim) -> list:
 
 
 def run_case(case, M: int, dt, dev, sweep: list) -> dict:
-    from server.model.kernels.gemv_triton import EPI_ADD, GemvScratch, gemv, _config
+    from server.model.kernels.gemv_triton import EPI_ADD, GemvScratch, _config, gemv, split_of
 
     name, G, N, K, epi, lim, nbytes = case
     copies = max(4, -(-L2_DEFEAT_BYTES // (G * N * K * 2)))
@@ -115,7 +115,7 @@ def run_case(case, M: int, dt, dev, sweep: list) -> dict:
     t_torch = graph_time(lambda i: torch_call(G, M, N, K, epi, x, ws[i], out), copies)
     row["cuBLAS µs"] = f"{t_torch:.1f}"
     row["cuBLAS GB/s"] = f"{nbytes / t_torch / 1e3:.0f}"
-    scratch = GemvScratch(dev, G * (N + 64))
+    scratch = GemvScratch(dev, G * (N + 128))  # row blocks up to 128
     configs = [_config(M, N, K, G)] + sweep
     best = None
     for cfg in configs:
@@ -130,13 +130,15 @@ def run_case(case, M: int, dt, dev, sweep: list) -> dict:
             row["gemv GB/s"] = f"{nbytes / t / 1e3:.0f}"
         if best is None or t < best[0]:
             best = (t, cfg)
-        if sweep:  # the best time at each split of K
-            key = f"split {cfg[4]} µs"
+        if sweep:  # the best time at each split of K (as it runs: gemv_triton.split_of)
+            key = f"split {split_of(K, cfg[1], cfg[4])[0]} µs"
             row[key] = f"{min(t, float(row.get(key, 'inf'))):.1f}"
     if sweep and best is not None:
         row["best µs"] = f"{best[0]:.1f}"
         row["best GB/s"] = f"{nbytes / best[0] / 1e3:.0f}"
+        bn, bk, warps, stages, split = best[1]
         row["best (BN, BK, warps, stages, split)"] = str(best[1])
+        row["split as run"] = str(split_of(K, bk, split)[0])
     if epi != EPI_ADD:  # the kernel against fp32 products on this shape
         cfg = best[1] if best is not None else None
         got = gemv(x, ws[0], epi=epi, limits=lim, config=cfg, scratch=scratch).float()

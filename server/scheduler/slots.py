@@ -32,13 +32,22 @@ class SlotBuffers:
         self.rows = rows
         self.device = device
         self.state = model.new_state(rows)  # shift [L, 2, rows, C], wkv [L, rows, H, N, N]
-        empty = SamplingBatch.empty(rows, vocab_size, device)
-        self.fparams = torch.stack([getattr(empty, k) for k in FLOAT_PARAMS])  # [5, rows]
-        self.lparams = torch.stack([getattr(empty, k) for k in LONG_PARAMS])  # [2, rows]
+        # each pack row padded to a multiple of 8 entries: every named view starts 32-byte
+        # aligned whatever ``rows`` (Triton compiles a kernel variant per pointer alignment)
+        padded = -(-rows // 8) * 8
+
+        def pack(names, dtype):  # neutral rows
+            t = torch.tensor([[NEUTRAL[k]] for k in names], dtype=dtype, device=device)
+            return t.expand(len(names), padded).contiguous()[:, :rows]
+
+        self.fparams = pack(FLOAT_PARAMS, torch.float32)  # [5, rows]
+        self.lparams = pack(LONG_PARAMS, torch.long)  # [2, rows]
+        empty = SamplingBatch.empty(rows, vocab_size, device)  # penalties, top_k
         packed = {**dict(zip(FLOAT_PARAMS, self.fparams)), **dict(zip(LONG_PARAMS, self.lparams))}
         self.samp = SamplingBatch(**{f.name: packed.get(f.name, getattr(empty, f.name))
                                      for f in fields(empty)})
-        self.lvectors = torch.zeros(len(LONG_VECTORS), rows, dtype=torch.long, device=device)
+        self.lvectors = torch.zeros(len(LONG_VECTORS), padded, dtype=torch.long,
+                                    device=device)[:, :rows]
         self.vectors = {**dict(zip(LONG_VECTORS, self.lvectors)),
                         "live": torch.zeros(rows, dtype=torch.bool, device=device)}
         assert set(self.vectors) == set(VECTORS)

@@ -103,7 +103,7 @@ def _launch(S, r, k, v, lora, v_first, keep, w0, a0, v0, k_k, k_a, r_k, ln_w, ln
         w0 if first else v0, k_k, k_a, r_k, ln_w, ln_b, S, out, v_out, bonus, B, C, H,
         S.stride(0), S.stride(1), decay_scale, eps, FIRST=first, HAS_KEEP=keep is not None,
         N=HEAD, BI=rows, POST=post, num_warps=max(1, rows * S.element_size() // 32),
-        **pdl.launch_options(r.device))
+        **pdl.launch_options(r.device, B))
 
 
 def time_mix_decode(S: Tensor, r: Tensor, k: Tensor, v: Tensor, lora: Tensor,

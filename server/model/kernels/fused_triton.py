@@ -118,7 +118,7 @@ def ln_mix(x: Tensor, ln_w: Tensor, ln_b: Tensor, prev: Tensor, new_prev: Tensor
     _ln_mix_kernel[(R, triton.cdiv(C, chunk))](
         x, ln_w, ln_b, prev, new_prev, write, mix, out, T, C, R, eps, M=M,
         MP=triton.next_power_of_2(M), BLOCK=block, CHUNK=chunk,
-        num_warps=8 if chunk >= 4096 else 4, **pdl.launch_options(x.device))
+        num_warps=8 if chunk >= 4096 else 4, **pdl.launch_options(x.device, R))
     return out
 
 

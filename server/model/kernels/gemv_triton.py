@@ -175,6 +175,15 @@ def _config(M: int, N: int, K: int, G: int) -> tuple[int, int, int, int, int]:
     return 64, 256, 4, 3, 4  # output (C x C)
 
 
+def split_of(K: int, block_k: int, split: int) -> tuple[int, int]:
+    """(slices, K per slice) that a configured split becomes: at most MAX_SPLIT and one slice
+    per ``block_k`` block, each slice a whole number of blocks, no empty slice (e.g. K = 2560,
+    block 512, split 8 runs as 5 slices of 512)."""
+    split = max(1, min(split, MAX_SPLIT, triton.cdiv(K, block_k)))
+    k_per_split = triton.cdiv(triton.cdiv(K, split), block_k) * block_k
+    return triton.cdiv(K, k_per_split), k_per_split
+
+
 @dataclass
 class _Product:
     """One product's launch arguments (``_prepare``)."""
@@ -215,9 +224,7 @@ def _prepare(x: Tensor, w: Tensor, out: Tensor | None, epi: int, limits: Tensor 
         raise ValueError(f"gemv: out {tuple(out.shape)} must be [G, M, N] contiguous along N")
     block_n, block_k, warps, stages, split = config or _config(M, N, K, G)
     n_blocks = triton.cdiv(N, block_n)
-    split = max(1, min(split, MAX_SPLIT, triton.cdiv(K, block_k)))
-    k_per_split = triton.cdiv(triton.cdiv(K, split), block_k) * block_k
-    split = triton.cdiv(K, k_per_split)  # no empty slices
+    split, k_per_split = split_of(K, block_k, split)
     rows = blocks = 0
     part = count = x3  # unused unless split
     if split > 1:
@@ -247,7 +254,7 @@ def gemv(x: Tensor, w: Tensor, out: Tensor | None = None, epi: int = EPI_STORE,
     _gemv_kernel[(n_blocks, G, split)](
         x3, w3, o3, lim, part, count, p.M, N, K, split, kps, *strides, EPI=epi,
         LIMITS=p.limits, BLOCK_N=p.block_n, BLOCK_K=p.block_k, num_warps=p.warps,
-        num_stages=p.stages, **pdl.launch_options(x.device))
+        num_stages=p.stages, **pdl.launch_options(x.device, p.M))
     return p.out
 
 
@@ -256,6 +263,10 @@ def gemv_pair(a: dict, b: dict, scratch: GemvScratch | None = None) -> tuple[Ten
     first stages, which read the same mixed inputs): ``a`` and ``b`` are ``gemv``'s keyword
     arguments (x, w, out, epi, limits, config). The launch takes ``a``'s warps and stages.
     Same results as two ``gemv`` calls."""
+    if scratch is None:  # one scratch for both (each product's rows, rounded up to a block)
+        rows = sum(p["x"].shape[0] * (p["w"].shape[-2] + 128) if p["x"].dim() == 3
+                   else p["w"].shape[-2] + 128 for p in (a, b))
+        scratch = GemvScratch(a["x"].device, rows)
     pa, scratch = _prepare(a["x"], a["w"], a.get("out"), a.get("epi", EPI_STORE),
                            a.get("limits"), a.get("config"), scratch)
     pb, _ = _prepare(b["x"], b["w"], b.get("out"), b.get("epi", EPI_STORE), b.get("limits"),
@@ -266,5 +277,5 @@ def gemv_pair(a: dict, b: dict, scratch: GemvScratch | None = None) -> tuple[Ten
     _gemv_pair_kernel[(n[0] + n[1],)](
         *pa.args, *pb.args, pa.M, EPI_A=pa.epi, LIM_A=pa.limits, BN_A=pa.block_n,
         BK_A=pa.block_k, EPI_B=pb.epi, LIM_B=pb.limits, BN_B=pb.block_n, BK_B=pb.block_k,
-        num_warps=pa.warps, num_stages=pa.stages, **pdl.launch_options(pa.out.device))
+        num_warps=pa.warps, num_stages=pa.stages, **pdl.launch_options(pa.out.device, pa.M))
     return pa.out, pb.out

@@ -1,5 +1,6 @@
 """Programmatic dependent launch (PDL; Hopper and later) for the chain of Triton kernels of a
-small-batch decode step.
+small-batch decode step (launches over at most ``MAX_ROWS`` rows: ln_mix, the skinny products,
+the one-kernel time mix).
 
 A decode step at a few rows is ~300 short kernels (ln_mix, the skinny products, the time mix),
 each a few microseconds; between two of them the GPU drains one grid and launches the next. With
@@ -36,9 +37,15 @@ def enabled(device: torch.device) -> bool:
     return torch.cuda.get_device_capability(device)[0] >= 9
 
 
-def launch_options(device: torch.device) -> dict:
-    """The kernel's ``PDL`` flag and the launch option, to splat into a launch."""
-    return {"PDL": True, "launch_pdl": True} if enabled(device) else {"PDL": False}
+MAX_ROWS = 16  # the small-batch chain: decode steps whose products run through gemv_triton
+
+
+def launch_options(device: torch.device, rows: int) -> dict:
+    """The kernel's ``PDL`` flag and the launch option, to splat into a launch of a kernel over
+    ``rows`` rows: PDL only in the small-batch chain (measured there; larger launches follow
+    cuBLAS products, which never signal, and were not measured with it)."""
+    on = rows <= MAX_ROWS and enabled(device)
+    return {"PDL": True, "launch_pdl": True} if on else {"PDL": False}
 
 
 @triton.jit
