@@ -244,13 +244,30 @@ for t in (None, temp):
         x2 = x2 / t[:, None]
     P2.mul_(decay[:, None])
     assert torch.equal(x1, x2) and torch.equal(P1, P2), t
+# the update after a draw (presence / repetition on the token, counter + 1), against the torch
+# path: rows with a zero and a non-zero penalty on their token, an inactive row, no mask
+from server.model.sampler import BatchSampler, SamplingBatch
+P[1, 7] = 0.0
+for active in (torch.tensor([True, True, False, True, True]), None):
+    sb = SamplingBatch.empty(B, V)
+    sb.penalties.copy_(P)
+    sb.presence.copy_(torch.tensor([0.5, 1.0, 2.0, -0.3, 0.0]))
+    sb.repetition.copy_(torch.tensor([0.1, 0.2, 0.3, 0.4, -0.5]))
+    sb.counter.copy_(torch.tensor([3, 0, 9, 1, 2]))
+    tokens = torch.tensor([5, 7, 9, 9999, 0])
+    want = SamplingBatch(**{k: getattr(sb, k).clone() for k in sb.__dataclass_fields__})
+    BatchSampler._update(want, tokens, active)
+    st.update(sb.penalties, tokens, sb.presence, sb.repetition, active, sb.counter)
+    assert torch.equal(sb.penalties, want.penalties) and torch.equal(sb.counter, want.counter)
+    assert not torch.equal(sb.penalties, P)
 print("prepare ok")
 """
 
 
 def test_fused_prepare_pass_is_the_torch_path_bit_for_bit():
-    """The CUDA sampler's one-pass kernel (penalties, temperature, decay), through Triton's CPU
-    interpreter, against the torch operations it replaces."""
+    """The CUDA sampler's kernels (the one-pass prologue: penalties, temperature, decay; the
+    update after a draw), through Triton's CPU interpreter, against the torch operations they
+    replace."""
     pytest.importorskip("triton")
     from model_cases import run_interpreted
 

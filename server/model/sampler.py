@@ -204,7 +204,12 @@ class BatchSampler:
                     tokens = draw(x, k, batch.top_p, u, kmax)
                 else:
                     tokens[rows] = draw(x[rows], k[rows], batch.top_p[rows], u[rows], kmax)
-        self._update(batch, tokens, active)
+        P = batch.penalties
+        if self._fused and P.is_cuda and P.is_contiguous():  # one launch; the same bits
+            self._fused.update(P, tokens, batch.presence, batch.repetition, active,
+                               batch.counter)
+        else:
+            self._update(batch, tokens, active)
         return tokens
 
     def uniforms(self, batch: SamplingBatch, steps: int) -> Tensor | None:
@@ -287,7 +292,8 @@ class BatchSampler:
     @staticmethod
     def _update(batch: SamplingBatch, tokens: Tensor, active: Tensor | None) -> None:
         """Presence/repetition on the sampled token (the decay is applied: `_prepare`);
-        counter += 1 (active rows)."""
+        counter += 1 (active rows). On CUDA one Triton launch does the same
+        (`sampling_triton.update`); this code is its definition."""
         P = batch.penalties                                         # [B, V]
         presence, repetition = batch.presence, batch.repetition
         if active is not None:

@@ -1,4 +1,6 @@
-"""The sampler's first pass over the logits in one kernel (CUDA): for every row b and token t,
+"""The sampler's passes over the rows in one kernel each (CUDA).
+
+`prepare`, the first pass over the logits: for every row b and token t,
 
     x[b, t] = (logits[b, t] - P[b, t]) / temp[b]        (temp[b] = 1: greedy rows, or TEMPER off)
     P[b, t] = P[b, t] * decay[b]                         (decay[b] = 1 for inactive rows)
@@ -7,6 +9,11 @@ which the torch path (`BatchSampler._prepare`) does in three passes over [B, V] 
 divide, the penalties' decay): each pass reads or writes ~67 MB at batch 256 with a 65,536-token
 vocabulary. Same fp32 operations in the same order (IEEE division), so the results are the
 torch path's bit for bit; rows are independent.
+
+`update`, after the draw: the sampled token's penalty grows by the presence (first time) or
+repetition penalty, and the row's random-stream counter by one, for active rows
+(`BatchSampler._update`: ~10 small torch ops a step, each a launch). Same fp32 operations, bit
+for bit.
 """
 
 import torch
@@ -43,3 +50,34 @@ def prepare(logits: Tensor, penalties: Tensor, temp: Tensor | None, decay: Tenso
         logits, penalties, decay if temp is None else temp, decay, x, V, TEMPER=temp is not None,
         BLOCK=_BLOCK, num_warps=8)
     return x
+
+
+@triton.jit(do_not_specialize=["B"])  # B follows the batch capacity
+def _update_kernel(pen_ptr, tok_ptr, pres_ptr, rep_ptr, act_ptr, count_ptr, B, V,
+                   HAS_ACTIVE: tl.constexpr, BLOCK: tl.constexpr):
+    b = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = b < B
+    pres = tl.load(pres_ptr + b, mask=m, other=0.0)
+    rep = tl.load(rep_ptr + b, mask=m, other=0.0)
+    step = tl.full((BLOCK,), 1, tl.int64)
+    if HAS_ACTIVE:
+        act = tl.load(act_ptr + b, mask=m, other=0) != 0
+        pres = pres * act.to(tl.float32)
+        rep = rep * act.to(tl.float32)
+        step = act.to(tl.int64)
+    o = b.to(tl.int64) * V + tl.load(tok_ptr + b, mask=m, other=0)
+    cur = tl.load(pen_ptr + o, mask=m, other=0.0)
+    tl.store(pen_ptr + o, cur + tl.where(cur == 0, pres, rep), mask=m)
+    tl.store(count_ptr + b, tl.load(count_ptr + b, mask=m, other=0) + step, mask=m)
+
+
+def update(penalties: Tensor, tokens: Tensor, presence: Tensor, repetition: Tensor,
+           active: Tensor | None, counter: Tensor) -> None:
+    """penalties [B, V] fp32 (in place, contiguous); tokens [B] int64; presence, repetition [B]
+    fp32; active [B] bool or None (all); counter [B] int64 (in place)."""
+    B, V = penalties.shape
+    assert penalties.is_contiguous()
+    block = 128
+    _update_kernel[(triton.cdiv(B, block),)](
+        penalties, tokens, presence, repetition, active if active is not None else tokens,
+        counter, B, V, HAS_ACTIVE=active is not None, BLOCK=block, num_warps=4)
