@@ -115,6 +115,10 @@ class _Seq:
     def next_point(self, pos: int) -> int:
         return next(p for p in self.points if p > pos)
 
+    def later_between(self, lo: int, hi: int) -> list[int]:
+        """The ``later`` points a feed from ``lo`` tokens to ``hi`` passes (strictly inside)."""
+        return [p for p in self.later if lo < p < hi]
+
 
 class Prefiller:
     def __init__(self, engine, cache: PrefixCache | None = None):
@@ -173,7 +177,7 @@ class Prefiller:
                 h = len(task.history)
                 target = s.next_point(h)
                 key = self.cache.key(s.origin, s.hashes, target)
-                passed = [p for p in s.later if h < p < min(target, h + budget)]
+                passed = s.later_between(h, min(target, h + budget))
                 if passed and room <= 0 and key not in claimed:  # no room to defer it: a stop
                     target = passed[0]
                     key = self.cache.key(s.origin, s.hashes, target)
@@ -215,7 +219,7 @@ class Prefiller:
         copy of its state now (the start of the later pass)."""
         for slot, task, s, n in plan:
             h = len(task.history)
-            passed = [p for p in s.later if h < p < h + n] if s is not None else []
+            passed = s.later_between(h, h + n) if s is not None else []
             if passed:
                 for p in passed:
                     s.later.remove(p)
