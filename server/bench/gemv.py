@@ -136,9 +136,8 @@ def run_case(case, M: int, dt, dev, sweep: list) -> dict:
     if sweep and best is not None:
         row["best µs"] = f"{best[0]:.1f}"
         row["best GB/s"] = f"{nbytes / best[0] / 1e3:.0f}"
-        bn, bk, warps, stages, split = best[1]
         row["best (BN, BK, warps, stages, split)"] = str(best[1])
-        row["split as run"] = str(split_of(K, bk, split)[0])
+        row["split as run"] = str(split_of(K, best[1][1], best[1][4])[0])
     if epi != EPI_ADD:  # the kernel against fp32 products on this shape
         cfg = best[1] if best is not None else None
         got = gemv(x, ws[0], epi=epi, limits=lim, config=cfg, scratch=scratch).float()

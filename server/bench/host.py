@@ -20,6 +20,7 @@ H200 machine a small op costs ~30-50 us of host time: docs/performance.md).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import statistics
 import time
 
@@ -65,64 +66,65 @@ def _counter():
     return Count
 
 
-def request_ops(temperature: float) -> dict[str, int]:
+@contextlib.contextmanager
+def _apart(obj, name: str, counter):
+    """While inside, calls of ``obj.name`` dispatch under ``counter`` (an outer counter sees
+    them too): the model's own operations counted apart."""
+    real = getattr(obj, name)
+
+    def counted(*a, **k):
+        with counter:
+            return real(*a, **k)
+
+    setattr(obj, name, counted)
+    try:
+        yield counter
+    finally:
+        delattr(obj, name)  # the class's method again
+
+
+def tiny_engine():
+    from server.scheduler.engine import BatchEngine
+
+    return BatchEngine(common.build_model("tiny", "cpu", "fp32", "fp32"))
+
+
+def request_ops(engine, temperature: float) -> dict[str, int]:
     """Torch ops of the engine calls on a request's way to its first token (load, prefill with
     the prompt's last token, start, the first pulse), the model's own operations left out, for
     one task (the second of two identical requests: the first one builds what is cached)."""
-    from server.scheduler.engine import BatchEngine
-
     Count = _counter()
-    model = common.build_model("tiny", "cpu", "fp32", "fp32")
-    engine = BatchEngine(model)
     prompt = list(range(5, 100))
-    real = model.prefill
     counts = {}
     for _ in range(2):
         counts = {}
-        in_model = Count()
-
-        def counted_prefill(*a, **k):
-            with in_model:
-                return real(*a, **k)
-
-        model.prefill = counted_prefill
         task = common.DummyTask(temperature=temperature, top_k=50, top_p=0.9)
-        for name, call in (("load", lambda: engine.load([0], [task])),
-                           ("prefill", lambda: engine.prefill([0], [prompt], first={0})),
-                           ("start", lambda: engine.start([0], [prompt[-1]], [4])),
-                           ("first pulse", lambda: engine.pulse(1))):
-            c = Count()
-            with c:
-                call()
-            counts[name] = c.n
+        with _apart(engine.model, "prefill", Count()) as in_model:
+            for name, call in (("load", lambda: engine.load([0], [task])),
+                               ("prefill", lambda: engine.prefill([0], [prompt], first={0})),
+                               ("start", lambda: engine.start([0], [prompt[-1]], [4])),
+                               ("first pulse", lambda: engine.pulse(1))):
+                c = Count()
+                with c:
+                    call()
+                counts[name] = c.n
         counts["prefill"] -= in_model.n
-        model.prefill = real
         engine.free([0])
     return counts
 
 
-def ops_per_step(steps: int) -> tuple[float, float]:
+def ops_per_step(engine, steps: int) -> tuple[float, float]:
     """(all torch ops, the model's) per step of a pulse of one sampled row."""
-    from server.scheduler.engine import BatchEngine
-
     Count = _counter()
-    model = common.build_model("tiny", "cpu", "fp32", "fp32")
-    engine = BatchEngine(model)
     task = common.DummyTask(temperature=0.7, top_k=50, top_p=0.9)
     engine.load([0], [task])
     engine.prefill([0], [list(range(5, 100))], first={0})
     engine.start([0], [99], [10 * steps])
     engine.pulse(1)
-    total, in_model = Count(), Count()
-    real = model.decode
-
-    def counted_decode(*a, **k):
-        with in_model:
-            return real(*a, **k)
-
-    model.decode = counted_decode
-    with total:
+    total = Count()
+    with _apart(engine.model, "decode", Count()) as in_model, total:
         engine.pulse(steps)
+    engine.free([0])
     return total.n / steps, in_model.n / steps
 
 
@@ -135,7 +137,8 @@ def main(argv=None) -> None:
     p.add_argument("--steps", type=int, default=32)
     args = p.parse_args(argv)
     n, plain, reusing = tokenise_ms(args.turns, args.target, args.repeat)
-    all_ops, model_ops = ops_per_step(args.steps)
+    engine = tiny_engine()
+    all_ops, model_ops = ops_per_step(engine, args.steps)
     print(common.table(["measure", "result"], [
         [f"tokenise the last turn ({n} tokens), Tokenizer.encode", f"{plain:.2f} ms"],
         ["the same, ReusingEncoder after the previous turns", f"{reusing:.2f} ms"],
@@ -144,7 +147,7 @@ def main(argv=None) -> None:
         ["outside the model (eager on CUDA too)", f"{all_ops - model_ops:.1f}"]]), flush=True)
     rows = []
     for temp, kind in ((0.0, "greedy"), (0.7, "sampled")):
-        counts = request_ops(temp)
+        counts = request_ops(engine, temp)
         rows.append([kind, *(str(v) for v in counts.values()), str(sum(counts.values()))])
     print()
     print(common.table(["request's way to its first token: torch ops (model apart)", "load",

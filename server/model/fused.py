@@ -168,6 +168,7 @@ class FusedBlocks:
             h = self.k.lora_act_(torch.bmm(xs[2:6], st.lora1.transpose(1, 2)))  # [4, R, D]
             lora = torch.bmm(h, st.lora2.transpose(1, 2))  # [4, R, C]: v, w, a LoRA, gate g
         S = state.wkv[i]
+        # the state, then pre_wkv's arguments (every time-mix form below takes these)
         pre = (S, r, k, v, lora, v_first, keep8, lw.w0, lw.a0, lw.v0, lw.k_k.view(-1), lw.k_a,
                lw.r_k)
         if T == 1 and self.decode is not None and R <= ONE_KERNEL_MAX_ROWS:
@@ -181,9 +182,7 @@ class FusedBlocks:
             y, vv, bonus = self.decode.time_mix_decode_split(*pre, self.k.DECAY_SCALE, rows=16)
             out = self.k.post_wkv(y, vv, lora[3], bonus, lw.lnx_w, lw.lnx_b, GN_EPS, m.dtype)
         else:
-            w, kk, vv, kap, a, bonus = self.k.pre_wkv(
-                r, k, v, lora, v_first, keep8, lw.w0, lw.a0, lw.v0, lw.k_k.view(-1), lw.k_a,
-                lw.r_k, H)
+            w, kk, vv, kap, a, bonus = self.k.pre_wkv(*pre[1:], H)
             if T == 1:
                 y = m.wkv_step(S, *(t.view(B, H, N) for t in (r, w, kk, vv, kap, a)))
             else:
