@@ -272,3 +272,52 @@ def test_fused_prepare_pass_is_the_torch_path_bit_for_bit():
     from model_cases import run_interpreted
 
     assert "prepare ok" in run_interpreted(_PREPARE, timeout=120).stdout
+
+
+_TOPK = """
+import torch
+from server.model.kernels import sampling_triton as st
+g = torch.Generator().manual_seed(0)
+# partial last blocks (V not a multiple), k = 1, 40, 64; -inf and huge values
+for R, V, k in ((3, 5000, 40), (2, 1024, 1), (1, 3000, 64)):
+    x = torch.randn(R, V, generator=g) * 3
+    x[0, 17], x[-1, 5] = -float("inf"), 1e30
+    v, i = st.topk(x, k)
+    want_v, want_i = torch.topk(x, k, dim=1)
+    assert torch.equal(v, want_v) and torch.equal(i, want_i), (v, want_v, i, want_i)
+# equal values: the lower column first; a row of negatives; a flat row (every value a
+# candidate: more than TOPK_CAP, the slow path) and a row with -inf everywhere but 3 columns
+x = torch.tensor([[1.0, 3.0, 3.0, -2.0, 3.0, 0.5] * 200, [-5.0, -1.0, -3.0, -1.0, -7.0, -0.5] * 200,
+                  [0.25] * 1200, [-float("inf")] * 1200])
+x[3, [7, 900, 11]] = torch.tensor([2.0, 1.0, 2.0])
+v, i = st.topk(x, 8)
+assert v[0].tolist() == [3.0] * 8 and i[0].tolist() == [1, 2, 4, 7, 8, 10, 13, 14], i
+assert v[1].tolist() == [-0.5] * 8 and i[1].tolist() == [5 + 6 * j for j in range(8)], (v, i)
+assert v[2].tolist() == [0.25] * 8 and i[2].tolist() == list(range(8)), (v, i)
+assert v[3, :3].tolist() == [2.0, 2.0, 1.0] and i[3, :3].tolist() == [7, 11, 900], (v, i)
+assert v[3, 3:].eq(-float("inf")).all()
+# the draw in the last launch: the torch draw's token on the same candidates, for k below and
+# at kmax, top-p off / 0 / between, uniforms at 0, mid and just below 1
+from server.model.sampler import _draw_prefix
+R, V, kmax = 6, 3000, 40
+x = torch.randn(R, V, generator=g) * 2
+k = torch.tensor([40, 1, 7, 40, 25, 40])
+top_p = torch.tensor([1.0, 1.0, 0.5, 0.0, 0.9, 0.3])
+for u in (torch.zeros(R, dtype=torch.float64), torch.rand(R, generator=g, dtype=torch.float64),
+          torch.full((R,), 1 - 2 ** -53, dtype=torch.float64)):
+    vals, idx = torch.topk(x, kmax, dim=1)
+    want = idx.gather(1, _draw_prefix(vals, k, top_p, u)[:, None]).squeeze(1)
+    got = st.topk_draw(x, kmax, k, top_p, u)
+    assert torch.equal(got, want), (got, want, u)
+print("topk ok")
+"""
+
+
+def test_fused_topk_is_torch_topk():
+    """The CUDA sampler's top-k candidates (block maxima, a threshold, a sort of the
+    candidates), through Triton's CPU interpreter: the values of torch.topk in its order, their
+    columns, ties broken towards the lower column, flat rows (the slow path) included."""
+    pytest.importorskip("triton")
+    from model_cases import run_interpreted
+
+    assert "topk ok" in run_interpreted(_TOPK, timeout=300).stdout

@@ -1,6 +1,7 @@
 """WKV-7 kernel micro-benchmark and GPU correctness check (run on the GPU machine).
 
     python -m server.bench.wkv            # tables: decode step and prefill, 2.9B shape (H = 40)
+    python -m server.bench.wkv --only prefill --shapes 1x190   # a cached chat turn's pass
     python -m server.bench.wkv --check    # Triton vs fp64 reference on random inputs (CUDA)
     TRITON_INTERPRET=1 python -m server.bench.wkv --check --small   # on the CPU (interpreter)
 
@@ -79,7 +80,8 @@ def decode_table() -> None:
             torch.cuda.empty_cache()
 
 
-PREFILL_VARIANTS = [("chunk", {}), ("chunk", {"precision": "ieee"}), ("chunk", {"rows": 16}),
+PREFILL_VARIANTS = [("chunk", {}), ("chunk", {"precision": "ieee"}), ("chunk", {"precision": "tf32"}),
+                    ("chunk", {"rows": 16}), ("chunk", {"rows": 16, "precision": "tf32"}),
                     ("chunk", {"rows": 64}), ("chunk", {"warps": 8}), ("chunk", {"chunk": 32}),
                     ("prep", {}), ("seq", {})]
 
@@ -89,7 +91,7 @@ def _prep_only(S, *xs, **cfg):
     return wt.chunk_prep(*xs, **cfg)
 
 
-def prefill_table() -> None:
+def prefill_table(shapes=((1, 4096), (64, 512))) -> None:
     from triton.testing import do_bench
     print("\n## prefill, H=40, fp16 inputs (one layer call; err = max rel err of y vs fp64 ref)")
     print("| B | T | state | kernel | config | ms/layer | Mtok/s per layer "
@@ -97,7 +99,7 @@ def prefill_table() -> None:
     print("|---|---|---|---|---|---|---|---|---|")
     fns = {"chunk": wt.wkv_chunk_triton, "seq": wt.wkv_seq_triton, "prep": _prep_only,
            "wkv_chunk": lambda S, *xs: kernels.wkv_chunk(S, *xs)}
-    for B, T in ((1, 4096), (64, 512)):
+    for B, T in shapes:
         xs = check.random_inputs(B, T, H, torch.float16, "cuda")
         for state in ("fp32", "fp16"):
             S0 = check.random_state(B, H, DTYPES[state], "cuda")
@@ -150,6 +152,8 @@ def main() -> None:
     p.add_argument("--check", action="store_true", help="correctness against fp64 reference")
     p.add_argument("--small", action="store_true", help="with --check: few small cases")
     p.add_argument("--only", choices=("decode", "prefill"), help="one table only")
+    p.add_argument("--shapes", default="1x4096,64x512",
+                   help="prefill table: BxT cases (e.g. 1x190 for a cached chat turn's pass)")
     args = p.parse_args()
     if args.check:
         device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -158,7 +162,7 @@ def main() -> None:
     if args.only != "prefill":
         decode_table()
     if args.only != "decode":
-        prefill_table()
+        prefill_table([tuple(map(int, c.split("x"))) for c in args.shapes.split(",")])
 
 
 if __name__ == "__main__":

@@ -17,7 +17,9 @@ Candidate selection (a full-vocabulary sort is the expensive step, so it is avoi
 - rows with top-k off and top-p off ("full") sample the whole distribution in vocabulary
   order: one cumsum and a `searchsorted`, no sort;
 - rows with `1 <= top_k <= TOPK_CAP` ("topk") share one `torch.topk` with k = the largest k of
-  those rows; each row then truncates to its own k;
+  those rows (on CUDA with k <= 64: `sampling_triton.topk_draw`, four launches: the same candidates,
+  the draw in the last launch);
+  each row then truncates to its own k;
 - the remaining filtered rows (top-k off or above the cap, with top-p on) are fully sorted.
 Each group runs on its rows only. The grouping (and the k of `torch.topk`, a Python int) needs
 the parameters on the host: it is read back once and cached on the `SamplingBatch` until its
@@ -279,8 +281,10 @@ class BatchSampler:
         cum = torch.cumsum(w, dim=1, dtype=torch.float64)
         return _invert(cum, cum[:, -1], u)
 
-    @staticmethod
-    def _topk(x: Tensor, k: Tensor, top_p: Tensor, u: Tensor, kmax: int) -> Tensor:
+    def _topk(self, x: Tensor, k: Tensor, top_p: Tensor, u: Tensor, kmax: int) -> Tensor:
+        f = self._fused
+        if f and x.is_cuda and kmax <= min(f.TOPK_MAX, x.shape[1]):  # four launches
+            return f.topk_draw(x.contiguous(), kmax, k, top_p, u)
         vals, idx = torch.topk(x, kmax, dim=1)                      # [R, kmax] descending
         return idx.gather(1, _draw_prefix(vals, k, top_p, u)[:, None]).squeeze(1)
 
