@@ -236,14 +236,16 @@ logits = torch.randn(B, V, generator=g) * 3
 P = torch.randn(B, V, generator=g).clamp(min=0)
 temp = torch.tensor([1.0, 0.7, 1.3, 0.3, 1.0])
 decay = torch.tensor([0.99, 1.0, 0.5, 0.996, 1.0])
-for t in (None, temp):
+active = torch.tensor([True, False, True, True, False])
+for t, act in ((None, None), (temp, None), (temp, active)):
     P1, P2 = P.clone(), P.clone()
-    x1 = st.prepare(logits, P1, t, decay)
+    x1 = st.prepare(logits, P1, t, decay, act)
     x2 = logits - P2
     if t is not None:
         x2 = x2 / t[:, None]
-    P2.mul_(decay[:, None])
+    P2.mul_((decay if act is None else torch.where(act, decay, 1.0))[:, None])
     assert torch.equal(x1, x2) and torch.equal(P1, P2), t
+    assert act is None or torch.equal(P1[1], P[1]) and not torch.equal(P1[0], P[0])
 # the update after a draw (presence / repetition on the token, counter + 1), against the torch
 # path: rows with a zero and a non-zero penalty on their token, an inactive row, no mask
 from server.model.sampler import BatchSampler, SamplingBatch

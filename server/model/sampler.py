@@ -191,9 +191,8 @@ class BatchSampler:
         assert V == self.vocab_size and batch.batch_size == B, (logits.shape, batch.batch_size)
         plan = batch._plan if batch._plan is not None else self._make_plan(batch)
         active = None if active is None else active.to(batch.penalties.device)
-        decay = batch.decay if active is None else torch.where(active, batch.decay, 1.0)
         # temp: greedy rows divide by 1 (exact), so their argmax is the untempered one
-        x = self._prepare(logits, batch.penalties, plan.temp, decay)  # [B, V]; penalties decayed
+        x = self._prepare(logits, batch.penalties, plan.temp, batch.decay, active)  # [B, V]
         if plan.any_greedy:
             tokens = x.argmax(dim=1)                                # greedy rows keep this
         else:
@@ -226,19 +225,28 @@ class BatchSampler:
         return uniform(batch.seed[:, None], batch.counter[:, None] + s[None, :])
 
     def warm(self, logits: Tensor) -> None:
-        """Run the first pass both ways (with and without temperature) on scratch penalties:
-        compiles its kernel for this shape on CUDA (a server's warm-up); no effect."""
+        """Run the first pass both ways (with and without temperature) on scratch penalties, and
+        the top-k draw of the largest k it serves: compiles their kernels on CUDA (a server's
+        warm-up; the default top_k 50 uses that variant); no effect."""
         B = logits.shape[0]
         ones = torch.ones(B, dtype=torch.float32, device=logits.device)
         for temp in (None, ones):
-            self._prepare(logits, torch.zeros_like(logits, dtype=torch.float32), temp, ones)
+            self._prepare(logits, torch.zeros_like(logits, dtype=torch.float32), temp, ones,
+                          None)
+        f = self._fused
+        if f and logits.is_cuda and f.TOPK_MAX <= self.vocab_size:
+            k = torch.ones(B, dtype=torch.long, device=logits.device)
+            f.topk_draw(logits.contiguous(), f.TOPK_MAX, k, ones, torch.zeros_like(ones).double())
 
-    def _prepare(self, logits: Tensor, P: Tensor, temp: Tensor | None,
-                 decay: Tensor) -> Tensor:
-        """x = (logits - P) / temp (temp None: no division); P *= decay in place (steps 1, 2
-        and the decay of step 5). On CUDA one Triton pass; the same fp32 operations here."""
+    def _prepare(self, logits: Tensor, P: Tensor, temp: Tensor | None, decay: Tensor,
+                 active: Tensor | None) -> Tensor:
+        """x = (logits - P) / temp (temp None: no division); P *= decay in place for active rows
+        (all when active is None): steps 1, 2 and the decay of step 5. On CUDA one Triton pass;
+        the same fp32 operations here."""
         if self._fused and logits.is_cuda and P.is_contiguous():
-            return self._fused.prepare(logits.contiguous(), P, temp, decay)
+            return self._fused.prepare(logits.contiguous(), P, temp, decay, active)
+        if active is not None:
+            decay = torch.where(active, decay, 1.0)
         x = logits.float() - P
         if temp is not None:
             x = x / temp[:, None]

@@ -3,7 +3,7 @@
 `prepare`, the first pass over the logits: for every row b and token t,
 
     x[b, t] = (logits[b, t] - P[b, t]) / temp[b]        (temp[b] = 1: greedy rows, or TEMPER off)
-    P[b, t] = P[b, t] * decay[b]                         (decay[b] = 1 for inactive rows)
+    P[b, t] = P[b, t] * decay[b]                         (not for inactive rows)
 
 which the torch path (`BatchSampler._prepare`) does in three passes over [B, V] (subtract,
 divide, the penalties' decay): each pass reads or writes ~67 MB at batch 256 with a 65,536-token
@@ -39,8 +39,8 @@ from torch import Tensor
 
 
 @triton.jit
-def _prepare_kernel(logits_ptr, pen_ptr, temp_ptr, decay_ptr, x_ptr, V,
-                    TEMPER: tl.constexpr, BLOCK: tl.constexpr):
+def _prepare_kernel(logits_ptr, pen_ptr, temp_ptr, decay_ptr, act_ptr, x_ptr, V,
+                    TEMPER: tl.constexpr, HAS_ACTIVE: tl.constexpr, BLOCK: tl.constexpr):
     b = tl.program_id(0).to(tl.int64)
     t = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
     m = t < V
@@ -50,21 +50,27 @@ def _prepare_kernel(logits_ptr, pen_ptr, temp_ptr, decay_ptr, x_ptr, V,
     if TEMPER:
         x = tl.math.div_rn(x, tl.load(temp_ptr + b + t * 0))
     tl.store(x_ptr + o, x, mask=m)
-    tl.store(pen_ptr + o, p * tl.load(decay_ptr + b + t * 0), mask=m)
+    decay = tl.load(decay_ptr + b + t * 0)
+    if HAS_ACTIVE:  # inactive rows keep their penalties
+        decay = tl.where(tl.load(act_ptr + b + t * 0) != 0, decay, 1.0)
+    tl.store(pen_ptr + o, p * decay, mask=m)
 
 
 _BLOCK = 4096
 
 
-def prepare(logits: Tensor, penalties: Tensor, temp: Tensor | None, decay: Tensor) -> Tensor:
-    """logits [B, V] (any float dtype), penalties [B, V] fp32 (decayed in place); temp [B] fp32
-    or None (no division); decay [B] fp32. Returns x [B, V] fp32."""
+def prepare(logits: Tensor, penalties: Tensor, temp: Tensor | None, decay: Tensor,
+            active: Tensor | None = None) -> Tensor:
+    """logits [B, V] (any float dtype), penalties [B, V] fp32 (decayed in place where active);
+    temp [B] fp32 or None (no division); decay [B] fp32; active [B] bool or None (all).
+    Returns x [B, V] fp32."""
     B, V = logits.shape
     assert logits.is_contiguous() and penalties.is_contiguous()
     x = torch.empty(B, V, dtype=torch.float32, device=logits.device)
     _prepare_kernel[(B, triton.cdiv(V, _BLOCK))](
-        logits, penalties, decay if temp is None else temp, decay, x, V, TEMPER=temp is not None,
-        BLOCK=_BLOCK, num_warps=8)
+        logits, penalties, decay if temp is None else temp, decay,
+        decay if active is None else active, x, V, TEMPER=temp is not None,
+        HAS_ACTIVE=active is not None, BLOCK=_BLOCK, num_warps=8)
     return x
 
 
@@ -119,7 +125,7 @@ def _block_max_kernel(x_ptr, max_ptr, V, NB, BLOCK: tl.constexpr):
     tl.store(max_ptr + b * NB + j, tl.max(x, axis=0))
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["k"])  # one compiled variant for every k (a request's top_k)
 def _tau_kernel(max_ptr, tau_ptr, cnt_ptr, NB, k, NBP: tl.constexpr):
     """tau = the k-th largest block maximum of the row (k of its values are >= tau, so its k
     largest are among the values >= tau); the row's candidate count reset."""
@@ -143,7 +149,7 @@ def _gather_kernel(x_ptr, tau_ptr, cnt_ptr, cand_ptr, V, BLOCK: tl.constexpr,
     tl.store(cand_ptr + b * CAP + pos, _to_key(x, col, V), mask=sel & (pos < CAP))
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["kmax"])
 def _select_kernel(x_ptr, cand_ptr, cnt_ptr, val_ptr, idx_ptr, k_ptr, p_ptr, u_ptr, tok_ptr,
                    V, kmax, K: tl.constexpr, CAP: tl.constexpr, BLOCK: tl.constexpr,
                    DRAW: tl.constexpr):
