@@ -15,7 +15,9 @@ from server.bench import common
 KINDS = (("matmul", ("gemm", "gemv", "cutlass", "nvjet", "sm90_", "cublas", "splitk")),
          ("wkv", ("_recurrent_kernel", "_chunk_", "_decode_kernel")),
          ("fused", ("_ln_mix", "_pre_wkv", "_post_wkv", "_activate")),
-         ("sampling", ("topk", "sort", "scan", "searchsorted", "radix", "cumsum", "gather")))
+         ("sampling", ("topk", "sort", "scan", "searchsorted", "radix", "cumsum", "gather",
+                       "_block_max", "_tau_kernel", "_select_kernel", "_prepare_kernel",
+                       "_update_kernel")))
 
 
 def kind_of(name: str) -> str:
