@@ -221,12 +221,14 @@ def _chat_turns(loader, n: int) -> list[list[int]]:
 
 
 def test_next_chat_turn_prefills_in_one_call_before_its_first_token(tiny_loader):
-    """A chat turn after the first loads the previous turn's last boundary and prefills the rest
-    in one model call before its first token. Its own last boundary (which the next turn loads)
-    is computed after the first pulse, from a copy of the state the call started from, in a
-    second pass off the critical path. Same tokens as no cache at every turn."""
+    """Every chat turn prefills in one model call before its first token: the first one all of
+    its prompt, a later one what follows the previous turn's last boundary (loaded). Its turn
+    boundaries (the system prompt's end, which other chats load; the last one, which the next
+    turn loads) are computed after the first pulse, from a copy of the state the call started
+    from, off the critical path. Same tokens as no cache at every turn."""
     turns = _chat_turns(tiny_loader, 3)
     bounds = [max(i for i, t in enumerate(tok) if t == TURN_TOKEN) for tok in turns]
+    system_end = turns[0].index(TURN_TOKEN)
     cache = PrefixCache(64 << 20)
     sched = DynamicScheduler(tiny_loader, max_batch_size=4, buffer_size=4, prefix_cache=cache)
     calls, real = [], sched.engine.prefill
@@ -249,8 +251,9 @@ def test_next_chat_turn_prefills_in_one_call_before_its_first_token(tiny_loader)
         (plain,), _ = run(tiny_loader, [tokens], max_tokens=6, temperature=0.0)
         assert task.output == plain, k
         assert seen[0] is False and boundary_cached(tokens, bounds[k]), k
-        if k == 0:  # the system prompt's end is a stop (shared by other chats), then the rest
-            assert len(calls) == 2
+        if k == 0:  # both boundaries after the first token, in one job from the empty state
+            assert calls == [len(tokens)] and boundary_cached(tokens, system_end)
+            assert sched.prefiller.later_tokens - later0 == bounds[0]
             continue
         assert turns[k][:bounds[k - 1] + 1] == turns[k - 1][:bounds[k - 1] + 1]
         assert calls == [len(tokens) - bounds[k - 1]], k  # the last token too

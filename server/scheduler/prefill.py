@@ -17,22 +17,23 @@ after exactly ``history``) is *eligible*. Its sequence ``history + pending`` is 
   ``history`` (short of the last token, or the whole prompt with its logits for a task that
   decodes) is loaded into its slot; those tokens (but the last) move from
   ``pending`` to ``history`` without being computed;
-* **checkpoints**: positions where its state is worth keeping — the end of its prompt (all but
-  the last token; when the round feeds the last token too, the whole prompt is stored instead,
-  with the last token's logits: the same prompt again starts decoding at once), the first
-  and the last ``\\n\\n`` token (chat turn boundaries: a system prompt; the conversation up to
-  the last message, which the next turn re-sends), and branch points (where its tokens part from
-  a task in flight or recently seen: a prefix others share). Feeding runs in rounds that stop at
-  each task's next checkpoint; the state there is copied into the cache. Every checkpoint costs
-  a model call of its own (fixed costs that dominate a short prefill's time to first token), so
-  there are few;
-* **later**: the last turn boundary is wanted by the *next* request, not this one, so feeding
-  does not stop there: the round that passes it keeps a copy of the state it started from, and
-  after a step's pulse, once the task is past its prefill (its first token out), ``run_later``
-  computes the boundary state from that copy in a pass of its own and stores it. A chat turn
-  after the first prefills in one call before its first token, and one after (at most
-  ``LATER_MAX`` such jobs wait; a feed that would add one more stops at the boundary instead, a
-  checkpoint like the others);
+* **checkpoints**: positions where its state is worth keeping and feeding stops — the end of
+  its prompt (all but the last token; when the round feeds the last token too, the whole prompt
+  is stored instead, with the last token's logits: the same prompt again starts decoding at
+  once) and branch points (where its tokens part from a task in flight or recently seen: a
+  prefix others share; a branch just after a turn boundary, closer than ``min_tokens``, is that
+  boundary). Feeding runs in rounds that stop at each task's next checkpoint; the state there is
+  copied into the cache. Every checkpoint costs a model call of its own (fixed costs that
+  dominate a short prefill's time to first token), so there are few;
+* **later**: the first and the last ``\\n\\n`` token (chat turn boundaries: the end of a system
+  prompt, which other chats load; the conversation up to the last message, which the next turn
+  re-sends) are wanted by *later* requests, not this one, so feeding does not stop there unless
+  a task in flight shares them (then they are branch points): the round that passes them keeps
+  a copy of the state it started from, and after a step's pulse, once the task is past its
+  prefill (its first token out), ``run_later`` computes the boundary states from that copy in
+  passes of their own and stores them. Every chat turn prefills in one call before its first
+  token, and the boundaries after it (at most ``LATER_MAX`` such jobs wait; a feed that would
+  add one more stops at its first boundary instead, a checkpoint like the others);
 * **one leader per prefix**: in a round, only the first task heading for a given checkpoint key
   feeds; the others wait, and jump from the cache once the leader has stored it (a shared system
   prompt is prefilled once even when 64 requests arrive together).
@@ -62,15 +63,15 @@ IN_FLIGHT = 128  # tasks in flight a new sequence is compared with (the most rec
 
 @dataclass(eq=False)
 class _Later:
-    """A checkpoint to compute after the pulse: ``tokens[start:stop]`` fed into ``state`` (a copy
-    of the sequence's state after ``tokens[:start]``), once ``task`` is past the prefill of
-    ``tokens`` (``waits``)."""
+    """Checkpoints to compute after the pulse: ``tokens[start:stop]`` fed into ``state`` (a copy
+    of the sequence's state after ``tokens[:start]``) for each of ``stops`` in turn, once
+    ``task`` is past the prefill of ``tokens`` (``waits``)."""
 
     origin: str
     hashes: array
     tokens: array
     start: int
-    stop: int
+    stops: list[int]  # ascending; the state after each is stored
     state: object
     task: object
 
@@ -224,7 +225,7 @@ class Prefiller:
                 for p in passed:
                     s.later.remove(p)
                 state = self.engine.state.select([slot])
-                self._later.append(_Later(s.origin, s.hashes, s.tokens, h, max(passed), state,
+                self._later.append(_Later(s.origin, s.hashes, s.tokens, h, sorted(passed), state,
                                           task))
 
     @property
@@ -239,13 +240,17 @@ class Prefiller:
         if job is None:
             return
         self._later.remove(job)
-        key = self.cache.key(job.origin, job.hashes, job.stop)
-        if not self.cache.enabled or self.cache.contains(key):
+        keys = [(p, self.cache.key(job.origin, job.hashes, p)) for p in job.stops]
+        keys = [(p, key) for p, key in keys if not self.cache.contains(key)]
+        if not self.cache.enabled or not keys:
             return
-        self.engine.model.prefill([job.tokens[job.start:job.stop].tolist()], job.state,
-                                  logits=False)
-        self.later_tokens += job.stop - job.start
-        self.cache.insert(key, job.tokens[:job.stop], job.state)
+        pos = job.start
+        for i, (stop, key) in enumerate(keys):
+            self.engine.model.prefill([job.tokens[pos:stop].tolist()], job.state, logits=False)
+            self.later_tokens += stop - pos
+            pos = stop
+            last = i == len(keys) - 1  # the cache owns what it is given: a copy but the last
+            self.cache.insert(key, job.tokens[:stop], job.state if last else job.state.clone())
 
     def drop_later(self) -> None:
         self._later.clear()
@@ -305,24 +310,28 @@ class Prefiller:
     def _choose_points(self, s: _Seq, start: int, shares) -> None:
         """Checkpoints of a new sequence (see the module docstring); tells sequences in flight
         about the branch points they share with it. A branch point just after a turn boundary
-        (closer than ``min_tokens``) is dropped: the boundary is the state worth sharing."""
+        (closer than ``min_tokens``) is moved to the boundary: the state worth sharing."""
         gap = self.cache.min_tokens
         lo = max(start, gap - 1)
         ids = np.frombuffer(s.tokens, dtype=np.uint32)[lo + 1:s.end]
         turns = (np.flatnonzero(ids == TURN_TOKEN) + lo + 1).tolist()
-        near_turn = lambda m: any(0 <= m - q < gap for q in turns)  # noqa: E731
+
+        def point(m: int) -> int:  # a branch just after a turn boundary: the boundary
+            return max((q for q in turns if 0 <= m - q < gap), default=m)
+
         branch = []
         for origin, m, _ in shares:  # recent sequences
-            if origin == s.origin and lo < m < s.end and not near_turn(m):
-                branch.append(m)
+            if origin == s.origin and lo < m < s.end:
+                branch.append(point(m))
         for other in list(self._seqs.values())[-IN_FLIGHT:]:
             if other.origin == s.origin:
                 m = common_prefix(s.hashes, other.hashes)
-                if len(other.task.history) < m < other.end and m >= gap and not near_turn(m):
-                    other.add_point(m)  # it is ahead: it computes the shared prefix for both
-        stops = set(turns[:1] + ([min(branch), max(branch)] if branch else [])) | {s.end}
+                if len(other.task.history) < m < other.end and m >= gap \
+                        and point(m) > len(other.task.history):
+                    other.add_point(point(m))  # it is ahead: it computes the shared prefix
+        stops = set([min(branch), max(branch)] if branch else []) | {s.end}
         s.points = sorted(stops)
-        s.later = [p for p in turns[-1:] if p not in stops and p >= gap]
+        s.later = [p for p in sorted(set(turns[:1] + turns[-1:])) if p not in stops and p >= gap]
 
     def _jump(self, slot: int, s: _Seq) -> None:
         task, first = s.task, not s.looked
