@@ -234,9 +234,9 @@ class BatchSampler:
             self._prepare(logits, torch.zeros_like(logits, dtype=torch.float32), temp, ones,
                           None)
         f = self._fused
-        if f and logits.is_cuda and f.TOPK_MAX <= self.vocab_size:
-            k = torch.ones(B, dtype=torch.long, device=logits.device)
-            f.topk_draw(logits.contiguous(), f.TOPK_MAX, k, ones, torch.zeros_like(ones).double())
+        if f and logits.is_cuda and f.TOPK_MAX <= self.vocab_size:  # one row compiles it all
+            one = torch.ones(1, dtype=torch.float32, device=logits.device)
+            f.topk_draw(logits[:1].contiguous(), f.TOPK_MAX, one.long(), one, one.double() * 0)
 
     def _prepare(self, logits: Tensor, P: Tensor, temp: Tensor | None, decay: Tensor,
                  active: Tensor | None) -> Tensor:
