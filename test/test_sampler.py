@@ -298,6 +298,20 @@ assert v[1].tolist() == [-0.5] * 8 and i[1].tolist() == [5 + 6 * j for j in rang
 assert v[2].tolist() == [0.25] * 8 and i[2].tolist() == list(range(8)), (v, i)
 assert v[3, :3].tolist() == [2.0, 2.0, 1.0] and i[3, :3].tolist() == [7, 11, 900], (v, i)
 assert v[3, 3:].eq(-float("inf")).all()
+# logits clustered by token id (a context in one script: most blocks of the vocabulary hold
+# unlikely tokens; here 2 of 16 blocks of 1,024 are likely): at most 16 k candidates, no slow
+# path, the values and columns of torch.topk
+x = torch.randn(2, 16384, generator=g) * 2
+x[:, 2048:] -= 8.0
+x[1, 5000:5016] = 20.0  # a sub-block of equal values, the largest
+for k in (50, 64):
+    cand, cnt = st._candidates(x, k)
+    assert (cnt <= 16 * k).all() and (cnt >= k).all(), cnt
+    v, i = st.topk(x, k)
+    want_v, want_i = torch.topk(x, k, dim=1)
+    assert torch.equal(v, want_v) and torch.equal(i[0], want_i[0]), k
+    assert torch.equal(x.gather(1, i), v) and i[1].unique().numel() == k  # ties: any order
+    assert i[1, :16].tolist() == list(range(5000, 5016))  # the equal values, lower column first
 # the draw in the last launch: the torch draw's token on the same candidates, for k below and
 # at kmax, top-p off / 0 / between, uniforms at 0, mid and just below 1
 from server.model.sampler import _draw_prefix

@@ -4,6 +4,11 @@ run eagerly (host-bound at small batches), with the CUDA top-k kernels and with 
 
     python -m server.bench sample --batch 1,32,256,1024              # top-k 50, top-p 0.3
     python -m server.bench sample --batch 256 --top-k 20 --top-p 0.9
+    python -m server.bench sample --clustered 1   # logits of a context in one script
+
+``--clustered 1``: random logits lowered by 8 outside 1 of every 8 blocks of 1,024 token ids (a
+vocabulary ordered by script gives whole blocks of tokens unlikely in a given context; the
+threshold of the CUDA top-k must not let them through).
 
 Also checks that both ways draw the same tokens over ``--steps`` steps (seeded rows)."""
 
@@ -66,6 +71,8 @@ def main(argv=None) -> None:
     p.add_argument("--top-p", type=float, default=0.3)
     p.add_argument("--temperature", type=float, default=1.0)
     p.add_argument("--steps", type=int, default=10, help="steps of the same-tokens check")
+    p.add_argument("--clustered", type=int, choices=(0, 1), default=0,
+                   help="1: most 1,024-token blocks of the logits lowered by 8")
     args = p.parse_args(argv)
     if not torch.cuda.is_available():
         raise SystemExit("server.bench sample: needs a CUDA device (it times the CUDA kernels; "
@@ -77,6 +84,9 @@ def main(argv=None) -> None:
         for B in map(int, args.batch.split(",")):
             logits = torch.randn(B, args.vocab, device="cuda", generator=torch.Generator(
                 "cuda").manual_seed(B)) * 3
+            if args.clustered:
+                blocks = logits.view(B, -1, 1024)  # (vocab a multiple of 1,024)
+                blocks[:, [j for j in range(blocks.shape[1]) if j % 8]] -= 8.0
             cells, tokens = [], []
             for fused in (True, False):
                 sampler, batch = _sampler(B, args.vocab, args, fused)
@@ -91,7 +101,7 @@ def main(argv=None) -> None:
     finally:
         st.TOPK_MAX = 64
     print(f"# sample · vocabulary {args.vocab} · top-k {args.top_k} · top-p {args.top_p} · "
-          f"temperature {args.temperature} · {common.gpu_name()}")
+          f"temperature {args.temperature} · clustered {args.clustered} · {common.gpu_name()}")
     print(common.table(["batch", "CUDA top-k: GPU µs", "eager µs", "torch.topk: GPU µs",
                         "eager µs", f"same tokens ({args.steps} steps)"], rows), flush=True)
 

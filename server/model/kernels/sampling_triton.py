@@ -17,19 +17,25 @@ for bit.
 
 `topk`, the candidates of rows whose top-k is small (k <= TOPK_MAX): `torch.topk` over a
 65,536-token row is a multi-pass radix select (~260 us a step at batch 256, ~830 at 1,024 on the
-H200, ~14 launches). Here four launches, reading the row twice: the maximum of each block of
-columns (>= k blocks); tau, the k-th largest of those maxima, per row (k values are >= tau, so
-the row's k largest are among them: ~100 of 65,536 for k = 50 on random logits); every block
-appends its values >= tau to the row's candidates (an atomic counter); a program per row sorts
-its candidates (a bitonic top-k) and keeps the first k. `topk_draw` also draws the token in that
-last program (the inverse-CDF draw of `sampler._draw_prefix`, ~20 small torch launches there). A row with more than
-TOPK_CAP candidates (a flat row) runs a top-k over all its values instead: slower, same result.
+H200, ~14 launches). Here four launches, reading the row twice: the maximum of each sub-block
+of 16 columns; tau, the k-th largest of those maxima, per row (k values are >= tau, so the
+row's k largest are among them; and the values >= tau lie in the k sub-blocks whose maxima are
+>= tau, so there are at most 16 k <= TOPK_CAP of them, ties at tau aside, however the logits
+cluster: a vocabulary ordered by script gives whole blocks of unlikely tokens); every block of
+1,024 columns appends its values >= tau to the row's candidates (an atomic counter); a program
+per row sorts its candidates (a bitonic top-k) and keeps the first k. `topk_draw` also draws
+the token in that last program (the inverse-CDF draw of `sampler._draw_prefix`, ~20 small torch
+launches there). A row with more than TOPK_CAP candidates (many ties at tau: a flat row) runs a
+top-k over all its values instead: slower, same result.
 Each value is carried with its column in one int64 key (the fp32 bits mapped to an
 order-preserving int32 in the high half, the column reversed in the low half), so the keys are
 distinct and order as: larger value first, lower column first among equal values; the order in
 which candidates were appended does not matter. The values come back exactly (the mapping is its
 own inverse), descending, as `torch.topk(x, k, sorted=True)` returns them. (A first version, a
-bitonic top-k per block of 4,096 columns, was 2x slower than `torch.topk` at batch 256.)
+bitonic top-k per block of 4,096 columns, was 2x slower than `torch.topk` at batch 256; a
+second took tau from the maxima of 1,024-column blocks: on logits clustered by token id, e.g. a
+Chinese context where most blocks hold unlikely tokens, thousands of values passed it and rows
+took the slow path.)
 """
 
 import torch
@@ -117,22 +123,26 @@ def _to_key(x, col, V):
 
 
 @triton.jit
-def _block_max_kernel(x_ptr, max_ptr, V, NB, BLOCK: tl.constexpr):
+def _block_max_kernel(x_ptr, max_ptr, V, NM, BLOCK: tl.constexpr, SUB: tl.constexpr):
+    """The maxima of the SUB-column sub-blocks of one BLOCK of columns."""
     b = tl.program_id(0).to(tl.int64)
     j = tl.program_id(1)
     col = j * BLOCK + tl.arange(0, BLOCK)
     x = tl.load(x_ptr + b * V + col, mask=col < V, other=-float("inf"))
-    tl.store(max_ptr + b * NB + j, tl.max(x, axis=0))
+    m = tl.max(tl.reshape(x, (BLOCK // SUB, SUB)), axis=1)
+    i = j * (BLOCK // SUB) + tl.arange(0, BLOCK // SUB)
+    tl.store(max_ptr + b * NM + i, m, mask=i < NM)
 
 
 @triton.jit(do_not_specialize=["k"])  # one compiled variant for every k (a request's top_k)
-def _tau_kernel(max_ptr, tau_ptr, cnt_ptr, NB, k, NBP: tl.constexpr):
-    """tau = the k-th largest block maximum of the row (k of its values are >= tau, so its k
-    largest are among the values >= tau); the row's candidate count reset."""
+def _tau_kernel(max_ptr, tau_ptr, cnt_ptr, NM, k, NMP: tl.constexpr, K: tl.constexpr):
+    """tau = the k-th largest sub-block maximum of the row (k of its values are >= tau, so its
+    k largest are among the values >= tau; the values >= tau lie in the k sub-blocks whose
+    maxima are >= tau, ties aside: at most k * SUB of them); the row's candidate count reset."""
     b = tl.program_id(0).to(tl.int64)
-    i = tl.arange(0, NBP)
-    m = tl.sort(tl.load(max_ptr + b * NB + i, mask=i < NB, other=-float("inf")), descending=True)
-    tl.store(tau_ptr + b, tl.max(tl.where(i == k - 1, m, -float("inf")), axis=0))
+    i = tl.arange(0, NMP)
+    top = tl.topk(tl.load(max_ptr + b * NM + i, mask=i < NM, other=-float("inf")), K)
+    tl.store(tau_ptr + b, tl.max(tl.where(tl.arange(0, K) == k - 1, top, -float("inf")), axis=0))
     tl.store(cnt_ptr + b, 0)
 
 
@@ -197,14 +207,18 @@ def _candidates(x: Tensor, kmax: int) -> tuple[Tensor, Tensor]:
     """The first three launches of `topk`: (candidate keys [R, TOPK_CAP], counts [R])."""
     R, V = x.shape
     assert x.is_contiguous() and x.dtype == torch.float32 and 1 <= kmax <= min(TOPK_MAX, V)
-    block = min(1024, 1 << ((V // kmax).bit_length() - 1))  # >= kmax blocks (maxima)
-    nb = triton.cdiv(V, block)
+    K = max(2, triton.next_power_of_2(kmax))
+    # sub-blocks of SUB columns, at least kmax of them; kmax * SUB <= TOPK_CAP
+    sub = min(TOPK_CAP // TOPK_MAX, 1 << ((V // kmax).bit_length() - 1))
+    block = min(1024, triton.next_power_of_2(V))
+    nm, nb = triton.cdiv(V, sub), triton.cdiv(V, block)
     f32 = dict(dtype=torch.float32, device=x.device)
-    maxes, tau = torch.empty(R, nb, **f32), torch.empty(R, **f32)
+    maxes, tau = torch.empty(R, nm, **f32), torch.empty(R, **f32)
     cnt = torch.empty(R, dtype=torch.int32, device=x.device)
     cand = torch.empty(R, TOPK_CAP, dtype=torch.int64, device=x.device)
-    _block_max_kernel[(R, nb)](x, maxes, V, nb, BLOCK=block, num_warps=4)
-    _tau_kernel[(R,)](maxes, tau, cnt, nb, kmax, NBP=triton.next_power_of_2(nb), num_warps=2)
+    _block_max_kernel[(R, nb)](x, maxes, V, nm, BLOCK=block, SUB=sub, num_warps=4)
+    _tau_kernel[(R,)](maxes, tau, cnt, nm, kmax, NMP=max(K, triton.next_power_of_2(nm)), K=K,
+                      num_warps=8)
     _gather_kernel[(R, nb)](x, tau, cnt, cand, V, BLOCK=block, CAP=TOPK_CAP, num_warps=4)
     return cand, cnt
 
