@@ -234,7 +234,7 @@ def _select(x, cand, cnt, kmax, out, draw=None):
 def topk(x: Tensor, kmax: int) -> tuple[Tensor, Tensor]:
     """x [R, V] fp32 contiguous, 1 <= kmax <= min(TOPK_MAX, V) -> (values [R, kmax] fp32
     descending, columns [R, kmax] int64): the kmax largest of each row, the lower column first
-    among equal values (NaN never selected)."""
+    among equal values (-0.0 ranks below +0.0; rows with NaN give undefined columns)."""
     R = x.shape[0]
     cand, cnt = _candidates(x, kmax)
     vals = torch.empty(R, kmax, dtype=torch.float32, device=x.device)
