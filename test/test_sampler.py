@@ -337,3 +337,42 @@ def test_fused_topk_is_torch_topk():
     from model_cases import run_interpreted
 
     assert "topk ok" in run_interpreted(_TOPK, timeout=300).stdout
+
+
+_SAMPLE = """
+import sys
+import torch
+from server.model.kernels import sampling_triton as st
+sys.path.insert(0, "test")
+from server.model.sampler import BatchSampler
+import test_sampler as ts
+
+class Interpreted(BatchSampler):  # the CUDA path's kernels, run by Triton's CPU interpreter
+    def _kernels(self, t):
+        return st
+
+V = 3000
+logits = torch.randn(7, V, generator=torch.Generator().manual_seed(3)) * 2
+params = dict(temperature=[0.0, 1.0, 0.8, 1.0, 0.7, 1.0, 1.3], top_k=[0, 50, 40, 0, 64, 2000, 1],
+              top_p=[1.0, 0.9, 1.0, 0.8, 0.5, 1.0, 1.0], seed=[1, 2, 3, 4, 5, 6, 7], presence=0.4,
+              repetition=0.2, decay=0.99)
+plain, fused = ts._rows(7, V, **params), ts._rows(7, V, **params)
+active = torch.tensor([True, True, False, True, True, True, True])
+U = BatchSampler(V).uniforms(plain, 3)  # a pulse's uniforms: non-contiguous columns
+for s in range(3):
+    want = BatchSampler(V).sample(logits, plain, active=active, u=U[:, s])
+    got = Interpreted(V).sample(logits, fused, active=active, u=U[:, s])
+    assert torch.equal(got, want), (s, got, want)
+assert torch.equal(fused.penalties, plain.penalties) and torch.equal(fused.counter, plain.counter)
+print("sample ok")
+"""
+
+
+def test_sample_through_the_cuda_kernels_is_the_torch_path():
+    """BatchSampler.sample with its CUDA kernels (prepare with an active mask, the top-k draw on
+    a subset of rows with their own k and top-p, the update), run by Triton's CPU interpreter:
+    the torch path's tokens, penalties and counters, step after step, with a pulse's uniforms."""
+    pytest.importorskip("triton")
+    from model_cases import run_interpreted
+
+    assert "sample ok" in run_interpreted(_SAMPLE, timeout=300).stdout

@@ -179,6 +179,11 @@ class BatchSampler:
 
         self._fused = kernel_module("sampling_triton", self.device)  # None: the torch path
 
+    def _kernels(self, t: Tensor):
+        """The Triton kernel module for work on ``t`` (a CUDA tensor, with Triton), else None:
+        the torch path. Tests override it to run the kernels in Triton's CPU interpreter."""
+        return self._fused if self._fused and t.is_cuda else None
+
     def sample(self, logits: Tensor, batch: SamplingBatch, active: Tensor | None = None,
                u: Tensor | None = None) -> Tensor:
         """logits: [B, V] f32 -> tokens [B] int64; updates batch.penalties and batch.counter.
@@ -206,9 +211,9 @@ class BatchSampler:
                 else:
                     tokens[rows] = draw(x[rows], k[rows], batch.top_p[rows], u[rows], kmax)
         P = batch.penalties
-        if self._fused and P.is_cuda and P.is_contiguous():  # one launch; the same bits
-            self._fused.update(P, tokens, batch.presence, batch.repetition, active,
-                               batch.counter)
+        f = self._kernels(P)
+        if f and P.is_contiguous():  # one launch; the same bits
+            f.update(P, tokens, batch.presence, batch.repetition, active, batch.counter)
         else:
             self._update(batch, tokens, active)
         return tokens
@@ -233,8 +238,8 @@ class BatchSampler:
         for temp in (None, ones):
             self._prepare(logits, torch.zeros_like(logits, dtype=torch.float32), temp, ones,
                           None)
-        f = self._fused
-        if f and logits.is_cuda and f.TOPK_MAX <= self.vocab_size:  # one row compiles it all
+        f = self._kernels(logits)
+        if f and f.TOPK_MAX <= self.vocab_size:  # one row compiles it all
             one = torch.ones(1, dtype=torch.float32, device=logits.device)
             f.topk_draw(logits[:1].contiguous(), f.TOPK_MAX, one.long(), one, one.double() * 0)
 
@@ -243,8 +248,9 @@ class BatchSampler:
         """x = (logits - P) / temp (temp None: no division); P *= decay in place for active rows
         (all when active is None): steps 1, 2 and the decay of step 5. On CUDA one Triton pass;
         the same fp32 operations here."""
-        if self._fused and logits.is_cuda and P.is_contiguous():
-            return self._fused.prepare(logits.contiguous(), P, temp, decay, active)
+        f = self._kernels(logits)
+        if f and P.is_contiguous():
+            return f.prepare(logits.contiguous(), P, temp, decay, active)
         if active is not None:
             decay = torch.where(active, decay, 1.0)
         x = logits.float() - P
@@ -290,8 +296,8 @@ class BatchSampler:
         return _invert(cum, cum[:, -1], u)
 
     def _topk(self, x: Tensor, k: Tensor, top_p: Tensor, u: Tensor, kmax: int) -> Tensor:
-        f = self._fused
-        if f and x.is_cuda and kmax <= min(f.TOPK_MAX, x.shape[1]):  # four launches
+        f = self._kernels(x)
+        if f and kmax <= min(f.TOPK_MAX, x.shape[1]):  # four launches
             return f.topk_draw(x.contiguous(), kmax, k, top_p, u)
         vals, idx = torch.topk(x, kmax, dim=1)                      # [R, kmax] descending
         return idx.gather(1, _draw_prefix(vals, k, top_p, u)[:, None]).squeeze(1)
