@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Every CUDA test and benchmark of docs/performance.md in one call on the GPU machine:
 #   bash server/bench/gpu_all.sh            # logs into $OUT (default /tmp/bench-out)
-# Each step has its own time limit (all steps took ~5 minutes on 2026-11-29) and runs whatever
+# Each step has its own time limit (all steps took ~5 minutes on 2026-11-29, before the profile
+# and sample steps were added: ~20 s more) and runs whatever
 # happened before it; every log is written as it goes (a cut-off call still returns what was done).
 set -u
 OUT=${OUT:-/tmp/bench-out}
@@ -33,13 +34,14 @@ step sample_clustered 60 python3 -m server.bench sample --batch 1,32,256,1024 --
 step stress 100 python3 -m server.bench stress --preset 2.9b --tasks 256 --max-tokens 2000 \
   --buffer-size 32 --temperature 1.0 --deadline 80
 step prefill 60 python3 -m server.bench prefill --preset 2.9b --cases 1x4096,64x512
+step profile 60 python3 -m server.bench decode --preset 2.9b --batch 1,1024 --state-dtype fp16 \
+  --profile 1,1024 --pulses 2
 step decode72 45 python3 -m server.bench decode --preset 7.2b --batch 256 --state-dtype fp16 --pulses 3
 step ttft 130 python3 -m server.bench ttft --preset 2.9b --repeat 2 --stages
 step ttft_server 100 python3 -m server.bench ttft --preset 2.9b --repeat 2 --sync-prefill 0
 # separately (each call is limited to 10 minutes): the skinny-product sweep, the profile, the
 # ablations and the HTTP chat (writes a 5.9 GB random checkpoint first, ~90 s):
 #   python3 -m server.bench gemv --preset 2.9b --rows 1,2,4,8,16 --sweep 1,4,16 --large
-#   python3 -m server.bench decode --preset 2.9b --batch 1,256 --profile 1,256
 #   python3 -m server.bench decode --preset 2.9b --batch 1,256 --fused 0 --pulses 3
 #   python3 -m server.bench.chat --demo 2.9b
 #   python3 -m server.bench pulse --preset 2.9b --profile     # the first-token pulse alone
