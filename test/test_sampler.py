@@ -288,7 +288,7 @@ for R, V, k in ((3, 5000, 40), (2, 1024, 1), (1, 3000, 64)):
     want_v, want_i = torch.topk(x, k, dim=1)
     assert torch.equal(v, want_v) and torch.equal(i, want_i), (v, want_v, i, want_i)
 # equal values: the lower column first; a row of negatives; a flat row (every value a
-# candidate: more than TOPK_CAP, the slow path) and a row with -inf everywhere but 3 columns
+# candidate: more than MAX_CANDIDATES, the slow path) and a row with -inf everywhere but 3 columns
 x = torch.tensor([[1.0, 3.0, 3.0, -2.0, 3.0, 0.5] * 200, [-5.0, -1.0, -3.0, -1.0, -7.0, -0.5] * 200,
                   [0.25] * 1200, [-float("inf")] * 1200])
 x[3, [7, 900, 11]] = torch.tensor([2.0, 1.0, 2.0])

@@ -240,8 +240,10 @@ class BatchSampler:
                           None)
         f = self._kernels(logits)
         if f and f.TOPK_MAX <= self.vocab_size:  # one row compiles it all
-            one = torch.ones(1, dtype=torch.float32, device=logits.device)
-            f.topk_draw(logits[:1].contiguous(), f.TOPK_MAX, one.long(), one, one.double() * 0)
+            dev = logits.device
+            f.topk_draw(logits[:1].contiguous(), f.TOPK_MAX, torch.ones(1, dtype=torch.long,
+                        device=dev), torch.ones(1, device=dev),
+                        torch.zeros(1, dtype=torch.float64, device=dev))
 
     def _prepare(self, logits: Tensor, P: Tensor, temp: Tensor | None, decay: Tensor,
                  active: Tensor | None) -> Tensor:

@@ -326,9 +326,10 @@ class Prefiller:
         for other in list(self._seqs.values())[-IN_FLIGHT:]:
             if other.origin == s.origin:
                 m = common_prefix(s.hashes, other.hashes)
-                if len(other.task.history) < m < other.end and m >= gap \
-                        and point(m) > len(other.task.history):
-                    other.add_point(point(m))  # it is ahead: it computes the shared prefix
+                if len(other.task.history) < m < other.end and m >= gap:
+                    p = point(m)
+                    if p > len(other.task.history):
+                        other.add_point(p)  # it is ahead: it computes the shared prefix
         stops = set([min(branch), max(branch)] if branch else []) | {s.end}
         s.points = sorted(stops)
         s.later = [p for p in sorted(set(turns[:1] + turns[-1:])) if p not in stops and p >= gap]

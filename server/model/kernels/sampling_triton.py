@@ -20,13 +20,13 @@ for bit.
 H200, ~14 launches). Here four launches, reading the row twice: the maximum of each sub-block
 of 16 columns; tau, the k-th largest of those maxima, per row (k values are >= tau, so the
 row's k largest are among them; and the values >= tau lie in the k sub-blocks whose maxima are
->= tau, so there are at most 16 k <= TOPK_CAP of them, ties at tau aside, however the logits
-cluster: a vocabulary ordered by script gives whole blocks of unlikely tokens); every block of
-1,024 columns appends its values >= tau to the row's candidates (an atomic counter); a program
-per row sorts its candidates (a bitonic top-k) and keeps the first k. `topk_draw` also draws
-the token in that last program (the inverse-CDF draw of `sampler._draw_prefix`, ~20 small torch
-launches there). A row with more than TOPK_CAP candidates (many ties at tau: a flat row) runs a
-top-k over all its values instead: slower, same result.
+>= tau, so there are at most 16 k <= MAX_CANDIDATES of them, ties at tau aside, however the
+logits cluster: a vocabulary ordered by script gives whole blocks of unlikely tokens); every
+block of 1,024 columns appends its values >= tau to the row's candidates (an atomic counter); a
+program per row sorts its candidates (a bitonic top-k) and keeps the first k. `topk_draw` also
+draws the token in that last program (the inverse-CDF draw of `sampler._draw_prefix`, ~20 small
+torch launches there). A row with more than MAX_CANDIDATES candidates (many ties at tau: a flat
+row) runs a top-k over all its values instead: slower, same result.
 Each value is carried with its column in one int64 key (the fp32 bits mapped to an
 order-preserving int32 in the high half, the column reversed in the low half), so the keys are
 distinct and order as: larger value first, lower column first among equal values; the order in
@@ -112,7 +112,7 @@ def update(penalties: Tensor, tokens: Tensor, presence: Tensor, repetition: Tens
 
 
 TOPK_MAX = 64  # `topk` serves k up to this
-TOPK_CAP = 1024  # candidates kept per row by the threshold; a row with more takes the slow path
+MAX_CANDIDATES = 1024  # kept per row above the threshold; a row with more takes the slow path
 
 
 @triton.jit
@@ -204,22 +204,22 @@ def _select_kernel(x_ptr, cand_ptr, cnt_ptr, val_ptr, idx_ptr, k_ptr, p_ptr, u_p
 
 
 def _candidates(x: Tensor, kmax: int) -> tuple[Tensor, Tensor]:
-    """The first three launches of `topk`: (candidate keys [R, TOPK_CAP], counts [R])."""
+    """The first three launches of `topk`: (candidate keys [R, MAX_CANDIDATES], counts [R])."""
     R, V = x.shape
     assert x.is_contiguous() and x.dtype == torch.float32 and 1 <= kmax <= min(TOPK_MAX, V)
     K = max(2, triton.next_power_of_2(kmax))
-    # sub-blocks of SUB columns, at least kmax of them; kmax * SUB <= TOPK_CAP
-    sub = min(TOPK_CAP // TOPK_MAX, 1 << ((V // kmax).bit_length() - 1))
+    # sub-blocks of SUB columns, at least kmax of them; kmax * SUB <= MAX_CANDIDATES
+    sub = min(MAX_CANDIDATES // TOPK_MAX, 1 << ((V // kmax).bit_length() - 1))
     block = min(1024, triton.next_power_of_2(V))
     nm, nb = triton.cdiv(V, sub), triton.cdiv(V, block)
     f32 = dict(dtype=torch.float32, device=x.device)
     maxes, tau = torch.empty(R, nm, **f32), torch.empty(R, **f32)
     cnt = torch.empty(R, dtype=torch.int32, device=x.device)
-    cand = torch.empty(R, TOPK_CAP, dtype=torch.int64, device=x.device)
+    cand = torch.empty(R, MAX_CANDIDATES, dtype=torch.int64, device=x.device)
     _block_max_kernel[(R, nb)](x, maxes, V, nm, BLOCK=block, SUB=sub, num_warps=4)
     _tau_kernel[(R,)](maxes, tau, cnt, nm, kmax, NMP=max(K, triton.next_power_of_2(nm)), K=K,
                       num_warps=8)
-    _gather_kernel[(R, nb)](x, tau, cnt, cand, V, BLOCK=block, CAP=TOPK_CAP, num_warps=4)
+    _gather_kernel[(R, nb)](x, tau, cnt, cand, V, BLOCK=block, CAP=MAX_CANDIDATES, num_warps=4)
     return cand, cnt
 
 
@@ -227,7 +227,7 @@ def _select(x, cand, cnt, kmax, out, draw=None):
     vals, idx, tok = out
     k, top_p, u = draw if draw is not None else (cnt, cnt, cnt)  # unused without a draw
     _select_kernel[(x.shape[0],)](x, cand, cnt, vals, idx, k, top_p, u, tok, x.shape[1], kmax,
-                                  K=max(2, triton.next_power_of_2(kmax)), CAP=TOPK_CAP,
+                                  K=max(2, triton.next_power_of_2(kmax)), CAP=MAX_CANDIDATES,
                                   BLOCK=1024, DRAW=draw is not None, num_warps=8)
 
 
