@@ -9,18 +9,18 @@ from model_cases import run_interpreted
 # prefill of unequal prompts (padding: keep + last), then decode steps with an inactive row;
 # logits and every state tensor of the fused model must match the plain one. 3 rows take the
 # small-batch paths of fused.py (skinny products, one-kernel decode time mix), 20 the others
-# (cuBLAS products; decode's time mix in three kernels with fp32 state, in the split kernel and
-# post_wkv with fp16 state)
+# (cuBLAS products and the in-place activations; the one-kernel time mix's large-batch launch)
 _INTERPRETED = """
 import torch
 from server.model.checkpoint import infer_config
 from server.model.forward import RWKV7
-from server.model.fused import GEMV_MAX_ROWS, ONE_KERNEL_MAX_ROWS
+from server.model.fused import GEMV_MAX_ROWS
+from server.model.kernels.decode_triton import SMALL_ROWS
 from server.model.random import make_random_state_dict
 torch.manual_seed(0)
 sd = make_random_state_dict(2, 128, 512, seed=3)
 cfg = infer_config(sd)
-assert 3 <= min(GEMV_MAX_ROWS, ONE_KERNEL_MAX_ROWS) and 20 > max(GEMV_MAX_ROWS, ONE_KERNEL_MAX_ROWS)
+assert 3 <= min(GEMV_MAX_ROWS, SMALL_ROWS) and 20 > max(GEMV_MAX_ROWS, SMALL_ROWS)
 f32, f16 = torch.float32, torch.float16
 cases = [(f32, f32, 2e-5, 3), (f16, f32, 2e-2, 3), (f16, f32, 2e-2, 20), (f16, f16, 2e-2, 20)]
 for dt, sdt, tol, rows in cases:
@@ -59,61 +59,55 @@ def test_fused_path_in_interpreter():
     assert "fused ok" in out.stdout, out.stdout
 
 
-# decode_triton's split kernel (pre_wkv + WKV step, a head's state over several programs)
-# against the three-kernel path it replaces (pre_wkv, then the WKV step kernel): y, v, bonus and
-# the new state, for each row split, state dtype, first/later layer, with an inactive row
-SPLIT_CHECK = """
+# decode_triton's one kernel (pre_wkv + WKV step + post_wkv) against the three-kernel path (the
+# prefill's kernels at T = 1): the output and the new state, for each state dtype, first/later
+# layer, at 5 rows and above SMALL_ROWS (its large-batch launch options), with an inactive row;
+# the benchmark variant that loads the state first gives the same bits
+ONE_KERNEL_CHECK = """
 import torch
 from server.model.kernels import decode_triton as d, fused_triton as f, wkv_triton as w
 dev = "cuda" if torch.cuda.is_available() else "cpu"
 g = torch.Generator(device=dev).manual_seed(0)
-B, H, N = 5, 11, 64  # 11 heads: two head groups in pre_wkv, the second partly masked
+H, N = 11, 64  # 11 heads: two head groups in pre_wkv / post_wkv, the second partly masked
 C = H * N
 def rnd(*shape, scale=1.0, dtype=torch.float16):
     return (torch.randn(*shape, generator=g, device=dev) * scale).to(dtype)
 worst = 0.0
-for sdt in (torch.float32, torch.float16):
-    for first in (True, False):
-        for rows in (16, 32, 64):
+for B in (5, d.SMALL_ROWS + 3):
+    for sdt in (torch.float32, torch.float16):
+        for first in (True, False):
             r, k, v = (rnd(B, C) for _ in range(3))
             lora = rnd(4, B, C)
             vf = None if first else rnd(B, C)
-            keep = torch.tensor([1, 0, 1, 1, 1], dtype=torch.int8, device=dev)
+            keep = torch.ones(B, dtype=torch.int8, device=dev)
+            keep[1] = 0
             w0, a0, v0 = (rnd(C) for _ in range(3))
-            kk, ka, rk = (rnd(C, dtype=torch.float32) for _ in range(3))
+            kk, ka, rk, lw, lb = (rnd(C, dtype=torch.float32) for _ in range(5))
             S0 = rnd(B, H, N, N, scale=0.3, dtype=sdt)
-            S1, S2 = S0.clone(), S0.clone()
+            S1, S2, S3 = S0.clone(), S0.clone(), S0.clone()
             wv, kp, vv, kap, a, bonus = f.pre_wkv(r, k, v, lora, vf, keep, w0, a0, v0, kk, ka,
                                                   rk, H)
-            y = w.wkv_step_triton(S1, *(t.view(B, H, N) for t in (r, wv, kp, vv, kap, a)),
-                                  rows=rows).view(B, C)
-            got = d.time_mix_decode_split(S2, r, k, v, lora, vf, keep, w0, a0, v0, kk, ka, rk,
-                                          f.DECAY_SCALE, rows=rows)
-            assert got[0].dtype == r.dtype and got[1].dtype == got[2].dtype == torch.float32
-            assert torch.equal(S2[1], S0[1]), "an inactive row's state changed"
-            for name, want, have in (("y", y, got[0]), ("v", vv, got[1]),
-                                     ("bonus", bonus, got[2]), ("S", S1, S2)):
-                e = ((have.float() - want.float()).abs().max()
-                     / want.float().abs().max()).item()
+            y = w.wkv_step_triton(S1, *(t.view(B, H, N) for t in (r, wv, kp, vv, kap, a)))
+            want = f.post_wkv(y.view(B, C), vv, lora[3], bonus, lw, lb, 1e-5, r.dtype)
+            args = (r, k, v, lora, vf, keep, w0, a0, v0, kk, ka, rk, lw, lb, f.DECAY_SCALE, 1e-5)
+            got = d.time_mix_decode(S2, *args)
+            assert got.dtype == r.dtype and torch.equal(S2[1], S0[1]), "inactive row changed"
+            early = d.time_mix_decode(S3, *args, EARLY=True)
+            assert torch.equal(early, got) and torch.equal(S3, S2), "EARLY changed bits"
+            for name, want_t, have in (("out", want, got), ("S", S1, S2)):
+                e = ((have.float() - want_t.float()).abs().max()
+                     / want_t.float().abs().max()).item()
                 worst = max(worst, e)
-                assert e < (2e-3 if sdt == torch.float16 or name == "y" else 1e-5), (
-                    sdt, first, rows, name, e)
-# post_wkv (a program per row and group of heads) against its torch form, on the last case
-yv, vvv, bon = got[0].float().view(B, H, N), got[1].view(B, H, N), got[2][..., None]
-lnw, lnb = rnd(C, dtype=torch.float32), rnd(C, dtype=torch.float32)
-yn = (yv - yv.mean(-1, keepdim=True)) / torch.sqrt(yv.var(-1, unbiased=False, keepdim=True) + 1e-5)
-want = ((yn.reshape(B, C) * lnw + lnb + (bon * vvv).reshape(B, C)) * lora[3].float())
-have = f.post_wkv(got[0], got[1], lora[3], got[2], lnw, lnb, 1e-5, torch.float32)
-e = ((have - want).abs().max() / want.abs().max()).item()
-assert e < 1e-4, ("post_wkv", e)
-print(f"split ok, worst rel err {worst:.1e}, post_wkv {e:.1e}")
+                assert e < (2e-3 if sdt == torch.float16 or name == "out" else 1e-5), (
+                    B, sdt, first, name, e)
+print(f"one kernel ok, worst rel err {worst:.1e}")
 """
 
 
-def test_split_decode_kernel_in_interpreter():
+def test_one_kernel_decode_in_interpreter():
     pytest.importorskip("triton")
-    out = run_interpreted(SPLIT_CHECK, timeout=300)
-    assert "split ok" in out.stdout, out.stdout
+    out = run_interpreted(ONE_KERNEL_CHECK, timeout=300)
+    assert "one kernel ok" in out.stdout, out.stdout
 
 
 @pytest.mark.gpu
@@ -143,8 +137,8 @@ def test_fused_cuda_matches_reference(dtype, state_dtype, tol):
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 @pytest.mark.parametrize("batch,state_dtype", [
     (3, torch.float32),  # skinny products, one-kernel time mix
-    (40, torch.float32),  # cuBLAS, three-kernel time mix
-    (40, torch.float16),  # cuBLAS, the split kernel (pre_wkv + WKV step) and post_wkv
+    (40, torch.float32),  # cuBLAS, one-kernel time mix (large-batch launch: one warp)
+    (40, torch.float16),  # cuBLAS, one-kernel time mix (two warps)
 ])
 def test_fused_cuda_decode_paths_match_fp32(batch, state_dtype):
     """Decode in fp16 through each batch-size path of fused.py against the plain fp32 forward:
@@ -211,9 +205,9 @@ def test_pdl_changes_no_bit(monkeypatch):
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
-def test_split_decode_kernel_on_cuda(capsys):
-    exec(SPLIT_CHECK, {})
-    assert "split ok" in capsys.readouterr().out
+def test_one_kernel_decode_on_cuda(capsys):
+    exec(ONE_KERNEL_CHECK, {})
+    assert "one kernel ok" in capsys.readouterr().out
 
 
 # ln_mix over several column chunks (C = 1100: three programs a row, the last one partial)

@@ -1,10 +1,10 @@
-"""``python -m server.bench decode|prefill|stress|wkv|gemv|ttft|pulse|host|sample [options]``:
+"""``python -m server.bench decode|prefill|stress|wkv|gemv|ttft|pulse|host|sample|large [options]``:
 run one benchmark (each prints a table; ``python -m server.bench NAME --help`` for its options)."""
 
 import importlib
 import sys
 
-BENCHES = ("decode", "prefill", "stress", "wkv", "gemv", "ttft", "pulse", "host", "sample")
+BENCHES = ("decode", "prefill", "stress", "wkv", "gemv", "ttft", "pulse", "host", "sample", "large")
 
 
 def main(argv=None) -> None:

@@ -31,6 +31,7 @@ step decode 110 python3 -m server.bench decode --preset 2.9b --batch 1,4,16,32,2
   --state-dtype fp16,fp32 --pulses 3
 step sample 60 python3 -m server.bench sample --batch 1,32,256,1024
 step sample_clustered 60 python3 -m server.bench sample --batch 1,32,256,1024 --clustered 1
+step large 90 python3 -m server.bench large --batch 1024,256
 step stress 100 python3 -m server.bench stress --preset 2.9b --tasks 256 --max-tokens 2000 \
   --buffer-size 32 --temperature 1.0 --deadline 80
 step prefill 60 python3 -m server.bench prefill --preset 2.9b --cases 1x4096,64x512

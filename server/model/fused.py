@@ -4,9 +4,8 @@ Per layer and pass: one `ln_mix` launch per block (LayerNorm + token shift + the
 the r/k/v/o and FFN matrix products, the four LoRA first stages as one batched product and the
 second stages as another (zero-padded to a common width, stacked at load), one `pre_wkv` launch,
 the WKV kernel, one `post_wkv` launch, and in-place residual adds: about 20 launches a layer
-instead of about 75 (kernels: `kernels/fused_triton.py`). Decode steps fold more: up to 16 rows
-pre_wkv + WKV + post_wkv are one kernel; above, with fp16 state, pre_wkv + WKV are one kernel
-(`kernels/decode_triton.py`). Above 16 rows the products are cuBLAS's, followed by one in-place
+instead of about 75 (kernels: `kernels/fused_triton.py`). Decode steps fold more: pre_wkv + WKV
++ post_wkv are one kernel (`kernels/decode_triton.py`). Above 16 rows the products are cuBLAS's, followed by one in-place
 activation launch (relu² of the FFN key; tanh/sigmoid of two LoRA first stages).
 
 The stacked LoRA weights replace the per-layer ones: each `LayerWeights.w1` (etc.) becomes a view
@@ -28,10 +27,6 @@ from server.model.reference import GN_EPS, LN_EPS
 
 LORA_ORDER = ("v", "w", "a", "g")  # mixed inputs 2..5 of ln_mix are xv, xw, xa, xg
 GEMV_MAX_ROWS = 16  # half-precision products of at most this many rows: gemv_triton
-# decode batches of at most this many rows run the time mix in one kernel (decode_triton);
-# larger ones in three (pre_wkv, WKV step, post_wkv), whose WKV kernel splits each head's state
-# over several programs: measured on the H200 at batch 256, the one-kernel form was slower
-ONE_KERNEL_MAX_ROWS = 16
 
 
 def fused_default(device: torch.device) -> bool:
@@ -171,16 +166,10 @@ class FusedBlocks:
         # the state, then pre_wkv's arguments (every time-mix form below takes these)
         pre = (S, r, k, v, lora, v_first, keep8, lw.w0, lw.a0, lw.v0, lw.k_k.view(-1), lw.k_a,
                lw.r_k)
-        if T == 1 and self.decode is not None and R <= ONE_KERNEL_MAX_ROWS:
+        if T == 1 and self.decode is not None:
             # pre_wkv + WKV step + post_wkv in one launch
             out = self.decode.time_mix_decode(*pre, lw.lnx_w, lw.lnx_b, self.k.DECAY_SCALE,
                                               GN_EPS)
-        elif T == 1 and self.decode is not None and S.element_size() == 2:
-            # pre_wkv + WKV step (each head's state over 4 programs), then post_wkv. fp16 state
-            # only: with fp32 state the three kernels below were faster on the H200 (2.9B,
-            # 8.18 vs 8.27-8.97 ms a step at batch 256 for 32/16/64 rows; docs/performance.md)
-            y, vv, bonus = self.decode.time_mix_decode_split(*pre, self.k.DECAY_SCALE, rows=16)
-            out = self.k.post_wkv(y, vv, lora[3], bonus, lw.lnx_w, lw.lnx_b, GN_EPS, m.dtype)
         else:
             w, kk, vv, kap, a, bonus = self.k.pre_wkv(*pre[1:], H)
             if T == 1:

@@ -9,13 +9,12 @@ the same order as the three-kernel path), updates the head's [N, N] state in pla
 the gated, normalised output (run dtype): no fp32 [B, C] intermediates go through memory and
 two launches a layer disappear. Inactive rows (keep = 0) take an identity step (state unchanged).
 
-With ``rows < 64`` (large batches: `time_mix_decode_split`) each head's state is split over
-``64 // rows`` programs, each owning a block of value rows, so the state traffic spreads over
-more programs; the GroupNorm needs the whole head's output, so post_wkv stays a separate
-launch, and the kernel writes what it needs: y (run dtype, as the WKV step kernel stores it),
-the mixed value v (fp32) and the head's bonus. pre_wkv's five fp32 [B, C] intermediates (written
-by one kernel, read back by the WKV step) never go through memory; each program recomputes the
-head's key-side vectors (64 channels: cheap, and read from L2).
+Above SMALL_ROWS rows the state traffic dominates (batch 1,024, fp16 state: 671 MB a layer read
+and written) and the launch takes few warps per program and streams the state past L2
+(evict_first): on the H200 (`python -m server.bench large`, 2.9B shape) 212 / 49 us a layer at
+batch 1,024 / 256 with fp16 state against 251 / 67 for the form it replaced (each head's state
+over four programs of 16 value rows, then post_wkv as its own launch), and 343 / 89 with fp32
+state with one warp (the default 8 warps: 570 / 147).
 """
 
 import torch
@@ -30,19 +29,22 @@ from .fused_triton import HEAD
 @triton.jit
 def _decode_kernel(r_ptr, k_ptr, v_ptr, lora_ptr, vfirst_ptr, keep_ptr,
                    w0_ptr, a0_ptr, v0_ptr, kk_ptr, ka_ptr, rk_ptr, lw_ptr, lb_ptr,
-                   S_ptr, out_ptr, vout_ptr, bonus_ptr, R, C, H, s_sb, s_sh, decay_scale, eps,
+                   S_ptr, out_ptr, R, C, H, s_sb, s_sh, decay_scale, eps,
                    FIRST: tl.constexpr, HAS_KEEP: tl.constexpr, N: tl.constexpr,
-                   BI: tl.constexpr, POST: tl.constexpr, PDL: tl.constexpr):
+                   PDL: tl.constexpr, EARLY: tl.constexpr = False, EVICT: tl.constexpr = ""):
     pdl.enter(PDL)
     pid = tl.program_id(0)
     b = (pid // H).to(tl.int64)
     h = pid % H
     j = tl.arange(0, N)  # key channels (columns of S)
-    i = tl.program_id(1) * BI + tl.arange(0, BI)  # this program's value channels (rows of S)
+    i = tl.arange(0, N)  # value channels (rows of S)
     cj = h * N + j
     ci = h * N + i
     oj = b * C + cj
     oi = b * C + ci
+    s_ptrs = S_ptr + b * s_sb + h * s_sh + i[:, None] * N + j[None, :]
+    if EARLY:  # (benchmark variant) the state's load issued before the vector work
+        s = tl.load(s_ptrs, eviction_policy=EVICT).to(tl.float32)
     # --- pre_wkv, along the key channels j ---
     k = tl.load(k_ptr + oj).to(tl.float32)
     r = tl.load(r_ptr + oj).to(tl.float32)
@@ -69,69 +71,46 @@ def _decode_kernel(r_ptr, k_ptr, v_ptr, lora_ptr, vfirst_ptr, keep_ptr,
         v = tl.where(keep_i, v, 0.0)
     # --- the WKV step on the head's state (loaded here: loading it first, to overlap the
     # vector work above, made the kernel 8 % slower on the H200 at batch 256, fp16 state) ---
-    s_ptrs = S_ptr + b * s_sb + h * s_sh + i[:, None] * N + j[None, :]
-    s = tl.load(s_ptrs).to(tl.float32)
+    if not EARLY:
+        s = tl.load(s_ptrs, eviction_policy=EVICT).to(tl.float32)
     sk = tl.sum(s * kap[None, :], axis=1)
     s = s * w[None, :] - sk[:, None] * (kap * a)[None, :] + v[:, None] * kp[None, :]
-    tl.store(s_ptrs, s.to(S_ptr.dtype.element_ty))
+    tl.store(s_ptrs, s.to(S_ptr.dtype.element_ty), eviction_policy=EVICT)
     y = tl.sum(s * r[None, :], axis=1)
-    y = y.to(out_ptr.dtype.element_ty)  # the three-kernel path stores y so
-    if POST:  # --- post_wkv: GroupNorm of the head, + bonus * v, times the gate ---
-        yf = y.to(tl.float32)
-        mean = tl.sum(yf, axis=0) / N
-        d = yf - mean
-        var = tl.sum(d * d, axis=0) / N
-        yn = d * (1.0 / tl.sqrt(var + eps)) * tl.load(lw_ptr + ci) + tl.load(lb_ptr + ci)
-        g = tl.load(lora_ptr + 3 * R * C + oi).to(tl.float32)
-        tl.store(out_ptr + oi, ((yn + bonus * v) * g).to(out_ptr.dtype.element_ty))
-    else:  # part of a head: post_wkv runs as its own kernel on what this stores
-        tl.store(out_ptr + oi, y)
-        tl.store(vout_ptr + oi, v)
-        if tl.program_id(1) == 0:
-            tl.store(bonus_ptr + b * H + h, bonus)
+    y = y.to(out_ptr.dtype.element_ty).to(tl.float32)  # the three-kernel path stores y so
+    # --- post_wkv: GroupNorm of the head, + bonus * v, times the gate ---
+    mean = tl.sum(y, axis=0) / N
+    d = y - mean
+    var = tl.sum(d * d, axis=0) / N
+    yn = d * (1.0 / tl.sqrt(var + eps)) * tl.load(lw_ptr + ci) + tl.load(lb_ptr + ci)
+    g = tl.load(lora_ptr + 3 * R * C + oi).to(tl.float32)
+    tl.store(out_ptr + oi, ((yn + bonus * v) * g).to(out_ptr.dtype.element_ty))
 
 
-def _launch(S, r, k, v, lora, v_first, keep, w0, a0, v0, k_k, k_a, r_k, ln_w, ln_b,
-            decay_scale, eps, out, v_out, bonus, rows, post):
-    B, C = r.shape
-    H = C // HEAD
-    assert S.shape == (B, H, HEAD, HEAD) and S.stride(-1) == 1 and S.stride(-2) == HEAD
-    assert lora.is_contiguous() and lora.shape == (4, B, C)
-    first = v_first is None
-    _decode_kernel[(B * H, HEAD // rows)](
-        r, k, v, lora, v if first else v_first, keep if keep is not None else r, w0, a0,
-        w0 if first else v0, k_k, k_a, r_k, ln_w, ln_b, S, out, v_out, bonus, B, C, H,
-        S.stride(0), S.stride(1), decay_scale, eps, FIRST=first, HAS_KEEP=keep is not None,
-        N=HEAD, BI=rows, POST=post, num_warps=max(1, rows * S.element_size() // 32),
-        **pdl.launch_options(r.device, B))
+SMALL_ROWS = 16  # up to this many rows: the default warps (4 / 8 for fp16 / fp32 state)
 
 
 def time_mix_decode(S: Tensor, r: Tensor, k: Tensor, v: Tensor, lora: Tensor,
                     v_first: Tensor | None, keep: Tensor | None, w0: Tensor, a0: Tensor,
                     v0: Tensor | None, k_k: Tensor, k_a: Tensor, r_k: Tensor, ln_w: Tensor,
-                    ln_b: Tensor, decay_scale: float, eps: float) -> Tensor:
+                    ln_b: Tensor, decay_scale: float, eps: float, **variant) -> Tensor:
     """S: [B, H, N, N] fp32|fp16 state (in place); r, k, v: [B, C] run dtype; lora: [4, B, C]
     (v, w, a LoRA outputs and the gate); v_first: [B, C] or None (first layer); keep: [B] int8
     or None; w0, a0, v0: [C] run dtype; k_k, k_a, r_k, ln_w, ln_b: [C] fp32.
-    Returns the gated, normalised WKV output [B, C] in r's dtype (the output product's input)."""
-    out = torch.empty_like(r)
-    _launch(S, r, k, v, lora, v_first, keep, w0, a0, v0, k_k, k_a, r_k, ln_w, ln_b,
-            decay_scale, eps, out, out, out, HEAD, True)
-    return out
-
-
-def time_mix_decode_split(S: Tensor, r: Tensor, k: Tensor, v: Tensor, lora: Tensor,
-                          v_first: Tensor | None, keep: Tensor | None, w0: Tensor, a0: Tensor,
-                          v0: Tensor | None, k_k: Tensor, k_a: Tensor, r_k: Tensor,
-                          decay_scale: float, rows: int = 16) -> tuple[Tensor, Tensor, Tensor]:
-    """pre_wkv + the WKV step, each head's state split over ``64 // rows`` programs (same
-    arguments as `time_mix_decode`, without the GroupNorm's). Returns post_wkv's inputs:
-    y [B, C] in r's dtype, the mixed value v [B, C] fp32 and the bonus [B, H] fp32."""
-    assert HEAD % rows == 0
+    Returns the gated, normalised WKV output [B, C] in r's dtype (the output product's input);
+    ``variant``: launch options for benchmarks (num_warps, EARLY, EVICT)."""
     B, C = r.shape
-    y = torch.empty_like(r)
-    v_out = torch.empty(B, C, dtype=torch.float32, device=r.device)
-    bonus = torch.empty(B, C // HEAD, dtype=torch.float32, device=r.device)
-    _launch(S, r, k, v, lora, v_first, keep, w0, a0, v0, k_k, k_a, r_k, k_k, k_k,
-            decay_scale, 0.0, y, v_out, bonus, rows, False)
-    return y, v_out, bonus
+    H = C // HEAD
+    assert S.shape == (B, H, HEAD, HEAD) and S.stride(-1) == 1 and S.stride(-2) == HEAD
+    assert lora.is_contiguous() and lora.shape == (4, B, C)
+    first = v_first is None
+    out = torch.empty_like(r)
+    opts = dict(num_warps=HEAD * S.element_size() // 32)
+    if B > SMALL_ROWS:
+        opts = dict(num_warps=2 if S.element_size() == 2 else 1, EVICT="evict_first")
+    opts.update(pdl.launch_options(r.device, B), **variant)
+    _decode_kernel[(B * H,)](
+        r, k, v, lora, v if first else v_first, keep if keep is not None else r, w0, a0,
+        w0 if first else v0, k_k, k_a, r_k, ln_w, ln_b, S, out, B, C, H, S.stride(0),
+        S.stride(1), decay_scale, eps, FIRST=first, HAS_KEEP=keep is not None, N=HEAD, **opts)
+    return out

@@ -18,7 +18,8 @@ for bit.
 `topk`, the candidates of rows whose top-k is small (k <= TOPK_MAX): `torch.topk` over a
 65,536-token row is a multi-pass radix select (~260 us a step at batch 256, ~830 at 1,024 on the
 H200, ~14 launches). Here four launches, reading the row twice: the maximum of each sub-block
-of 16 columns; tau, the k-th largest of those maxima, per row (k values are >= tau, so the
+of 16 columns, of which each 4,096-column block keeps its k largest; tau, the k-th largest of
+those, per row (= the k-th largest sub-block maximum) (k values are >= tau, so the
 row's k largest are among them; and the values >= tau lie in the k sub-blocks whose maxima are
 >= tau, so there are at most 16 k <= MAX_CANDIDATES of them, ties at tau aside, however the
 logits cluster: a vocabulary ordered by script gives whole blocks of unlikely tokens); every
@@ -35,7 +36,8 @@ own inverse), descending, as `torch.topk(x, k, sorted=True)` returns them. (A fi
 bitonic top-k per block of 4,096 columns, was 2x slower than `torch.topk` at batch 256; a
 second took tau from the maxima of 1,024-column blocks: on logits clustered by token id, e.g. a
 Chinese context where most blocks hold unlikely tokens, thousands of values passed it and rows
-took the slow path.)
+took the slow path; a third sorted all 4,096 sub-block maxima of a row in one program: 12 us
+at batch 1.)
 """
 
 import torch
@@ -113,6 +115,10 @@ def update(penalties: Tensor, tokens: Tensor, presence: Tensor, repetition: Tens
 
 TOPK_MAX = 64  # `topk` serves k up to this
 MAX_CANDIDATES = 1024  # kept per row above the threshold; a row with more takes the slow path
+# columns of a block-maxima program (its K largest of 256 sub-block maxima; H200, a sample step
+# at batch 1: 43 us, 48 with tau sorting a row's 4,096 sub-block maxima; 1,024 columns at batch
+# 1,024 and 256 was no faster: 743 and 219 vs 720 and 216 us)
+_MAX_BLOCK = 4096
 
 
 @triton.jit
@@ -123,20 +129,23 @@ def _to_key(x, col, V):
 
 
 @triton.jit
-def _block_max_kernel(x_ptr, max_ptr, V, NM, BLOCK: tl.constexpr, SUB: tl.constexpr):
-    """The maxima of the SUB-column sub-blocks of one BLOCK of columns."""
+def _block_max_kernel(x_ptr, max_ptr, V, BLOCK: tl.constexpr, SUB: tl.constexpr,
+                      K: tl.constexpr):
+    """The K largest maxima of the SUB-column sub-blocks of one BLOCK of columns (the row's k
+    largest sub-block maxima are among the blocks' K largest, k <= K: tau's kernel sorts
+    V / BLOCK * K values instead of V / SUB when BLOCK / SUB > K)."""
     b = tl.program_id(0).to(tl.int64)
     j = tl.program_id(1)
     col = j * BLOCK + tl.arange(0, BLOCK)
     x = tl.load(x_ptr + b * V + col, mask=col < V, other=-float("inf"))
-    m = tl.max(tl.reshape(x, (BLOCK // SUB, SUB)), axis=1)
-    i = j * (BLOCK // SUB) + tl.arange(0, BLOCK // SUB)
-    tl.store(max_ptr + b * NM + i, m, mask=i < NM)
+    m = tl.topk(tl.max(tl.reshape(x, (BLOCK // SUB, SUB)), axis=1), K)
+    tl.store(max_ptr + (b * tl.num_programs(1) + j) * K + tl.arange(0, K), m)
 
 
 @triton.jit(do_not_specialize=["k"])  # one compiled variant for every k (a request's top_k)
 def _tau_kernel(max_ptr, tau_ptr, cnt_ptr, NM, k, NMP: tl.constexpr, K: tl.constexpr):
-    """tau = the k-th largest sub-block maximum of the row (k of its values are >= tau, so its
+    """tau = the k-th largest of the row's NM kept sub-block maxima = the k-th largest sub-block
+    maximum of the row (k of its values are >= tau, so its
     k largest are among the values >= tau; the values >= tau lie in the k sub-blocks whose
     maxima are >= tau, ties aside: at most k * SUB of them); the row's candidate count reset."""
     b = tl.program_id(0).to(tl.int64)
@@ -208,16 +217,18 @@ def _candidates(x: Tensor, kmax: int) -> tuple[Tensor, Tensor]:
     R, V = x.shape
     assert x.is_contiguous() and x.dtype == torch.float32 and 1 <= kmax <= min(TOPK_MAX, V)
     K = max(2, triton.next_power_of_2(kmax))
-    # sub-blocks of SUB columns, at least kmax of them; kmax * SUB <= MAX_CANDIDATES
+    # sub-blocks of SUB columns, at least kmax of them; kmax * SUB <= MAX_CANDIDATES. A block
+    # of the first launch holds >= K sub-blocks: V / SUB >= kmax, a power of 2, so >= K
     sub = min(MAX_CANDIDATES // TOPK_MAX, 1 << ((V // kmax).bit_length() - 1))
+    mblock = min(_MAX_BLOCK, triton.next_power_of_2(V))
     block = min(1024, triton.next_power_of_2(V))
-    nm, nb = triton.cdiv(V, sub), triton.cdiv(V, block)
+    nm, nb = triton.cdiv(V, mblock) * K, triton.cdiv(V, block)
     f32 = dict(dtype=torch.float32, device=x.device)
     maxes, tau = torch.empty(R, nm, **f32), torch.empty(R, **f32)
     cnt = torch.empty(R, dtype=torch.int32, device=x.device)
     cand = torch.empty(R, MAX_CANDIDATES, dtype=torch.int64, device=x.device)
-    _block_max_kernel[(R, nb)](x, maxes, V, nm, BLOCK=block, SUB=sub, num_warps=4)
-    _tau_kernel[(R,)](maxes, tau, cnt, nm, kmax, NMP=max(K, triton.next_power_of_2(nm)), K=K,
+    _block_max_kernel[(R, nm // K)](x, maxes, V, BLOCK=mblock, SUB=sub, K=K, num_warps=4)
+    _tau_kernel[(R,)](maxes, tau, cnt, nm, kmax, NMP=triton.next_power_of_2(nm), K=K,
                       num_warps=8)
     _gather_kernel[(R, nb)](x, tau, cnt, cand, V, BLOCK=block, CAP=MAX_CANDIDATES, num_warps=4)
     return cand, cnt

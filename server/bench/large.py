@@ -1,0 +1,130 @@
+"""Variants of a decode step's non-product kernels at large batch (run on the GPU machine).
+
+    python -m server.bench large --batch 256,1024
+
+At batch 1,024 (2.9B, fp16 state) an eager step's kernels spent (2026-11-29, before this
+bench) 7.8 ms in the decode time mix (the state read and written: 21.5 GB a step), 1.2 ms in
+`ln_mix` and 1.1 ms in the in-place activations (docs/performance.md). Each table times one
+layer's call of a kernel under launch variants, with the bytes it must move and that rate:
+
+* the decode time mix (`time_mix_decode`): warps, the state's load issued before the vector
+  work (early), the state streamed past L2 (evict_first); 32 layers' states in turn (one CUDA
+  graph), so no state stays in L2;
+* `ln_mix`: the program's column chunk (today the whole row above 64 rows);
+* `relu_sq_` on the FFN key's output: block x warps (today's first).
+"""
+
+import argparse
+import itertools
+
+import torch
+
+from server.model.kernels import decode_triton as dk
+from server.model.kernels import fused_triton as ft
+
+from .wkv import _graph_time_us as _graph_us  # median µs of a CUDA graph replay of fn()
+
+H, N, LAYERS = 40, 64, 32  # 2.9B
+C, FFN = H * N, 4 * H * N
+DTYPES = {"fp16": torch.float16, "fp32": torch.float32}
+
+
+def time_mix_table(B: int, state: str) -> None:
+    """The decode time mix between its products (`time_mix_decode`) under launch variants."""
+    dev, f16 = "cuda", torch.float16
+    g = torch.Generator(device=dev).manual_seed(0)
+
+    def rnd(*shape, dtype=f16, scale=1.0):
+        return (torch.randn(*shape, generator=g, device=dev) * scale).to(dtype)
+
+    S = rnd(LAYERS, B, H, N, N, scale=0.3, dtype=DTYPES[state])
+    r, k, v, vf = (rnd(B, C) for _ in range(4))
+    lora = rnd(4, B, C)
+    w0, a0, v0 = (rnd(C) for _ in range(3))
+    kk, ka, rk, lw, lb = (rnd(C, dtype=torch.float32) for _ in range(5))
+    state_bytes = 2 * S[0].numel() * S.element_size()
+    print(f"\n## decode time mix, batch {B}, {state} state ({state_bytes / 1e6:.0f} MB a layer "
+          "read + written)\n| warps | early | evict | µs/layer | state TB/s |\n"
+          "|---|---|---|---|---|")
+    variants = [(None, False, None)]  # as the server launches it
+    variants += [(w, e, ev) for w, e, ev in itertools.product(
+        (1, 2, 4, 8), (False, True), ("", "evict_first")) if not e or (w <= 2 and ev)]
+    for warps, early, evict in variants:
+        opts = {} if warps is None else {"num_warps": warps, "EARLY": early, "EVICT": evict}
+
+        def run():
+            for i in range(LAYERS):
+                dk.time_mix_decode(S[i], r, k, v, lora, vf, None, w0, a0, v0, kk, ka, rk, lw,
+                                   lb, 0.6, 1e-5, **opts)
+        try:
+            us = _graph_us(run) / LAYERS
+        except Exception as e:  # keep the table
+            print(f"| {warps} | {early} | {evict} | failed: {e!r:.150} | |", flush=True)
+            continue
+        label = "(server)" if warps is None else f"{warps} | {early} | {evict or '-'}"
+        print(f"| {label} | {us:.1f} | {state_bytes / us * 1e-6:.2f} |", flush=True)
+
+
+def ln_mix_table(B: int) -> None:
+    dev = "cuda"
+    x = torch.randn(B, C, device=dev)
+    lw, lb = torch.randn(C, device=dev), torch.randn(C, device=dev)
+    prev = torch.randn(B, C, device=dev, dtype=torch.float16)
+    write = torch.zeros(B, dtype=torch.int32, device=dev)
+    print(f"\n## ln_mix, {B} rows (T = 1)\n| mixes | chunk | µs | TB/s |\n|---|---|---|---|")
+    saved = ft.LN_MIX_CHUNK, ft.LN_MIX_SPLIT_ROWS
+    try:
+        for M in (6, 1):
+            mix = torch.rand(M, C, device=dev, dtype=torch.float16)
+            nbytes = x.numel() * 4 + 2 * prev.numel() * 2 + M * B * C * 2
+            for chunk in (None, 512, 1024, 2048):
+                if chunk is None:
+                    ft.LN_MIX_CHUNK, ft.LN_MIX_SPLIT_ROWS = saved
+                else:
+                    ft.LN_MIX_CHUNK, ft.LN_MIX_SPLIT_ROWS = chunk, 1 << 30
+
+                def run():
+                    for _ in range(LAYERS):
+                        ft.ln_mix(x, lw, lb, prev, prev, write, mix, 1, 1e-5, torch.float16)
+                us = _graph_us(run) / LAYERS
+                print(f"| {M} | {chunk or 'row (today)'} | {us:.1f} | "
+                      f"{nbytes / us * 1e-6:.2f} |", flush=True)
+    finally:
+        ft.LN_MIX_CHUNK, ft.LN_MIX_SPLIT_ROWS = saved
+
+
+def relu_table(B: int) -> None:
+    xs = [torch.randn(B, FFN, device="cuda", dtype=torch.float16) for _ in range(4)]
+    n = xs[0].numel()
+    print(f"\n## relu_sq_ in place, [{B}, {FFN}] fp16\n| block | warps | µs | TB/s |\n"
+          "|---|---|---|---|")
+    for block, warps in ((ft._ACT_BLOCK, ft._ACT_WARPS), (2048, 4), (256, 2), (512, 4),
+                         (1024, 4), (2048, 8), (2048, 16), (4096, 16)):
+        def run():
+            for i in range(LAYERS):
+                ft._activate_kernel[(-(-n // block), 1)](xs[i % 4], n, 0, OP=0, BLOCK=block,
+                                                         num_warps=warps)
+        us = _graph_us(run) / LAYERS
+        print(f"| {block} | {warps} | {us:.1f} | {2 * n * 2 / us * 1e-6:.2f} |", flush=True)
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(prog="server.bench large", description=__doc__.splitlines()[0])
+    p.add_argument("--batch", default="256,1024", help="comma-separated batch sizes")
+    p.add_argument("--only", choices=("time_mix", "ln_mix", "relu"), help="one table only")
+    p.add_argument("--state-dtype", default="fp16,fp32", help="time-mix table: state dtypes")
+    args = p.parse_args(argv)
+    if not torch.cuda.is_available():
+        raise SystemExit("server.bench large needs a CUDA device")
+    print(f"# {torch.cuda.get_device_name()}, torch {torch.__version__}")
+    for B in map(int, args.batch.split(",")):
+        if args.only in (None, "time_mix"):
+            for state in args.state_dtype.split(","):
+                time_mix_table(B, state)
+        for name, fn in (("ln_mix", ln_mix_table), ("relu", relu_table)):
+            if args.only in (None, name):
+                fn(B)
+
+
+if __name__ == "__main__":
+    main()
