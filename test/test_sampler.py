@@ -280,10 +280,11 @@ _TOPK = """
 import torch
 from server.model.kernels import sampling_triton as st
 g = torch.Generator().manual_seed(0)
-# partial last blocks (V not a multiple), k = 1, 40, 64; -inf and huge values
-for R, V, k in ((3, 5000, 40), (2, 1024, 1), (1, 3000, 64)):
+# partial last blocks (V not a multiple), k = 1, 40, 64, tiny rows (one sub-block); -inf and
+# huge values
+for R, V, k in ((3, 5000, 40), (2, 1024, 1), (1, 3000, 64), (2, 16, 1), (1, 1, 1)):
     x = torch.randn(R, V, generator=g) * 3
-    x[0, 17], x[-1, 5] = -float("inf"), 1e30
+    x[0, 17 % V], x[-1, 5 % V] = -float("inf"), 1e30
     v, i = st.topk(x, k)
     want_v, want_i = torch.topk(x, k, dim=1)
     assert torch.equal(v, want_v) and torch.equal(i, want_i), (v, want_v, i, want_i)

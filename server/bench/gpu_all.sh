@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Every CUDA test and benchmark of docs/performance.md in one call on the GPU machine:
 #   bash server/bench/gpu_all.sh            # logs into $OUT (default /tmp/bench-out)
-# Each step has its own time limit (all steps took ~5 minutes on 2026-11-29, before the profile
-# and sample steps were added: ~20 s more) and runs whatever
+#   STEPS="decode sample" bash server/bench/gpu_all.sh   # only the steps named
+# Each step has its own time limit (all steps took ~6 minutes on 2026-11-29) and runs whatever
 # happened before it; every log is written as it goes (a cut-off call still returns what was done).
 set -u
 OUT=${OUT:-/tmp/bench-out}
@@ -13,6 +13,7 @@ SUM="$OUT/summary.txt"
 step() {  # step NAME LIMIT_S COMMAND... (output appended to $OUT/NAME.log)
   local name=$1 limit=$2
   shift 2
+  case " ${STEPS:-$name} " in *" $name "*) ;; *) return 0 ;; esac  # STEPS="a b": only those
   echo "=== $name: $* (start $(date -u +%T))" | tee -a "$SUM"
   timeout "$limit" "$@" >>"$OUT/$name.log" 2>&1
   local rc=$?
@@ -32,6 +33,7 @@ step decode 110 python3 -m server.bench decode --preset 2.9b --batch 1,4,16,32,2
 step sample 60 python3 -m server.bench sample --batch 1,32,256,1024
 step sample_clustered 60 python3 -m server.bench sample --batch 1,32,256,1024 --clustered 1
 step large 90 python3 -m server.bench large --batch 1024,256
+step large_small 40 python3 -m server.bench large --batch 16,1 --only time_mix --state-dtype fp16
 step stress 100 python3 -m server.bench stress --preset 2.9b --tasks 256 --max-tokens 2000 \
   --buffer-size 32 --temperature 1.0 --deadline 80
 step prefill 60 python3 -m server.bench prefill --preset 2.9b --cases 1x4096,64x512

@@ -4,9 +4,10 @@ Per layer and pass: one `ln_mix` launch per block (LayerNorm + token shift + the
 the r/k/v/o and FFN matrix products, the four LoRA first stages as one batched product and the
 second stages as another (zero-padded to a common width, stacked at load), one `pre_wkv` launch,
 the WKV kernel, one `post_wkv` launch, and in-place residual adds: about 20 launches a layer
-instead of about 75 (kernels: `kernels/fused_triton.py`). Decode steps fold more: pre_wkv + WKV
-+ post_wkv are one kernel (`kernels/decode_triton.py`). Above 16 rows the products are cuBLAS's, followed by one in-place
-activation launch (relu² of the FFN key; tanh/sigmoid of two LoRA first stages).
+instead of about 75 (kernels: `kernels/fused_triton.py`). Decode steps fold more: pre_wkv, the
+WKV step and post_wkv are one kernel (`kernels/decode_triton.py`). Above 16 rows the products
+are cuBLAS's, followed by one in-place activation launch (relu² of the FFN key; tanh/sigmoid of
+two LoRA first stages).
 
 The stacked LoRA weights replace the per-layer ones: each `LayerWeights.w1` (etc.) becomes a view
 into the stack, so the plain path still works (and memory is not doubled).

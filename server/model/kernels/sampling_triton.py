@@ -218,9 +218,10 @@ def _candidates(x: Tensor, kmax: int) -> tuple[Tensor, Tensor]:
     assert x.is_contiguous() and x.dtype == torch.float32 and 1 <= kmax <= min(TOPK_MAX, V)
     K = max(2, triton.next_power_of_2(kmax))
     # sub-blocks of SUB columns, at least kmax of them; kmax * SUB <= MAX_CANDIDATES. A block
-    # of the first launch holds >= K sub-blocks: V / SUB >= kmax, a power of 2, so >= K
+    # of the first launch holds >= K sub-blocks (tl.topk's bound): next_power_of_2(V) / SUB >=
+    # kmax is a power of 2, so >= K but where K > kmax = 1 (V <= 16): then padded to K * SUB
     sub = min(MAX_CANDIDATES // TOPK_MAX, 1 << ((V // kmax).bit_length() - 1))
-    mblock = min(_MAX_BLOCK, triton.next_power_of_2(V))
+    mblock = max(min(_MAX_BLOCK, triton.next_power_of_2(V)), K * sub)
     block = min(1024, triton.next_power_of_2(V))
     nm, nb = triton.cdiv(V, mblock) * K, triton.cdiv(V, block)
     f32 = dict(dtype=torch.float32, device=x.device)
