@@ -10,11 +10,11 @@ the gated, normalised output (run dtype): no fp32 [B, C] intermediates go throug
 two launches a layer disappear. Inactive rows (keep = 0) take an identity step (state unchanged).
 
 Above SMALL_ROWS rows the state traffic dominates (batch 1,024, fp16 state: 671 MB a layer read
-and written) and the launch takes one warp per program and streams the state past L2
-(evict_first): on the H200 (`python -m server.bench large`, 2.9B shape) 196 / 48 us a layer at
-batch 1,024 / 256 with fp16 state (2 warps: 213 / 49; the default 4: 294 / 64) against 251 / 67
-for the form it replaced (each head's state over four programs of 16 value rows, then post_wkv
-as its own launch); fp32 state 343 / 87 (the default 8 warps: 461 / 103).
+and written) and the launch takes few warps per program and streams the state past L2
+(evict_first): on the H200 (`python -m server.bench large`, 2.9B shape) 212 / 49 us a layer at
+batch 1,024 / 256 with fp16 state against 251 / 67 for the form it replaced (each head's state
+over four programs of 16 value rows, then post_wkv as its own launch), and 343 / 89 with fp32
+state with one warp (the default 8 warps: 570 / 147).
 """
 
 import torch
@@ -107,7 +107,7 @@ def time_mix_decode(S: Tensor, r: Tensor, k: Tensor, v: Tensor, lora: Tensor,
     out = torch.empty_like(r)
     opts = dict(num_warps=HEAD * S.element_size() // 32)
     if B > SMALL_ROWS:
-        opts = dict(num_warps=1, EVICT="evict_first")
+        opts = dict(num_warps=2 if S.element_size() == 2 else 1, EVICT="evict_first")
     opts.update(pdl.launch_options(r.device, B), **variant)
     _decode_kernel[(B * H,)](
         r, k, v, lora, v if first else v_first, keep if keep is not None else r, w0, a0,
