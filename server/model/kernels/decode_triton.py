@@ -14,7 +14,10 @@ and written) and the launch takes few warps per program and streams the state pa
 (evict_first): on the H200 (`python -m server.bench large`, 2.9B shape) 212 / 49 us a layer at
 batch 1,024 / 256 with fp16 state against 251 / 67 for the form it replaced (each head's state
 over four programs of 16 value rows, then post_wkv as its own launch), and 343 / 89 with fp32
-state with one warp (the default 8 warps: 570 / 147).
+state with one warp (the default 8 warps: 570 / 147). One warp for fp16 state too measured
+faster alone (195 vs 212 us at batch 1,024) but not in the step: the profiled step's kernel took
+224 us a layer against 218 with two warps, decode 52,139 / 42,910 tok/s at batch 1,024 / 256
+against 52,168 / 43,809 (docs/performance.md, session 8).
 """
 
 import torch
