@@ -213,7 +213,8 @@ def test_one_kernel_decode_on_cuda(capsys):
 # ln_mix over several column chunks (C = 1100: three programs a row, the last one partial)
 # against its torch form, the shift state updated in place: T = 4 (token shift inside the rows;
 # the new shift state from a middle row as in a padded prefill, from the last row, and a row
-# with write = -1), T = 1, then 70 rows (a program per whole row)
+# with write = -1), T = 1, then 70 rows (a program per whole row) as one prompt and as 70
+# decode rows (the new shift state is the row's own LayerNorm output, stored as computed)
 LN_MIX_CHECK = """
 import torch
 import torch.nn.functional as F
@@ -222,11 +223,12 @@ g = torch.Generator().manual_seed(0)
 C, M = 1100, 6
 lw, lb = torch.randn(C, generator=g), torch.randn(C, generator=g)
 mix = torch.rand(M, C, generator=g).half()
-for B, T, writes in ((3, 4, [1, -1, 3]), (3, 1, [0, -1, 0]), (1, 70, [69])):
+for B, T, writes in ((3, 4, [1, -1, 3]), (3, 1, [0, -1, 0]), (1, 70, [69]),
+                     (70, 1, [0] * 69 + [-1])):
     x = torch.randn(B * T, C, generator=g) * 3 + 1
     prev = torch.randn(B, C, generator=g).half()
     write = torch.tensor(writes, dtype=torch.int32)
-    assert (B * T > f.LN_MIX_SPLIT_ROWS) == (T == 70)
+    assert (B * T > f.LN_MIX_SPLIT_ROWS) == (B * T == 70)
     u = F.layer_norm(x, (C,), lw, lb, 1e-5).half().view(B, T, C)
     shifted = torch.cat([prev[:, None], u[:, :-1]], 1)
     want = (u.float() + (shifted.float() - u.float()) * mix.float()[:, None, None]).half()

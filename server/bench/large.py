@@ -10,7 +10,7 @@ layer's call of a kernel under launch variants, with the bytes it must move and 
 * the decode time mix (`time_mix_decode`): warps, the state's load issued before the vector
   work (early), the state streamed past L2 (evict_first); 32 layers' states in turn (one CUDA
   graph), so no state stays in L2;
-* `ln_mix`: the program's column chunk (today the whole row above 64 rows);
+* `ln_mix`: the program's column chunk (today the whole row above 64 rows) and warps;
 * `relu_sq_` on the FFN key's output: block x warps (today's first).
 """
 
@@ -71,23 +71,27 @@ def ln_mix_table(B: int) -> None:
     lw, lb = torch.randn(C, device=dev), torch.randn(C, device=dev)
     prev = torch.randn(B, C, device=dev, dtype=torch.float16)
     write = torch.zeros(B, dtype=torch.int32, device=dev)
-    print(f"\n## ln_mix, {B} rows (T = 1)\n| mixes | chunk | µs | TB/s |\n|---|---|---|---|")
+    print(f"\n## ln_mix, {B} rows (T = 1)\n| mixes | chunk | warps | µs | TB/s |\n"
+          "|---|---|---|---|---|")
     saved = ft.LN_MIX_CHUNK, ft.LN_MIX_SPLIT_ROWS
     try:
         for M in (6, 1):
             mix = torch.rand(M, C, device=dev, dtype=torch.float16)
             nbytes = x.numel() * 4 + 2 * prev.numel() * 2 + M * B * C * 2
-            for chunk in (None, 512, 1024, 2048):
+            for chunk, warps in ((None, None), (None, 4), (None, 16), (512, None),
+                                 (1024, None), (2048, None)):
                 if chunk is None:
                     ft.LN_MIX_CHUNK, ft.LN_MIX_SPLIT_ROWS = saved
                 else:
                     ft.LN_MIX_CHUNK, ft.LN_MIX_SPLIT_ROWS = chunk, 1 << 30
+                opts = {} if warps is None else {"num_warps": warps}
 
                 def run():
                     for _ in range(LAYERS):
-                        ft.ln_mix(x, lw, lb, prev, prev, write, mix, 1, 1e-5, torch.float16)
+                        ft.ln_mix(x, lw, lb, prev, prev, write, mix, 1, 1e-5, torch.float16,
+                                  **opts)
                 us = _graph_us(run) / LAYERS
-                print(f"| {M} | {chunk or 'row (today)'} | {us:.1f} | "
+                print(f"| {M} | {chunk or 'row (today)'} | {warps or 'auto'} | {us:.1f} | "
                       f"{nbytes / us * 1e-6:.2f} |", flush=True)
     finally:
         ft.LN_MIX_CHUNK, ft.LN_MIX_SPLIT_ROWS = saved

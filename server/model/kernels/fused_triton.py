@@ -59,8 +59,12 @@ def _ln_mix_kernel(x_ptr, lnw_ptr, lnb_ptr, prev_ptr, newprev_ptr, write_ptr, mi
     tc = c * 0 + t                                        # t as a [CHUNK] tensor (for masks)
     lw = tl.load(lnw_ptr + c, mask=m, other=0.0)
     lb = tl.load(lnb_ptr + c, mask=m, other=0.0)
-    mean, rstd = _row_stats(tl.load(x_ptr + p * C + full, mask=fm, other=0.0), fm, C, eps)
-    x = tl.load(x_ptr + p * C + c, mask=m, other=0.0)
+    xr = tl.load(x_ptr + p * C + full, mask=fm, other=0.0)
+    mean, rstd = _row_stats(xr, fm, C, eps)
+    if CHUNK == BLOCK:  # the whole row: its columns are the ones just loaded
+        x = xr
+    else:
+        x = tl.load(x_ptr + p * C + c, mask=m, other=0.0)
     u = ((x - mean) * rstd * lw + lb).to(out_ptr.dtype.element_ty)
     up = tl.load(prev_ptr + b * C + c, mask=m & (tc == 0), other=0.0).to(tl.float32)
     if t > 0:
@@ -86,7 +90,9 @@ def _ln_mix_kernel(x_ptr, lnw_ptr, lnb_ptr, prev_ptr, newprev_ptr, write_ptr, mi
     # consumed above
     tl.debug_barrier()
     wt = tl.load(write_ptr + b)
-    if (t == 0) & (wt >= 0):
+    if (t == 0) & (wt == 0):  # this row (every active decode row): u, computed above
+        tl.store(newprev_ptr + b * C + c, u.to(newprev_ptr.dtype.element_ty), mask=m)
+    elif (t == 0) & (wt > 0):
         q = p + wt  # row (b, write[b])
         mean_q, rstd_q = _row_stats(tl.load(x_ptr + q * C + full, mask=fm, other=0.0), fm, C,
                                     eps)
@@ -105,20 +111,21 @@ LN_MIX_SPLIT_ROWS = 64
 
 
 def ln_mix(x: Tensor, ln_w: Tensor, ln_b: Tensor, prev: Tensor, new_prev: Tensor,
-           write: Tensor, mix: Tensor, T: int, eps: float, out_dtype: torch.dtype) -> Tensor:
+           write: Tensor, mix: Tensor, T: int, eps: float, out_dtype: torch.dtype,
+           **variant) -> Tensor:
     """x: [R, C] fp32 (R = B·T rows, row-major by b then t); ln_w, ln_b: [C] fp32;
     prev: [B, C] shift state (read at t = 0); new_prev: [B, C] (gets the LayerNorm output of
     row t = write[b]; write[b] = -1: not written; may be ``prev`` itself); write: [B] int32;
-    mix: [M, C]. Returns [M, R, C]."""
+    mix: [M, C]. Returns [M, R, C]. ``variant``: launch options for benchmarks."""
     R, C = x.shape
     M = mix.shape[0]
     out = torch.empty(M, R, C, dtype=out_dtype, device=x.device)
     block = triton.next_power_of_2(C)
     chunk = min(LN_MIX_CHUNK, block) if R <= LN_MIX_SPLIT_ROWS else block
+    opts = dict(num_warps=8 if chunk >= 4096 else 4, **pdl.launch_options(x.device, R))
     _ln_mix_kernel[(R, triton.cdiv(C, chunk))](
         x, ln_w, ln_b, prev, new_prev, write, mix, out, T, C, R, eps, M=M,
-        MP=triton.next_power_of_2(M), BLOCK=block, CHUNK=chunk,
-        num_warps=8 if chunk >= 4096 else 4, **pdl.launch_options(x.device, R))
+        MP=triton.next_power_of_2(M), BLOCK=block, CHUNK=chunk, **{**opts, **variant})
     return out
 
 
