@@ -62,7 +62,7 @@ def test_fused_path_in_interpreter():
 # decode_triton's one kernel (pre_wkv + WKV step + post_wkv) against the three-kernel path (the
 # prefill's kernels at T = 1): the output and the new state, for each state dtype, first/later
 # layer, at 5 rows and above SMALL_ROWS (its large-batch launch options), with an inactive row;
-# the benchmark variant that loads the state first gives the same bits
+# the benchmark variants that load the state first or loop over a row's heads give the same bits
 ONE_KERNEL_CHECK = """
 import torch
 from server.model.kernels import decode_triton as d, fused_triton as f, wkv_triton as w
@@ -94,6 +94,9 @@ for B in (5, d.SMALL_ROWS + 3):
             assert got.dtype == r.dtype and torch.equal(S2[1], S0[1]), "inactive row changed"
             early = d.time_mix_decode(S3, *args, EARLY=True)
             assert torch.equal(early, got) and torch.equal(S3, S2), "EARLY changed bits"
+            S4 = S0.clone()  # every head of a row in one program, looping over them
+            looped = d.time_mix_decode(S4, *args, HEADS=H, STAGES=2)
+            assert torch.equal(looped, got) and torch.equal(S4, S2), "HEADS changed bits"
             for name, want_t, have in (("out", want, got), ("S", S1, S2)):
                 e = ((have.float() - want_t.float()).abs().max()
                      / want_t.float().abs().max()).item()
@@ -139,11 +142,15 @@ def test_fused_cuda_matches_reference(dtype, state_dtype, tol):
     (3, torch.float32),  # skinny products, one-kernel time mix
     (40, torch.float32),  # cuBLAS, one-kernel time mix (large-batch launch: one warp)
     (40, torch.float16),  # cuBLAS, one-kernel time mix (two warps)
+    (300, torch.float16),  # above LOOP_ROWS: a program loops over two heads
 ])
 def test_fused_cuda_decode_paths_match_fp32(batch, state_dtype):
     """Decode in fp16 through each batch-size path of fused.py against the plain fp32 forward:
     prefill of unequal prompts, then decode steps with one row inactive."""
     from model_cases import make_case
+
+    from server.model.kernels.decode_triton import LOOP_ROWS
+    assert 40 <= LOOP_ROWS < 300  # the cases above take the paths they name
 
     from server.model.forward import RWKV7
 

@@ -11,7 +11,8 @@ layer's call of a kernel under launch variants, with the bytes it must move and 
   work (early), the state streamed past L2 (evict_first); 32 layers' states in turn (one CUDA
   graph), so no state stays in L2;
 * `ln_mix`: the program's column chunk (today the whole row above 64 rows) and warps;
-* `relu_sq_` on the FFN key's output: block x warps (today's first).
+* `relu_sq_` on the FFN key's output: block x warps (today's first);
+* the matrix products (cuBLAS), and the LoRA products split by their own sizes.
 """
 
 import argparse
@@ -44,13 +45,16 @@ def time_mix_table(B: int, state: str) -> None:
     kk, ka, rk, lw, lb = (rnd(C, dtype=torch.float32) for _ in range(5))
     state_bytes = 2 * S[0].numel() * S.element_size()
     print(f"\n## decode time mix, batch {B}, {state} state ({state_bytes / 1e6:.0f} MB a layer "
-          "read + written)\n| warps | early | evict | µs/layer | state TB/s |\n"
-          "|---|---|---|---|---|")
-    variants = [(None, False, None)]  # as the server launches it
-    variants += [(w, e, ev) for w, e, ev in itertools.product(
-        (1, 2, 4, 8), (False, True), ("", "evict_first")) if not e or (w <= 2 and ev)]
-    for warps, early, evict in variants:
-        opts = {} if warps is None else {"num_warps": warps, "EARLY": early, "EVICT": evict}
+          "read + written)\n| warps | early | evict | heads | stages | µs/layer | state TB/s |\n"
+          "|---|---|---|---|---|---|---|")
+    variants = [None]  # as the server launches it
+    variants += [(w, False, "evict_first", 1, 1) for w in (1, 2, 4)]
+    variants += [(w, False, "evict_first", h, st) for w, h, st in itertools.product(
+        (1, 2), (2, 4, 8), (1, 2, 3))]
+    for var in variants:
+        opts = {} if var is None else dict(zip(("num_warps", "EARLY", "EVICT", "HEADS",
+                                                "STAGES"), var))
+        label = "(server) | | | |" if var is None else " | ".join(map(str, var))
 
         def run():
             for i in range(LAYERS):
@@ -59,9 +63,8 @@ def time_mix_table(B: int, state: str) -> None:
         try:
             us = _graph_us(run) / LAYERS
         except Exception as e:  # keep the table
-            print(f"| {warps} | {early} | {evict} | failed: {e!r:.150} | |", flush=True)
+            print(f"| {label} | failed: {e!r:.150} | |", flush=True)
             continue
-        label = "(server)" if warps is None else f"{warps} | {early} | {evict or '-'}"
         print(f"| {label} | {us:.1f} | {state_bytes / us * 1e-6:.2f} |", flush=True)
 
 
@@ -112,10 +115,61 @@ def relu_table(B: int) -> None:
         print(f"| {block} | {warps} | {us:.1f} | {2 * n * 2 / us * 1e-6:.2f} |", flush=True)
 
 
+def products_table(B: int) -> None:
+    """The step's matrix products as fused.py calls them at more than 16 rows, each over 32
+    layers' weights (2.9B shapes), and the LoRA products split by their own sizes (w, a: 128,
+    v: 96 padded to 128, gate 256) instead of all four padded to the largest (256)."""
+    dev, f16, f32 = "cuda", torch.float16, torch.float32
+    dims = {"w": 128, "a": 128, "v": 96, "g": 256}
+    D, D3 = max(dims.values()), 128
+
+    def rnd(*shape, dtype=f16):
+        return (torch.randn(*shape, device=dev) * 0.02).to(dtype)
+
+    rkv, wo, key, value = rnd(LAYERS, 3, C, C), rnd(LAYERS, C, C), rnd(LAYERS, FFN, C), rnd(
+        LAYERS, C, FFN)
+    lora1, lora2 = rnd(LAYERS, 4, D, C), rnd(LAYERS, 4, C, D)
+    l1_3, l1_g, l2_3, l2_g = rnd(LAYERS, 3, D3, C), rnd(LAYERS, D, C), rnd(LAYERS, 3, C, D3), rnd(
+        LAYERS, C, D)
+    head = rnd(65536, C)
+    xs, h, h3, hg = rnd(6, B, C), rnd(4, B, D), rnd(3, B, D3), rnd(B, D)
+    xk, hk, o = rnd(B, C), rnd(B, FFN), rnd(B, C)
+    resid = torch.zeros(B, C, device=dev, dtype=f32)
+    n_lora = sum(dims.values())
+    cases = {  # name: (one layer's call, its FLOPs counting only the real LoRA sizes)
+        "rkv (bmm 3)": (lambda i: torch.bmm(xs[:3], rkv[i].transpose(1, 2)), 3 * C * C),
+        "lora 1st, 4 padded": (lambda i: torch.bmm(xs[2:6], lora1[i].transpose(1, 2)),
+                               n_lora * C),
+        "lora 1st, 3 + gate": (lambda i: (torch.bmm(xs[2:5], l1_3[i].transpose(1, 2)),
+                                          xs[5] @ l1_g[i].t()), n_lora * C),
+        "lora 2nd, 4 padded": (lambda i: torch.bmm(h, lora2[i].transpose(1, 2)), n_lora * C),
+        "lora 2nd, 3 + gate": (lambda i: (torch.bmm(h3, l2_3[i].transpose(1, 2)),
+                                          hg @ l2_g[i].t()), n_lora * C),
+        "output (addmm fp32)": (lambda i: torch.addmm(resid, o, wo[i].t(), out_dtype=f32,
+                                                      out=resid), C * C),
+        "ffn key": (lambda i: torch.nn.functional.linear(xk, key[i]), FFN * C),
+        "ffn value (addmm fp32)": (lambda i: torch.addmm(resid, hk, value[i].t(),
+                                                         out_dtype=f32, out=resid), FFN * C),
+        "head (fp32 out)": (lambda i: torch.mm(xk, head.t(), out_dtype=f32), 65536 * C),
+    }
+    print(f"\n## products, {B} rows (fp16, 32 layers' weights in turn)\n"
+          "| product | µs a call | TFLOP/s (real sizes) |\n|---|---|---|")
+    for name, (fn, params) in cases.items():
+        def run():
+            for i in range(LAYERS):
+                fn(i)
+        try:
+            us = _graph_us(run) / LAYERS
+        except Exception as e:  # keep the table
+            print(f"| {name} | failed: {e!r:.150} | |", flush=True)
+            continue
+        print(f"| {name} | {us:.1f} | {2 * B * params / us * 1e-6:.0f} |", flush=True)
+
+
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(prog="server.bench large", description=__doc__.splitlines()[0])
     p.add_argument("--batch", default="256,1024", help="comma-separated batch sizes")
-    p.add_argument("--only", choices=("time_mix", "ln_mix", "relu"), help="one table only")
+    p.add_argument("--only", choices=("time_mix", "ln_mix", "relu", "products"), help="one table only")
     p.add_argument("--state-dtype", default="fp16,fp32", help="time-mix table: state dtypes")
     args = p.parse_args(argv)
     if not torch.cuda.is_available():
@@ -125,7 +179,8 @@ def main(argv=None) -> None:
         if args.only in (None, "time_mix"):
             for state in args.state_dtype.split(","):
                 time_mix_table(B, state)
-        for name, fn in (("ln_mix", ln_mix_table), ("relu", relu_table)):
+        for name, fn in (("ln_mix", ln_mix_table), ("relu", relu_table),
+                         ("products", products_table)):
             if args.only in (None, name):
                 fn(B)
 

@@ -34,11 +34,33 @@ def _decode_kernel(r_ptr, k_ptr, v_ptr, lora_ptr, vfirst_ptr, keep_ptr,
                    w0_ptr, a0_ptr, v0_ptr, kk_ptr, ka_ptr, rk_ptr, lw_ptr, lb_ptr,
                    S_ptr, out_ptr, R, C, H, s_sb, s_sh, decay_scale, eps,
                    FIRST: tl.constexpr, HAS_KEEP: tl.constexpr, N: tl.constexpr,
-                   PDL: tl.constexpr, EARLY: tl.constexpr = False, EVICT: tl.constexpr = ""):
+                   PDL: tl.constexpr, EARLY: tl.constexpr = False, EVICT: tl.constexpr = "",
+                   HEADS: tl.constexpr = 1, STAGES: tl.constexpr = 1):
+    """One program per (row, HEADS consecutive heads); HEADS > 1 (a benchmark variant) loops
+    over them, STAGES > 1 letting the compiler load the next head's state ahead."""
     pdl.enter(PDL)
     pid = tl.program_id(0)
-    b = (pid // H).to(tl.int64)
-    h = pid % H
+    groups = H // HEADS
+    b = (pid // groups).to(tl.int64)
+    h0 = (pid % groups) * HEADS
+    if HEADS == 1:
+        _decode_head(r_ptr, k_ptr, v_ptr, lora_ptr, vfirst_ptr, keep_ptr, w0_ptr, a0_ptr,
+                     v0_ptr, kk_ptr, ka_ptr, rk_ptr, lw_ptr, lb_ptr, S_ptr, out_ptr, R, C,
+                     s_sb, s_sh, decay_scale, eps, b, h0, FIRST, HAS_KEEP, N, EARLY, EVICT)
+    else:
+        for h in tl.range(h0, h0 + HEADS, num_stages=STAGES):
+            _decode_head(r_ptr, k_ptr, v_ptr, lora_ptr, vfirst_ptr, keep_ptr, w0_ptr, a0_ptr,
+                         v0_ptr, kk_ptr, ka_ptr, rk_ptr, lw_ptr, lb_ptr, S_ptr, out_ptr, R, C,
+                         s_sb, s_sh, decay_scale, eps, b, h, FIRST, HAS_KEEP, N, EARLY, EVICT)
+
+
+@triton.jit
+def _decode_head(r_ptr, k_ptr, v_ptr, lora_ptr, vfirst_ptr, keep_ptr,
+                 w0_ptr, a0_ptr, v0_ptr, kk_ptr, ka_ptr, rk_ptr, lw_ptr, lb_ptr,
+                 S_ptr, out_ptr, R, C, s_sb, s_sh, decay_scale, eps, b, h,
+                 FIRST: tl.constexpr, HAS_KEEP: tl.constexpr, N: tl.constexpr,
+                 EARLY: tl.constexpr, EVICT: tl.constexpr):
+    """Head h of row b: its time mix from the products' outputs to the output product's input."""
     j = tl.arange(0, N)  # key channels (columns of S)
     i = j  # value channels (rows of S): the same range, the whole head
     cj = h * N + j
@@ -90,6 +112,10 @@ def _decode_kernel(r_ptr, k_ptr, v_ptr, lora_ptr, vfirst_ptr, keep_ptr,
 
 
 SMALL_ROWS = 16  # up to this many rows: the default warps (4 / 8 for fp16 / fp32 state)
+# above this many rows (fp16 state): one warp a program looping over two heads, the next head's
+# state loaded ahead (H200, `server.bench large`, batch 1,024: 184 us a layer against 213 for a
+# program per head with two warps; batch 256: 49 either way)
+LOOP_ROWS = 256
 
 
 def time_mix_decode(S: Tensor, r: Tensor, k: Tensor, v: Tensor, lora: Tensor,
@@ -100,7 +126,7 @@ def time_mix_decode(S: Tensor, r: Tensor, k: Tensor, v: Tensor, lora: Tensor,
     (v, w, a LoRA outputs and the gate); v_first: [B, C] or None (first layer); keep: [B] int8
     or None; w0, a0, v0: [C] run dtype; k_k, k_a, r_k, ln_w, ln_b: [C] fp32.
     Returns the gated, normalised WKV output [B, C] in r's dtype (the output product's input);
-    ``variant``: launch options for benchmarks (num_warps, EARLY, EVICT)."""
+    ``variant``: launch options for benchmarks (num_warps, EARLY, EVICT, HEADS, STAGES)."""
     B, C = r.shape
     H = C // HEAD
     assert S.shape == (B, H, HEAD, HEAD) and S.stride(-1) == 1 and S.stride(-2) == HEAD
@@ -110,8 +136,10 @@ def time_mix_decode(S: Tensor, r: Tensor, k: Tensor, v: Tensor, lora: Tensor,
     opts = dict(num_warps=HEAD * S.element_size() // 32)
     if B > SMALL_ROWS:
         opts = dict(num_warps=2 if S.element_size() == 2 else 1, EVICT="evict_first")
+    if B > LOOP_ROWS and S.element_size() == 2 and H % 2 == 0:
+        opts.update(num_warps=1, HEADS=2, STAGES=3)
     opts.update(pdl.launch_options(r.device, B), **variant)
-    _decode_kernel[(B * H,)](
+    _decode_kernel[(B * H // opts.get("HEADS", 1),)](
         r, k, v, lora, v if first else v_first, keep if keep is not None else r, w0, a0,
         w0 if first else v0, k_k, k_a, r_k, ln_w, ln_b, S, out, B, C, H, S.stride(0),
         S.stride(1), decay_scale, eps, FIRST=first, HAS_KEEP=keep is not None, N=HEAD, **opts)

@@ -158,14 +158,18 @@ def _tau_kernel(max_ptr, tau_ptr, cnt_ptr, NM, k, NMP: tl.constexpr, K: tl.const
 @triton.jit
 def _gather_kernel(x_ptr, tau_ptr, cnt_ptr, cand_ptr, V, BLOCK: tl.constexpr,
                    CAP: tl.constexpr):
-    """Keys of the block's values >= tau, appended to the row's candidates."""
+    """Keys of the block's values >= tau, appended to the row's candidates. Most blocks hold
+    none (the candidates lie in at most k sub-blocks): those stop after the comparison, with no
+    scan and no atomic (H200, batch 1,024: the kernel took 225 us a step with them)."""
     b = tl.program_id(0).to(tl.int64)
     col = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
     x = tl.load(x_ptr + b * V + col, mask=col < V, other=-float("inf"))
     sel = (x >= tl.load(tau_ptr + b)) & (col < V)
-    base = tl.atomic_add(cnt_ptr + b, tl.sum(sel.to(tl.int32), axis=0))
-    pos = base + tl.cumsum(sel.to(tl.int32), axis=0) - 1
-    tl.store(cand_ptr + b * CAP + pos, _to_key(x, col, V), mask=sel & (pos < CAP))
+    n = tl.sum(sel.to(tl.int32), axis=0)
+    if n > 0:
+        base = tl.atomic_add(cnt_ptr + b, n)
+        pos = base + tl.cumsum(sel.to(tl.int32), axis=0) - 1
+        tl.store(cand_ptr + b * CAP + pos, _to_key(x, col, V), mask=sel & (pos < CAP))
 
 
 @triton.jit(do_not_specialize=["kmax"])
