@@ -66,6 +66,10 @@ class Settings(BaseSettings):
     chat_inline_think: bool = Field(
         False, description="send reasoning inline as <think>…</think> in content (for clients "
         "such as LangChain that drop reasoning_content) instead of reasoning_content")
+    chat_warm_next_turn: bool = Field(
+        True, description="after a chat reply, compute the prefix state its next turn starts "
+        "with (the history with the reply, as clients re-send it) when the scheduler has time, "
+        "so that turn prefills only its new message (needs the prefix cache)")
     max_body_bytes: int = Field(8 * 1024 * 1024, ge=1024)
     verbose: bool = True
 

@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from openai_helpers import LiveServer
-from server.api.chat import build_chat_prompt
+from server.api.chat import build_chat_prompt, history_text
 
 TURN = 261  # "\n\n"
 GREEDY = {"temperature": 0, "reasoning_effort": "none"}
@@ -66,9 +66,14 @@ def chat(c: httpx.Client, messages: list, **kw) -> str:
 
 
 def test_ten_turn_chat_prefills_only_the_new_messages(on, off, tiny_tokenizer):
+    """Each turn after the first prefills only its new message before its first token: the
+    previous reply, as the client re-sends it, was computed after that reply (``warm_tokens``:
+    from the boundary before it) and cached; the turn's own last boundary is computed after its
+    first token (``later_tokens``). Replies equal the cache-off server's."""
     system = "System: " + "You are a patient tutor who explains step by step. " * 14
     messages = [{"role": "system", "content": system}]
-    prev = None
+    warmed = None  # the previous turn's history with its reply, as the next prompt starts
+    want_warm = 0  # tokens the warm-ups of the previous turns compute
     for turn in range(10):
         question = f"Turn {turn}: " + "please explain the next idea in more detail, " * 21 + "ok?"
         messages.append({"role": "user", "content": question})
@@ -80,17 +85,22 @@ def test_ten_turn_chat_prefills_only_the_new_messages(on, off, tiny_tokenizer):
         later = after["later_tokens"] - before["later_tokens"]  # this prompt's last boundary
         assert reply == chat(off, messages, max_tokens=32, **GREEDY)  # outputs equal
         last = len(tokens) - 1 - tokens[::-1].index(TURN)
-        if prev is None:
+        if warmed is None:
             assert fed == len(tokens)  # the last token too: the first token comes from it
-        else:  # from the end of the previous prompt's last message: its reply + the new message
-            b = len(prev) - 1 - prev[::-1].index(TURN)
-            assert tokens[:b] == prev[:b] and fed == len(tokens) - b < 260
-            assert later == last - b
-        prev = tokens
+        else:  # from the end of the previous reply: the new message only
+            w = len(warmed)
+            assert tokens[:w] == warmed, "the next prompt does not start with the warmed history"
+            assert fed == len(tokens) - w, (fed, len(tokens), w)
+            assert later == last - w
+            # the previous turn's warm-up ran before this turn's prefill (idle, or on demand)
+            assert after["warm_tokens"] >= want_warm
         messages.append({"role": "assistant", "content": reply})
-    assert len(prev) > 1800
+        warmed = tiny_tokenizer.encode(history_text(messages))
+        want_warm += len(warmed) - last  # from this prompt's last boundary
+    assert len(tokens) > 1800
     st = cache(on)
     assert st["hits"] >= 9 and st["tokens_saved"] > 8000 and st["bytes"] <= st["max_bytes"]
+    assert cache(off)["warm_tokens"] == 0
 
 
 @pytest.mark.parametrize("sampling", [{"temperature": 0},

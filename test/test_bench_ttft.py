@@ -25,13 +25,15 @@ def test_rows_cache_vs_no_cache(rows):
     # first token, from the start
     assert rows[0]["cache"]["rounds"] == 1
     assert prompts[0] - 16 < rows[0]["cache"]["later"] < prompts[0]
-    for prev, r in zip(rows, rows[1:]):  # later turns: from the previous prompt's last "\n\n"
+    for prev, r in zip(rows, rows[1:]):  # later turns: from the end of the previous reply
         assert r["nocache"]["prefilled"] == r["prompt"]
         new = r["prompt"] - prev["prompt"]
-        assert new < r["cache"]["prefilled"] < new + 16
+        # the previous reply as re-sent, computed after it (from its prompt's last boundary)
+        assert prev["warmed"]["nocache"] == 0 and 0 < prev["warmed"]["cache"] < new
+        assert r["cache"]["prefilled"] == r["prompt"] - prev["next_prefix"] < new + 16
         # one call before the first token; this turn's last boundary computed after it
         assert r["cache"]["rounds"] == 1 and r["nocache"]["rounds"] == 1
-        assert new - 16 < r["cache"]["later"] < r["cache"]["prefilled"]
+        assert 0 < r["cache"]["later"] < r["cache"]["prefilled"]
         assert r["nocache"]["later"] == 0
     for r in rows:
         for name in ("cache", "nocache"):
@@ -45,7 +47,8 @@ def test_table_columns(rows, capsys):
     text = ttft.tables(rows)
     main, parts = text.split("Where the TTFT went")
     assert main.splitlines()[0] == ("| turn | prompt tokens | prefilled (cache) | rounds (cache) "
-                                    "| later (cache) | TTFT cache ms | TTFT no cache ms | ratio | equal |")
+                                    "| later (cache) | after reply (cache) | TTFT cache ms "
+                                    "| TTFT no cache ms | ratio | equal |")
     assert len([ln for ln in main.splitlines() if ln.startswith("| ")]) == 1 + 3
     header = [ln for ln in parts.splitlines() if ln.startswith("| turn")][0]
     assert header == ("| turn | scheduler | queue | prefill model | prefill other | first pulse "

@@ -210,4 +210,4 @@ def test_single_sequence_prefill_padded_to_its_bucket_is_unchanged():
     assert all(g.graph is None for g in fallback._graphed_prefill.graphs.values())
     bucket = padded._graphed_prefill.bucket
     assert [bucket(n) for n in (1, 16, 17, 65, 189, 200, 256, 257, 512, 513, 554, 768, 1000)] == \
-        [16, 16, 32, 128, 192, 256, 256, 320, 512, 768, 768, 768, 1024]
+        [16, 16, 32, 96, 192, 224, 256, 288, 512, 768, 768, 768, 1024]

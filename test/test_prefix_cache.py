@@ -260,6 +260,67 @@ def test_next_chat_turn_prefills_in_one_call_before_its_first_token(tiny_loader)
         assert sched.prefiller.later_tokens - later0 == bounds[k] - bounds[k - 1], k
 
 
+def _reply_and_next(loader) -> tuple[list[int], list[int], list[int]]:
+    """A chat's first prompt, its history with the reply as the client re-sends it, and the
+    second prompt (which starts with that history)."""
+    from server.api.chat import build_chat_prompt, history_text
+
+    msgs = [{"role": "system", "content": SYSTEM},
+            {"role": "user", "content": "question 0: what is 0+0?"}]
+    first = loader.encode(build_chat_prompt(msgs, think=False))
+    msgs.append({"role": "assistant", "content": "It is 0, I think."})
+    hist = loader.encode(history_text(msgs))
+    msgs.append({"role": "user", "content": "question 1: and 1+1?"})
+    second = loader.encode(build_chat_prompt(msgs, think=False))
+    assert second[:len(hist)] == hist and len(second) > len(hist)
+    return first, hist, second
+
+
+def _chat_task(sched, tokens) -> Task:
+    task = Task(tokens, max_tokens=6, temperature=0.0)
+    task.cache_origin, task.cache_finish = "", False  # as the server's chat tasks
+    sched.add_task(task)
+    return task
+
+
+@pytest.mark.parametrize("when", ["idle", "on_demand"])
+def test_a_warmed_next_turn_prefills_only_its_new_message(tiny_loader, when):
+    """``warm_prefix`` (queued by the API when a chat reply is complete): the history with the
+    reply is fed from the boundary before the reply, when the scheduler has time or by the next
+    request itself if it comes first, and the next turn prefills only its new message. Same
+    tokens as no cache."""
+    first, hist, second = _reply_and_next(tiny_loader)
+    bound = max(i for i, t in enumerate(first) if t == TURN_TOKEN)  # stored after turn 1
+    sched = DynamicScheduler(tiny_loader, max_batch_size=4, buffer_size=4,
+                             prefix_cache=PrefixCache(64 << 20))
+    _chat_task(sched, first)
+    sched.run()
+    pre = sched.prefiller
+    sched.warm_prefix("", hist)
+    if when == "idle":
+        sched.run()  # the queued job is work of its own
+        assert pre.warm_tokens == len(hist) - bound
+    fed0 = pre.prefilled_tokens
+    task = _chat_task(sched, second)
+    sched.run()
+    assert pre.warm_tokens == len(hist) - bound  # once, whichever ran it
+    assert pre.prefilled_tokens - fed0 == len(second) - len(hist)
+    (plain,), _ = run(tiny_loader, [second], max_tokens=6, temperature=0.0)
+    assert task.output == plain
+
+
+def test_warm_prefix_needs_a_cached_start_and_a_cache(tiny_loader):
+    """No cached prefix to start from (or no cache): nothing is computed."""
+    _, hist, _ = _reply_and_next(tiny_loader)
+    cache = PrefixCache(64 << 20)
+    for c in (cache, None):
+        sched = DynamicScheduler(tiny_loader, max_batch_size=4, buffer_size=4, prefix_cache=c)
+        sched.warm_prefix("", hist)
+        sched.run()
+        assert sched.prefiller.warm_tokens == 0 and not sched.prefiller.has_later
+    assert cache.stats()["entries"] == 0
+
+
 def test_a_deferred_boundary_waits_for_its_tasks_first_token(tiny_loader):
     """A prompt fed over several steps passes its last boundary before its last step; the job
     computing that boundary still runs only after the task's first token."""

@@ -70,11 +70,13 @@ def _health(request: Request) -> dict:
 def _cache_health(sch) -> dict:
     """Prefix cache figures (``enabled: false`` when RWKV_STATE_CACHE_MB is 0) and the prompt
     tokens prefill actually computed: before the first token (``prefilled_tokens``) and again
-    after it (``later_tokens``: turn boundaries kept for the next request)."""
+    after it (``later_tokens``: turn boundaries kept for the next request) and after a chat
+    reply (``warm_tokens``: the reply as the next turn re-sends it)."""
     cache = getattr(sch, "prefix_cache", None)
     stats = cache.stats() if cache is not None else {"enabled": False}
     return {**stats, "prefilled_tokens": sch.prefiller.prefilled_tokens,
-            "later_tokens": sch.prefiller.later_tokens}
+            "later_tokens": sch.prefiller.later_tokens,
+            "warm_tokens": sch.prefiller.warm_tokens}
 
 
 def create_app(settings=None, runtime=None) -> FastAPI:

@@ -100,14 +100,10 @@ def message_turn(msg, i: int) -> str | None:
     return f"{ROLES[role]}: {text}"
 
 
-def build_chat_prompt(messages: list, think: bool, tools: list[ToolSpec] | None = None,
-                      tool_choice=None) -> str:
-    """The whole prompt, ending with ``\\n\\nAssistant:`` plus the thinking switch.
-
-    ``tools`` (already validated) are described in a System message placed first, or appended to
-    the conversation's first System message. ``tool_choice`` may be ``"auto"``, ``"required"``,
-    ``{"type": "function", "function": {"name": ...}}`` or ``"none"`` (tools not described).
-    """
+def chat_turns(messages: list, tools: list[ToolSpec] | None = None,
+               tool_choice=None) -> list[str]:
+    """The messages as ``Role: text`` turns, the tools' description in the first System turn
+    (see ``build_chat_prompt``)."""
     if not isinstance(messages, list) or not messages:
         raise ChatError("messages must be a non-empty list", "messages")
     turns = [t for i, m in enumerate(messages) if (t := message_turn(m, i)) is not None]
@@ -118,7 +114,25 @@ def build_chat_prompt(messages: list, think: bool, tools: list[ToolSpec] | None 
             turns[0] = f"{turns[0]}\n{guide}"
         else:
             turns.insert(0, f"System: {guide}")
+    return turns
+
+
+def build_chat_prompt(messages: list, think: bool, tools: list[ToolSpec] | None = None,
+                      tool_choice=None) -> str:
+    """The whole prompt, ending with ``\\n\\nAssistant:`` plus the thinking switch.
+
+    ``tools`` (already validated) are described in a System message placed first, or appended to
+    the conversation's first System message. ``tool_choice`` may be ``"auto"``, ``"required"``,
+    ``{"type": "function", "function": {"name": ...}}`` or ``"none"`` (tools not described).
+    """
+    turns = chat_turns(messages, tools, tool_choice)
     return "\n\n".join(turns + ["Assistant:" + (THINK_ON if think else THINK_OFF)])
+
+
+def history_text(messages: list, tools: list[ToolSpec] | None = None, tool_choice=None) -> str:
+    """The text every later prompt of this conversation starts with: its turns and the
+    separator before the next one (``messages`` ending with the reply, as clients re-send it)."""
+    return "\n\n".join(chat_turns(messages, tools, tool_choice)) + "\n\n"
 
 
 def wants_think(reasoning_effort, default: bool) -> bool:

@@ -11,15 +11,17 @@ is still running is stopped.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 
 from server.api.bridge import follow
+from server.logger import get_logger
 from server.api.splitter import OutputSplitter, Piece
 from server.api.stopping import stop_and_wait, stop_in_background, stop_tasks
 from server.task.task import Task, new_task_id
 
 SEED_MOD = 1 << 62  # seeds stay in the sampler's int64 range
+log = get_logger(__name__)
 
 
 @dataclass
@@ -28,9 +30,11 @@ class Choice:
     task: Task
     splitter: OutputSplitter
     echo: str = ""  # /v1/completions echo: the prompt text, sent first
-    pieces: list[Piece] = field(default_factory=list)  # everything emitted (non-stream replies)
+    pieces: list[Piece] = field(default_factory=list)  # everything emitted
     finish_reason: str | None = None  # "stop" | "length" | "tool_calls" (None while running)
     error: str | None = None  # the task failed
+    on_finish: Callable[[Choice], Awaitable[None]] | None = None  # awaited once it ended
+    # without an error, before its end is sent
 
     @property
     def completion_tokens(self) -> int:
@@ -78,6 +82,7 @@ async def _follow(choice: Choice, tokenizer, queue: asyncio.Queue) -> None:
         if chunk.finished:
             pieces += splitter.finish(task.finish_reason)
         for piece in pieces:
+            choice.pieces.append(piece)
             await queue.put((choice, piece))
         if splitter.stopped:
             break  # a stop string or the turn boundary: the rest is never sent
@@ -95,6 +100,11 @@ async def _produce(choice: Choice, tokenizer, queue: asyncio.Queue) -> None:
         choice.error = f"{type(e).__name__}: {e}"
         stop_in_background([choice.task])
     choice.finish_reason = final_reason(choice)
+    if choice.on_finish is not None and choice.error is None:
+        try:  # before the choice's end is sent: a client's next request comes after it
+            await choice.on_finish(choice)
+        except Exception as e:  # an optimisation hook never fails the reply
+            log.warning(f"on_finish of choice {choice.index} failed: {e!r}")
     await queue.put((choice, None))
 
 

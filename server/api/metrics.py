@@ -73,6 +73,10 @@ class _RuntimeCollector:
                                   "Prompt tokens computed again after the first token (turn "
                                   "boundaries kept for the next request)",
                                   value=sch.prefiller.later_tokens)
+        yield CounterMetricFamily("rwkv_prefill_warm_tokens",
+                                  "Tokens computed after a chat reply: the history the next "
+                                  "turn re-sends, cached before it arrives",
+                                  value=sch.prefiller.warm_tokens)
         for key, name, doc in (("ttft", "time_to_first_token", "Queue to first token"),
                                ("tpot", "time_per_output_token", "Seconds per decode step")):
             buckets, total = st[key]

@@ -83,7 +83,21 @@ def parse_args(argv=None):
     p.add_argument("--graphs", type=int, default=1, help="0: eager decode (no CUDA graph)")
     p.add_argument("--profile", default="", help="batch sizes to profile (eager, by kernel kind)")
     p.add_argument("--device", default=None)
+    p.add_argument("--time-mix", default="",
+                   help="launch variants of the decode time mix above 16 rows, each timed in "
+                        "the step: ';'-separated, e.g. ';num_warps=1;num_warps=1,HEADS=2,"
+                        "STAGES=2' (empty: the server's launch)")
     return p.parse_args(argv)
+
+
+def parse_variant(text: str) -> dict:
+    """``"num_warps=1,EVICT=evict_first,EARLY=True"`` -> launch options (ints, bools, strings)."""
+    opts = {}
+    for item in filter(None, text.split(",")):
+        key, _, value = item.partition("=")
+        opts[key.strip()] = (int(value) if value.strip().lstrip("-").isdigit() else
+                             {"True": True, "False": False}.get(value.strip(), value.strip()))
+    return opts
 
 
 def main(argv=None) -> None:
@@ -96,11 +110,15 @@ def main(argv=None) -> None:
     weights = common.memory()["alloc"]
     print(f"# decode · {args.preset} {model.dtype} weights ({weights:.2f} GB on the device) · "
           f"fused={args.fused} graphs={args.graphs} · {common.gpu_name()}", flush=True)
-    for sd in args.state_dtype.split(","):
+    from server.model.kernels import decode_triton
+
+    runs = [(sd, v) for sd in args.state_dtype.split(",") for v in args.time_mix.split(";")]
+    for sd, variant in runs:
         model.state_dtype = common.DTYPES[sd]
+        decode_triton.STEP_VARIANT = parse_variant(variant)
         rows = []
-        print(f"\n## state {sd}, {args.steps} steps a pulse, median of {args.pulses} pulses",
-              flush=True)
+        print(f"\n## state {sd}, {args.steps} steps a pulse, median of {args.pulses} pulses"
+              + (f", time mix {variant}" if variant else ""), flush=True)
         for B in map(int, args.batch.split(",")):
             try:
                 r = bench_batch(model, B, args.steps, args.pulses,

@@ -8,8 +8,9 @@ bench) 7.8 ms in the decode time mix (the state read and written: 21.5 GB a step
 layer's call of a kernel under launch variants, with the bytes it must move and that rate:
 
 * the decode time mix (`time_mix_decode`): warps, the state's load issued before the vector
-  work (early), the state streamed past L2 (evict_first); 32 layers' states in turn (one CUDA
-  graph), so no state stays in L2;
+  work (early), the state streamed past L2 (evict_first), heads a program; 32 layers' states
+  and inputs in turn (one CUDA graph), so neither stays in L2 (`decode --time-mix` times
+  variants in the whole step);
 * `ln_mix`: the program's column chunk (today the whole row above 64 rows) and warps;
 * `relu_sq_` on the FFN key's output: block x warps (today's first);
 * the matrix products (cuBLAS), and the LoRA products split by their own sizes.
@@ -39,8 +40,10 @@ def time_mix_table(B: int, state: str) -> None:
         return (torch.randn(*shape, generator=g, device=dev) * scale).to(dtype)
 
     S = rnd(LAYERS, B, H, N, N, scale=0.3, dtype=DTYPES[state])
-    r, k, v, vf = (rnd(B, C) for _ in range(4))
-    lora = rnd(4, B, C)
+    # each layer's own inputs, as in the step (shared ones stayed in L2: session 9 measured
+    # variants faster alone that were slower in the step)
+    r, k, v, vf = (rnd(LAYERS, B, C) for _ in range(4))
+    lora = rnd(LAYERS, 4, B, C)
     w0, a0, v0 = (rnd(C) for _ in range(3))
     kk, ka, rk, lw, lb = (rnd(C, dtype=torch.float32) for _ in range(5))
     state_bytes = 2 * S[0].numel() * S.element_size()
@@ -58,8 +61,8 @@ def time_mix_table(B: int, state: str) -> None:
 
         def run():
             for i in range(LAYERS):
-                dk.time_mix_decode(S[i], r, k, v, lora, vf, None, w0, a0, v0, kk, ka, rk, lw,
-                                   lb, 0.6, 1e-5, **opts)
+                dk.time_mix_decode(S[i], r[i], k[i], v[i], lora[i], vf[i], None, w0, a0, v0,
+                                   kk, ka, rk, lw, lb, 0.6, 1e-5, **opts)
         try:
             us = _graph_us(run) / LAYERS
         except Exception as e:  # keep the table

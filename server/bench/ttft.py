@@ -11,7 +11,9 @@ server's chat tasks (prefix-cache origin, no state kept at the end of the reply)
 here is the scheduler's part of a request's, from ``add_task`` to the callback with its first
 token. Per turn: prompt tokens, tokens the cached scheduler prefilled before the first token and
 in how many model calls (``rounds``: its prefill stops at each checkpoint), tokens it computed
-again after the first token (``later``: the turn boundary kept for the next turn), TTFT with
+again after the first token (``later``: the turn boundary kept for the next turn) and after the
+reply (``after reply``: the history with the reply as the next turn re-sends it, computed
+before that turn is sent, as a server does in a user's reading and typing time), TTFT with
 and without the cache (median of ``--repeat`` conversations, each with its own system prompt,
 after ``--warmup`` unmeasured ones that capture graphs and compile kernels), and whether the
 replies were equal. The breakdown (ms, of the median run) sums to the TTFT:
@@ -70,6 +72,16 @@ class Probe:
         engine.prefill = timed_prefill  # the Prefiller calls it through the engine
         self.sched.start_daemon()
 
+    def warm(self, tokens: list[int]) -> int:
+        """As the server after a chat reply: the history with the reply (``tokens``) computed
+        from its cached start; returns once done (the next turn comes after a user's reading
+        and typing time). Tokens computed (0 without a cache)."""
+        pre = self.sched.prefiller
+        before = pre.warm_tokens
+        self.sched.warm_prefix("", tokens)
+        self.sched.run()
+        return pre.warm_tokens - before
+
     def ask(self, tokens: list[int], max_tokens: int) -> dict:
         """One greedy chat task through the daemon: its timings and output."""
         from server.task.task import Task, new_task_id
@@ -122,7 +134,7 @@ def conversation(probes: dict, loader, args, system: str, trace: bool = False,
     turn's cached request runs under torch.profiler (its report in that row, "trace");
     ``stages``: its scheduler methods' host times are added there (stages.py)."""
     from server.bench.stages import timed_stages
-    from server.api.chat import build_chat_prompt
+    from server.api.chat import build_chat_prompt, history_text
 
     chat = Conversation(loader.tokenizer, args.turns, args.target, args.max_tokens, system)
     rows = []
@@ -139,8 +151,12 @@ def conversation(probes: dict, loader, args, system: str, trace: bool = False,
                 row[name] = probe.ask(tokens, args.max_tokens)
         outs = [r["output"] for name, r in row.items() if name in probes]
         row["equal"] = all(o == outs[0] for o in outs)
-        rows.append(row)
         chat.reply(reply_text(loader, outs[0]))
+        if args.warm_next_turn:
+            hist = loader.encode(history_text(chat.messages))
+            row["warmed"] = {name: probe.warm(hist) for name, probe in probes.items()}
+            row["next_prefix"] = len(hist)
+        rows.append(row)
     return rows
 
 
@@ -212,13 +228,13 @@ STAGES = ("queue", "prefill_model", "prefill_other", "first_pulse", "handover")
 
 def tables(rows: list[dict]) -> str:
     main = [[r["turn"], r["prompt"], r["cache"]["prefilled"], r["cache"]["rounds"],
-             r["cache"]["later"],
+             r["cache"]["later"], r.get("warmed", {}).get("cache", 0),
              ms(r["cache"]["ttft"]), ms(r["nocache"]["ttft"]),
              f"{r['nocache']['ttft'] / r['cache']['ttft']:.1f}x", "yes" if r["equal"] else "no"]
             for r in rows]
     parts = [stage_row(r, name) for r in rows for name in ("cache", "nocache")]
     return (common.table(["turn", "prompt tokens", "prefilled (cache)", "rounds (cache)",
-                          "later (cache)",
+                          "later (cache)", "after reply (cache)",
                           "TTFT cache ms", "TTFT no cache ms", "ratio", "equal"], main)
             + "\n\nWhere the TTFT went (ms; the parts sum to the TTFT):\n\n"
             + common.table(STAGE_HEADER, parts))
@@ -252,6 +268,9 @@ def parse_args(argv=None):
                         "as a server runs (host work after the pass overlaps it; 'prefill "
                         "model' is then the call's host time and the pass's device time lands "
                         "in later stages)")
+    p.add_argument("--warm-next-turn", type=int, default=1, choices=(0, 1),
+                   help="1 (the server's default, RWKV_CHAT_WARM_NEXT_TURN): after each reply "
+                        "the history with it is computed before the next turn is sent")
     p.add_argument("--json", help="write the rows here")
     p.add_argument("--trace", action="store_true",
                    help="then one more conversation, its last cached turn under torch.profiler")

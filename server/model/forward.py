@@ -25,7 +25,7 @@ from server.model.cuda_graph import GraphedDecode, GraphedPrefill
 from server.model.fused import FusedBlocks, check_fused, fused_default
 from server.model.layer_weights import LayerWeights, layer_weights
 from server.model.reference import GN_EPS, LN_EPS
-from server.model.state import State
+from server.model.state import State, to_device
 
 DECAY_SCALE = math.exp(-0.5)  # decay = exp(-e^-0.5 · sigmoid(w))
 
@@ -202,8 +202,10 @@ class RWKV7:
             state.assign(rows, sub)
         done = [j for j, i in enumerate(rows) if len(token_lists[i]) <= off + chunk]
         if done:
-            dst = torch.as_tensor([rows[j] for j in done], device=self.device)
-            x_last.index_copy_(0, dst, x[torch.as_tensor(done, device=self.device)])
+            # index tensors through pinned memory: a copy from pageable memory would wait for
+            # the pass (the host's work until the first pulse then no longer overlaps it)
+            dst = to_device([rows[j] for j in done], self.device)
+            x_last.index_copy_(0, dst, x[to_device(done, self.device)])
 
     def _forward_padded(self, parts: list[list[int]], state: State) -> Tensor:
         """Sequences of unequal lengths (padded with identity steps) through the layers."""
@@ -212,9 +214,9 @@ class RWKV7:
         tok = torch.zeros(len(parts), T, dtype=torch.long)
         for j, p in enumerate(parts):
             tok[j, :len(p)] = torch.as_tensor(p, dtype=torch.long)
-        w = torch.as_tensor(widths, device=self.device)
+        w = to_device(widths, self.device)
         keep = None if min(widths) == T else torch.arange(T, device=self.device) < w[:, None]
-        return self._forward(tok.to(self.device), state, keep, w - 1)
+        return self._forward(to_device(tok, self.device), state, keep, w - 1)
 
     def _forward(self, tokens: Tensor, state: State, keep: Tensor | None,
                  last: Tensor | None) -> Tensor:

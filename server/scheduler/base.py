@@ -10,7 +10,8 @@ daemon, or the caller of ``run()`` — owns the device and repeats ``step()``:
 4. run one pulse of decode steps for all live slots and hand tokens to the tasks: ``buffer_size``
    steps, except right after tasks start, when pulses ramp up 1, 2, 4, … steps (``_pulse``);
    then at most one checkpoint the prefiller put off (``run_later``: a chat turn's boundary
-   state, wanted by the next turn, computed after this turn's first token);
+   state, wanted by the next turn, computed after this turn's first token; or the state after a
+   finished reply as the next turn will re-send it, ``warm_prefix``);
 5. finished tasks free their slot at once; tasks that keep their state finish once the copy-back
    thread has brought it home (CPU) — the batch does not wait; capacity is adjusted.
 
@@ -112,6 +113,16 @@ class BaseScheduler(SlotCycle):
             task._stop_hook = self._on_stop
             task._t_queued = time.perf_counter()  # time to first token counts from here
             self.waiting.append(task)
+            self._cv.notify_all()
+
+    def warm_prefix(self, origin: str, tokens: list[int]) -> None:
+        """Any thread: cache the state after ``tokens`` (origin: ``Task.cache_origin``) when the
+        scheduler has time: a prefix the next request of a conversation will start with
+        (``Prefiller.queue_warm``). No-op without an enabled prefix cache."""
+        if not self.prefiller.caching:
+            return
+        with self._cv:
+            self.prefiller.queue_warm(origin, tokens)
             self._cv.notify_all()
 
     def _on_stop(self, task: Task) -> None:

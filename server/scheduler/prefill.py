@@ -38,6 +38,12 @@ after exactly ``history``) is *eligible*. Its sequence ``history + pending`` is 
   feeds; the others wait, and jump from the cache once the leader has stored it (a shared system
   prompt is prefilled once even when 64 requests arrive together).
 
+**next turn** (``queue_warm``): when a chat reply is complete, the API renders the history as
+the client will re-send it (the reply without its reasoning, then the turn separator) and queues
+its tokens; ``run_later`` feeds them from their longest cached prefix (the boundary before the
+reply) and stores the state, so the next turn prefills only its new message. A request that
+arrives first runs the job itself (``_jump``): the same tokens, one more call.
+
 ``on_release`` stores a finishing task's state under its whole ``history`` (a conversation's turn
 boundary, or a completion the client extends), unless the task says ``cache_finish = False``.
 """
@@ -58,6 +64,8 @@ from server.task.task import Status
 TURN_TOKEN = 261  # "\n\n": turns of the chat format are separated by it
 RECENT = 32  # sequences remembered (tokens, hashes) to find branch points and reuse hashes
 LATER_MAX = 4  # boundary states waiting to be computed after the pulse (each holds one state)
+WARM_MAX = 8  # next-turn prefixes waiting (token lists only; the oldest dropped beyond)
+WARM_TOKENS = 2048  # the longest feed a next-turn prefix may take from its cached start
 IN_FLIGHT = 128  # tasks in flight a new sequence is compared with (the most recent)
 
 
@@ -131,6 +139,8 @@ class Prefiller:
         # hashes
         self._later: deque[_Later] = deque(maxlen=LATER_MAX)
         self.later_tokens = 0  # tokens run through the model by run_later (computed twice)
+        self._warm: deque[tuple[str, array]] = deque(maxlen=WARM_MAX)  # (origin, tokens)
+        self.warm_tokens = 0  # tokens run through the model for next-turn prefixes
 
     @property
     def caching(self) -> bool:
@@ -230,14 +240,25 @@ class Prefiller:
 
     @property
     def has_later(self) -> bool:
-        return bool(self._later)
+        return bool(self._later) or bool(self._warm)
+
+    def queue_warm(self, origin: str, tokens) -> None:
+        """A prefix a request is expected to start with (the next turn of a chat: its history,
+        the reply as the client re-sends it): computed from its longest cached prefix and stored
+        when the scheduler has time (``run_later``), or at once by the request that needs it
+        (``_jump``). The caller holds the scheduler's lock."""
+        if self.caching and len(tokens) >= self.cache.min_tokens:
+            self._warm.append((origin, array("I", tokens)))
 
     def run_later(self) -> None:
         """Compute and store one waiting checkpoint (the scheduler calls it after the pulse) whose
         task is past its prefill: a job never delays its own task's first token (a prompt fed
-        over several steps passes its boundary before its last step)."""
+        over several steps passes its boundary before its last step); else one next-turn
+        prefix (``queue_warm``)."""
         job = next((j for j in self._later if not j.waits), None)
         if job is None:
+            if self._warm:
+                self._run_warm(*self._warm.popleft())
             return
         self._later.remove(job)
         keys = [(p, self.cache.key(job.origin, job.hashes, p)) for p in job.stops]
@@ -252,8 +273,39 @@ class Prefiller:
             last = i == len(keys) - 1  # the cache owns what it is given: a copy but the last
             self.cache.insert(key, job.tokens[:stop], job.state if last else job.state.clone())
 
+    def _run_warm(self, origin: str, tokens: array) -> None:
+        """Store the state after ``tokens``, fed from their longest cached prefix (none: not
+        computed, nor when more than WARM_TOKENS would be fed)."""
+        if not self.cache.enabled:
+            return
+        n_all = len(tokens)
+        hashes = prefix_hashes(tokens, self._known_hashes(self._shares(tokens)))
+        key = self.cache.key(origin, hashes, n_all)
+        found = None if self.cache.contains(key) else self.cache.lookup(
+            origin, hashes, tokens, 0, n_all - 1)
+        if found is None or n_all - found[0] > WARM_TOKENS:
+            return
+        n, state = found[0], found[1].clone()  # the cache's own tensors are never written
+        self.engine.model.prefill([tokens[n:].tolist()], state, logits=False)
+        self.warm_tokens += n_all - n
+        self.cache.insert(key, tokens, state)
+
+    def _warm_for(self, s: _Seq) -> None:
+        """Run now a queued next-turn prefix that ``s`` starts with (its request came before the
+        scheduler had time for it): the request then jumps to its end."""
+        for job in list(self._warm):
+            origin, tokens = job
+            if origin == s.origin and len(tokens) < len(s.tokens) and \
+                    s.tokens[:len(tokens)] == tokens:
+                try:
+                    self._warm.remove(job)
+                except ValueError:  # dropped meanwhile (a full queue loses its oldest)
+                    continue
+                self._run_warm(origin, tokens)
+
     def drop_later(self) -> None:
         self._later.clear()
+        self._warm.clear()
 
     def _feed(self, plan) -> set[int]:
         """Feed ``n`` tokens of each planned task; ``n == len(pending)`` feeds its last token too
@@ -336,6 +388,8 @@ class Prefiller:
 
     def _jump(self, slot: int, s: _Seq) -> None:
         task, first = s.task, not s.looked
+        if first and self._warm:
+            self._warm_for(s)
         s.looked, pos = True, len(task.history)
         whole = len(s.tokens)  # the whole prompt, with logits: only for a task that decodes
         hi = whole if self._decodes(task) else s.end

@@ -27,12 +27,12 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from sse_starlette.sse import EventSourceResponse, ServerSentEvent
 
-from server.api.chat import ChatError, build_chat_prompt, wants_think
+from server.api.chat import ChatError, build_chat_prompt, history_text, wants_think
 from server.api.completion import Choice, make_tasks, run_choices, submit
 from server.api.deps import get_runtime
 from server.api.prefix import prepare_tasks
-from server.api.routes.openai_format import (Reply, chat_body, chat_events, completion_body,
-                                             completion_events)
+from server.api.routes.openai_format import (Reply, chat_body, chat_events, chat_message,
+                                             completion_body, completion_events)
 from server.api.routes.openai_schemas import (ChatRequest, CompletionRequest, OpenAIError,
                                               parse_request)
 from server.api.safe_json import utf8_safe
@@ -126,12 +126,11 @@ async def _watch_disconnect(request: Request, choices: list[Choice]) -> None:
 
 
 async def _run_to_end(request: Request, rt, choices: list[Choice]) -> None:
-    """Non-stream: collect every choice's pieces; a client that leaves stops the tasks."""
+    """Non-stream: run every choice to its end; a client that leaves stops the tasks."""
     watcher = asyncio.create_task(_watch_disconnect(request, choices))
     try:
-        async for choice, piece in run_choices(choices, rt.loader.tokenizer):
-            if piece is not None:
-                choice.pieces.append(piece)
+        async for _ in run_choices(choices, rt.loader.tokenizer):
+            pass  # each choice collects its pieces
     finally:
         watcher.cancel()
     failed = [c.error for c in choices if c.error]
@@ -203,12 +202,28 @@ async def chat_completions(request: Request):
     choices = [Choice(i, t, OutputSplitter("think" if think else "direct", req.stop_list,
                                            tools=offer, inline_think=inline))
                for i, t in enumerate(tasks)]
+    if len(choices) == 1 and rt.settings.chat_warm_next_turn and tasks[0].cache_origin == "":
+        choices[0].on_finish = _warm_next_turn(rt, req, tools if offer else None)
     _submit(rt, tasks)
     reply = _reply(rt, req, "chatcmpl", len(tokens))
     if req.stream:
         return _sse(chat_events(reply, choices, rt.loader.tokenizer), choices)
     await _run_to_end(request, rt, choices)
     return JSONResponse(chat_body(reply, choices))
+
+
+def _warm_next_turn(rt, req, tools):
+    """A chat choice's ``on_finish``: the conversation's history with this reply, as a client
+    re-sends it in the next request, goes to the prefix cache (computed when the scheduler has
+    time), so the next turn prefills only its new message. Not for tool calls (a client's
+    rendering of them is its own) nor with a template state (its tokens come first)."""
+    async def warm(choice: Choice) -> None:
+        if choice.finish_reason == "tool_calls":
+            return
+        text = history_text(list(req.messages) + [chat_message(choice)], tools, req.tool_choice)
+        tokens = await asyncio.to_thread(rt.loader.encode, text)  # reuses the prompt's tokens
+        rt.scheduler.warm_prefix("", tokens)
+    return warm
 
 
 # ---- completions -------------------------------------------------------------------------------

@@ -37,7 +37,11 @@ def _decode_kernel(r_ptr, k_ptr, v_ptr, lora_ptr, vfirst_ptr, keep_ptr,
                    PDL: tl.constexpr, EARLY: tl.constexpr = False, EVICT: tl.constexpr = "",
                    HEADS: tl.constexpr = 1, STAGES: tl.constexpr = 1):
     """One program per (row, HEADS consecutive heads); HEADS > 1 (a benchmark variant) loops
-    over them, STAGES > 1 letting the compiler load the next head's state ahead."""
+    over them, STAGES > 1 letting the compiler load the next head's state ahead. Measured on the
+    H200 (session 9): one warp looping over 2 heads, 3 stages, took 184 us a layer alone at batch
+    1,024 (inputs shared by the 32 calls, so in L2) against 213 for the launch below, but 248
+    against 221 in the profiled step (inputs from memory): decode 51,069 against 53,155 tok/s.
+    Not used."""
     pdl.enter(PDL)
     pid = tl.program_id(0)
     groups = H // HEADS
@@ -112,10 +116,10 @@ def _decode_head(r_ptr, k_ptr, v_ptr, lora_ptr, vfirst_ptr, keep_ptr,
 
 
 SMALL_ROWS = 16  # up to this many rows: the default warps (4 / 8 for fp16 / fp32 state)
-# above this many rows (fp16 state): one warp a program looping over two heads, the next head's
-# state loaded ahead (H200, `server.bench large`, batch 1,024: 184 us a layer against 213 for a
-# program per head with two warps; batch 256: 49 either way)
-LOOP_ROWS = 256
+# launch options above SMALL_ROWS replaced for a benchmark of the whole step (`server.bench
+# decode --time-mix`): alone (`server.bench large`) the kernel's inputs stay in L2, and its
+# ranking of variants did not hold in the step twice (one warp; two heads a program)
+STEP_VARIANT: dict = {}
 
 
 def time_mix_decode(S: Tensor, r: Tensor, k: Tensor, v: Tensor, lora: Tensor,
@@ -136,8 +140,7 @@ def time_mix_decode(S: Tensor, r: Tensor, k: Tensor, v: Tensor, lora: Tensor,
     opts = dict(num_warps=HEAD * S.element_size() // 32)
     if B > SMALL_ROWS:
         opts = dict(num_warps=2 if S.element_size() == 2 else 1, EVICT="evict_first")
-    if B > LOOP_ROWS and S.element_size() == 2 and H % 2 == 0:
-        opts.update(num_warps=1, HEADS=2, STAGES=3)
+        opts.update(STEP_VARIANT)
     opts.update(pdl.launch_options(r.device, B), **variant)
     _decode_kernel[(B * H // opts.get("HEADS", 1),)](
         r, k, v, lora, v if first else v_first, keep if keep is not None else r, w0, a0,

@@ -1,0 +1,34 @@
+"""On CUDA the host queues a request's prefill pass, its start and its first pulse's work without
+waiting for the device: a wait there (a copy from pageable memory, ``t[idx] = scalar``, the
+sampler's plan) put the host's remaining work behind the pass, ~1-2 ms of a cached chat turn's
+time to first token on the H200 (docs/performance.md, session 9)."""
+
+import pytest
+import torch
+
+from server.bench.common import DummyTask
+from server.model.loader import RWKV070ModelLoader
+from server.scheduler.engine import BatchEngine
+
+pytestmark = [pytest.mark.gpu,
+              pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")]
+
+
+@pytest.mark.parametrize("rows", [1, 3])  # one sequence: a prefill graph; three: padded eager
+def test_prefill_and_start_never_wait_for_the_device(tiny_model_path, rows):
+    loader = RWKV070ModelLoader(tiny_model_path, device="cuda", dtype="fp16")
+    engine = BatchEngine(loader.model)
+    engine.resize(4, [])
+    slots = list(range(rows))
+    prompts = [[100 + i + j for j in range(20 + 7 * i)] for i in slots]
+    for rep in range(2):  # the first round compiles and captures (those may wait)
+        engine.load(slots, [DummyTask(seed=i) for i in slots])  # the sampler's plan: waits here
+        torch.cuda.set_sync_debug_mode("error" if rep else "default")  # raises on a wait
+        try:
+            engine.prefill(slots, prompts, first=set(slots) if rep else ())
+            engine.start(slots, [p[-1] for p in prompts], [2] * rows)
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+        res = engine.pulse(2)  # its one wait: the results' copy home
+        assert all(len(t) == 2 for t in res.tokens[:rows])
+        engine.free(slots)
