@@ -40,8 +40,8 @@ def time_mix_table(B: int, state: str) -> None:
         return (torch.randn(*shape, generator=g, device=dev) * scale).to(dtype)
 
     S = rnd(LAYERS, B, H, N, N, scale=0.3, dtype=DTYPES[state])
-    # each layer's own inputs, as in the step (shared ones stayed in L2: session 9 measured
-    # variants faster alone that were slower in the step)
+    # each layer's own inputs, as in the step (session 9: the same figures as with inputs
+    # shared by the 32 calls; variants faster here were still not faster in the step)
     r, k, v, vf = (rnd(LAYERS, B, C) for _ in range(4))
     lora = rnd(LAYERS, 4, B, C)
     w0, a0, v0 = (rnd(C) for _ in range(3))

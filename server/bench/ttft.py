@@ -80,6 +80,7 @@ class Probe:
         before = pre.warm_tokens
         self.sched.warm_prefix("", tokens)
         self.sched.run()
+        common.sync(self.device)  # its pass done too: the next turn comes seconds later
         return pre.warm_tokens - before
 
     def ask(self, tokens: list[int], max_tokens: int) -> dict:

@@ -218,13 +218,6 @@ class BatchSampler:
             self._update(batch, tokens, active)
         return tokens
 
-    def plan(self, batch: SamplingBatch) -> None:
-        """Build ``batch``'s plan now if its parameters changed (its one host sync): the caller
-        picks a moment when the device has no long work queued (``BatchEngine.load``, before a
-        prefill pass) rather than the next pulse, which would wait for that pass."""
-        if batch._plan is None:
-            self._make_plan(batch)
-
     def uniforms(self, batch: SamplingBatch, steps: int) -> Tensor | None:
         """[B, steps] f64: column s holds the uniforms of step s of a pulse, for rows active at
         that step (a row active at step s was active at every earlier step of its pulse, so its

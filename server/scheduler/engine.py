@@ -146,7 +146,10 @@ class BatchEngine:
         request's way to its first token). Rows are set with ``index_fill_``, never
         ``t[idx] = scalar``: on CUDA that form waits for the device (the scalar is copied from
         pageable memory; measured on the H200: 100 ms behind a 100 ms kernel), and ``start``
-        runs while a prefill pass is on the device."""
+        runs while a prefill pass is on the device. (The sampler's plan, rebuilt after a load,
+        waits in the first pulse; building it here instead was measured once, in a bench whose
+        next turn came while the previous reply's warm-up pass still ran: it moved ~2 ms of
+        waiting into the admission and was reverted.)"""
         dev = self.device
 
         def column(name):
@@ -170,7 +173,6 @@ class BatchEngine:
             if task.penalties is not None:
                 self.samp.penalties[slot].copy_(task.penalties)
         self.samp.invalidate()
-        self.sampler.plan(self.samp)  # its host sync now, not in the pulse behind the prefill
         self.live.index_fill_(0, idx, False)
         self._forget(slots)
         self.stop_host[slots] = False

@@ -38,10 +38,10 @@ def _decode_kernel(r_ptr, k_ptr, v_ptr, lora_ptr, vfirst_ptr, keep_ptr,
                    HEADS: tl.constexpr = 1, STAGES: tl.constexpr = 1):
     """One program per (row, HEADS consecutive heads); HEADS > 1 (a benchmark variant) loops
     over them, STAGES > 1 letting the compiler load the next head's state ahead. Measured on the
-    H200 (session 9): one warp looping over 2 heads, 3 stages, took 184 us a layer alone at batch
-    1,024 (inputs shared by the 32 calls, so in L2) against 213 for the launch below, but 248
-    against 221 in the profiled step (inputs from memory): decode 51,069 against 53,155 tok/s.
-    Not used."""
+    H200 (session 9): one warp looping over 2 heads, 3 stages, took 185 us a layer alone at batch
+    1,024 against 214 for the launch below, but 248 against 221 in the profiled step (decode
+    51,069 against 53,155 tok/s); with 2 stages the step was no faster (53,232 against 53,414
+    tok/s, `decode --time-mix`). Not used."""
     pdl.enter(PDL)
     pid = tl.program_id(0)
     groups = H // HEADS
@@ -117,8 +117,9 @@ def _decode_head(r_ptr, k_ptr, v_ptr, lora_ptr, vfirst_ptr, keep_ptr,
 
 SMALL_ROWS = 16  # up to this many rows: the default warps (4 / 8 for fp16 / fp32 state)
 # launch options above SMALL_ROWS replaced for a benchmark of the whole step (`server.bench
-# decode --time-mix`): alone (`server.bench large`) the kernel's inputs stay in L2, and its
-# ranking of variants did not hold in the step twice (one warp; two heads a program)
+# decode --time-mix`): the kernel's ranking of variants alone (`server.bench large`) did not
+# hold in the step twice (one warp; two heads a program), for a reason not found (not its
+# inputs staying in L2 alone: the same ranking with each layer's own inputs)
 STEP_VARIANT: dict = {}
 
 
