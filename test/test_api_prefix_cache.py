@@ -118,6 +118,27 @@ def test_task_api_results_equal_without_cache(on, off, route, sampling):
     assert first == second == text(off) != ""
 
 
+def test_streamed_reply_is_warmed_for_the_next_turn(on, tiny_tokenizer):
+    """A streamed chat reply (as Open WebUI or LobeChat read it) is computed for the next turn
+    too: that turn prefills only its new message."""
+    messages = [{"role": "system", "content": "Streaming system prompt, long enough. " * 12},
+                {"role": "user", "content": "Stream me a short answer, please."}]
+    body = {"model": "rwkv-7", "messages": messages, "max_tokens": 12, "stream": True, **GREEDY}
+    with on.stream("POST", "/v1/chat/completions", json=body) as r:
+        assert r.status_code == 200
+        reply = "".join(json.loads(line[6:])["choices"][0]["delta"].get("content") or ""
+                        for line in r.iter_lines()
+                        if line.startswith("data: {") and '"choices":[{' in line)
+    messages += [{"role": "assistant", "content": reply},
+                 {"role": "user", "content": "And one more sentence."}]
+    warmed = tiny_tokenizer.encode(history_text(messages[:-1]))
+    tokens = tiny_tokenizer.encode(build_chat_prompt(messages, think=False))
+    assert tokens[:len(warmed)] == warmed
+    before = cache(on)
+    chat(on, messages, max_tokens=4, **GREEDY)
+    assert cache(on)["prefilled_tokens"] - before["prefilled_tokens"] == len(tokens) - len(warmed)
+
+
 def test_chat_seeded_equal_without_cache(on, off):
     msgs = [{"role": "system", "content": "Seeded system prompt, long enough. " * 12},
             {"role": "user", "content": "Pick a number and explain why."}]

@@ -1,8 +1,7 @@
-"""On CUDA the host queues a request's prefill pass and its start without waiting for the
-device: a wait there (a copy from pageable memory, ``t[idx] = scalar``) put the host's remaining
-work behind the pass, ~1-2 ms of a cached chat turn's time to first token on the H200
-(docs/performance.md, session 9). (The first pulse still waits once for the sampler's plan after
-a load; here it is built beforehand.)"""
+"""On CUDA the host loads a request, builds the sampler's plan, queues its prefill pass and starts
+it without waiting for the device: a wait there (a copy from pageable memory, ``t[idx] = scalar``,
+the plan read from device tensors) put the host's remaining work behind the pass, ~1-2 ms of a
+cached chat turn's time to first token on the H200 (docs/performance.md, session 9)."""
 
 import pytest
 import torch
@@ -16,17 +15,18 @@ pytestmark = [pytest.mark.gpu,
 
 
 @pytest.mark.parametrize("rows", [1, 3])  # one sequence: a prefill graph; three: padded eager
-def test_prefill_and_start_never_wait_for_the_device(tiny_model_path, rows):
+def test_load_plan_prefill_and_start_never_wait_for_the_device(tiny_model_path, rows):
     loader = RWKV070ModelLoader(tiny_model_path, device="cuda", dtype="fp16")
     engine = BatchEngine(loader.model)
     engine.resize(4, [])
     slots = list(range(rows))
     prompts = [[100 + i + j for j in range(20 + 7 * i)] for i in slots]
     for rep in range(2):  # the first round compiles and captures (those may wait)
-        engine.load(slots, [DummyTask(seed=i) for i in slots])
-        engine.sampler.uniforms(engine.samp, 1)  # the sampler's plan (a pulse waits for it)
         torch.cuda.set_sync_debug_mode("error" if rep else "default")  # raises on a wait
         try:
+            engine.load(slots, [DummyTask(temperature=0.0 if i else 1.0, seed=i)
+                                for i in slots])
+            engine.sampler.uniforms(engine.samp, 1)  # the plan, from the host copy
             engine.prefill(slots, prompts, first=set(slots) if rep else ())
             engine.start(slots, [p[-1] for p in prompts], [2] * rows)
         finally:

@@ -216,3 +216,41 @@ def test_load_and_start_write_each_parameter_to_its_row(engine):
     assert engine.cur.tolist()[1::2] == [71, 73] and engine.max_new.tolist()[1::2] == [901, 903]
     assert engine.n_gen.tolist() == [0, 0, 0, 0]
     assert engine.live.tolist() == [False, True, False, True]
+
+
+def _device_params(engine):
+    s = engine.samp
+    return torch.stack([s.temperature.double(), s.top_k.double(), s.top_p.double()]).numpy()
+
+
+def test_host_copy_of_plan_parameters_follows_every_move(engine):
+    """The sampler's plan reads the slot buffers' host copy of temperature / top-k / top-p (no
+    device read after a load): equal to the device rows after loads (values that round in
+    float32 or wrap in int32), compaction, growth past the high-water mark and freed rows; and
+    the plan built from it is the plan built from the device."""
+    def check():
+        assert engine.samp.host.shape == (3, engine.capacity)
+        assert (engine.samp.host == _device_params(engine)).all()
+        from_host = engine.sampler._make_plan(engine.samp)
+        host, engine.samp.host = engine.samp.host, None  # the same batch, read from the device
+        try:
+            from_dev = engine.sampler._make_plan(engine.samp)
+        finally:
+            engine.samp.host = host
+        assert from_host.any_greedy == from_dev.any_greedy
+        assert [(d, None if r is None else r.tolist(), k) for d, r, k in from_host.groups] == \
+            [(d, None if r is None else r.tolist(), k) for d, r, k in from_dev.groups]
+
+    engine.resize(4, [])
+    check()
+    odd = [DummyTask(temperature=0.0, top_k=0, top_p=1.0), DummyTask(temperature=0.1, top_p=0.3),
+           DummyTask(temperature=1.0, top_k=(1 << 32) + 5, top_p=0.99999999)]
+    engine.load([3, 0, 2], odd)  # greedy, top-k, sorted: all three plan groups
+    check()
+    engine.resize(4, [2, 3])  # compaction: rows 2, 3 -> 0, 1, the others neutral
+    check()
+    engine.load([2], [DummyTask(temperature=0.7, top_k=7)])
+    engine.resize(16, [0, 2, 1])  # past the high-water mark: new buffers
+    check()
+    engine.resize(2, [1])
+    check()

@@ -309,6 +309,37 @@ def test_a_warmed_next_turn_prefills_only_its_new_message(tiny_loader, when):
     assert task.output == plain
 
 
+@pytest.mark.parametrize("when", ["idle", "on_demand"])
+def test_a_failing_warm_up_reaches_no_task(tiny_loader, monkeypatch, when):
+    """A next-turn prefix whose computation fails is dropped (with the others waiting) and logged;
+    the request it was for prefills as without it, and its tokens equal no cache."""
+    first, hist, second = _reply_and_next(tiny_loader)
+    bound = max(i for i, t in enumerate(first) if t == TURN_TOKEN)
+    sched = DynamicScheduler(tiny_loader, max_batch_size=4, buffer_size=4,
+                             prefix_cache=PrefixCache(64 << 20))
+    _chat_task(sched, first)
+    sched.run()
+    pre = sched.prefiller
+
+    def boom(*_):
+        raise RuntimeError("injected warm-up fault")
+
+    monkeypatch.setattr(pre, "_warm_one", boom)
+    sched.warm_prefix("", hist)
+    sched.warm_prefix("", hist[:-1])
+    if when == "idle":
+        sched.run()
+        assert not pre.has_later
+    fed0 = pre.prefilled_tokens
+    task = _chat_task(sched, second)
+    sched.run()
+    assert task.status == Status.FINISHED and task.finish_reason != "error"
+    assert not pre.has_later and pre.warm_tokens == 0
+    assert pre.prefilled_tokens - fed0 == len(second) - bound  # from the boundary, as before
+    (plain,), _ = run(tiny_loader, [second], max_tokens=6, temperature=0.0)
+    assert task.output == plain
+
+
 def test_warm_prefix_needs_a_cached_start_and_a_cache(tiny_loader):
     """No cached prefix to start from (or no cache): nothing is computed."""
     _, hist, _ = _reply_and_next(tiny_loader)

@@ -98,9 +98,15 @@ class SamplingBatch:
 
     def __post_init__(self):
         self._plan = None  # BatchSampler's host-side row grouping, built from the parameters
+        # [3, B] float64: temperature, top_k, top_p as stored above, kept equal to them by the
+        # batch's owner (the engine's slot buffers) so that building the plan reads no device
+        # memory (a read waits for all queued work: after a load, the prefill pass); None: the
+        # plan reads the tensors
+        self.host = None
 
     def invalidate(self) -> None:
-        """Call after writing temperature/top_k/top_p in place (assign() does it itself)."""
+        """Call after writing temperature/top_k/top_p in place (assign() does it itself); a
+        batch with a ``host`` copy needs that written too (or set to None)."""
         self._plan = None
 
     @classmethod
@@ -131,6 +137,11 @@ class SamplingBatch:
         for f in fields(self):
             dst = getattr(self, f.name)
             dst[idx] = getattr(other, f.name)[:n].to(dst.device, dst.dtype)
+        if self.host is not None:  # from other's host copy, else from the rows just written
+            rows = idx.cpu().numpy()
+            self.host[:, rows] = other.host[:, :n] if other.host is not None else torch.stack(
+                [self.temperature[idx].double(), self.top_k[idx].double(),
+                 self.top_p[idx].double()]).cpu().numpy()
         self.invalidate()
 
     def to(self, device) -> "SamplingBatch":
@@ -264,14 +275,19 @@ class BatchSampler:
     def _make_plan(self, batch: SamplingBatch) -> "_Plan":
         """The row groups ([(draw, rows [R] on device or None for all, kmax)] per non-empty
         group), whether any row is greedy, and the per-row k and temperature the draws use;
-        one host sync. Cached on the batch until its parameters change (assign() /
+        one host sync unless the batch has a host copy of its parameters. Cached on the batch until its parameters change (assign() /
         invalidate())."""
         V, B = self.vocab_size, batch.batch_size
-        # the three parameters in one copy (float64 holds each exactly); the grouping is
-        # computed on the host in numpy (each torch op, even on a host tensor, costs dispatcher
-        # time on a request's way to its first token)
-        temperature, top_k, top_p = torch.stack(
-            [batch.temperature.double(), batch.top_k.double(), batch.top_p.double()]).cpu().numpy()
+        # the three parameters from the batch's host copy, else in one copy from the device
+        # (float64 holds each exactly); the grouping is computed on the host in numpy (each
+        # torch op, even on a host tensor, costs dispatcher time on a request's way to its
+        # first token)
+        if batch.host is not None:
+            temperature, top_k, top_p = batch.host
+        else:
+            temperature, top_k, top_p = torch.stack(
+                [batch.temperature.double(), batch.top_k.double(),
+                 batch.top_p.double()]).cpu().numpy()
         k_host = np.where(top_k > 0, np.minimum(top_k, V), V).astype(np.int64)
         use_topk = (top_k > 0) & (k_host <= TOPK_CAP)
         full = (k_host == V) & (top_p >= 1)  # no truncation at all

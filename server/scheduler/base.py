@@ -180,7 +180,7 @@ class BaseScheduler(SlotCycle):
         """After the pulse: one checkpoint the prefiller put off (a chat turn's boundary state
         for the next turn). It serves no task in hand, so a fault here only drops such work."""
         try:
-            self.prefiller.run_later()
+            self.prefiller.run_later(warm=not self.waiting)  # arrivals first
         except Exception as e:
             self.prefiller.drop_later()
             self.log.error(f"Computing a deferred prefix checkpoint failed (dropped): {e!r}")

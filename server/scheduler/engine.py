@@ -146,10 +146,8 @@ class BatchEngine:
         request's way to its first token). Rows are set with ``index_fill_``, never
         ``t[idx] = scalar``: on CUDA that form waits for the device (the scalar is copied from
         pageable memory; measured on the H200: 100 ms behind a 100 ms kernel), and ``start``
-        runs while a prefill pass is on the device. (The sampler's plan, rebuilt after a load,
-        waits in the first pulse; building it here instead was measured once, in a bench whose
-        next turn came while the previous reply's warm-up pass still ran: it moved ~2 ms of
-        waiting into the admission and was reverted.)"""
+        runs while a prefill pass is on the device. The sampler's plan, rebuilt after a load,
+        reads the slot buffers' host copy of its parameters, not the device."""
         dev = self.device
 
         def column(name):
@@ -163,6 +161,7 @@ class BatchEngine:
         self._fparams[:, idx] = f  # the per-row parameters: one scatter per pack
         self._lparams[:, idx] = i[2:]
         self.samp.top_k[idx] = i[1].to(self.samp.top_k.dtype)
+        self._buf.set_plan_params(slots, column("temperature"), column("top_k"), column("top_p"))
         self.samp.penalties.index_fill_(0, idx, 0.0)
         fresh = [s for s, t in zip(slots, tasks) if t.state is None]
         if fresh:

@@ -57,6 +57,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from server.logger import get_logger
 from server.model.tokenizer import common_prefix_length
 from server.scheduler.prefix_cache import PrefixCache, common_prefix, prefix_hashes
 from server.task.task import Status
@@ -67,6 +68,7 @@ LATER_MAX = 4  # boundary states waiting to be computed after the pulse (each ho
 WARM_MAX = 8  # next-turn prefixes waiting (token lists only; the oldest dropped beyond)
 WARM_TOKENS = 2048  # the longest feed a next-turn prefix may take from its cached start
 IN_FLIGHT = 128  # tasks in flight a new sequence is compared with (the most recent)
+log = get_logger(__name__)
 
 
 @dataclass(eq=False)
@@ -250,14 +252,14 @@ class Prefiller:
         if self.caching and len(tokens) >= self.cache.min_tokens:
             self._warm.append((origin, array("I", tokens)))
 
-    def run_later(self) -> None:
+    def run_later(self, warm: bool = True) -> None:
         """Compute and store one waiting checkpoint (the scheduler calls it after the pulse) whose
         task is past its prefill: a job never delays its own task's first token (a prompt fed
-        over several steps passes its boundary before its last step); else one next-turn
-        prefix (``queue_warm``)."""
+        over several steps passes its boundary before its last step); else, if ``warm`` (no
+        request waits for a slot), one next-turn prefix (``queue_warm``)."""
         job = next((j for j in self._later if not j.waits), None)
         if job is None:
-            if self._warm:
+            if self._warm and warm:
                 self._run_warm(*self._warm.popleft())
             return
         self._later.remove(job)
@@ -275,7 +277,15 @@ class Prefiller:
 
     def _run_warm(self, origin: str, tokens: array) -> None:
         """Store the state after ``tokens``, fed from their longest cached prefix (none: not
-        computed, nor when more than WARM_TOKENS would be fed)."""
+        computed, nor when more than WARM_TOKENS would be fed). It serves no task in hand: a
+        fault drops the waiting next-turn prefixes (logged) and reaches no task."""
+        try:
+            self._warm_one(origin, tokens)
+        except Exception as e:
+            self._warm.clear()
+            log.error(f"Computing a next-turn prefix state failed (dropped): {e!r}")
+
+    def _warm_one(self, origin: str, tokens: array) -> None:
         if not self.cache.enabled:
             return
         n_all = len(tokens)
@@ -285,7 +295,10 @@ class Prefiller:
             origin, hashes, tokens, 0, n_all - 1)
         if found is None or n_all - found[0] > WARM_TOKENS:
             return
-        n, state = found[0], found[1].clone()  # the cache's own tensors are never written
+        n, cached = found[0], found[1]
+        state = cached.to(device=self.engine.device)  # a host-tier entry comes to the device
+        if state is cached:
+            state = cached.clone()  # the cache's own tensors are never written
         self.engine.model.prefill([tokens[n:].tolist()], state, logits=False)
         self.warm_tokens += n_all - n
         self.cache.insert(key, tokens, state)

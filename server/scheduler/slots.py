@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import fields
 
+import numpy as np
 import torch
 
 from server.model.sampler import SamplingBatch
@@ -25,6 +26,7 @@ NEUTRAL = {"temperature": 1.0, "top_k": 0, "top_p": 1.0, "presence": 0.0, "repet
 FLOAT_PARAMS = ("temperature", "top_p", "presence", "repetition", "decay")  # float32
 LONG_PARAMS = ("seed", "counter")  # int64
 LONG_VECTORS = ("cur", "n_gen", "max_new")
+PLAN_PARAMS = ("temperature", "top_k", "top_p")  # also kept on the host (SamplingBatch.host)
 
 
 class SlotBuffers:
@@ -46,6 +48,9 @@ class SlotBuffers:
         packed = {**dict(zip(FLOAT_PARAMS, self.fparams)), **dict(zip(LONG_PARAMS, self.lparams))}
         self.samp = SamplingBatch(**{f.name: packed.get(f.name, getattr(empty, f.name))
                                      for f in fields(empty)})
+        # the sampler's plan parameters on the host too, as the device stores them
+        self.host = np.array([[NEUTRAL[k]] * rows for k in PLAN_PARAMS], dtype=np.float64)
+        self.samp.host = self.host
         self.lvectors = torch.zeros(len(LONG_VECTORS), padded, dtype=torch.long,
                                     device=device)[:, :rows]
         self.vectors = {**dict(zip(LONG_VECTORS, self.lvectors)),
@@ -64,8 +69,18 @@ class SlotBuffers:
         return State(self.state.shift[:, :, :cap], self.state.wkv[:, :cap])
 
     def samp_view(self, cap: int) -> SamplingBatch:
-        return SamplingBatch(**{f.name: getattr(self.samp, f.name)[:cap]
+        view = SamplingBatch(**{f.name: getattr(self.samp, f.name)[:cap]
                                 for f in fields(self.samp)})
+        view.host = self.host[:, :cap]
+        return view
+
+    def set_plan_params(self, slots: list[int], temperature: list, top_k: list,
+                        top_p: list) -> None:
+        """The host copy of rows ``slots`` (the device rows are written by the caller), rounded
+        as the device stores them: float32 temperature and top-p, int32 top-k."""
+        self.host[0, slots] = np.asarray(temperature, dtype=np.float32)
+        self.host[1, slots] = np.asarray(top_k, dtype=np.int64).astype(np.int32)
+        self.host[2, slots] = np.asarray(top_p, dtype=np.float32)
 
     def packed_view(self, cap: int) -> tuple:
         """The packs' first ``cap`` columns: (fparams [5, cap], lparams [2, cap], lvectors
@@ -86,6 +101,7 @@ class SlotBuffers:
         for t in self._samp_tensors() + list(self.vectors.values()):
             t[:n] = t.index_select(0, idx)
         self.stop_host[:n] = self.stop_host[torch.tensor(keep, dtype=torch.long)]
+        self.host[:, :n] = self.host[:, keep]
         if self.stop_dev is not self.stop_host:
             self.stop_dev[:n] = self.stop_dev.index_select(0, idx)
         self.samp.invalidate()
@@ -112,6 +128,8 @@ class SlotBuffers:
             getattr(self.samp, f.name)[lo:hi] = NEUTRAL[f.name]
         for t in self.vectors.values():
             t[lo:hi] = 0
+        for j, k in enumerate(PLAN_PARAMS):
+            self.host[j, lo:hi] = NEUTRAL[k]
         self.stop_host[lo:hi] = False
         self.stop_dev[lo:hi] = False
         self.samp.invalidate()

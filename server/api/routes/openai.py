@@ -30,7 +30,7 @@ from sse_starlette.sse import EventSourceResponse, ServerSentEvent
 from server.api.chat import ChatError, build_chat_prompt, history_text, wants_think
 from server.api.completion import Choice, make_tasks, run_choices, submit
 from server.api.deps import get_runtime
-from server.api.prefix import prepare_tasks
+from server.api.prefix import prepare_tasks, template_id
 from server.api.routes.openai_format import (Reply, chat_body, chat_events, chat_message,
                                              completion_body, completion_events)
 from server.api.routes.openai_schemas import (ChatRequest, CompletionRequest, OpenAIError,
@@ -202,7 +202,7 @@ async def chat_completions(request: Request):
     choices = [Choice(i, t, OutputSplitter("think" if think else "direct", req.stop_list,
                                            tools=offer, inline_think=inline))
                for i, t in enumerate(tasks)]
-    if len(choices) == 1 and rt.settings.chat_warm_next_turn and tasks[0].cache_origin == "":
+    if len(choices) == 1 and rt.settings.chat_warm_next_turn and template_id(req.model) is None:
         choices[0].on_finish = _warm_next_turn(rt, req, tools if offer else None)
     _submit(rt, tasks)
     reply = _reply(rt, req, "chatcmpl", len(tokens))
@@ -220,6 +220,8 @@ def _warm_next_turn(rt, req, tools):
     async def warm(choice: Choice) -> None:
         if choice.finish_reason == "tool_calls":
             return
+        if choice.task.stop_requested and not choice.splitter.stopped:
+            return  # cut short (client gone, shutdown): the client will not re-send it
         text = history_text(list(req.messages) + [chat_message(choice)], tools, req.tool_choice)
         tokens = await asyncio.to_thread(rt.loader.encode, text)  # reuses the prompt's tokens
         rt.scheduler.warm_prefix("", tokens)

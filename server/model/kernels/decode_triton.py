@@ -143,6 +143,7 @@ def time_mix_decode(S: Tensor, r: Tensor, k: Tensor, v: Tensor, lora: Tensor,
         opts = dict(num_warps=2 if S.element_size() == 2 else 1, EVICT="evict_first")
         opts.update(STEP_VARIANT)
     opts.update(pdl.launch_options(r.device, B), **variant)
+    assert H % opts.get("HEADS", 1) == 0, (H, opts)  # a program's heads: every head once
     _decode_kernel[(B * H // opts.get("HEADS", 1),)](
         r, k, v, lora, v if first else v_first, keep if keep is not None else r, w0, a0,
         w0 if first else v0, k_k, k_a, r_k, ln_w, ln_b, S, out, B, C, H, S.stride(0),
