@@ -139,6 +139,32 @@ def test_streamed_reply_is_warmed_for_the_next_turn(on, tiny_tokenizer):
     assert cache(on)["prefilled_tokens"] - before["prefilled_tokens"] == len(tokens) - len(warmed)
 
 
+def test_only_single_plain_chat_replies_are_warmed(tiny_model_path, tmp_path):
+    """The next-turn warm-up is queued for a plain chat reply (n = 1), not for n = 2 choices,
+    nor for a template model (its tokens come first), nor with RWKV_CHAT_WARM_NEXT_TURN off."""
+    msgs = [{"role": "system", "content": "Gating system prompt, long enough to cache. " * 10},
+            {"role": "user", "content": "Say something."}]
+    body = {"model": "rwkv-7", "messages": msgs, "max_tokens": 3, **GREEDY}
+    for warm_on in (True, False):
+        settings = make_settings(tiny_model_path, tmp_path / str(warm_on), state_cache_mb=8,
+                                 chat_warm_next_turn=warm_on)
+        with LiveServer(settings) as srv, httpx.Client(base_url=srv.url, timeout=120) as c:
+            calls = []
+            sched = srv.runtime.scheduler
+            real = sched.warm_prefix
+            sched.warm_prefix = lambda origin, tokens: (calls.append(origin), real(origin, tokens))
+            assert c.post("/v1/chat/completions", json=body).status_code == 200
+            assert calls == ([""] if warm_on else [])
+            assert c.post("/v1/chat/completions", json={**body, "n": 2}).status_code == 200
+            made = c.post("/v1/tasks/create", json={"prompt": "System: be brief.\n\n",
+                                                    "max_tokens": 0}).json()
+            assert made["finished"] is True
+            tpl = c.post(f"/v1/tasks/{made['task_id']}/as_template").json()["task_id"]
+            r = c.post("/v1/chat/completions", json={**body, "model": f"rwkv-7:{tpl}"})
+            assert r.status_code == 200, r.text
+            assert calls == ([""] if warm_on else [])
+
+
 def test_chat_seeded_equal_without_cache(on, off):
     msgs = [{"role": "system", "content": "Seeded system prompt, long enough. " * 12},
             {"role": "user", "content": "Pick a number and explain why."}]
