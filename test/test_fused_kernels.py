@@ -21,6 +21,7 @@ torch.manual_seed(0)
 sd = make_random_state_dict(2, 128, 512, seed=3)
 cfg = infer_config(sd)
 assert 3 <= min(GEMV_MAX_ROWS, SMALL_ROWS) and 20 > max(GEMV_MAX_ROWS, SMALL_ROWS)
+assert 34 // 2 > GEMV_MAX_ROWS  # the half-batch case below splits
 f32, f16 = torch.float32, torch.float16
 cases = [(f32, f32, 2e-5, 3), (f16, f32, 2e-2, 3), (f16, f32, 2e-2, 20), (f16, f16, 2e-2, 20)]
 for dt, sdt, tol, rows in cases:
@@ -49,17 +50,17 @@ for dt, sdt, tol, rows in cases:
                for a, b in ((states[0].wkv, states[1].wkv), (states[0].shift, states[1].shift)))
     print(f"{dt} state {sdt} {rows} rows: logits rel err {err:.2e}, state rel err {serr:.2e}")
     assert err < tol and serr < tol, (err, serr)
-# decode steps as two half-batches (FusedBlocks.split_rows): the same as one batch, the
-# inactive row untouched (rows 10..19 run on their own: on CUDA on a side stream)
+# decode steps as two half-batches (FusedBlocks.split_rows; halves above GEMV_MAX_ROWS): the
+# same as one batch, the inactive row untouched (rows 17..33 on their own: on CUDA a side stream)
 m = RWKV7(sd, cfg, dtype=f32, state_dtype=f32, prefill_chunk=8, fused=True)
-active = torch.tensor([i != 1 for i in range(20)])
+active = torch.tensor([i != 1 for i in range(34)])
 ends = []
-for split in (0, 20):
+for split in (0, 34):
     m._fused.split_rows = split
-    st = m.new_state(20)
+    st = m.new_state(34)
     st.wkv.normal_(generator=torch.Generator().manual_seed(2))
     before = st.select([1])
-    got = [m.decode(torch.arange(20) + 7 + t, st, active=active) for t in range(2)]
+    got = [m.decode(torch.arange(34) + 7 + t, st, active=active) for t in range(2)]
     after = st.select([1])
     assert torch.equal(after.wkv, before.wkv) and torch.equal(after.shift, before.shift)
     ends.append((torch.stack(got)[:, active], st.wkv, st.shift))

@@ -221,7 +221,8 @@ class FusedBlocks:
         x = self.model.emb[tokens.reshape(-1)].float()  # [R, C] fp32 residual
         write = self.write_index(B, T, keep, last, x.device)
         keep8 = None if keep is None else keep.reshape(-1).to(torch.int8)
-        if T == 1 and 0 < self.split_rows <= B:
+        # (halves above gemv_rows: the skinny-product kernel's scratch is not for two streams)
+        if T == 1 and 0 < self.split_rows <= B and B // 2 > self.gemv_rows:
             self._halves(x, state, keep8, write)
         else:
             self._layers(x, state, keep8, write, T)
