@@ -15,9 +15,9 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 
 from server.api.bridge import follow
-from server.logger import get_logger
 from server.api.splitter import OutputSplitter, Piece
 from server.api.stopping import stop_and_wait, stop_in_background, stop_tasks
+from server.logger import get_logger
 from server.task.task import Task, new_task_id
 
 SEED_MOD = 1 << 62  # seeds stay in the sampler's int64 range

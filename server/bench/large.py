@@ -58,17 +58,23 @@ def time_mix_table(B: int, state: str) -> None:
         opts = {} if var is None else dict(zip(("num_warps", "EARLY", "EVICT", "HEADS",
                                                 "STAGES"), var))
         label = "(server) | | | |" if var is None else " | ".join(map(str, var))
+        _layer_row(label, lambda i, o=opts: dk.time_mix_decode(
+            S[i], r[i], k[i], v[i], lora[i], vf[i], None, w0, a0, v0, kk, ka, rk, lw, lb, 0.6,
+            1e-5, **o), lambda us: f"{state_bytes / us * 1e-6:.2f}")
 
-        def run():
-            for i in range(LAYERS):
-                dk.time_mix_decode(S[i], r[i], k[i], v[i], lora[i], vf[i], None, w0, a0, v0,
-                                   kk, ka, rk, lw, lb, 0.6, 1e-5, **opts)
-        try:
-            us = _graph_us(run) / LAYERS
-        except Exception as e:  # keep the table
-            print(f"| {label} | failed: {e!r:.150} | |", flush=True)
-            continue
-        print(f"| {label} | {us:.1f} | {state_bytes / us * 1e-6:.2f} |", flush=True)
+
+def _layer_row(label: str, call, rate) -> None:
+    """Print ``| label | µs a layer | rate(µs) |`` for ``call(i)`` over the 32 layers (one CUDA
+    graph), or the failure in that row (the table goes on)."""
+    def run():
+        for i in range(LAYERS):
+            call(i)
+    try:
+        us = _graph_us(run) / LAYERS
+    except Exception as e:
+        print(f"| {label} | failed: {e!r:.150} | |", flush=True)
+        return
+    print(f"| {label} | {us:.1f} | {rate(us)} |", flush=True)
 
 
 def ln_mix_table(B: int) -> None:
@@ -158,15 +164,7 @@ def products_table(B: int) -> None:
     print(f"\n## products, {B} rows (fp16, 32 layers' weights in turn)\n"
           "| product | µs a call | TFLOP/s (real sizes) |\n|---|---|---|")
     for name, (fn, params) in cases.items():
-        def run():
-            for i in range(LAYERS):
-                fn(i)
-        try:
-            us = _graph_us(run) / LAYERS
-        except Exception as e:  # keep the table
-            print(f"| {name} | failed: {e!r:.150} | |", flush=True)
-            continue
-        print(f"| {name} | {us:.1f} | {2 * B * params / us * 1e-6:.0f} |", flush=True)
+        _layer_row(name, fn, lambda us, p=params: f"{2 * B * p / us * 1e-6:.0f}")
 
 
 def main(argv=None) -> None:

@@ -24,8 +24,8 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from server.model.layer_weights import LayerWeights
-from server.model.state import State
 from server.model.reference import GN_EPS, LN_EPS
+from server.model.state import State
 
 LORA_ORDER = ("v", "w", "a", "g")  # mixed inputs 2..5 of ln_mix are xv, xw, xa, xg
 GEMV_MAX_ROWS = 16  # half-precision products of at most this many rows: gemv_triton
@@ -242,7 +242,7 @@ class FusedBlocks:
         stream: on CUDA one half's memory-bound time mix can run beside the other's
         compute-bound products (``split_rows``; off by default: not yet measured)."""
         h = x.shape[0] // 2
-        parts = [(slice(0, h)), (slice(h, None))]
+        parts = [slice(0, h), slice(h, None)]
 
         def run(rows: slice) -> None:
             sub = State(state.shift[:, :, rows], state.wkv[:, rows])

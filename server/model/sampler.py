@@ -139,10 +139,17 @@ class SamplingBatch:
             dst[idx] = getattr(other, f.name)[:n].to(dst.device, dst.dtype)
         if self.host is not None:  # from other's host copy, else from the rows just written
             rows = idx.cpu().numpy()
-            self.host[:, rows] = other.host[:, :n] if other.host is not None else torch.stack(
-                [self.temperature[idx].double(), self.top_k[idx].double(),
-                 self.top_p[idx].double()]).cpu().numpy()
+            self.host[:, rows] = (other.host[:, :n] if other.host is not None
+                                  else self.read_plan_params(idx))
         self.invalidate()
+
+    def read_plan_params(self, idx: Tensor | None = None) -> np.ndarray:
+        """[3, R] float64: temperature, top_k, top_p of rows ``idx`` (all: None) read from the
+        tensors in one copy (float64 holds each exactly; the read waits for queued work)."""
+        params = (self.temperature, self.top_k, self.top_p)
+        if idx is not None:
+            params = tuple(t[idx] for t in params)
+        return torch.stack([t.double() for t in params]).cpu().numpy()
 
     def to(self, device) -> "SamplingBatch":
         return SamplingBatch(**{f.name: getattr(self, f.name).to(device) for f in fields(self)})
@@ -275,19 +282,14 @@ class BatchSampler:
     def _make_plan(self, batch: SamplingBatch) -> "_Plan":
         """The row groups ([(draw, rows [R] on device or None for all, kmax)] per non-empty
         group), whether any row is greedy, and the per-row k and temperature the draws use;
-        one host sync unless the batch has a host copy of its parameters. Cached on the batch until its parameters change (assign() /
-        invalidate())."""
+        one host sync unless the batch has a host copy of its parameters. Cached on the batch
+        until its parameters change (assign() / invalidate())."""
         V, B = self.vocab_size, batch.batch_size
-        # the three parameters from the batch's host copy, else in one copy from the device
-        # (float64 holds each exactly); the grouping is computed on the host in numpy (each
-        # torch op, even on a host tensor, costs dispatcher time on a request's way to its
-        # first token)
-        if batch.host is not None:
-            temperature, top_k, top_p = batch.host
-        else:
-            temperature, top_k, top_p = torch.stack(
-                [batch.temperature.double(), batch.top_k.double(),
-                 batch.top_p.double()]).cpu().numpy()
+        # the three parameters from the batch's host copy, else read from the device; the
+        # grouping is computed on the host in numpy (each torch op, even on a host tensor,
+        # costs dispatcher time on a request's way to its first token)
+        temperature, top_k, top_p = (batch.host if batch.host is not None
+                                     else batch.read_plan_params())
         k_host = np.where(top_k > 0, np.minimum(top_k, V), V).astype(np.int64)
         use_topk = (top_k > 0) & (k_host <= TOPK_CAP)
         full = (k_host == V) & (top_p >= 1)  # no truncation at all

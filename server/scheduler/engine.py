@@ -150,18 +150,17 @@ class BatchEngine:
         reads the slot buffers' host copy of its parameters, not the device."""
         dev = self.device
 
-        def column(name):
-            values = [getattr(t, TASK_PARAMS[name][0]) for t in tasks]
-            return [wrap_seed(v) for v in values] if name == "seed" else values  # low 64 bits
-
-        f = to_device(torch.tensor([column(n) for n in FLOAT_PARAMS], dtype=torch.float32), dev)
-        i = to_device(torch.tensor([slots, column("top_k")] + [column(n) for n in LONG_PARAMS],
+        column = {name: [getattr(t, attr) for t in tasks]
+                  for name, (attr, _) in TASK_PARAMS.items()}
+        column["seed"] = [wrap_seed(v) for v in column["seed"]]  # its low 64 bits
+        f = to_device(torch.tensor([column[n] for n in FLOAT_PARAMS], dtype=torch.float32), dev)
+        i = to_device(torch.tensor([slots, column["top_k"]] + [column[n] for n in LONG_PARAMS],
                                    dtype=torch.long), dev)
         idx = i[0]
         self._fparams[:, idx] = f  # the per-row parameters: one scatter per pack
         self._lparams[:, idx] = i[2:]
         self.samp.top_k[idx] = i[1].to(self.samp.top_k.dtype)
-        self._buf.set_plan_params(slots, column("temperature"), column("top_k"), column("top_p"))
+        self._buf.set_plan_params(slots, column["temperature"], column["top_k"], column["top_p"])
         self.samp.penalties.index_fill_(0, idx, 0.0)
         fresh = [s for s, t in zip(slots, tasks) if t.state is None]
         if fresh:
