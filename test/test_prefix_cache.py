@@ -641,3 +641,29 @@ def test_prefix_hashes_reuse_a_known_prefix_and_common_prefix_length():
         known = prefix_hashes(base)[:common_prefix_length(other, base) + 1]
         assert prefix_hashes(other, known) == prefix_hashes(other)
     assert common_prefix_length(array("I"), base) == 0 and common_prefix_length(base, base) == 300
+    # past the first compared block (256 items) and its 8x successor
+    long = array("I", range(5000))
+    for cut in (255, 256, 257, 2303, 2304, 4999):
+        other = array("I", long)
+        other[cut] += 1
+        assert common_prefix_length(long, other) == cut
+
+
+def test_prefix_hashes_are_the_polynomial_hashes():
+    """The vectorised hashes equal their definition computed with Python integers, token ids up
+    to 2**32 - 1 included (no uint64 overflow), for lists and arrays alike."""
+    import random
+
+    from server.scheduler.prefix_cache import HASH_BASES, HASH_MODS, prefix_hashes
+
+    rng = random.Random(3)
+    tokens = [rng.randrange(1 << 32) for _ in range(3000)] + [(1 << 32) - 1] * 5
+    (p0, p1), (b0, b1) = (int(p) for p in HASH_MODS), (int(b) for b in HASH_BASES)
+    h0 = h1 = 0
+    want = [0]
+    for j, t in enumerate(tokens):
+        h0 = (h0 + (t + 1) * pow(b0, j, p0)) % p0
+        h1 = (h1 + (t + 1) * pow(b1, j, p1)) % p1
+        want.append(h0 << 31 | h1)
+    assert list(prefix_hashes(tokens)) == want
+    assert list(prefix_hashes(array("I", tokens))) == want

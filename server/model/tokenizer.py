@@ -124,11 +124,19 @@ class Tokenizer:
 
 def common_prefix_length(a, b) -> int:
     """Length of the common prefix of two buffers of one item type (bytes, or arrays of token
-    ids): one vectorised comparison."""
+    ids): vectorised comparisons of growing blocks (256 items, then 8x more each time), so two
+    long sequences that part early cost one small comparison."""
     n = min(len(a), len(b))
     dtype = np.dtype(memoryview(a).format)
-    diff = np.flatnonzero(np.frombuffer(a, dtype, n) != np.frombuffer(b, dtype, n))
-    return int(diff[0]) if diff.size else n
+    x, y = np.frombuffer(a, dtype, n), np.frombuffer(b, dtype, n)
+    lo, step = 0, 256
+    while lo < n:
+        hi = min(n, lo + step)
+        diff = np.flatnonzero(x[lo:hi] != y[lo:hi])
+        if diff.size:
+            return lo + int(diff[0])
+        lo, step = hi, step * 8
+    return n
 
 
 class ReusingEncoder:

@@ -2,9 +2,9 @@
 
 An entry is the state of a sequence after it consumed ``tokens[:n]`` starting from an *origin*:
 ``""`` is the zero state (a fresh request); any other origin names one known starting state (an
-imported template: ``"state:<digest>:<n>"``). Key: ``(origin, n, h)`` with ``h`` the 61-bit
-polynomial hash of ``tokens[:n]`` (``prefix_hashes``); a lookup verifies the entry's stored tokens,
-so a hash collision can only cost a miss, never a wrong state.
+imported template: ``"state:<digest>:<n>"``). Key: ``(origin, n, h)`` with ``h`` the 62-bit hash
+of ``tokens[:n]`` (``prefix_hashes``: two 31-bit polynomial hashes); a lookup verifies the entry's
+stored tokens, so a hash collision can only cost a miss, never a wrong state.
 
 An entry of a whole prompt (its last token consumed too, see prefill.py) may also keep that token's
 logits, so that the same prompt again needs no model call before its first token; the logits stay
@@ -30,31 +30,52 @@ from bisect import bisect_right, insort
 from collections import OrderedDict
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 from server.model.state import State
 from server.scheduler.host_arena import HostArena
 
-HASH_MOD = (1 << 61) - 1
-HASH_BASE = 1_000_003
+HASH_MODS = np.array([2_147_483_647, 2_147_483_629], dtype=np.uint64)  # primes < 2**31
+HASH_BASES = np.array([1_000_003, 700_001], dtype=np.uint64)
+HASH_LOW = (1 << 31) - 1  # the second hash's bits in a packed value
 ENTRY_OVERHEAD = 512  # bytes of bookkeeping counted per entry
 MIN_TOKENS = 16  # shorter prefixes are not worth a state copy
+_powers = np.ones((1, 2), dtype=np.uint64)  # [i, m] = HASH_BASES[m] ** i mod HASH_MODS[m]
+
+
+def _hash_powers(n: int) -> np.ndarray:
+    """The first ``n`` powers of each base (grown by doubling: p[k:2k] = p[:k] * B^k)."""
+    global _powers
+    p = _powers
+    while len(p) < n:
+        step = (p[-1] * HASH_BASES) % HASH_MODS  # B^k, k = len(p)
+        p = np.concatenate([p, (p * step) % HASH_MODS])  # products < 2**62: exact in uint64
+    _powers = p
+    return p[:n]
 
 
 def prefix_hashes(tokens, known: array | None = None) -> array:
-    """``out[i]`` = hash of ``tokens[:i]`` for i in 0..len(tokens) (array of uint64).
-    ``known``: the hashes of a sequence sharing the first ``len(known) - 1`` tokens, reused (a
-    Python loop costs ~0.5 us a token: ~1 ms for a 2,000-token chat, most of it a prefix of
-    the previous turn's)."""
-    m = 0 if known is None else min(len(known) - 1, len(tokens))
-    out = array("Q", bytes(8 * (len(tokens) + 1)))
+    """``out[i]`` = hash of ``tokens[:i]`` for i in 0..len(tokens) (array of uint64): per modulus
+    m, ``sum_j (tokens[j] + 1) * B_m^j mod p_m`` (j < i), the two packed as ``h0 << 31 | h1``.
+    Vectorised (a cumulative sum): ~2 ms for 128k tokens, where a Python loop took ~28 ms on the
+    scheduler's thread. ``known``: the hashes of a sequence sharing the first ``len(known) - 1``
+    tokens, reused (a chat's previous turn)."""
+    n = len(tokens)
+    m = 0 if known is None else min(len(known) - 1, n)
+    out = np.empty(n + 1, dtype=np.uint64)
     if m:
-        out[:m + 1] = known[:m + 1]
-    h = out[m]
-    for i in range(m, len(tokens)):
-        h = (h * HASH_BASE + tokens[i] + 1) % HASH_MOD
-        out[i + 1] = h
-    return out
+        out[:m + 1] = np.frombuffer(known, dtype=np.uint64, count=m + 1)
+    else:
+        out[0] = 0
+    if n > m:
+        ids = (np.frombuffer(tokens, dtype=tokens.typecode, count=n)[m:]
+               if isinstance(tokens, array) else np.asarray(tokens[m:]))
+        terms = (ids.astype(np.uint64)[:, None] + 1) * _hash_powers(n)[m:] % HASH_MODS  # < 2**63
+        start = np.array([out[m] >> np.uint64(31), out[m] & np.uint64(HASH_LOW)], np.uint64)
+        h = (np.cumsum(terms, axis=0, dtype=np.uint64) + start) % HASH_MODS  # sums < 2**63
+        out[m + 1:] = (h[:, 0] << np.uint64(31)) | h[:, 1]
+    return array("Q", out.tobytes())
 
 
 def common_prefix(a: array, b: array) -> int:
