@@ -52,6 +52,18 @@ def test_models_list_and_retrieve(sdk, http):
     assert_error(http.get("/v1/models/gpt-4"), 404, code="model_not_found")
 
 
+def test_unknown_paths_and_methods_are_openai_errors(sdk, http):
+    # FastAPI answered {"detail": "Not Found"}: the SDK's message was a bare "Error code: 404"
+    with pytest.raises(openai.NotFoundError) as e:
+        sdk.embeddings.create(model="rwkv-7", input="x")
+    assert "/v1/embeddings" in e.value.message
+    assert "/v1/embeddings" in assert_error(http.post("/v1/embeddings", json={}), 404)["message"]
+    assert "GET" in assert_error(http.get("/v1/chat/completions"), 405)["message"]
+    assert http.get("/v1/chat/completions").headers["allow"] == "POST"
+    r = http.get("/v1/tasks/TMP_x/nothing")  # the Task API keeps FastAPI's shape
+    assert r.status_code == 404 and r.json() == {"detail": "Not Found"}
+
+
 def raw_status(url: str, request: bytes) -> int:
     """Send bytes as they are (httpx refuses a header value with a trailing space)."""
     host, port = url.removeprefix("http://").split(":")
@@ -302,6 +314,10 @@ def test_completions_refusals(http, body, param):
      "tool_choice"),
     (json.dumps({"messages": MSGS, "tools": [{"type": "function", "function": {"name": "f"}}],
                  "tool_choice": {"type": "function", "function": "f"}}).encode(), "tool_choice"),
+    # brackets nested deeper than json.loads can recurse were a 500 (RecursionError)
+    (b'{"messages": ' + b"[" * 100000 + b"]" * 100000 + b"}", None),
+    (b'{"messages": [{"role": "user", "content": "x"}], "user": ' + b'{"a": ' * 5000 + b"1"
+     + b"}" * 5000 + b"}", None),
 ])
 def test_bad_requests_are_400_in_openai_shape(http, content, param):
     r = http.post("/v1/chat/completions", content=content,

@@ -163,6 +163,20 @@ def test_splitter_stop_applies_to_answer_not_reasoning():
 
 
 @pytest.mark.parametrize("chunking", [chars, lambda t: [t]])
+def test_splitter_stop_ignores_the_newline_before_the_answer(chunking):
+    # the model writes "</think>\n" (or ">\n") before its answer: stop=["\n"] used to end the
+    # reply there, with empty content
+    for mode, text in (("think", ">why</think>\nFirst line.\nSecond"),
+                       ("direct", ">\n\nFirst line.\nSecond")):
+        pieces, s = run(mode, chunking(text), stop=["\n"])
+        assert collect(pieces)["content"] == "First line." and s.stopped
+    pieces, s = run("direct", chunking(">\n\nUser: hi"), stop=["\n"])
+    assert collect(pieces)["content"] == "" and s.stopped  # the boundary still ends the turn
+    pieces, s = run("text", chunking("\nabc"), stop=["\n"])
+    assert collect(pieces)["content"] == "" and s.stopped  # a completion's text is all its own
+
+
+@pytest.mark.parametrize("chunking", [chars, lambda t: [t]])
 def test_splitter_tool_calls(chunking):
     text = ('>Let me check.\n<tool_call>{"name": "get_weather", "arguments": {"city": "Paris"}}'
             '</tool_call>\n<tool_call>{"name": "f", "arguments": {}}</tool_call>')

@@ -11,11 +11,15 @@ from __future__ import annotations
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI, Request
+from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
+from fastapi.responses import Response
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from server.api.lifecycle import build_runtime, close_runtime
 from server.api.metrics import Metrics, MetricsMiddleware, metrics_endpoint
-from server.api.middleware import ApiKeyMiddleware, BodyLimitMiddleware, CORSMiddleware
+from server.api.middleware import (ApiKeyMiddleware, BodyLimitMiddleware, CORSMiddleware,
+                                   error_body)
 from server.api.routes import openai, states, tasks
 from server.api.safe_json import validation_error_reply
 from server.api.task_service import TaskService
@@ -79,6 +83,17 @@ def _cache_health(sch) -> dict:
             "warm_tokens": sch.prefiller.warm_tokens}
 
 
+async def _http_error(request: Request, exc: StarletteHTTPException) -> Response:
+    """An unknown path or a wrong method (404/405): FastAPI's ``{"detail": …}`` on the Task API
+    and ``/health``, OpenAI's error shape elsewhere (OpenAI clients show nothing useful else)."""
+    path = request.url.path
+    if path.startswith("/v1/tasks") or path == "/health":
+        return await http_exception_handler(request, exc)
+    body = error_body(path, exc.status_code, f"{exc.detail}: {request.method} {path}")
+    return Response(body, status_code=exc.status_code, headers=exc.headers,
+                    media_type="application/json")
+
+
 def create_app(settings=None, runtime=None) -> FastAPI:
     """The app; ``settings`` default to ``server.config.settings``."""
     if settings is None:
@@ -89,6 +104,7 @@ def create_app(settings=None, runtime=None) -> FastAPI:
                       summary="Model, scheduler and queue state")
     app.add_api_route("/health", _health, methods=["HEAD"], include_in_schema=False)  # probes
     app.add_exception_handler(RequestValidationError, validation_error_reply)  # echoes any input
+    app.add_exception_handler(StarletteHTTPException, _http_error)
     app.include_router(tasks.router)
     app.include_router(states.router)
     app.include_router(openai.router)

@@ -11,7 +11,8 @@ Invariants: no emitted text ever contains (part of) a stop string, the turn boun
 ``\\n\\nUser:``, ``</think>`` or a tool-call tag. Text that might be the start of one of these is
 held back until the next chunk decides; a full match of a stop string or the boundary sets
 ``stopped`` (the caller stops the task) and everything after it is dropped. Stop strings apply to
-the answer, not to the reasoning; the boundary applies to both. Trailing newlines held back when
+the answer from its first non-space character (not to the template's newline before it), not to
+the reasoning; the boundary applies to both. Trailing newlines held back when
 the task itself ended (``finish("stop")``: end-of-text or the engine's new-turn check) are dropped.
 """
 
@@ -126,8 +127,13 @@ class OutputSplitter:
                 self._think_open = False
 
     def _content(self, out: list[Piece], final: bool) -> None:
-        markers = self.stop + [BOUNDARY] + ([OPEN_TAG] if self.tools else [])
-        pos, hit = earliest(self.buf, markers)
+        tags = [BOUNDARY] + ([OPEN_TAG] if self.tools else [])
+        markers = self.stop + tags
+        pos, hit = earliest(self.buf, tags)
+        lead = self._lead()  # stop strings apply to the answer, not to the template's newline
+        spos, shit = earliest(self.buf[lead:], self.stop)  # before it (``</think>\n``, ``>\n``)
+        if shit is not None and (hit is None or (spos + lead, -len(shit)) <= (pos, -len(hit))):
+            pos, hit = spos + lead, shit
         if hit is None:
             return self._emit_safe(out, "content", markers, final)
         self._emit(out, "content", self.buf[:pos])
@@ -150,6 +156,12 @@ class OutputSplitter:
             out.append(Piece("tool_call", raw, call[0], call[1]))
 
     # ---- helpers ---------------------------------------------------------------------------
+    def _lead(self) -> int:
+        """Length of the whitespace before a chat answer's first character (0 once it started)."""
+        if self.mode == "text" or self._started["content"]:
+            return 0
+        return len(self.buf) - len(self.buf.lstrip())
+
     def _emit_safe(self, out: list[Piece], kind: str, markers: list[str], final: bool) -> None:
         """Emit the buffer except an end that could still grow into one of ``markers``."""
         keep = 0 if final else held_suffix(self.buf, markers)

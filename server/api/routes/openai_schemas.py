@@ -96,6 +96,9 @@ async def parse_request(request, model: type[_Request]) -> _Request:
     except ValueError as e:
         raise OpenAIError(400, f"We could not parse the JSON body of your request ({e}). "
                           "The body must be a JSON object.") from None
+    except RecursionError:  # a few thousand nested brackets: bad input, not a server error
+        raise OpenAIError(400, "We could not parse the JSON body of your request: it is "
+                          "nested too deeply.") from None
     if not isinstance(data, dict):
         raise OpenAIError(400, "The request body must be a JSON object.")
     try:
