@@ -282,6 +282,15 @@ def test_completions_stop(sdk):
     assert cut.text == full[: full.find(stop)] and cut.finish_reason == "stop"
 
 
+def test_completions_max_completion_tokens_wins(http):
+    # API.md lists max_completion_tokens for the whole OpenAI API: completions ignored it
+    r = http.post("/v1/completions", json={"prompt": "Once upon", "max_tokens": 20,
+                                           "max_completion_tokens": 2, "temperature": 0})
+    assert r.status_code == 200, r.text
+    assert r.json()["usage"]["completion_tokens"] == 2
+    assert r.json()["choices"][0]["finish_reason"] == "length"
+
+
 @pytest.mark.parametrize("body,param", [
     ({"best_of": 2, "stream": True}, "best_of"),
     ({"best_of": 1, "n": 2}, "best_of"),

@@ -14,6 +14,8 @@ held back until the next chunk decides; a full match of a stop string or the bou
 the answer from its first non-space character (not to the template's newline before it), not to
 the reasoning; the boundary applies to both. Trailing newlines held back when
 the task itself ended (``finish("stop")``: end-of-text or the engine's new-turn check) are dropped.
+A tool-call block that is no usable call (bad JSON, no name, or cut off by ``max_tokens``) is sent
+as answer text, tags included: the user sees what the model wrote.
 """
 
 from __future__ import annotations

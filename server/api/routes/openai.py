@@ -59,9 +59,9 @@ def _clamp(x: float) -> float:
     return min(max(x, 0.0), 10.0)
 
 
-def sampling_params(req, s, max_completion_tokens: int | None = None) -> dict:
+def sampling_params(req, s) -> dict:
     """Task parameters from a request and the settings ``s`` (see the module docstring)."""
-    max_tokens = next((v for v in (max_completion_tokens, req.max_tokens) if v is not None),
+    max_tokens = next((v for v in (req.max_completion_tokens, req.max_tokens) if v is not None),
                       s.default_max_tokens)
     p = s.default_presence_penalty if req.presence_penalty is None else req.presence_penalty
     f = s.default_repetition_penalty if req.frequency_penalty is None else req.frequency_penalty
@@ -195,7 +195,7 @@ async def chat_completions(request: Request):
         raise OpenAIError(400, e.message, param=e.param) from None
     tokens = await asyncio.to_thread(rt.loader.encode, prompt)
     _check_length(len(tokens), rt.settings.max_prompt_tokens, "messages")
-    params = sampling_params(req, rt.settings, req.max_completion_tokens)
+    params = sampling_params(req, rt.settings)
     tasks = make_tasks(tokens, req.n or 1, params, req.seed)
     await prepare_tasks(rt, req.model, tasks, finish=False)  # prefix cache; "rwkv-7:_template"
     inline = rt.settings.chat_inline_think

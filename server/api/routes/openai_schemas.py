@@ -45,6 +45,7 @@ class _Request(BaseModel):
     stop: str | list[str] | None = None
     seed: int | None = None
     max_tokens: int | None = Field(None, ge=0)
+    max_completion_tokens: int | None = Field(None, ge=0)  # preferred over max_tokens
     temperature: float | None = Field(None, ge=0, le=2)
     top_p: float | None = Field(None, ge=0, le=1)
     top_k: int | None = Field(None, ge=-1, le=2**31 - 1)  # RWKV extension; -1 or 0 = off
@@ -64,7 +65,6 @@ class _Request(BaseModel):
 
 class ChatRequest(_Request):
     messages: list[Any]  # checked message by message in server.api.chat
-    max_completion_tokens: int | None = Field(None, ge=0)
     reasoning_effort: str | None = None
     tools: list[Any] | None = None
     tool_choice: str | dict[str, Any] | None = None
