@@ -45,7 +45,14 @@ def main(argv=None) -> None:
 
     setup_logging(settings.verbose)
     log = get_logger("api")
-    if not settings.demo and not os.path.isfile(settings.model_path):
+    if settings.demo:
+        from server.model.random import PRESETS
+
+        if settings.demo not in PRESETS:
+            log.error(f"Unknown demo preset {settings.demo!r}; choose one of "
+                      f"{', '.join(PRESETS)}")
+            sys.exit(2)
+    elif not os.path.isfile(settings.model_path):
         from server.model.checkpoint import WHERE_MODELS_COME_FROM
 
         log.error(f"Model file not found: {settings.model_path}. {WHERE_MODELS_COME_FROM}. "

@@ -102,6 +102,19 @@ def test_missing_model_fails_fast(tmp_path):
     assert "nope.pth" in out and "huggingface" in out.lower() and "--demo" in out
 
 
+def test_unknown_demo_preset_fails_fast():
+    """``run.py --demo PRESET`` with a preset that does not exist: one line naming the presets and
+    exit code 2, before the server starts (not a start-up traceback)."""
+    from server_harness import ROOT, SERVER_ENV, free_port
+
+    cmd = [sys.executable, "run.py", "--demo", "3b", "--port", str(free_port())]
+    env = {**os.environ, **SERVER_ENV}
+    p = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    out = p.stdout + p.stderr
+    assert p.returncode == 2 and "Traceback" not in out and "Uvicorn running" not in out
+    assert "'3b'" in out and "tiny" in out and "2.9b" in out
+
+
 def test_cors_preflight_and_headers_on_errors(http):
     r = http.options("/v1/tasks/create", headers={
         "Origin": "https://chat.example.com", "Access-Control-Request-Method": "POST",

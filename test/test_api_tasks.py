@@ -219,3 +219,43 @@ def test_template_survives_restart(server, http):
 
 
 # ---- bad input ---------------------------------------------------------------------------------
+
+
+def test_states_stored_with_another_model_are_refused(server, http, start_server, tmp_path):
+    """A server started on the same database with another model (an upgrade) refuses to resume,
+    copy or export the states the first one stored: 409 naming the shapes, instead of a 200 whose
+    generation then fails (index_copy_) together with every task batched with it."""
+    from server.model.random import main as make_random
+
+    src = create(http, prompt="System: You translate English to French.\n\n", max_tokens=0)
+    tpl = http.post(f"/v1/tasks/{src['task_id']}/as_template").json()["task_id"]
+    done = create(http, max_tokens=2, **GREEDY)["task_id"]
+    text = wait_result(http, done)["result"]
+    deadline = time.monotonic() + 20  # persistent tasks are written in the background
+    while done not in http.get("/v1/tasks/list").json()["db_tasks"]:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    other = tmp_path / "rwkv7-l3-random.pth"
+    make_random([str(other), "--layers", "3", "--embd", "128", "--seed", "2"])
+    srv = start_server(db_path=server.db_path, model=other)
+    try:
+        with httpx.Client(base_url=srv.url, timeout=30) as c:
+            bystander = create(c, max_tokens=64)["task_id"]
+            for r in (c.post(f"/v1/tasks/{tpl}/fork", json={"prompt": "User: hi\n\nAssistant:"}),
+                      c.post(f"/v1/tasks/{tpl}/fork", params={"tmp": "true"}),
+                      c.post(f"/v1/tasks/{done}/continue", json={"max_tokens": 4}),
+                      c.post(f"/v1/tasks/{done}/as_template"),
+                      c.get(f"/v1/tasks/{done}/export_state")):
+                assert r.status_code == 409, r.text
+                assert "another model" in r.json()["detail"] and "[2, 2, 1, 128]" in r.json()["detail"]
+            chat = c.post("/v1/chat/completions", json={
+                "model": f"rwkv-7:{tpl}", "max_tokens": 4,
+                "messages": [{"role": "user", "content": "hi"}]})
+            assert chat.status_code == 409 and "another model" in chat.json()["error"]["message"]
+            # what was stored can still be read and deleted; other tasks are unharmed
+            assert wait_result(c, done)["result"] == text
+            assert c.get(f"/v1/tasks/{done}/status").json()["status"] == 3
+            assert wait_result(c, bystander)["finished"]
+            assert c.get("/health").json()["scheduler_alive"] is True
+    finally:
+        srv.stop()

@@ -133,3 +133,50 @@ def test_translation_service_example(settings, tiny_loader):
 
     results = translate(["你好世界", "机器学习很有趣", "今天天气真好"])
     assert len(results) == 3 and all(isinstance(r, str) and r for r in results)
+
+
+def test_stored_template_in_a_new_process(settings, tiny_loader):
+    """The template example run again later ("模板存储在 SQLite 中，重启服务后依然可用"): a new
+    process forks the stored template and continues it with text, as the example does, without
+    calling ``set_dependencies`` (the first template example never does)."""
+    import server.task.manager as manager_module
+    from server.task.manager import get_task_manager
+
+    scheduler = DynamicScheduler(tiny_loader, 8, 32)
+    template_task = scheduler.new_task(
+        prompt="User: 你是一个专业的中英技术翻译，请翻译以下内容。\n\n", max_tokens=0, temperature=0.3)
+    scheduler.run()
+    get_task_manager().put_task("_tech_translator", template_task)
+    get_task_manager().close()  # the process ends
+    manager_module._manager = None
+
+    task_manager = get_task_manager()  # the next run of the script
+    new_id = task_manager.fork_template("_tech_translator")
+    task = task_manager.get_task(new_id)
+    task.continue_gen("请翻译：The transformer architecture revolutionized NLP.", max_tokens=12)
+    scheduler.add_task(task)
+    scheduler.run()
+    assert task.status == Status.FINISHED and len(task.output) == 12
+    assert task.decode(task.pop_tokens()) == tiny_loader.decode(task.output)
+
+
+def test_readme_sdk_example_runs_again(settings, tiny_model_path):
+    """README.md's Python SDK example, run twice on the same task database (a script run again
+    later): the template it stores the first time is reused, not put again."""
+    import re
+    from pathlib import Path
+
+    import server.task.manager as manager_module
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    code = re.search(r"## Python SDK \(no HTTP\)\n\n```python\n(.*?)```", readme, re.S).group(1)
+    code = code.replace('"model.pth"', repr(tiny_model_path))
+    code = re.sub(r"max_tokens( ?= ?)\d+", r"max_tokens\g<1>8", code)
+    for run in range(2):
+        ns: dict = {}
+        exec(compile(code, "README.md", "exec"), ns)
+        ns["scheduler"].shutdown()
+        assert ns["task"].status == Status.FINISHED and len(ns["task"].output) == 8
+        assert all(t.status == Status.FINISHED for t in ns["tasks"])
+        manager_module._manager.close()  # the process ends
+        manager_module._manager = None

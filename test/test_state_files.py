@@ -146,3 +146,28 @@ def test_pickled_objects_are_refused(tiny_loader):
     data = pickle.dumps({"blocks.0.att.time_state": Boom()}, protocol=2)
     with pytest.raises(StateFileError, match="cannot read the file as a PyTorch state file"):
         read_state_file(data, tiny_loader.cfg)
+
+
+def test_command_line_names_missing_and_unwritable_paths(tiny_model_path, tmp_path, monkeypatch,
+                                                         capsys):
+    """``python -m server.task.state_templates``: a path that cannot be read or written is an
+    ``error:`` line and exit code 2, as a bad file is, not a traceback."""
+    from server.config import settings
+    from server.task.state_templates import main
+
+    monkeypatch.setattr(settings, "model_path", tiny_model_path)
+    monkeypatch.setattr(settings, "task_db_path", str(tmp_path / "tasks.db"))
+    assert main(["import", str(tmp_path / "missing.pth"), "--name", "x"]) == 2
+    assert "missing.pth" in capsys.readouterr().err
+    assert main(["import", str(tmp_path), "--name", "x"]) == 2  # a directory
+    assert str(tmp_path) in capsys.readouterr().err
+    from server.model.loader import RWKV070ModelLoader
+
+    cfg = RWKV070ModelLoader(tiny_model_path, device="cpu").cfg
+    state_file = tmp_path / "tuned.pth"
+    state_file.write_bytes(tuning_file(cfg))
+    assert main(["import", str(state_file), "--name", "tuned"]) == 0
+    assert main(["export", "_tuned", str(tmp_path / "no" / "such" / "dir" / "out.st")]) == 2
+    assert "no/such/dir" in capsys.readouterr().err
+    assert main(["export", "_tuned", str(tmp_path / "out.st")]) == 0
+    assert read_state_file((tmp_path / "out.st").read_bytes(), cfg).history == []

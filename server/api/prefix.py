@@ -16,6 +16,7 @@ import asyncio
 from server.api.routes.openai_schemas import OpenAIError
 from server.task.cache_origin import origin_of
 from server.task.manager import is_busy
+from server.task.policy import model_mismatch
 
 
 def template_id(model: str | None) -> str | None:
@@ -40,6 +41,10 @@ async def prepare_tasks(rt, model: str | None, tasks: list, finish: bool = True)
         if is_busy(tpl):
             raise OpenAIError(409, f"State template {tid} is still being built; retry when "
                               "it has finished", param="model", code="template_busy")
+        problem = model_mismatch(tpl, rt.loader.cfg)
+        if problem:
+            raise OpenAIError(409, f"State template {tid} was stored with another model: "
+                              f"{problem}", param="model", code="template_mismatch")
         origin = await asyncio.to_thread(origin_of, tpl)
         for task in tasks:
             start_from(task, tpl)

@@ -20,6 +20,7 @@ from server.scheduler import QueueFull
 from server.task.cache_origin import origin_of
 from server.task.manager import TaskNotFound
 from server.task.manager import is_busy as is_busy  # re-exported for the routes
+from server.task.policy import model_mismatch
 from server.task.task import Task, new_task_id
 
 STORE_THREADS = 4  # the TaskManager is thread-safe; a slow write must not stall every lookup
@@ -123,10 +124,20 @@ class TaskService:
         task.cache_origin = ""  # from the zero state: may use and feed the prefix cache
         return task
 
+    def check_model(self, task: Task) -> None:
+        """409 unless the task's state fits the loaded model (a server restarted with another
+        model on the same database can read the tasks stored before, not resume them)."""
+        problem = model_mismatch(task, self.loader.cfg)
+        if problem:
+            raise HTTPException(409, f"Task {task.task_id} was stored with another model: "
+                                     f"{problem}. It can be read and deleted, not continued, "
+                                     "forked or exported")
+
     async def copy(self, src: Task, new_id: str) -> Task:
         """A copy of an idle task under ``new_id`` (state cloned off the event loop); 409 if it
-        is running or its state was not kept."""
+        is running, its state was not kept or does not fit the loaded model."""
         check_resumable(src)
+        self.check_model(src)
         task = await self.store(_fork, src, new_id)
         check_resumable(src)  # started meanwhile: the copy may mix two moments
         return task

@@ -37,6 +37,25 @@ def is_busy(task: Task) -> bool:
         task.status != Status.FINISHED and task._stop_hook is not None)
 
 
+def model_mismatch(task: Task, cfg) -> str | None:
+    """Why ``task``'s state, penalties or next input tokens do not fit a model of config ``cfg``
+    (a task stored while the server ran another model), or None when they fit."""
+    if task.state is not None:
+        L, C, H, N = cfg.n_layer, cfg.n_embd, cfg.n_head, cfg.head_size
+        for name, t, want in (("shift", task.state.shift, (L, 2, 1, C)),
+                              ("wkv", task.state.wkv, (L, 1, H, N, N))):
+            if tuple(t.shape) != want:
+                return (f"its state's {name} has shape {list(t.shape)}, the loaded model's "
+                        f"is {list(want)}")
+    if task.penalties is not None and tuple(task.penalties.shape) != (cfg.vocab_size,):
+        return (f"its penalties have shape {list(task.penalties.shape)}, the loaded model's "
+                f"vocabulary has {cfg.vocab_size} tokens")
+    ids = task.pending + ([] if task.current_token is None else [task.current_token])
+    if ids and not 0 <= min(ids) <= max(ids) < cfg.vocab_size:
+        return f"its next tokens lie outside the loaded model's vocabulary [0, {cfg.vocab_size})"
+    return None
+
+
 def signature(task: Task) -> tuple:
     """Changes whenever a Task method changes what would be stored (tensors by identity:
     the engine replaces a task's CPU tensors, it never writes into them)."""

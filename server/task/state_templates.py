@@ -123,7 +123,7 @@ def main(argv=None) -> int:
                 raise LookupError(f"task {args.task_id} not found")
             export_state(task, _model_config(manager), args.out)
             print(f"wrote {args.out}")
-    except (StateFileError, TemplateExists, LookupError, ValueError) as e:
+    except (StateFileError, TemplateExists, LookupError, ValueError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     finally:

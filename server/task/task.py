@@ -15,6 +15,7 @@ of tokens, state and status while the task is in flight; other threads read and 
 
 from __future__ import annotations
 
+import functools
 import secrets
 import threading
 import time
@@ -34,6 +35,15 @@ class Status(IntEnum):
     READY = 1
     RUNNING = 2
     FINISHED = 3
+
+
+@functools.lru_cache(maxsize=1)
+def default_tokenizer():
+    """The tokenizer of ``RWKV_VOCAB_PATH`` (the loaders' default), for tasks given none."""
+    from server.config import settings
+    from server.model.tokenizer import Tokenizer
+
+    return Tokenizer(settings.vocab_path)
 
 
 def new_task_id(prefix: str = "TASK") -> str:
@@ -113,8 +123,8 @@ class Task:
         return self._need_tokenizer().decode(tokens)
 
     def _need_tokenizer(self):
-        if self.tokenizer is None:
-            raise RuntimeError("this task has no tokenizer attached (create it via a scheduler)")
+        if self.tokenizer is None:  # e.g. read from the database by a TaskManager with no loader
+            self.tokenizer = default_tokenizer()
         return self.tokenizer
 
     def _tokens(self, prompt: str | list[int]) -> list[int]:

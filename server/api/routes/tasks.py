@@ -130,6 +130,7 @@ async def continue_task(task_id: str, body: ContinueRequest | None = None,
     if task.is_template:
         raise HTTPException(403, "Templates are read-only; fork them instead")
     check_resumable(task)
+    svc.check_model(task)
     tmp = task.task_id.startswith("TMP")
     _resume(svc, task, tokens, body, tmp)
     return await _started(svc, task, body.stream, tmp)
