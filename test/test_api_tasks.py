@@ -166,6 +166,23 @@ def test_continue_stop_and_conflicts(http):
     assert http.get(f"/v1/tasks/{tid}/get_result").status_code == 404
 
 
+def test_forks_keep_the_random_stream_unless_seed_is_null(http):
+    """README: a fork without ``seed`` samples what its source would (the same stream);
+    ``"seed": null`` draws a fresh one, so forks of one template give different samples."""
+    src = create(http, prompt="System: Tell stories.\n\n", max_tokens=0)["task_id"]
+    body = {"prompt": "User: Once?\n\nAssistant:", "max_tokens": 16, "temperature": 1.0,
+            "top_p": 1, "top_k": 0}
+
+    def fork_text(extra: dict) -> str:
+        r = http.post(f"/v1/tasks/{src}/fork", json={**body, **extra})
+        assert r.status_code == 200, r.text
+        return wait_result(http, r.json()["task_id"])["result"]
+
+    same = {fork_text({}) for _ in range(3)}
+    fresh = {fork_text({"seed": None}) for _ in range(3)}
+    assert len(same) == 1 and len(fresh) == 3
+
+
 def test_template_survives_restart(server, http):
     tpl_src = create(http, prompt="System: You translate English to French.\n\n", max_tokens=0)
     assert tpl_src["finished"] is True and tpl_src["prefill_time"] > 0
