@@ -58,6 +58,14 @@ def main(argv=None) -> None:
         log.error(f"Model file not found: {settings.model_path}. {WHERE_MODELS_COME_FROM}. "
                   "Or try the API with random weights: python run.py --demo")
         sys.exit(2)
+    else:  # a file that is no RWKV-7 checkpoint: one line now, not a start-up traceback later
+        from server.model.checkpoint import CheckpointError, load_checkpoint
+
+        try:
+            load_checkpoint(settings.model_path)  # memory-mapped: reads the layout, not the weights
+        except CheckpointError as e:
+            log.error(f"Cannot load the model: {e}")
+            sys.exit(2)
 
     import uvicorn
 

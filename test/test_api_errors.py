@@ -102,6 +102,24 @@ def test_missing_model_fails_fast(tmp_path):
     assert "nope.pth" in out and "huggingface" in out.lower() and "--demo" in out
 
 
+def test_file_that_is_no_checkpoint_fails_fast(tmp_path):
+    """``run.py --model`` naming a file that is not an RWKV-7 checkpoint (text; a state dict of
+    another model): one error line and exit code 2 before the server starts (uvicorn printed a
+    start-up traceback and exited with 3)."""
+    import torch
+    from server_harness import ROOT, SERVER_ENV, free_port
+
+    other = tmp_path / "other.pth"
+    torch.save({"weight": torch.zeros(2, 2)}, other)
+    for path, says in ((ROOT / "README.md", "cannot read"), (other, "rwkv")):
+        cmd = [sys.executable, "run.py", "--model", str(path), "--port", str(free_port())]
+        env = {**os.environ, **SERVER_ENV}
+        p = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+        out = p.stdout + p.stderr
+        assert p.returncode == 2 and "Traceback" not in out and "Uvicorn running" not in out
+        assert "Cannot load the model" in out and says in out.lower() and path.name in out
+
+
 def test_unknown_demo_preset_fails_fast():
     """``run.py --demo PRESET`` with a preset that does not exist: one line naming the presets and
     exit code 2, before the server starts (not a start-up traceback)."""
