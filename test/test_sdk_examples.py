@@ -180,3 +180,28 @@ def test_readme_sdk_example_runs_again(settings, tiny_model_path):
         assert all(t.status == Status.FINISHED for t in ns["tasks"])
         manager_module._manager.close()  # the process ends
         manager_module._manager = None
+
+
+def test_sdk_logs_progress_at_info_in_the_server_format(tiny_model_path, tmp_path):
+    """A script using the SDK (no ``setup_logging``) logs INFO lines in the server's format, not
+    loguru's default DEBUG line for every decode pulse."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = ("from server import DynamicScheduler, RWKV070ModelLoader\n"
+              f"loader = RWKV070ModelLoader({tiny_model_path!r})\n"
+              "s = DynamicScheduler(loader, max_batch_size=2, buffer_size=1)\n"
+              "t = s.new_task('User: hi\\n\\nAssistant:', max_tokens=40, temperature=0)\n"
+              "s.run()\nprint(len(t.output))\n")
+    root = Path(__file__).resolve().parent.parent
+    env = {**os.environ, "PYTHONPATH": str(root), "RWKV_TASK_DB_PATH": str(tmp_path / "t.db"),
+           "OMP_NUM_THREADS": "1"}
+    p = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env=env, capture_output=True,
+                       text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip() == "40"
+    lines = p.stderr.splitlines()
+    assert not [ln for ln in lines if "DEBUG" in ln]  # 40 one-token pulses logged nothing each
+    assert any("| INFO    |" in ln and "loaded rwkv7-tiny-random" in ln for ln in lines)

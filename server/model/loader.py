@@ -54,8 +54,10 @@ class RWKV070ModelLoader:
 
     def __init__(self, model_path, vocab_path=None, device=None, dtype=None, state_dtype=None,
                  fused: bool | None = None):
+        from server.logger import replace_default_sink
         from server.model.tokenizer import ReusingEncoder, Tokenizer
 
+        replace_default_sink()  # SDK use: INFO in the server's format, not a DEBUG line a pulse
         self.model_path = Path(model_path)
         self.name = self.model_path.stem
         sd, self.cfg = load_checkpoint(self.model_path)
