@@ -122,7 +122,9 @@ def test_continue_equals_concatenation(tiny_loader):
     scheduler.run()
     out1 = list(task.output)
     assert task.finish_reason == "length" and len(out1) == 9
+    assert task.prefill_time > 0 and task.gen_time > 0
     task.continue_gen()
+    assert task.prefill_time == task.gen_time == 0  # timings are the round's, like its output
     task.prefill(more)
     task.max_tokens = 11
     scheduler.add_task(task)

@@ -179,6 +179,7 @@ class Task:
         self.error = None
         self.stop_requested = False
         self.finished_at = None
+        self.prefill_time = self.gen_time = 0.0  # this round's, like output
         self._done.clear()
         if prompt:
             self.prefill(prompt)
