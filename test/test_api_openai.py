@@ -50,6 +50,12 @@ def test_models_list_and_retrieve(sdk, http):
     assert [m.id for m in sdk.models.list()] == ["rwkv7-tiny-random", "rwkv-7"]
     assert sdk.models.retrieve("rwkv-7").id == "rwkv-7"
     assert_error(http.get("/v1/models/gpt-4"), 404, code="model_not_found")
+    # "<model>:_name" names a stored state template (chat and completions accept it)
+    src = http.post("/v1/tasks/create", json={"prompt": "System: be brief.\n\n",
+                                              "max_tokens": 0}).json()["task_id"]
+    tpl = http.post(f"/v1/tasks/{src}/as_template").json()["task_id"]
+    assert sdk.models.retrieve(f"rwkv-7:{tpl}").id == f"rwkv-7:{tpl}"
+    assert_error(http.get("/v1/models/rwkv-7:_nope"), 404, code="model_not_found")
 
 
 def test_unknown_paths_and_methods_are_openai_errors(sdk, http):
