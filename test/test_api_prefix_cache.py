@@ -14,6 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 import pytest
 import torch
+from prometheus_client.parser import text_string_to_metric_families
 
 from openai_helpers import LiveServer
 from server.api.chat import build_chat_prompt, history_text
@@ -257,6 +258,26 @@ def test_import_errors(on, tiny_loader):
     assert r.status_code == 422
 
 
+def test_a_limit_smaller_than_one_state_turns_the_cache_off(tiny_loader):
+    """RWKV_STATE_CACHE_MB below one state of the model (e.g. 16 for a 2.9B model's ~21 MB
+    state): the cache stored nothing yet reported itself enabled and still made prefill stop
+    at checkpoints and recompute turn boundaries for it. It is off instead (with a warning)."""
+    from types import SimpleNamespace
+
+    from server.api.lifecycle import make_prefix_cache
+    from server.model.state import State
+
+    def settings(mb):
+        return SimpleNamespace(state_cache_mb=mb, state_cache_device_fraction=0.5)
+
+    two_mb = State(torch.zeros(1, 2, 1, 8), torch.zeros(1, 1, 8, 256, 256))  # 2 MB of wkv
+    big = SimpleNamespace(model=SimpleNamespace(device=torch.device("cpu"),
+                                                new_state=lambda batch: two_mb))
+    assert make_prefix_cache(settings(1), big) is None
+    assert make_prefix_cache(settings(3), big).enabled
+    assert make_prefix_cache(settings(1), tiny_loader).enabled  # its state: 66 KB
+
+
 def test_metrics_series(on):
     chat(on, [{"role": "user", "content": "metrics please"}], max_tokens=4, **GREEDY)
     text = on.get("/metrics").text
@@ -271,6 +292,16 @@ def test_metrics_series(on):
     assert f"\nrwkv_prefix_cache_hits_total {float(h['hits'])}\n" in text
     assert f"\nrwkv_prefill_tokens_total {float(h['prefilled_tokens'])}\n" in text
     assert f"\nrwkv_prefill_later_tokens_total {float(h['later_tokens'])}\n" in text
+
+
+def test_metrics_method_label_is_bounded(on):
+    """Made-up HTTP methods count under method="other": a label value per method would let any
+    client add series to /metrics without limit."""
+    for i in range(3):
+        assert on.request(f"BOGUS{i}", "/v1/models").status_code == 405
+    families = {f.name: f for f in text_string_to_metric_families(on.get("/metrics").text)}
+    methods = {s.labels["method"] for s in families["rwkv_http_requests"].samples}
+    assert "other" in methods and not any(m.startswith("BOGUS") for m in methods), methods
 
 
 def test_metrics_follow_the_api_key_rule(tiny_model_path, tmp_path):

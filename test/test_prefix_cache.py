@@ -587,6 +587,28 @@ def test_a_task_the_budget_did_not_reach_still_loads_the_shared_prefix(tiny_load
     assert [t.output for t in tasks] == plain
 
 
+def test_hit_and_miss_counters_never_go_down(tiny_loader):
+    """Tasks waiting over several steps for a leader computing their shared prefix looked it up
+    in vain first: that was counted as a miss, taken back at their hit, so ``misses`` (the
+    Prometheus counter ``rwkv_prefix_cache_misses_total``) went down between scrapes, which
+    Prometheus reads as a counter reset. Each task counts once: at its hit, or when it starts
+    computing without one."""
+    cache = PrefixCache(64 << 20)
+    sched = DynamicScheduler(tiny_loader, max_batch_size=8, buffer_size=4, prefix_cache=cache,
+                             prefill_chunk=32)  # the leader takes several steps
+    for i in range(4):
+        task = Task(tiny_loader.encode(chat(i)), max_tokens=2, temperature=0.0)
+        task.cache_origin = ""
+        sched.add_task(task)
+    seen = [(0, 0)]
+    while sched.has_work:
+        sched.step() if sched._has_slot_work else sched.engine.copyback.wait_idle(0.1)
+        st = cache.stats()
+        seen.append((st["hits"], st["misses"]))
+    assert all(a[0] <= b[0] and a[1] <= b[1] for a, b in zip(seen, seen[1:])), seen
+    assert seen[-1] == (3, 1)
+
+
 def test_identical_prompts_together_feed_the_prompt_once(tiny_loader):
     """Two identical prompts admitted together: the leader stops short of its last token so
     that the state the other waits for is stored; the other loads it (no model call for it)."""

@@ -99,6 +99,42 @@ def test_unreadable_files(tiny_loader, tiny_model_path):
             read_state_file(f.read(), cfg)
 
 
+def _safetensors(header, body=b"") -> bytes:
+    head = json.dumps(header).encode()
+    return struct.pack("<Q", len(head)) + head + body
+
+
+def _pth(obj) -> bytes:
+    buf = io.BytesIO()
+    torch.save(obj, buf)
+    return buf.getvalue()
+
+
+def test_malformed_files_are_refused_not_crashes(tiny_loader):
+    """Files that parse but hold the wrong things are a StateFileError (HTTP 400) naming the
+    problem, not an AttributeError/RuntimeError/TypeError/RecursionError (HTTP 500)."""
+    cfg = tiny_loader.cfg
+    L, H, N = cfg.n_layer, cfg.n_head, cfg.head_size
+    state = random_state(cfg)
+    deep = b'{"a":' + b"[" * 200_000 + b"]" * 200_000 + b"}"
+    for data, message in (
+            (_safetensors({"__metadata__": ["x"]}), "__metadata__ is not an object"),
+            (_safetensors({"wkv": {"dtype": "F32", "shape": [-1, -4], "data_offsets": [0, 16]}},
+                          b"\0" * 16), "do not match shape"),
+            (struct.pack("<Q", len(deep)) + deep, "nested too deeply"),
+            (_pth({1: torch.zeros(3)}), "named by strings"),
+            (_pth({f"blocks.{i}.att.time_state": torch.zeros(H, N, N).to_sparse()
+                   for i in range(L)}), "dense tensors"),
+            (encode_state_file(state, cfg, meta={"history": "[1.5, 2]"}), "metadata is invalid"),
+            (encode_state_file(state, cfg, meta={"current_token": "true"}),
+             "metadata is invalid"),
+            (encode_state_file(state, cfg, meta={"history": '{"a": 1}'}), "metadata is invalid"),
+    ):
+        with pytest.raises(StateFileError, match=message) as e:
+            read_state_file(data, cfg)
+        assert not isinstance(e.value, StateShapeError)  # 400: not a state file
+
+
 def test_exported_state_of_another_model(tiny_loader):
     cfg = tiny_loader.cfg
     other = type(cfg)(**{**cfg.__dict__, "n_layer": 3})
@@ -133,6 +169,28 @@ def test_template_from_file_generates_as_the_state_itself(tiny_loader):
     back = read_state_file(export_state(forked, cfg), cfg)
     assert back.history == forked.history and back.current_token == forked.current_token
     assert torch.equal(back.state.wkv, forked.state.wkv.float())
+
+
+def test_export_of_a_task_stopped_mid_prompt_keeps_the_rest_of_its_prompt(tiny_loader):
+    """A task stopped while its prompt was being fed has tokens not yet consumed (``pending``):
+    its export carries them, so the imported template continues as a fork of the task does
+    (they were dropped: the template continued from the state alone)."""
+    cfg = tiny_loader.cfg
+    task = Task(tiny_loader.encode("Hello there, how are"), max_tokens=10, temperature=0.0)
+    task.state = random_state(cfg, 7)
+    task.history = tiny_loader.encode("The story so far.")  # consumed; the prompt is pending
+    assert task.pending and task.current_token is None
+    sf = read_state_file(export_state(task, cfg), cfg)
+    tpl = template_task("mid", sf, dict(max_tokens=10, temperature=0.0))
+    prompt = tiny_loader.encode(" you")
+    forks = [src.fork(f"TMP_{i}") for i, src in enumerate((task, tpl))]
+    sched = DynamicScheduler(tiny_loader, max_batch_size=4, buffer_size=4)
+    for f in forks:
+        f.continue_gen(prompt)
+        sched.add_task(f)
+    sched.run()
+    assert forks[0].output == forks[1].output != []
+    assert sf.pending == task.pending and sf.history == task.history
 
 
 def test_pickled_objects_are_refused(tiny_loader):

@@ -64,17 +64,26 @@ def open_manager(settings, loader):
 
 
 def make_prefix_cache(settings, loader):
-    """The prefix state cache (``RWKV_STATE_CACHE_MB``; 0 = none), a share of it on the GPU."""
-    from server.scheduler.prefix_cache import PrefixCache
+    """The prefix state cache (``RWKV_STATE_CACHE_MB``; 0 = none), a share of it on the GPU.
+    None too when the limit cannot hold one state of the model (with a warning): such a cache
+    would store nothing yet still cost prefill its checkpoint stops and boundary passes."""
+    from server.scheduler.prefix_cache import ENTRY_OVERHEAD, MIN_TOKENS, PrefixCache, state_nbytes
 
     total = settings.state_cache_mb << 20
     if total <= 0:
+        return None
+    state = loader.model.new_state(1)
+    one = state_nbytes(state) + ENTRY_OVERHEAD + 4 * MIN_TOKENS
+    if total < one:
+        log.warning(f"Prefix state cache OFF: RWKV_STATE_CACHE_MB={settings.state_cache_mb} "
+                    f"cannot hold one state of this model ({one / 2**20:.1f} MB); raise it to "
+                    "use the cache")
         return None
     device = loader.model.device
     share = settings.state_cache_device_fraction if device.type != "cpu" else 1.0
     log.info(f"Prefix state cache: {settings.state_cache_mb} MB ({share:.0%} on {device})")
     cache = PrefixCache(total, device, device_bytes=int(total * share))
-    cache.reserve_host(loader.model.new_state(1))  # the host tier's pinned rows (CUDA)
+    cache.reserve_host(state)  # the host tier's pinned rows (CUDA)
     return cache
 
 

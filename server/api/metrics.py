@@ -6,7 +6,8 @@ Like every route but ``/health``, ``/metrics`` needs ``Authorization: Bearer <ke
 Series (each app has its own registry, so several apps in one process do not collide):
 
 * ``rwkv_http_requests_total{route,method,status}`` — ``route`` is the route template
-  (``/v1/tasks/{task_id}/stream``), ``other`` for unmatched paths; and
+  (``/v1/tasks/{task_id}/stream``), ``other`` for unmatched paths (``method``: ``other`` for
+  a method outside GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS); and
   ``rwkv_http_request_duration_seconds{route}`` (until the last byte, streams included);
 * ``rwkv_prompt_tokens_total``, ``rwkv_generated_tokens_total`` (tokens in and out),
   ``rwkv_prefill_tokens_total`` (prompt tokens actually computed: the rest came from the cache);
@@ -29,6 +30,9 @@ from prometheus_client import generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 
 DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300)
+# the ``method`` label's values; any other method a client sends counts as "other" (a label
+# value per made-up method would let clients grow the series without bound)
+METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 
 
 class Metrics:
@@ -125,5 +129,6 @@ class MetricsMiddleware:
             await self.app(scope, receive, record_status)
         finally:
             route = getattr(scope.get("route"), "path", None) or "other"
-            self.metrics.requests.labels(route, scope["method"], str(status)).inc()
+            method = scope["method"] if scope["method"] in METHODS else "other"
+            self.metrics.requests.labels(route, method, str(status)).inc()
             self.metrics.duration.labels(route).observe(time.perf_counter() - t0)

@@ -104,8 +104,8 @@ class _Seq:
     points: list[int] = field(default_factory=list)  # checkpoints, ascending
     later: list[int] = field(default_factory=list)  # checkpoints computed after the pulse
     looked: bool = False  # first lookup done
-    missed: bool = False  # the first lookup missed (and no hit since)
-    hit: bool = False
+    missed: bool = False  # the first lookup missed (and no hit since); not counted yet
+    counted: bool = False  # its hit or miss is counted (once: the counters never go down)
     waited: bool = False  # skipped the last round: another task was computing its checkpoint
 
     @property
@@ -162,6 +162,10 @@ class Prefiller:
             plan = self._plan(seqs, budget)
             if not plan:
                 break
+            for *_, s, _ in plan:  # computing its prompt without a hit: its miss counts now
+                if s is not None and s.missed and not s.counted:
+                    self.cache.count_lookup(hit=False)
+                    s.counted = True
             budget -= sum(n for *_, n in plan)
             self._keep_later(plan)
             first = self._feed(plan)
@@ -409,9 +413,7 @@ class Prefiller:
         found = (self.cache.lookup(s.origin, s.hashes, s.tokens, pos, hi, logits_at=whole)
                  if pos < s.end else None)
         if found is None:
-            if first:
-                self.cache.count_lookup(hit=False)
-                s.missed = True
+            s.missed = s.missed or first  # counted when it feeds (a waiter may hit first)
             return
         n, state, logits = found
         self.engine.state.assign([slot], state)
@@ -420,9 +422,10 @@ class Prefiller:
         k = min(n, s.end) - pos  # (the last token stays pending: it becomes current_token)
         task.history.extend(task.pending[:k])
         del task.pending[:k]
-        if not s.hit:
-            self.cache.count_lookup(hit=True, was_miss=s.missed)
-            s.hit, s.missed = True, False
+        s.missed = False
+        if not s.counted:
+            self.cache.count_lookup(hit=True)
+            s.counted = True
         self.cache.count_saved(n - pos)
 
     def _store(self, slot: int, origin: str, hashes: array, tokens: array, n: int,

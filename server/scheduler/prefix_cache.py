@@ -222,12 +222,12 @@ class PrefixCache:
         return True
 
     # ---- accounting --------------------------------------------------------------------
-    def count_lookup(self, hit: bool, saved: int = 0, was_miss: bool = False) -> None:
-        """Record a task's lookup outcome; ``was_miss``: turn its earlier miss into this hit."""
+    def count_lookup(self, hit: bool) -> None:
+        """Record a task's lookup outcome (once per task: both counters only ever grow, as
+        Prometheus counters must)."""
         with self._lock:
             if hit:
                 self.hits += 1
-                self.misses -= was_miss
             else:
                 self.misses += 1
 

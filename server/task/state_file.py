@@ -15,7 +15,9 @@ Two formats are read (no pickle execution: ``torch.load`` only with ``weights_on
    little-endian header length, a JSON header, then raw little-endian tensor bytes — with tensors
    ``shift`` ``[L, 2, C]`` and ``wkv`` ``[L, H, N, N]`` and string metadata: ``format`` =
    ``rwkv-server-state``, ``version``, the model sizes, ``history`` (JSON token list: what the
-   state consumed) and ``current_token`` (the next input, not yet consumed; ``null`` if none).
+   state consumed), ``current_token`` (the next input, not yet consumed; ``null`` if none) and
+   ``pending`` (JSON token list, absent if empty: prompt tokens not yet consumed, fed before
+   ``current_token`` — a task stopped mid-prompt).
    Readable with the ``safetensors`` package too.
 
 ``read_state_file`` checks every shape against the model and raises ``StateFileError`` (a
@@ -57,17 +59,20 @@ class StateFile:
     kind: str  # "state-tuning" | FORMAT
     history: list[int] = field(default_factory=list)
     current_token: int | None = None
+    pending: list[int] = field(default_factory=list)  # prompt tokens not yet consumed
 
 
 # ---- writing -----------------------------------------------------------------------------
 def encode_state_file(state: State, cfg, history=(), current_token=None,
-                      meta: dict | None = None) -> bytes:
+                      meta: dict | None = None, pending=()) -> bytes:
     """The exported file of a batch-1 ``state`` of a model with config ``cfg``."""
     tensors = {"shift": state.shift[:, :, 0], "wkv": state.wkv[:, 0]}  # [L,2,C], [L,H,N,N]
     info = {"format": FORMAT, "version": VERSION, "n_layer": cfg.n_layer, "n_embd": cfg.n_embd,
             "n_head": cfg.n_head, "head_size": cfg.head_size,
             "history": json.dumps([int(t) for t in history]),
-            "current_token": json.dumps(current_token), **(meta or {})}
+            "current_token": json.dumps(current_token),
+            **({"pending": json.dumps([int(t) for t in pending])} if pending else {}),
+            **(meta or {})}
     header, blobs, offset = {"__metadata__": {k: str(v) for k, v in info.items()}}, [], 0
     for name, t in tensors.items():
         t = t.detach().to("cpu").contiguous()
@@ -114,6 +119,11 @@ def _read_pth(data: bytes) -> dict:
                              f"{str(e).strip().splitlines()[0][:200] if str(e).strip() else ''}")
     if not isinstance(obj, dict) or not all(isinstance(v, torch.Tensor) for v in obj.values()):
         raise StateFileError(f"the .pth file holds {type(obj).__name__}, not a dict of tensors")
+    bad = next((k for k, v in obj.items() if not isinstance(k, str) or v.layout != torch.strided),
+               None)
+    if bad is not None:
+        raise StateFileError(f"the .pth file is not a dict of dense tensors named by strings "
+                             f"(entry {str(bad)[:100]!r})")
     return obj
 
 
@@ -127,9 +137,14 @@ def _read_safetensors(data: bytes) -> tuple[dict, dict]:
         header = json.loads(data[8:8 + n])
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise StateFileError(f"not a state file (bad safetensors header: {e})") from None
+    except RecursionError:
+        raise StateFileError("not a state file (the safetensors header is nested too deeply)") \
+            from None
     if not isinstance(header, dict):
         raise StateFileError("not a state file (the safetensors header is not an object)")
     meta = header.pop("__metadata__", None) or {}
+    if not isinstance(meta, dict):
+        raise StateFileError("not a state file (the safetensors __metadata__ is not an object)")
     body, tensors = memoryview(data)[8 + n:], {}
     for name, e in header.items():
         try:
@@ -142,7 +157,8 @@ def _read_safetensors(data: bytes) -> tuple[dict, dict]:
         numel = 1
         for s in shape:
             numel *= s
-        if not 0 <= begin <= end <= len(body) or end - begin != numel * dtype.itemsize:
+        if min(shape, default=0) < 0 or not 0 <= begin <= end <= len(body) \
+                or end - begin != numel * dtype.itemsize:
             raise StateFileError(f"tensor {name!r}: its bytes do not match shape {shape}")
         t = torch.frombuffer(bytearray(body[begin:end]), dtype=dtype) if numel else \
             torch.empty(0, dtype=dtype)
@@ -191,14 +207,18 @@ def _exported(tensors: dict, meta: dict, cfg) -> StateFile:
     shift = _check("shift", tensors["shift"], (L, 2, C), size)
     wkv = _check("wkv", tensors["wkv"], (L, H, N, N), size)
     try:
-        history = [int(t) for t in json.loads(meta.get("history", "[]"))]
+        history = json.loads(meta.get("history", "[]"))
         current = json.loads(meta.get("current_token", "null"))
-    except (TypeError, ValueError, json.JSONDecodeError):
-        raise StateFileError("the exported state's history/current_token metadata is invalid") \
-            from None
-    bad = [t for t in history + ([] if current is None else [current])
-           if not isinstance(t, int) or not 0 <= t < cfg.vocab_size]
+        pending = json.loads(meta.get("pending", "[]"))
+        tokens = history + pending + ([] if current is None else [current])
+        if any(type(t) is not int for t in tokens):  # token ids only (not 1.5, true, "5")
+            raise ValueError
+    except (TypeError, ValueError, RecursionError):
+        raise StateFileError("the exported state's history/pending/current_token metadata is "
+                             "invalid") from None
+    bad = [t for t in tokens if not 0 <= t < cfg.vocab_size]
     if bad:
         raise StateShapeError(f"the exported state's tokens include {bad[0]!r}, outside the "
                              f"model's vocabulary [0, {cfg.vocab_size})")
-    return StateFile(State(shift.unsqueeze(2), wkv.unsqueeze(1)), FORMAT, history, current)
+    return StateFile(State(shift.unsqueeze(2), wkv.unsqueeze(1)), FORMAT, history, current,
+                     pending)

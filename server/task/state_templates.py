@@ -42,6 +42,7 @@ def template_task(name: str, sf: StateFile, params: dict | None = None) -> Task:
     task = Task(task_id=template_name(name), **(default_params() if params is None else params))
     task.state = sf.state
     task.history = list(sf.history)
+    task.pending = list(sf.pending)  # a task exported mid-prompt: the rest of its prompt
     task.current_token = sf.current_token
     task.status = Status.FINISHED
     task.finish_reason = "length"
@@ -81,7 +82,7 @@ def export_state(task: Task, cfg, path=None) -> bytes:
 
     state = task.state if task.state is not None else State.zeros(cfg, 1)
     data = encode_state_file(state, cfg, task.history, task.current_token,
-                             {"task_id": task.task_id})
+                             {"task_id": task.task_id}, task.pending)
     if path is not None:
         Path(path).write_bytes(data)
     return data
