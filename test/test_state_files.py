@@ -110,6 +110,7 @@ def _pth(obj) -> bytes:
     return buf.getvalue()
 
 
+@pytest.mark.filterwarnings("ignore:Validating sparse tensor invariants")  # torch.load's note
 def test_malformed_files_are_refused_not_crashes(tiny_loader):
     """Files that parse but hold the wrong things are a StateFileError (HTTP 400) naming the
     problem, not an AttributeError/RuntimeError/TypeError/RecursionError (HTTP 500)."""
