@@ -44,7 +44,7 @@ step profile 60 python3 -m server.bench decode --preset 2.9b --batch 1,1024 --st
   --profile 1,1024 --pulses 2
 step decode72 45 python3 -m server.bench decode --preset 7.2b --batch 256 --state-dtype fp16 --pulses 3
 step ttft 130 python3 -m server.bench ttft --preset 2.9b --repeat 2 --stages
-step ttft_server 100 python3 -m server.bench ttft --preset 2.9b --repeat 2 --sync-prefill 0
+step ttft_server 100 python3 -m server.bench ttft --preset 2.9b --repeat 4 --sync-prefill 0
 # separately (each call is limited to 10 minutes): the skinny-product sweep, the profile, the
 # ablations and the HTTP chat (writes a 5.9 GB random checkpoint first, ~90 s):
 #   python3 -m server.bench gemv --preset 2.9b --rows 1,2,4,8,16 --sweep 1,4,16 --large

@@ -130,10 +130,12 @@ def reply_text(loader, tokens: list[int]) -> str:
 
 
 def conversation(probes: dict, loader, args, system: str, trace: bool = False,
-                 stages: dict | None = None) -> list[dict]:
-    """One conversation sent turn by turn to every probe; a row per turn. ``trace``: the last
-    turn's cached request runs under torch.profiler (its report in that row, "trace");
-    ``stages``: its scheduler methods' host times are added there (stages.py)."""
+                 stages: dict | None = None, flip: bool = False) -> list[dict]:
+    """One conversation sent turn by turn to every probe; a row per turn. The probes take turns
+    going first (``flip`` swaps who starts): the first request after the device idled may pay
+    for it (clocks, caches), and neither probe should always be the one that pays. ``trace``:
+    the last turn's cached request runs under torch.profiler (its report in that row,
+    "trace"); ``stages``: its scheduler methods' host times are added there (stages.py)."""
     from server.bench.stages import timed_stages
     from server.api.chat import build_chat_prompt, history_text
 
@@ -142,7 +144,10 @@ def conversation(probes: dict, loader, args, system: str, trace: bool = False,
     for turn in range(args.turns):
         tokens = loader.encode(build_chat_prompt(chat.ask(turn), think=False))
         row = {"turn": turn + 1, "prompt": len(tokens)}
-        for name, probe in probes.items():
+        order = list(probes.items())
+        if flip != (turn % 2 == 1):
+            order.reverse()
+        for name, probe in order:
             if trace and name == "cache" and turn == args.turns - 1:
                 row["trace"], row[name] = traced(lambda: probe.ask(tokens, args.max_tokens))
             elif stages is not None and name == "cache" and turn == args.turns - 1:
@@ -150,9 +155,9 @@ def conversation(probes: dict, loader, args, system: str, trace: bool = False,
                     row[name] = probe.ask(tokens, args.max_tokens)
             else:
                 row[name] = probe.ask(tokens, args.max_tokens)
-        outs = [r["output"] for name, r in row.items() if name in probes]
+        outs = [row[name]["output"] for name in probes]
         row["equal"] = all(o == outs[0] for o in outs)
-        chat.reply(reply_text(loader, outs[0]))
+        chat.reply(reply_text(loader, outs[0]))  # the first probe's (the cache's) reply
         if args.warm_next_turn:
             hist = loader.encode(history_text(chat.messages))
             row["warmed"] = {name: probe.warm(hist) for name, probe in probes.items()}
@@ -199,7 +204,8 @@ def run(args) -> list[dict]:
     runs = []
     try:
         for i in range(args.warmup + args.repeat):
-            rows = conversation(probes, loader, args, f"You are helpful assistant number {i}. ")
+            rows = conversation(probes, loader, args, f"You are helpful assistant number {i}. ",
+                                flip=i % 2 == 1)
             if i >= args.warmup:
                 runs.append(rows)
         if args.trace:
