@@ -33,6 +33,8 @@ from server.scheduler.prefill import Prefiller
 from server.scheduler.stats import SchedulerStats
 from server.task.task import Status, Task
 
+STEP_WAIT_S = 120.0  # shutdown: how long past its timeout a running step is waited for
+
 
 class QueueFull(RuntimeError):
     """Raised by ``add_task`` when ``max_queue`` tasks are already waiting."""
@@ -106,8 +108,14 @@ class BaseScheduler(SlotCycle):
         if task.tokenizer is None:
             task.tokenizer = self.loader
         with self._cv:
-            if any(t is task for t in self.waiting) or any(t is task for t in self.slots):
-                raise ValueError(f"task {task.task_id} is already queued or in a slot")
+            # held by a scheduler until it finishes (``_stop_hook``): queued, in a slot, being
+            # admitted, or its state on its way home (copy-back) with its status not yet
+            # FINISHED (a max_tokens=0 task is READY then): run again, it would load a stale
+            # state and be marked FINISHED by the first round's finish while it runs
+            if (task._stop_hook is not None or any(t is task for t in self.waiting)
+                    or any(t is task for t in self.slots)):
+                raise ValueError(f"task {task.task_id} is already queued or in a slot "
+                                 "(or finishing)")
             if len(self.waiting) >= self.max_queue:
                 raise QueueFull(f"{len(self.waiting)} tasks are waiting (max_queue={self.max_queue})")
             task._stop_hook = self._on_stop
@@ -220,7 +228,10 @@ class BaseScheduler(SlotCycle):
                                       timeout=0.5)
 
     def shutdown(self, timeout: float = 10.0) -> None:
-        """Stop every task, join the thread and free device memory."""
+        """Stop every task, join the thread and free device memory. A step still running after
+        ``timeout`` is waited for (with a warning; up to STEP_WAIT_S more, then the device is
+        taken as hung): its slots and tasks are the thread's until it ends (released while it
+        ran, a task finished "abort" with a history short of its state)."""
         with self._cv:
             pending = list(self.waiting)
             self.waiting.clear()
@@ -234,6 +245,10 @@ class BaseScheduler(SlotCycle):
             self._cv.notify_all()
         if self._thread is not None:
             self._thread.join(timeout)
+            if self._thread.is_alive():
+                self.log.warning(f"A scheduler step is still running after {timeout} s; "
+                                 f"waiting up to {STEP_WAIT_S:.0f} s more for it to end")
+                self._thread.join(STEP_WAIT_S)
         for slot, task in enumerate(self.slots):
             if task is not None:
                 self._release([slot], "abort")

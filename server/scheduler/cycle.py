@@ -49,7 +49,13 @@ class SlotCycle:
             used = [i for i, t in enumerate(self.slots) if t is not None]
             target = self.target_capacity(len(used) + len(self.waiting))
             if target > self.capacity:
-                self._resize(target, used)
+                try:
+                    self._resize(target, used)
+                except Exception as e:  # (out of memory) the engine is as it was: admit into
+                    # the slots there are; raising would fail the tasks in slots and leave the
+                    # waiting ones waiting, every step again, forever
+                    self.log.error(f"Growing capacity {self.capacity} -> {target} failed, "
+                                   f"going on at {self.capacity}: {type(e).__name__}: {e}")
             free = [i for i, t in enumerate(self.slots) if t is None]
             batch = [self.waiting.popleft() for _ in range(min(len(free), len(self.waiting)))]
         if not batch:

@@ -89,15 +89,15 @@ class BatchEngine:
         """Set the capacity to ``cap`` slots, moving rows ``keep`` to slots ``0..len(keep)-1``;
         the other slots become free. Up to the allocated rows this moves rows in place (the
         state keeps its address, so each capacity's decode graph stays valid); beyond, every
-        buffer is reallocated and the graphs dropped. On CUDA it returns once the copies are
-        done, so a caller's timing of it is the real one."""
+        buffer is reallocated and the graphs dropped; a failure there (out of memory) leaves the
+        engine as it was. On CUDA it returns once the copies are done, so a caller's timing of
+        it is the real one."""
         assert len(keep) <= cap
         if cap > self._buf.rows:
-            old, old_cap = self._buf, self.capacity
-            self._buf = SlotBuffers(self.model, self.vocab_size, cap, self.device)
+            new = SlotBuffers(self.model, self.vocab_size, cap, self.device)
+            new.copy_rows(self._buf, self.capacity, keep)
+            self._buf = new  # (the old buffers go with the last views of them, in _view)
             self.model.clear_graphs()
-            self._buf.copy_rows(old, old_cap, keep)
-            del old
         else:
             self._buf.compact(keep)
             self._buf.neutral(len(keep), cap)

@@ -89,8 +89,12 @@ class _Later:
     def waits(self) -> bool:
         """Its task is still feeding ``tokens`` (all but the last are fed at the end). Not the
         status alone: a task finished and given a new prompt but not resubmitted is PREFILL
-        too, and its job would wait forever (and keep the scheduler stepping)."""
-        return self.task.status == Status.PREFILL and len(self.task.history) < len(self.tokens) - 1
+        too, and its job would wait forever (and keep the scheduler stepping) — also when it
+        had stopped (or failed) short of ``tokens``' end, so only a task a scheduler holds
+        (queued or in a slot: ``_stop_hook`` set until it finishes) is waited for."""
+        task = self.task
+        return (task.status == Status.PREFILL and task._stop_hook is not None
+                and len(task.history) < len(self.tokens) - 1)
 
 
 @dataclass(eq=False)
