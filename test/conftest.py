@@ -79,3 +79,21 @@ def http(server_url):
 
     with httpx.Client(base_url=server_url, timeout=30) as c:
         yield c
+
+
+@pytest.fixture
+def held_copyback(monkeypatch):
+    """The copy-back thread's device -> host copy waits until the returned event is set (10 s
+    at most): a finished task's state is "on its way home" meanwhile."""
+    import threading
+
+    import server.scheduler.copyback as copyback
+
+    gate, real = threading.Event(), copyback.to_host
+
+    def held_to_host(*args):
+        gate.wait(10)
+        return real(*args)
+
+    monkeypatch.setattr(copyback, "to_host", held_to_host)
+    return gate

@@ -291,18 +291,9 @@ def test_a_failing_user_callback_harms_nobody(tiny_loader):
     assert bad.output == run_alone(tiny_loader, "User: a\n\nAssistant:", max_tokens=9, temperature=0)
 
 
-def test_copy_back_does_not_stall_the_batch(tiny_loader, monkeypatch):
+def test_copy_back_does_not_stall_the_batch(tiny_loader, held_copyback):
     """A finished task's state goes home on the copy-back thread: while that copy is slow the
     other tasks keep generating, and the task turns FINISHED only with its state home."""
-    import server.scheduler.copyback as copyback
-
-    slow, real = threading.Event(), copyback.to_host
-
-    def slow_to_host(*args):
-        slow.wait(10)
-        return real(*args)
-
-    monkeypatch.setattr(copyback, "to_host", slow_to_host)
     scheduler = DynamicScheduler(tiny_loader, max_batch_size=4, buffer_size=2)
     short = scheduler.new_task("User: a\n\nAssistant:", max_tokens=2, temperature=0)
     long = scheduler.new_task("User: b\n\nAssistant:", max_tokens=40, temperature=0)
@@ -313,7 +304,7 @@ def test_copy_back_does_not_stall_the_batch(tiny_loader, monkeypatch):
         time.sleep(0.01)
     assert len(long.output) >= 20  # generation went on while short's copy was held up
     assert len(short.output) == 2 and short.status == Status.RUNNING and short.state is None
-    slow.set()
+    held_copyback.set()
     worker.join(20)
     assert not worker.is_alive() and short.status == Status.FINISHED
     assert short.state is not None and short.rng_counter == 2

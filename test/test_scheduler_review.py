@@ -8,7 +8,6 @@ import time
 import pytest
 from loguru import logger
 
-import server.scheduler.copyback as copyback
 import server.scheduler.slots as slots
 from model_cases import state_gap
 from server.scheduler import DynamicScheduler
@@ -77,19 +76,12 @@ def test_a_boundary_job_of_a_task_stopped_mid_prompt_and_given_a_new_prompt_stil
 
 
 def test_add_task_refuses_a_task_whose_state_is_still_on_its_way_home(tiny_loader,
-                                                                        monkeypatch):
+                                                                        held_copyback):
     """A max_tokens=0 task (a template) leaves its slot READY and turns FINISHED only once the
     copy-back thread has brought its state home. Submitted again in between, add_task took it
     (not queued, not in a slot, not RUNNING): it ran a second time from its stale CPU state
     with its history already advanced, and the first round's finish marked it FINISHED (wait()
     returned) while it was queued."""
-    held, real = threading.Event(), copyback.to_host
-
-    def slow_to_host(*args):
-        held.wait(10)
-        return real(*args)
-
-    monkeypatch.setattr(copyback, "to_host", slow_to_host)
     sched = DynamicScheduler(tiny_loader, max_batch_size=2, buffer_size=4)
     prompt = [300 + i for i in range(12)]
     finishes = []
@@ -99,7 +91,7 @@ def test_add_task_refuses_a_task_whose_state_is_still_on_its_way_home(tiny_loade
     assert sched.slots == [None] and tpl.status == Status.READY and not tpl.wait(0)
     with pytest.raises(ValueError, match="already queued or in a slot"):
         sched.add_task(tpl)
-    held.set()
+    held_copyback.set()
     assert run_bounded(sched)
     assert tpl.wait(0) and tpl.finish_reason == "length" and finishes == [[]]
     assert tpl.history == prompt[:-1] and tpl.current_token == prompt[-1]
