@@ -1,6 +1,6 @@
 """Scheduler regressions found by a review (tiny random model, CPU), each minimised: a deferred
 prefix job that hangs ``run()``, a task accepted twice, a failed growth retried forever, a
-shutdown that released tasks under a running step."""
+shutdown that released tasks under a running step, a run() left waiting by shutdown."""
 
 import threading
 import time
@@ -162,3 +162,24 @@ def test_shutdown_waits_for_a_step_that_outlasts_its_timeout(tiny_loader, monkey
     assert len(task.history) == 8
     assert task.history + task.pending == list(range(300, 340))
     assert state_gap(tiny_loader.model, task.history, task.state) is None
+
+
+def test_run_on_another_thread_returns_when_the_scheduler_shuts_down(tiny_loader):
+    """``run()`` waiting on another thread while the daemon serves: ``shutdown()`` releases the
+    tasks after the daemon's last step (nothing notified the waiter then: it hung)."""
+    sched = DynamicScheduler(tiny_loader, max_batch_size=2, buffer_size=4)
+    sched.start_daemon()
+    task = Task([300 + i for i in range(8)], max_tokens=100000, temperature=0.0)
+    task.keep_state = False  # no copy-back (whose end would notify)
+    sched.add_task(task)
+    deadline = time.monotonic() + 10
+    while len(task.output) < 4 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert len(task.output) >= 4
+    waiter = threading.Thread(target=sched.run, daemon=True)
+    waiter.start()
+    time.sleep(0.05)
+    sched.shutdown()
+    waiter.join(5)
+    assert not waiter.is_alive(), "run() still waiting after shutdown"
+    assert task.status == Status.FINISHED and task.finish_reason == "abort"

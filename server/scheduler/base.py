@@ -262,3 +262,5 @@ class BaseScheduler(SlotCycle):
             import torch
 
             torch.cuda.empty_cache()
+        with self._cv:  # a run() waiting on another thread returns: nothing is left to do
+            self._cv.notify_all()
