@@ -183,3 +183,24 @@ def test_run_on_another_thread_returns_when_the_scheduler_shuts_down(tiny_loader
     waiter.join(5)
     assert not waiter.is_alive(), "run() still waiting after shutdown"
     assert task.status == Status.FINISHED and task.finish_reason == "abort"
+
+
+def test_a_held_task_refuses_new_prompts_and_rounds(tiny_loader, held_copyback):
+    """SDK callers get the API's rule: a task a scheduler holds (queued, running, or finishing
+    with its state on its way home) refuses ``prefill`` and ``continue_gen``; once finished it
+    takes them."""
+    sched = DynamicScheduler(tiny_loader, max_batch_size=2, buffer_size=4)
+    queued = Task([300 + i for i in range(6)], max_tokens=3, temperature=0.0)
+    sched.add_task(queued)
+    for change in (lambda: queued.prefill([5, 6]), queued.continue_gen):
+        with pytest.raises(RuntimeError, match="queued"):
+            change()
+    sched.step()  # prefilled, decoded 3 tokens and released; the copy-back is held
+    assert queued.status != Status.FINISHED
+    with pytest.raises(RuntimeError, match="finishing"):
+        queued.continue_gen()
+    held_copyback.set()
+    assert run_bounded(sched) and queued.status == Status.FINISHED
+    queued.continue_gen([7, 8], max_tokens=2)
+    sched.add_task(queued)
+    assert run_bounded(sched) and len(queued.output) == 2

@@ -155,8 +155,7 @@ class Task:
     def prefill(self, prompt: str | list[int]) -> None:
         """Append a prompt (text or token ids) to the sequence; it is fed when the scheduler
         next runs the task."""
-        if self.status == Status.RUNNING:
-            raise RuntimeError(f"task {self.task_id} is running; stop it or wait before prefilling")
+        self._check_free("prefilling")
         if self.status == Status.FINISHED:
             self.continue_gen()
         if self.current_token is not None:
@@ -169,8 +168,7 @@ class Task:
     def continue_gen(self, prompt: str | list[int] | None = None, **params) -> None:
         """Reset a finished task to READY for another round, optionally appending a prompt
         (text or token ids) and changing sampling parameters (``max_tokens=...`` etc.)."""
-        if self.status == Status.RUNNING:
-            raise RuntimeError(f"task {self.task_id} is running")
+        self._check_free("continuing")
         self.update_params(**params)
         self.status = Status.READY
         self.output = []
@@ -218,6 +216,13 @@ class Task:
         if tokens and self.collect_callback is not None:
             self._call(self.collect_callback, tokens)
         self._notify()
+
+    def _check_free(self, doing: str) -> None:
+        """Refuse to change a task a scheduler holds: running, queued, or finishing (its state
+        on its way home): the scheduler thread reads and writes its tokens meanwhile."""
+        if self.status == Status.RUNNING or self._stop_hook is not None:
+            raise RuntimeError(f"task {self.task_id} is running (or queued, or finishing); stop "
+                               f"it or wait() before {doing}")
 
     def _finish(self, reason: str, error: str | None = None) -> None:
         self._stop_hook = None  # a finished task belongs to no scheduler (also when dropped unrun)
