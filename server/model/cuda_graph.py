@@ -122,8 +122,12 @@ class GraphedDecode:
         if self.pool is None:
             self.pool = torch.cuda.graph_pool_handle()
         graph = torch.cuda.CUDAGraph()
-        with capturing(graph, self.pool):
-            logits = self.step(static_tokens, state, static_active)
+        try:
+            with capturing(graph, self.pool):
+                logits = self.step(static_tokens, state, static_active)
+        except Exception:
+            self.pool = None  # a failed capture's pool is not reused (the next one gets its own)
+            raise
         return _Graph(graph, static_tokens, static_active, logits)
 
 
@@ -220,7 +224,8 @@ class GraphedPrefill:
             except Exception as e:  # e.g. out of memory: this bucket runs eagerly from now on
                 logger.warning(f"prefill graph for {T} tokens not captured ({e!r:.200}): "
                                "eager passes for this length")
-                g.graph = None
+                g.graph = g.x = None
+                self.pool = None  # not reused after a failed capture: the next gets its own
             else:
                 logger.info(f"Captured the prefill graph for {T} tokens in "
                             f"{(time.perf_counter() - t0) * 1e3:.1f} ms")

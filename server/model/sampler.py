@@ -46,7 +46,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from server.model.state import index_on
+from server.model.state import index_on, to_device
 
 TOPK_CAP = 1024  # larger k (or top-k off with top-p on) falls back to a full sort
 
@@ -299,8 +299,10 @@ class BatchSampler:
             rows = np.flatnonzero(group == g)                       # [R] host
             if rows.size:
                 kmax = int(k_host[rows].max())
-                plan.append((draw, None if rows.size == B else torch.from_numpy(rows).to(
-                    batch.penalties.device), kmax))
+                # (pinned, non-blocking: a pageable upload would wait for the device, e.g.
+                # for the prefill pass of the task just loaded)
+                plan.append((draw, None if rows.size == B else to_device(
+                    torch.from_numpy(rows), batch.penalties.device), kmax))
         k = temp = None
         if plan:  # device tensors, computed once per plan instead of every step
             k = torch.where(batch.top_k > 0, batch.top_k.clamp(max=V), V).long()

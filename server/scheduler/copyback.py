@@ -28,7 +28,7 @@ import torch
 
 from server.logger import get_logger
 from server.model.cuda_graph import CAPTURE_LOCK
-from server.model.state import State
+from server.model.state import State, to_device
 
 log = get_logger("scheduler.copy")
 IDLE_EXIT_S = 5.0  # the thread ends after this long without work (started again on demand)
@@ -71,7 +71,7 @@ def split_groups(n: int, nbytes: int, group_bytes: int) -> list[range]:
 def gather_rows(state: State, penalties: torch.Tensor, counter: torch.Tensor,
                 slots: list[int]) -> Gathered:
     """Device copies of rows ``slots`` in row-major order (scheduler thread)."""
-    idx = torch.tensor(slots, dtype=torch.long, device=state.device)
+    idx = to_device(slots, state.device)  # pinned: a pageable upload waits for the device
     g = Gathered(state.wkv.index_select(1, idx).transpose(0, 1).contiguous(),
                  state.shift.index_select(2, idx).permute(2, 0, 1, 3).contiguous(),
                  penalties.index_select(0, idx), counter.index_select(0, idx), None)
@@ -125,6 +125,7 @@ def to_host(g: Gathered, stream=None, staging: Staging | None = None
         with CAPTURE_LOCK, on_stream:
             if g.ready is not None:
                 stream.wait_event(g.ready)
+                g.ready = None  # its event is destroyed here, under the lock, too
             host = staging.copy_in(host, stream)  # the device rows are freed here, under
             # the lock (the last reference was ``host``)
     wkv, shift, pen, counter = host
