@@ -53,6 +53,9 @@ class Settings(BaseSettings):
     task_db_max_size: int = Field(10000, ge=1)
     task_async_queue_size: int = Field(200, ge=1)
     task_db_path: str = "rwkv_tasks.db"
+    max_templates: int = Field(256, ge=0, description="stored templates at which the HTTP "
+                               "API makes no more (as_template, import_state: 409); each holds "
+                               "a whole state in memory and on disk; 0 = no limit")
     state_cache_mb: int = Field(1024, ge=0, description="prefix state cache (MB); 0 = off")
     state_cache_device_fraction: float = Field(
         0.5, ge=0, le=1, description="share of the prefix cache kept in GPU memory (rest: host)")
@@ -71,6 +74,9 @@ class Settings(BaseSettings):
         "with (the history with the reply, as clients re-send it) when the scheduler has time, "
         "so that turn prefills only its new message (needs the prefix cache)")
     max_body_bytes: int = Field(8 * 1024 * 1024, ge=1024)
+    header_timeout_s: float = Field(20.0, gt=0, description="a connection that has not sent a "
+                                    "whole request head this long after opening (or after its "
+                                    "last reply) is closed")
     verbose: bool = True
 
     @field_validator("device")

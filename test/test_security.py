@@ -3,15 +3,22 @@ pickle anywhere in ``server/``, ``torch.load`` only with ``weights_only=True``, 
 refused), the API key compared in constant time, CORS as configured (default: any origin, GET and
 POST only, no credentials), unguessable 128-bit task ids, tracebacks in logs without variable
 values. The key on every route and the key-free server log: ``test_reliability_admission.py``.
+Resource limits one client must not get past: compressed .pth files, chunked bodies that also
+claim a Content-Length, stop strings and prompts per request, and (on a real server) connections
+that never finish their request head, the number of templates, an imported state's prompt.
 """
 
 from __future__ import annotations
 
 import ast
 import asyncio
+import io
 import os
+import socket
 import subprocess
 import sys
+import time
+import zipfile
 from pathlib import Path
 
 import httpx
@@ -90,6 +97,219 @@ def test_malicious_files_are_refused_without_running_code(tmp_path, tiny_loader)
     assert not marker.exists()
 
 
+def test_compressed_pth_is_refused_before_it_inflates(tiny_loader, monkeypatch):
+    """torch.load inflates deflated zip entries in memory: 2 MB of them became 2 GB on the
+    server. torch.save never compresses, so such a file is refused before torch.load."""
+    from server.task import state_file
+    from server.task.state_file import StateFileError, read_state_file
+
+    cfg = tiny_loader.cfg
+    buf = io.BytesIO()
+    torch.save({f"blocks.{i}.att.time_state": torch.zeros(cfg.n_head, cfg.head_size,
+                                                          cfg.head_size)
+                for i in range(cfg.n_layer)}, buf)
+    stored = buf.getvalue()
+    deflated = io.BytesIO()
+    with zipfile.ZipFile(io.BytesIO(stored)) as zin, \
+            zipfile.ZipFile(deflated, "w", compression=zipfile.ZIP_DEFLATED) as zout:
+        for name in zin.namelist():
+            zout.writestr(name, zin.read(name))
+    assert len(deflated.getvalue()) < len(stored) // 4
+    loads = []
+    real = state_file.torch.load
+    monkeypatch.setattr(state_file.torch, "load", lambda *a, **k: loads.append(1) or real(*a, **k))
+    with pytest.raises(StateFileError, match="compressed"):
+        read_state_file(deflated.getvalue(), cfg)
+    assert not loads  # refused before anything was inflated
+    assert read_state_file(stored, cfg).kind == "state-tuning"  # torch.save's own files load
+
+
+def test_deeply_nested_tool_call_arguments_are_no_500():
+    """``json.loads`` raises RecursionError (not ValueError) on deep nesting: a chat history
+    whose tool call arguments were ``"[[[[…"`` answered 500."""
+    from server.api.chat import build_chat_prompt
+    from server.api.tools import parse_tool_call
+
+    deep = "[" * 100_000
+    msgs = [{"role": "assistant", "content": "", "tool_calls": [
+        {"function": {"name": "f", "arguments": deep}}]}, {"role": "user", "content": "hi"}]
+    assert deep in build_chat_prompt(msgs, think=False)  # kept as the text it was
+    assert parse_tool_call(deep) is None
+    assert parse_tool_call('{"name": "f", "arguments": "' + deep + '"}') == ("f", deep)
+
+
+# ---- request sizes -------------------------------------------------------------------------------
+def _asgi(app, method: str, headers: list[tuple[bytes, bytes]], chunks: list[bytes]):
+    """Run ``app`` on one request whose body arrives as ``chunks``; (status, body bytes read by
+    the inner app)."""
+    sent, status = list(chunks), []
+
+    async def receive():
+        if sent:
+            body = sent.pop(0)
+            return {"type": "http.request", "body": body, "more_body": bool(sent)}
+        return {"type": "http.disconnect"}
+
+    async def send(message):
+        if message["type"] == "http.response.start":
+            status.append(message["status"])
+
+    scope = {"type": "http", "method": method, "path": "/v1/tasks/import_state",
+             "headers": headers, "query_string": b""}
+    asyncio.run(app(scope, receive, send))
+    return status[0]
+
+
+def test_body_limit_counts_chunked_bodies_that_also_claim_a_content_length():
+    """``Content-Length: 5`` next to ``Transfer-Encoding: chunked``: the server reads the chunked
+    body (RFC 9112) and the limit, which trusted the small Content-Length, let 64 MiB through."""
+    from server.api.middleware import BodyLimitMiddleware
+
+    read = []
+
+    async def reader(scope, receive, send):
+        while True:
+            m = await receive()
+            read.append(len(m.get("body", b"")))
+            if not m.get("more_body"):
+                break
+        await _ok_app(scope, receive, send)
+
+    app = BodyLimitMiddleware(reader, max_bytes=1024)
+    chunks = [b"x" * 1000] * 3
+    both = [(b"content-length", b"5"), (b"transfer-encoding", b"chunked")]
+    assert _asgi(app, "POST", both, chunks) == 413 and read == []
+    assert _asgi(app, "POST", [(b"transfer-encoding", b"chunked")], chunks) == 413 and read == []
+    assert _asgi(app, "POST", both, [b"x" * 500, b"x" * 500]) == 200 and sum(read) == 1000
+
+
+def test_stop_strings_and_prompts_are_few():
+    """Tens of thousands of stop strings were each searched for in every chunk of every choice
+    on the event loop (80,000 of them: /health waited 3.5 s, one request of n=128 would hold
+    the loop for hours); a million completion prompts were validated item by item (seconds of
+    the event loop) and encoded before their count was checked."""
+    from pydantic import ValidationError
+
+    from server.api.routes.openai import _prompt_tokens
+    from server.api.routes.openai_schemas import ChatRequest, CompletionRequest, OpenAIError
+
+    msgs = [{"role": "user", "content": "hi"}]
+    assert len(ChatRequest.model_validate({"messages": msgs, "stop": ["a"] * 16}).stop_list) == 16
+    with pytest.raises(ValidationError, match="stop strings"):
+        ChatRequest.model_validate({"messages": msgs, "stop": ["x"] * 80_000})
+    with pytest.raises(ValidationError) as e:
+        CompletionRequest.model_validate({"prompt": [[1]] * 1_000_000})
+    assert len(e.value.errors()) == 1 and "prompts" in e.value.errors()[0]["msg"]
+    assert CompletionRequest.model_validate({"prompt": [1] * 1000}).prompt == [1] * 1000
+    assert len(CompletionRequest.model_validate({"prompt": ["a"] * 128}).prompt) == 128
+
+    class Loader:
+        encoded = 0
+        cfg = type("Cfg", (), {"vocab_size": 65536})
+
+        def encode(self, text):
+            Loader.encoded += 1
+            return [1]
+
+    rt = type("Rt", (), {"loader": Loader()})
+    with pytest.raises(OpenAIError, match="choices"):
+        asyncio.run(_prompt_tokens(rt, ["a"] * 65, 2))
+    assert Loader.encoded == 0  # refused before any prompt was encoded
+
+
+# ---- a server with small limits ------------------------------------------------------------------
+HEADER_TIMEOUT_S = 1.0
+MAX_TEMPLATES = 2
+MAX_PROMPT_TOKENS = 64
+
+
+@pytest.fixture(scope="module")
+def limited(start_server):
+    srv = start_server(RWKV_HEADER_TIMEOUT_S=str(HEADER_TIMEOUT_S),
+                       RWKV_MAX_TEMPLATES=str(MAX_TEMPLATES),
+                       RWKV_MAX_PROMPT_TOKENS=str(MAX_PROMPT_TOKENS))
+    yield srv
+    srv.stop()
+
+
+def _closed_within(sock: socket.socket, seconds: float, trickle: bytes = b"") -> bool:
+    """True if the server closes ``sock`` within ``seconds`` (sending ``trickle`` a byte every
+    0.1 s meanwhile, as a slowloris client does)."""
+    sock.settimeout(0.1)
+    deadline, i = time.monotonic() + seconds, 0
+    while time.monotonic() < deadline:
+        try:
+            if i < len(trickle):
+                sock.sendall(trickle[i:i + 1])
+                i += 1
+            if sock.recv(65536) == b"":
+                return True
+        except socket.timeout:
+            pass
+        except OSError:  # reset
+            return True
+    return False
+
+
+def test_connections_without_a_request_head_are_closed(limited):
+    """A connection that sent nothing, or sends its headers a byte at a time, was held for ever:
+    20,000 of them (no API key needed) took every file descriptor and nobody else got in."""
+    addr = ("127.0.0.1", limited.port)
+    with socket.create_connection(addr) as idle, socket.create_connection(addr) as slow:
+        assert _closed_within(idle, HEADER_TIMEOUT_S + 3)
+        assert _closed_within(slow, HEADER_TIMEOUT_S + 3,
+                              b"GET /health HTTP/1.1\r\nHost: x\r\nX-Pad: " + b"a" * 1000)
+    with socket.create_connection(addr) as keep:  # after a reply: the same deadline again
+        keep.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+        keep.settimeout(10)
+        assert keep.recv(65536).startswith(b"HTTP/1.1 200")
+        assert _closed_within(keep, HEADER_TIMEOUT_S + 3, b"GET /health HTTP/1.1\r\n" + b"X" * 1000)
+    with socket.create_connection(addr) as stream:  # a reply longer than the deadline goes on
+        body = b'{"prompt": "hi", "max_tokens": 40000, "stream": true}'
+        stream.sendall(b"POST /v1/tasks/tmp HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                       b"application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+        assert not _closed_within(stream, HEADER_TIMEOUT_S + 2)
+    assert httpx.get(limited.url + "/health", timeout=10).status_code == 200
+
+
+def test_templates_are_limited(limited):
+    """Every as_template call pinned one more whole state in memory and wrote it to disk for
+    ever (2,000 calls in 7 s: +600 MB of memory and +660 MB of database on the tiny model)."""
+    with httpx.Client(base_url=limited.url, timeout=30) as c:
+        tid = c.post("/v1/tasks/create", json={"prompt": "hi", "max_tokens": 0}).json()["task_id"]
+        made = [c.post(f"/v1/tasks/{tid}/as_template") for _ in range(MAX_TEMPLATES)]
+        assert [r.status_code for r in made] == [200] * MAX_TEMPLATES
+        full = c.post(f"/v1/tasks/{tid}/as_template")
+        assert full.status_code == 409 and "RWKV_MAX_TEMPLATES" in full.json()["detail"]
+        r = c.post("/v1/tasks/import_state", params={"name": "_more"}, content=b"x" * 64)
+        assert r.status_code == 409 and "RWKV_MAX_TEMPLATES" in r.json()["detail"]
+        first = made[0].json()["task_id"]
+        assert c.post(f"/v1/tasks/{first}/delete", params={"force": "true"}).status_code == 200
+        again = c.post(f"/v1/tasks/{tid}/as_template")
+        assert again.status_code == 200
+        for r in (made[1], again):
+            c.post(f"/v1/tasks/{r.json()['task_id']}/delete", params={"force": "true"})
+
+
+def test_imported_state_cannot_carry_a_longer_prompt_than_requests(limited, tiny_loader):
+    """An exported state's ``pending`` tokens are prefilled by every fork: a 4 MB file made each
+    fork prefill 1,000,000 tokens, past RWKV_MAX_PROMPT_TOKENS (131,072)."""
+    from server.model.state import State
+    from server.task.state_file import encode_state_file
+
+    cfg = tiny_loader.cfg
+    with httpx.Client(base_url=limited.url, timeout=30) as c:
+        for n, status in ((MAX_PROMPT_TOKENS + 1, 400), (MAX_PROMPT_TOKENS, 200)):
+            data = encode_state_file(State.zeros(cfg, 1), cfg, pending=[11] * n)
+            r = c.post("/v1/tasks/import_state", params={"name": f"_pending{n}"}, content=data)
+            assert r.status_code == status, r.text
+        assert "RWKV_MAX_PROMPT_TOKENS" in c.post(
+            "/v1/tasks/import_state", params={"name": "_again"},
+            content=encode_state_file(State.zeros(cfg, 1), cfg, pending=[11] * 1000)
+        ).json()["detail"]
+        c.post(f"/v1/tasks/_pending{MAX_PROMPT_TOKENS}/delete", params={"force": "true"})
+
+
 # ---- API key: constant-time comparison -----------------------------------------------------------
 async def _ok_app(scope, receive, send):
     await send({"type": "http.response.start", "status": 200, "headers": []})
@@ -129,7 +349,19 @@ def test_api_key_is_compared_in_constant_time(monkeypatch):
     assert _requests(app, [("GET", "/health", {})])[0].status_code == 200
 
 
-# ---- CORS -----------------------------------------------------------------------------------------
+def test_options_needs_the_key_unless_it_is_a_cors_preflight():
+    """Any OPTIONS request passed the key check and reached the routes (405, but a route
+    answering OPTIONS would have been open); preflights are answered by the CORS layer."""
+    from server.api.middleware import ApiKeyMiddleware, CORSMiddleware
+
+    app = CORSMiddleware(ApiKeyMiddleware(_ok_app, api_key="sk-abc123"))
+    verb, headers = _preflight("https://chat.example", "POST")
+    plain, pre = _requests(app, [("OPTIONS", "/v1/models", {}), (verb, "/v1/models", headers)])
+    assert plain.status_code == 401 and plain.headers["www-authenticate"] == "Bearer"
+    assert pre.status_code == 204 and pre.headers["access-control-allow-origin"] == "*"
+
+
+# ---- CORS ----------------------------------------------------------------------------------------
 def _preflight(origin: str, method: str) -> tuple[str, dict]:
     return "OPTIONS", {"Origin": origin, "Access-Control-Request-Method": method,
                        "Access-Control-Request-Headers": "authorization, content-type"}
@@ -190,7 +422,7 @@ def test_task_ids_are_128_bit_random(monkeypatch):
         assert 0.44 < share < 0.56, (b, share)
 
 
-# ---- logs -----------------------------------------------------------------------------------------
+# ---- logs ----------------------------------------------------------------------------------------
 def test_tracebacks_in_the_log_show_no_variable_values(tmp_path):
     code = (
         "import os\n"

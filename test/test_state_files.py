@@ -3,6 +3,7 @@ the problem, and a template built from a file generating what the same state gen
 
 import io
 import json
+import re
 import struct
 
 import pytest
@@ -110,6 +111,17 @@ def _pth(obj) -> bytes:
     return buf.getvalue()
 
 
+def _legacy_pth_with_unknown_storage() -> bytes:
+    """A legacy (non-zip) .pth whose tensor names a storage key the file does not hold:
+    torch.load raises AssertionError (was a 500)."""
+    buf = io.BytesIO()
+    torch.save({"blocks.0.att.time_state": torch.zeros(2, 4, 4)}, buf,
+               _use_new_zipfile_serialization=False)
+    data = buf.getvalue()
+    key = re.search(rb"X.\x00\x00\x00(\d{6,})", data).group(1)  # written twice: object, key list
+    return data.replace(key, b"1" * len(key), 1)
+
+
 @pytest.mark.filterwarnings("ignore:Validating sparse tensor invariants")  # torch.load's note
 def test_malformed_files_are_refused_not_crashes(tiny_loader):
     """Files that parse but hold the wrong things are a StateFileError (HTTP 400) naming the
@@ -123,6 +135,12 @@ def test_malformed_files_are_refused_not_crashes(tiny_loader):
             (_safetensors({"wkv": {"dtype": "F32", "shape": [-1, -4], "data_offsets": [0, 16]}},
                           b"\0" * 16), "do not match shape"),
             (struct.pack("<Q", len(deep)) + deep, "nested too deeply"),
+            (_safetensors({"x": {"dtype": "F32", "shape": [2**70, 0], "data_offsets": [0, 0]}}),
+             "unsupported shape"),  # no bytes, but no tensor has that shape: was a TypeError
+            (struct.pack("<Q", 5007) + b'{"a": ' + b"9" * 5000 + b"}", "bad safetensors header"),
+            (struct.pack("<Q", 64) + b'{"x":{"dtype":"F32","shape":[1e999],"data_offsets":[0,4]}}'
+             + b" " * 6, "bad header entry"),  # an infinite dimension
+            (_legacy_pth_with_unknown_storage(), "cannot read"),
             (_pth({1: torch.zeros(3)}), "named by strings"),
             (_pth({f"blocks.{i}.att.time_state": torch.zeros(H, N, N).to_sparse()
                    for i in range(L)}), "dense tensors"),

@@ -131,8 +131,9 @@ class ApiKeyMiddleware:
         return hmac.compare_digest(token.strip().encode("latin-1", "replace"), self._key)
 
     async def __call__(self, scope, receive, send):
+        # no exception for OPTIONS: CORSMiddleware (outside) answers real preflights itself
         if (scope["type"] == "http" and scope["path"] not in self.OPEN_PATHS
-                and scope["method"] != "OPTIONS" and not self._authorized(scope)):
+                and not self._authorized(scope)):
             return await send_error(send, scope["path"], 401, "Invalid or missing API key "
                                     "(send Authorization: Bearer <key>)", "invalid_api_key",
                                     [(b"www-authenticate", b"Bearer")])
@@ -150,7 +151,9 @@ class BodyLimitMiddleware:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
         length = _header(scope, b"content-length")
-        if length is not None:
+        # with Transfer-Encoding the server reads the body as chunked and ignores any
+        # Content-Length (RFC 9112 §6.3): only the bytes received count then
+        if length is not None and _header(scope, b"transfer-encoding") is None:
             if not length.isdigit():
                 return await send_error(send, scope["path"], 400, "Bad Content-Length header")
             if int(length) > self.max_bytes:

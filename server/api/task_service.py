@@ -142,6 +142,14 @@ class TaskService:
         check_resumable(src)  # started meanwhile: the copy may mix two moments
         return task
 
+    async def check_template_room(self) -> None:
+        """409 when ``RWKV_MAX_TEMPLATES`` templates are stored already (each one keeps a whole
+        state in memory and on disk for ever: a client making them in a loop would fill both)."""
+        limit = self.settings.max_templates
+        if limit and await self.store(self.manager.store.count, True) >= limit:
+            raise HTTPException(409, f"{limit} templates are stored, the limit "
+                                     "(RWKV_MAX_TEMPLATES); delete some (force=true) first")
+
     # ---- submitting and looking up -------------------------------------------------------
     async def register(self, task: Task) -> None:
         """Put a task in the TaskManager (it writes persistent ones whenever they finish)."""

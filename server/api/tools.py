@@ -114,7 +114,7 @@ def render_tool_calls(calls, param: str) -> str:
         args = fn.get("arguments") or "{}"
         try:
             args = json.loads(args) if isinstance(args, str) else args
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested too deeply to parse
             pass  # keep the text as the model would see it
         body = json.dumps({"name": fn["name"], "arguments": args}, ensure_ascii=False)
         lines.append(OPEN_TAG + body + CLOSE_TAG)
@@ -126,7 +126,7 @@ def _loads_object(text: str):
     for candidate in (text, text[text.find("{"): text.rfind("}") + 1]):
         try:
             obj = json.loads(candidate)
-        except ValueError:
+        except (ValueError, RecursionError):
             continue
         if isinstance(obj, dict):
             return obj
@@ -147,7 +147,7 @@ def parse_tool_call(body: str) -> tuple[str, str] | None:
     if isinstance(args, str):
         try:
             args = json.loads(args) if args.strip() else {}
-        except ValueError:
+        except (ValueError, RecursionError):
             return name.strip(), args  # not JSON: pass the text on unchanged
     return name.strip(), json.dumps(args, ensure_ascii=False)
 

@@ -30,6 +30,7 @@ import io
 import json
 import re
 import struct
+import zipfile
 from dataclasses import dataclass, field
 
 import torch
@@ -43,6 +44,8 @@ ST_DTYPES = {"F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16}
 _ST_NAMES = {v: k for k, v in ST_DTYPES.items()}
 _TIME_STATE = re.compile(r"blocks\.(\d+)\.att\.time_state")
 MAX_HEADER = 1 << 24
+# torch.load on corrupted bytes also raises these (found by mutating saved files; were 500s)
+_MORE_LOAD_ERRORS = (AssertionError, TypeError, NotImplementedError)
 
 
 class StateFileError(ValueError):
@@ -108,11 +111,29 @@ def _keys(tensors: dict) -> str:
     return ", ".join(names[:6]) + (", ..." if len(names) > 6 else "") if names else "no tensors"
 
 
+def _check_zip(data: bytes) -> None:
+    """``torch.save`` stores its zip entries uncompressed, but ``torch.load`` inflates compressed
+    ones into memory: a few MB of deflated zeros would become GBs. Refuse those, and entries
+    whose sizes add up to more than the file."""
+    if data[:2] != b"PK":
+        return
+    try:
+        infos = zipfile.ZipFile(io.BytesIO(data)).infolist()
+    except Exception:  # BadZipFile, NotImplementedError (unknown zip version), ...
+        raise StateFileError("cannot read the file as a PyTorch state file (not a readable zip "
+                             "archive)") from None
+    if any(i.compress_type != zipfile.ZIP_STORED for i in infos) \
+            or sum(i.file_size for i in infos) > len(data):
+        raise StateFileError("the .pth file has compressed entries (torch.save writes none): "
+                             "refused, as they could inflate to far more memory than the file")
+
+
 def _read_pth(data: bytes) -> dict:
+    _check_zip(data)
     try:
         obj = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
     except Exception as e:
-        if not is_load_error(e):
+        if not (is_load_error(e) or isinstance(e, _MORE_LOAD_ERRORS)):
             raise
         raise StateFileError(f"cannot read the file as a PyTorch state file (corrupt, or not a "
                              f"dict of tensors): {type(e).__name__}: "
@@ -135,7 +156,7 @@ def _read_safetensors(data: bytes) -> tuple[dict, dict]:
         raise StateFileError("not a state file: neither a PyTorch .pth nor a safetensors file")
     try:
         header = json.loads(data[8:8 + n])
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+    except ValueError as e:  # bad UTF-8 or JSON, or an integer of over 4,300 digits
         raise StateFileError(f"not a state file (bad safetensors header: {e})") from None
     except RecursionError:
         raise StateFileError("not a state file (the safetensors header is nested too deeply)") \
@@ -151,7 +172,7 @@ def _read_safetensors(data: bytes) -> tuple[dict, dict]:
             dtype = ST_DTYPES[e["dtype"]]
             shape = [int(s) for s in e["shape"]]
             begin, end = (int(x) for x in e["data_offsets"])
-        except (KeyError, TypeError, ValueError):
+        except (KeyError, TypeError, ValueError, OverflowError):  # OverflowError: 1e999
             raise StateFileError(f"tensor {name!r}: unsupported dtype or bad header entry "
                                  f"(supported: {', '.join(ST_DTYPES)})") from None
         numel = 1
@@ -162,7 +183,10 @@ def _read_safetensors(data: bytes) -> tuple[dict, dict]:
             raise StateFileError(f"tensor {name!r}: its bytes do not match shape {shape}")
         t = torch.frombuffer(bytearray(body[begin:end]), dtype=dtype) if numel else \
             torch.empty(0, dtype=dtype)
-        tensors[name] = t.reshape(shape)
+        try:
+            tensors[name] = t.reshape(shape)
+        except (TypeError, RuntimeError, OverflowError):  # [2**70, 0]: no tensor has such a shape
+            raise StateFileError(f"tensor {name!r}: unsupported shape {str(shape)[:100]}") from None
     return tensors, meta
 
 

@@ -236,12 +236,16 @@ def _warm_next_turn(rt, req, tools):
 
 
 # ---- completions -------------------------------------------------------------------------------
-async def _prompt_tokens(rt, prompt) -> list[tuple[str, list[int]]]:
-    """``(text, tokens)`` per prompt: a string, strings, token ids or lists of token ids."""
+async def _prompt_tokens(rt, prompt, n: int) -> list[tuple[str, list[int]]]:
+    """``(text, tokens)`` per prompt: a string, strings, token ids or lists of token ids; 400
+    before any encoding when the prompts × ``n`` choices are too many."""
     if isinstance(prompt, str) or (prompt and isinstance(prompt[0], int)):
         prompt = [prompt]
     if not prompt:
         raise OpenAIError(400, "prompt must not be an empty list", param="prompt")
+    if len(prompt) * n > MAX_CHOICES:
+        raise OpenAIError(400, f"at most {MAX_CHOICES} choices per request (prompts × n)",
+                          param="n")
     vocab = rt.loader.cfg.vocab_size
     out = []
     for i, p in enumerate(prompt):
@@ -268,10 +272,7 @@ async def completions(request: Request):
         raise OpenAIError(400, "best_of cannot be used with stream", param="best_of")
     if req.best_of is not None and req.best_of < n:
         raise OpenAIError(400, "best_of must be greater than or equal to n", param="best_of")
-    prompts = await _prompt_tokens(rt, req.prompt)
-    if len(prompts) * n > MAX_CHOICES:
-        raise OpenAIError(400, f"at most {MAX_CHOICES} choices per request (prompts × n)",
-                          param="n")
+    prompts = await _prompt_tokens(rt, req.prompt, n)
     for _, toks in prompts:
         _check_length(len(toks), rt.settings.max_prompt_tokens, "prompt")
     params = sampling_params(req, rt.settings)

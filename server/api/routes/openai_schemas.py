@@ -12,9 +12,14 @@ import json
 from typing import Any
 
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from server.api.safe_json import SafeJSONResponse
+
+# OpenAI takes up to 4 stop strings; every one is searched for in every chunk of every choice
+# on the event loop, so tens of thousands of them stalled the whole server
+MAX_STOP = 16
+MAX_PROMPTS = 128  # /v1/completions prompts per request (openai.MAX_CHOICES: prompts × n)
 
 
 class OpenAIError(Exception):
@@ -53,6 +58,13 @@ class _Request(BaseModel):
     frequency_penalty: float | None = Field(None, ge=-2, le=10)
     penalty_decay: float | None = Field(None, ge=0, le=1)  # RWKV extension
 
+    @field_validator("stop")
+    @classmethod
+    def _few_stops(cls, v):
+        if isinstance(v, list) and len(v) > MAX_STOP:
+            raise ValueError(f"at most {MAX_STOP} stop strings")
+        return v
+
     @property
     def include_usage(self) -> bool:
         return bool((self.stream_options or {}).get("include_usage"))
@@ -76,6 +88,15 @@ class CompletionRequest(_Request):
     echo: bool | None = False
     best_of: int | None = Field(None, ge=1)
     logprobs: int | None = None
+
+    @field_validator("prompt", mode="before")
+    @classmethod
+    def _few_prompts(cls, v):
+        """Refused before pydantic checks every item: a million ``[[1], [1], …]`` prompts took
+        seconds of the event loop to validate."""
+        if isinstance(v, list) and len(v) > MAX_PROMPTS and not isinstance(v[0], int):
+            raise ValueError(f"at most {MAX_PROMPTS} prompts per request")
+        return v
 
 
 _TYPE_NAMES = {"str", "int", "float", "bool", "dict", "list", "none"}

@@ -7,7 +7,8 @@ stores it as the read-only template ``_name``: fork it (``POST /v1/tasks/_name/f
 in OpenAI requests (``"model": "rwkv-7:_name"``). Bodies are limited by ``RWKV_MAX_BODY_BYTES``
 (8 MiB by default; a 2.9B model's state is ~21 MB: raise the limit, or import with
 ``python -m server.task.state_templates import``). Errors: 400 unreadable file, 422 a file that
-does not fit the loaded model (the message names the tensor and the shapes), 409 name taken.
+does not fit the loaded model (the message names the tensor and the shapes), 409 name taken
+(or ``RWKV_MAX_TEMPLATES`` templates stored).
 """
 
 from __future__ import annotations
@@ -42,7 +43,8 @@ async def export_task_state(task_id: str, svc: TaskService = Depends(get_service
 
 @router.post("/import_state", responses={
     200: {"description": "The new template"}, 400: {"description": "Unreadable file"},
-    409: {"description": "Template name taken"}, 413: {"description": "Body too large"},
+    409: {"description": "Template name taken, or RWKV_MAX_TEMPLATES reached"},
+    413: {"description": "Body too large"},
     422: {"description": "The state does not fit the loaded model"}})
 async def import_task_state(
         request: Request,
@@ -55,6 +57,7 @@ async def import_task_state(
         tid = template_name(name)
     except ValueError as e:
         raise HTTPException(422, str(e)) from None
+    await svc.check_template_room()
     data = await request.body()
     if not data:
         raise HTTPException(400, "Empty body: send the state file as the request body")
@@ -63,6 +66,11 @@ async def import_task_state(
     except StateFileError as e:
         status = 422 if isinstance(e, StateShapeError) else 400
         raise HTTPException(status, f"Cannot import the state: {e}") from None
+    limit = svc.settings.max_prompt_tokens  # every fork would prefill these tokens first
+    if len(sf.pending) > limit:
+        raise HTTPException(400, f"Cannot import the state: it holds {len(sf.pending)} prompt "
+                                 f"tokens not yet consumed; the limit is {limit} "
+                                 "(RWKV_MAX_PROMPT_TOKENS)")
     task = template_task(tid, sf, svc.sampling(GenerationParams(), defaults=True))
     try:
         await svc.store(svc.manager.put_task, tid, task)

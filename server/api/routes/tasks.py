@@ -146,9 +146,11 @@ async def stop(task_id: str, svc: TaskService = Depends(get_service)):
 
 
 @router.post("/{task_id}/as_template", response_model=TaskResponseModel,
-             responses={**NOT_FOUND, 409: RESUMED[409]})
+             responses={**NOT_FOUND, 409: {"description": "Task running, its state was not "
+                                                       "kept, or RWKV_MAX_TEMPLATES reached"}})
 async def as_template(task_id: str, svc: TaskService = Depends(get_service)):
     """Copy a finished task into a new read-only template ``_TMPL_<hex>``."""
+    await svc.check_template_room()
     tpl = await svc.copy(await svc.get(task_id), "_TMPL_" + new_task_id("X")[2:])
     tpl.status = Status.FINISHED
     await svc.store(svc.manager.put_task, tpl.task_id, tpl)

@@ -1,0 +1,56 @@
+"""uvicorn's HTTP/1.1 protocol (h11) with a deadline for every request head.
+
+uvicorn closes an idle keep-alive connection ``timeout_keep_alive`` seconds after a response, but
+it sets no deadline before the first request, and any byte received cancels that timer: a client
+that opens connections and sends nothing, or sends its headers a byte at a time, holds them for
+ever (slowloris). The API key cannot stop it (it comes in the headers): one client could hold
+every file descriptor of the process and lock everyone out. Here a connection must deliver a
+complete request head (request line and headers) within ``RWKV_HEADER_TIMEOUT_S`` of being
+opened or of its previous response, or it is closed. Request bodies and replies (streams) are
+not limited by it.
+"""
+
+from __future__ import annotations
+
+import h11
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+
+class HeaderTimeoutH11Protocol(H11Protocol):
+    header_timeout: float = 20.0  # run.py sets RWKV_HEADER_TIMEOUT_S
+
+    def connection_made(self, transport) -> None:
+        self._header_timer = None
+        super().connection_made(transport)
+        self._arm_header_timer()
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()  # may start the next (pipelined) request at once
+        self._arm_header_timer()
+
+    def connection_lost(self, exc) -> None:
+        self._cancel_header_timer()
+        super().connection_lost(exc)
+
+    def _arm_header_timer(self) -> None:
+        self._cancel_header_timer()
+        if not self.transport.is_closing():
+            self._header_timer = self.loop.call_later(self.header_timeout, self._on_header_timeout)
+
+    def _cancel_header_timer(self) -> None:
+        if self._header_timer is not None:
+            self._header_timer.cancel()
+            self._header_timer = None
+
+    def _on_header_timeout(self) -> None:
+        self._header_timer = None
+        # IDLE: no complete request head since the timer was armed (a request in progress,
+        # its body or its reply, has moved the client's state on)
+        if self.conn.their_state is h11.IDLE and not self.transport.is_closing():
+            self.transport.close()
+
+
+def with_header_timeout(seconds: float) -> type[HeaderTimeoutH11Protocol]:
+    """The protocol class for ``uvicorn.run(http=...)`` with a head deadline of ``seconds``."""
+    return type("HeaderTimeoutH11Protocol", (HeaderTimeoutH11Protocol,),
+                {"header_timeout": float(seconds)})
