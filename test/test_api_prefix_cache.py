@@ -310,4 +310,6 @@ def test_metrics_follow_the_api_key_rule(tiny_model_path, tmp_path):
         assert httpx.get(srv.url + "/metrics").status_code == 401
         ok = httpx.get(srv.url + "/metrics", headers={"Authorization": "Bearer s3cret"})
         assert ok.status_code == 200 and "rwkv_capacity" in ok.text
-        assert httpx.get(srv.url + "/health").json()["prefix_cache"]["enabled"] is True
+        assert "prefix_cache" not in httpx.get(srv.url + "/health").json()  # needs the key
+        h = httpx.get(srv.url + "/health", headers={"Authorization": "Bearer s3cret"}).json()
+        assert h["prefix_cache"]["enabled"] is True

@@ -162,13 +162,16 @@ def test_every_route_but_health_needs_the_key(keyed):
             for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": KEY},
                             {"Authorization": f"Basic {KEY}"}, {"X-API-Key": KEY}):
                 r = c.request(method, path, headers=headers)
-                if path == "/health":
+                if path == "/health":  # open; the cache figures (others' prompts) need the key
                     assert r.status_code == 200
+                    assert method == "HEAD" or "prefix_cache" not in r.json()
                 else:
                     assert r.status_code == 401, (method, path, headers, r.status_code)
                     assert r.headers["www-authenticate"] == "Bearer"
             r = c.request(method, path, headers=AUTH)
             assert r.status_code != 401, (method, path)
+        h = c.get("/health", headers=AUTH).json()
+        assert h["status"] == "ok" and h["prefix_cache"]["enabled"] is True
 
 
 def test_key_never_in_the_log(keyed, http):

@@ -112,7 +112,9 @@ class CORSMiddleware:
 
 
 class ApiKeyMiddleware:
-    """With a key configured, every route but ``/health`` needs ``Authorization: Bearer <key>``.
+    """With a key configured, every route but ``/health`` needs ``Authorization: Bearer <key>``
+(``/health`` without it leaves out the prefix cache's figures: they move with other clients'
+prompts, so they would tell a guesser whether a prompt was seen).
 
     The key is compared in constant time and never logged.
     """
@@ -132,8 +134,10 @@ class ApiKeyMiddleware:
 
     async def __call__(self, scope, receive, send):
         # no exception for OPTIONS: CORSMiddleware (outside) answers real preflights itself
-        if (scope["type"] == "http" and scope["path"] not in self.OPEN_PATHS
-                and not self._authorized(scope)):
+        if scope["type"] == "http" and scope["path"] in self.OPEN_PATHS:
+            # open, but what it shows may depend on the key (request.state.authorized)
+            scope.setdefault("state", {})["authorized"] = self._authorized(scope)
+        elif scope["type"] == "http" and not self._authorized(scope):
             return await send_error(send, scope["path"], 401, "Invalid or missing API key "
                                     "(send Authorization: Bearer <key>)", "invalid_api_key",
                                     [(b"www-authenticate", b"Bearer")])
