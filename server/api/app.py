@@ -43,6 +43,9 @@ def _lifespan(settings, runtime):
         app.state.task_service = TaskService(rt)
         log.info(f"Serving {rt.loader.name} (max batch {settings.max_batch_size}, "
                  f"buffer {settings.buffer_size})")
+        if not settings.api_key:  # (an empty RWKV_API_KEY too: say so, it may be a mistake)
+            log.warning("No API key: every client that reaches this port (and any web page a "
+                        "local browser opens) can use the API; set RWKV_API_KEY to require one")
         try:
             yield
         finally:
