@@ -46,3 +46,34 @@ def test_pdl_setting_and_kernel_switch_agree(monkeypatch):
         assert not pdl.enabled(cuda)  # the interpreter runs no PTX
     finally:
         pdl.enabled.cache_clear()
+
+
+def test_readme_settings_table_lists_every_setting_with_its_default():
+    """README.md's settings table names every ``Settings`` field (as ``RWKV_<NAME>``) with the
+    default the code has: a new setting, or a changed default, shows up in the README too."""
+    import re
+    from pathlib import Path
+
+    from server.config import Settings
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    rows = {}
+    for line in readme.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) >= 2 and cells[0].startswith("`RWKV_"):
+            names = re.findall(r"`RWKV_([A-Z0-9_]+)`", cells[0])
+            values = [v.strip().strip("`") for v in cells[1].split(",")]
+            values = values if len(values) == len(names) else [cells[1].strip("`")] * len(names)
+            rows.update({n.lower(): v for n, v in zip(names, values)})
+    fields = Settings.model_fields
+    assert set(fields) == set(rows), (set(fields) ^ set(rows))
+    for name, field in fields.items():
+        want, got = field.default, rows[name]
+        if want is None:
+            assert got == "—", name
+        elif isinstance(want, bool):
+            assert got == str(want).lower(), name
+        elif isinstance(want, (int, float)):
+            assert float(got) == want, name
+        else:  # strings (the vocabulary: a path resolved from the repository root)
+            assert str(want) == got or str(want).endswith("/" + got), name
