@@ -124,9 +124,11 @@ class TaskService:
         task.cache_origin = ""  # from the zero state: may use and feed the prefix cache
         return task
 
-    def check_model(self, task: Task) -> None:
-        """409 unless the task's state fits the loaded model (a server restarted with another
-        model on the same database can read the tasks stored before, not resume them)."""
+    def check_usable(self, task: Task) -> None:
+        """``check_resumable``, and 409 unless the task's state fits the loaded model (a server
+        restarted with another model on the same database can read the tasks stored before,
+        not resume them)."""
+        check_resumable(task)
         problem = model_mismatch(task, self.loader.cfg)
         if problem:
             raise HTTPException(409, f"Task {task.task_id} was stored with another model: "
@@ -136,8 +138,7 @@ class TaskService:
     async def copy(self, src: Task, new_id: str) -> Task:
         """A copy of an idle task under ``new_id`` (state cloned off the event loop); 409 if it
         is running, its state was not kept or does not fit the loaded model."""
-        check_resumable(src)
-        self.check_model(src)
+        self.check_usable(src)
         task = await self.store(_fork, src, new_id)
         check_resumable(src)  # started meanwhile: the copy may mix two moments
         return task

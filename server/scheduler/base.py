@@ -108,11 +108,11 @@ class BaseScheduler(SlotCycle):
         if task.tokenizer is None:
             task.tokenizer = self.loader
         with self._cv:
-            # held by a scheduler until it finishes (``_stop_hook``): queued, in a slot, being
+            # held by a scheduler until it finishes (``Task.held``): queued, in a slot, being
             # admitted, or its state on its way home (copy-back) with its status not yet
             # FINISHED (a max_tokens=0 task is READY then): run again, it would load a stale
             # state and be marked FINISHED by the first round's finish while it runs
-            if (task._stop_hook is not None or any(t is task for t in self.waiting)
+            if (task.held or any(t is task for t in self.waiting)
                     or any(t is task for t in self.slots)):
                 raise ValueError(f"task {task.task_id} is already queued or in a slot "
                                  "(or finishing)")

@@ -91,9 +91,9 @@ class _Later:
         status alone: a task finished and given a new prompt but not resubmitted is PREFILL
         too, and its job would wait forever (and keep the scheduler stepping) — also when it
         had stopped (or failed) short of ``tokens``' end, so only a task a scheduler holds
-        (queued or in a slot: ``_stop_hook`` set until it finishes) is waited for."""
+        (``Task.held``) is waited for."""
         task = self.task
-        return (task.status == Status.PREFILL and task._stop_hook is not None
+        return (task.status == Status.PREFILL and task.held
                 and len(task.history) < len(self.tokens) - 1)
 
 

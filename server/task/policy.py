@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import weakref
 
-from server.task.task import SAMPLING_FIELDS, Status, Task
+from server.task.task import SAMPLING_FIELDS, Task
 
 
 class TaskNotFound(LookupError):
@@ -32,9 +32,8 @@ def is_temporary_id(task_id: str) -> bool:
 
 
 def is_busy(task: Task) -> bool:
-    """True while a scheduler holds the task (its ``_stop_hook`` is set until it finishes)."""
-    return task.status == Status.RUNNING or (
-        task.status != Status.FINISHED and task._stop_hook is not None)
+    """True while a scheduler holds the task (``Task.held``)."""
+    return task.held
 
 
 def model_mismatch(task: Task, cfg) -> str | None:

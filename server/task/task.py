@@ -217,10 +217,17 @@ class Task:
             self._call(self.collect_callback, tokens)
         self._notify()
 
+    @property
+    def held(self) -> bool:
+        """A scheduler holds the task: queued, running, or finishing (its state on its way
+        home). ``add_task`` sets ``_stop_hook`` and ``_finish`` clears it."""
+        return self.status == Status.RUNNING or (
+            self.status != Status.FINISHED and self._stop_hook is not None)
+
     def _check_free(self, doing: str) -> None:
-        """Refuse to change a task a scheduler holds: running, queued, or finishing (its state
-        on its way home): the scheduler thread reads and writes its tokens meanwhile."""
-        if self.status == Status.RUNNING or self._stop_hook is not None:
+        """Refuse to change a task a scheduler holds: the scheduler thread reads and writes its
+        tokens meanwhile."""
+        if self.held:
             raise RuntimeError(f"task {self.task_id} is running (or queued, or finishing); stop "
                                f"it or wait() before {doing}")
 

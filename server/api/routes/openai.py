@@ -33,8 +33,8 @@ from server.api.deps import get_runtime
 from server.api.prefix import prepare_tasks, template_id
 from server.api.routes.openai_format import (Reply, chat_body, chat_events, chat_message,
                                              completion_body, completion_events)
-from server.api.routes.openai_schemas import (ChatRequest, CompletionRequest, OpenAIError,
-                                              parse_request)
+from server.api.routes.openai_schemas import (MAX_CHOICES, ChatRequest, CompletionRequest,
+                                              OpenAIError, parse_request)
 from server.api.safe_json import utf8_safe
 from server.api.splitter import OutputSplitter
 from server.api.stopping import stop_in_background, stop_tasks
@@ -44,7 +44,6 @@ from server.scheduler import QueueFull
 
 router = APIRouter(tags=["openai"])
 ALIAS = "rwkv-7"
-MAX_CHOICES = 128  # tasks one request may start (prompts × n)
 PING_SECONDS = 15
 STARTED = int(time.time())  # "created" of a model whose file is gone (demo weights)
 

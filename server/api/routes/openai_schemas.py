@@ -19,7 +19,7 @@ from server.api.safe_json import SafeJSONResponse
 # OpenAI takes up to 4 stop strings; every one is searched for in every chunk of every choice
 # on the event loop, so tens of thousands of them stalled the whole server
 MAX_STOP = 16
-MAX_PROMPTS = 128  # /v1/completions prompts per request (openai.MAX_CHOICES: prompts × n)
+MAX_CHOICES = 128  # tasks one request may start (n; for /v1/completions prompts × n)
 
 
 class OpenAIError(Exception):
@@ -46,7 +46,7 @@ class _Request(BaseModel):
     model: str | None = None
     stream: bool | None = False
     stream_options: dict[str, Any] | None = None
-    n: int | None = Field(1, ge=1, le=128)
+    n: int | None = Field(1, ge=1, le=MAX_CHOICES)
     stop: str | list[str] | None = None
     seed: int | None = None
     max_tokens: int | None = Field(None, ge=0)
@@ -94,8 +94,8 @@ class CompletionRequest(_Request):
     def _few_prompts(cls, v):
         """Refused before pydantic checks every item: a million ``[[1], [1], …]`` prompts took
         seconds of the event loop to validate."""
-        if isinstance(v, list) and len(v) > MAX_PROMPTS and not isinstance(v[0], int):
-            raise ValueError(f"at most {MAX_PROMPTS} prompts per request")
+        if isinstance(v, list) and len(v) > MAX_CHOICES and not isinstance(v[0], int):
+            raise ValueError(f"at most {MAX_CHOICES} prompts per request")
         return v
 
 

@@ -33,8 +33,7 @@ _FILE = {"application/octet-stream": {"schema": {"type": "string", "format": "bi
 async def export_task_state(task_id: str, svc: TaskService = Depends(get_service)):
     """The task's recurrent state (and the tokens it consumed) as a file."""
     task = await svc.get(task_id)
-    check_resumable(task)
-    svc.check_model(task)
+    svc.check_usable(task)
     data = await svc.store(export_state, task, svc.loader.cfg)
     check_resumable(task)  # started meanwhile: the copy may mix two moments
     return Response(data, media_type="application/octet-stream", headers={

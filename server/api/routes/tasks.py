@@ -12,8 +12,7 @@ from fastapi import APIRouter, Depends, HTTPException, Query, Request
 from server.api.bridge import wait_finished
 from server.api.schemas.tasks import (ContinueRequest, CreateRequest, FimRequest, TaskInfo,
                                       TaskList, TaskResponseModel)
-from server.api.task_service import (TASK_NOT_FOUND, TaskService, check_resumable, invalid,
-                                     is_busy)
+from server.api.task_service import TASK_NOT_FOUND, TaskService, invalid, is_busy
 from server.task.manager import TaskNotFound
 from server.api.task_stream import sse_response
 from server.task.task import Status, Task, new_task_id
@@ -129,8 +128,7 @@ async def continue_task(task_id: str, body: ContinueRequest | None = None,
     task = await svc.get(task_id)
     if task.is_template:
         raise HTTPException(403, "Templates are read-only; fork them instead")
-    check_resumable(task)
-    svc.check_model(task)
+    svc.check_usable(task)
     tmp = task.task_id.startswith("TMP")
     _resume(svc, task, tokens, body, tmp)
     return await _started(svc, task, body.stream, tmp)
