@@ -11,6 +11,9 @@ H200 machine a small op costs ~30-50 us of host time: docs/performance.md).
   ``BatchEngine.pulse`` of ``--steps`` steps of one sampled row (temperature 0.7, top-k 50,
   top-p 0.9) of the tiny model, divided by the steps, with the model's own operations counted
   apart (on CUDA they are one graph replay a step);
+* prefix cache host work: ``prefix_hashes`` of a new prompt and 32 ``common_prefix_length``
+  comparisons with recent ones (what the prefiller does on the scheduler's thread), at 2,000,
+  32,768 and 131,072 tokens;
 * ops of a request: the engine calls between admission and the first token (load, prefill with
   the prompt's last token, start, the first pulse), the model's operations left out, for a
   greedy and a sampled task. On the CPU a pulse step's bookkeeping runs as torch code (on CUDA
@@ -51,6 +54,37 @@ def tokenise_ms(turns: int, target: int, repeat: int) -> tuple[int, float, float
         reusing.append(time.perf_counter() - t1)
         plain.append(t1 - t0)
     return len(ids), statistics.median(plain) * 1e3, statistics.median(reusing) * 1e3
+
+
+def prefix_ms(lengths, repeat: int) -> list[tuple[int, float, float, float]]:
+    """Per length n: (n, ms of ``prefix_hashes`` of n random token ids, ms of 32
+    ``common_prefix_length`` calls against an equal copy, ms of 32 against a copy that parts at
+    token 50) — the prefix cache's host work for a new prompt, on the scheduler's thread. Min
+    of ``repeat``, after one call that grows the hash powers' table."""
+    import random
+    from array import array
+
+    from server.model.tokenizer import common_prefix_length
+    from server.scheduler.prefix_cache import prefix_hashes
+
+    def best(fn) -> float:
+        times = []
+        for _ in range(repeat):
+            t0 = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - t0)
+        return min(times) * 1e3
+
+    rng, rows = random.Random(0), []
+    prefix_hashes(array("I", [1]) * max(lengths))
+    for n in lengths:
+        toks = array("I", [rng.randrange(65536) for _ in range(n)])
+        same, parts = array("I", toks), array("I", toks)
+        parts[min(50, n - 1)] += 1
+        rows.append((n, best(lambda: prefix_hashes(toks)),
+                     best(lambda: [common_prefix_length(toks, same) for _ in range(32)]),
+                     best(lambda: [common_prefix_length(toks, parts) for _ in range(32)])))
+    return rows
 
 
 def _counter():
@@ -145,6 +179,12 @@ def main(argv=None) -> None:
         [f"torch ops a step, pulse of {args.steps} (sampled row)", f"{all_ops:.1f}"],
         ["of them in the model's decode", f"{model_ops:.1f}"],
         ["outside the model (eager on CUDA too)", f"{all_ops - model_ops:.1f}"]]), flush=True)
+    print()
+    print(common.table(["prompt tokens", "prefix_hashes ms", "32 common prefixes, equal, ms",
+                        "32 common prefixes, parting at 50, ms"],
+                       [[n, f"{h:.2f}", f"{e:.2f}", f"{d:.2f}"]
+                        for n, h, e, d in prefix_ms((2000, 32768, 131072), args.repeat)]),
+          flush=True)
     rows = []
     for temp, kind in ((0.0, "greedy"), (0.7, "sampled")):
         counts = request_ops(engine, temp)
