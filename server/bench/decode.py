@@ -83,10 +83,6 @@ def parse_args(argv=None):
     p.add_argument("--graphs", type=int, default=1, help="0: eager decode (no CUDA graph)")
     p.add_argument("--profile", default="", help="batch sizes to profile (eager, by kernel kind)")
     p.add_argument("--device", default=None)
-    p.add_argument("--split-rows", default="0",
-                   help="comma-separated: decode steps of at least this many rows as two "
-                        "half-batches on two streams (fused.FusedBlocks.split_rows; 0: off), "
-                        "e.g. '0,512' to compare")
     p.add_argument("--time-mix", default="",
                    help="launch variants of the decode time mix above 16 rows, each timed in "
                         "the step: ';'-separated, e.g. ';num_warps=1;num_warps=1,HEADS=2,"
@@ -116,17 +112,13 @@ def main(argv=None) -> None:
           f"fused={args.fused} graphs={args.graphs} · {common.gpu_name()}", flush=True)
     from server.model.kernels import decode_triton
 
-    runs = [(sd, v, int(n)) for sd in args.state_dtype.split(",")
-            for v in args.time_mix.split(";") for n in args.split_rows.split(",")]
-    for sd, variant, split in runs:
+    runs = [(sd, v) for sd in args.state_dtype.split(",") for v in args.time_mix.split(";")]
+    for sd, variant in runs:
         model.state_dtype = common.DTYPES[sd]
         decode_triton.STEP_VARIANT = parse_variant(variant)
-        if model._fused is not None:
-            model._fused.split_rows = split
         rows = []
         print(f"\n## state {sd}, {args.steps} steps a pulse, median of {args.pulses} pulses"
-              + (f", time mix {variant}" if variant else "")
-              + (f", half-batches from {split} rows" if split else ""), flush=True)
+              + (f", time mix {variant}" if variant else ""), flush=True)
         for B in map(int, args.batch.split(",")):
             try:
                 r = bench_batch(model, B, args.steps, args.pulses,

@@ -31,8 +31,6 @@ step tests 220 python3 -m pytest -m gpu -q -s -p no:cacheprovider -rA test/test_
   test/test_engine_no_wait_gpu.py -k "not every_preset"
 step decode 110 python3 -m server.bench decode --preset 2.9b --batch 1,4,16,32,256,1024 \
   --state-dtype fp16,fp32 --pulses 3
-step split 60 python3 -m server.bench decode --preset 2.9b --batch 256,1024 --state-dtype fp16 \
-  --pulses 3 --split-rows 128  # two half-batches on two streams (compare with "decode")
 step sample 60 python3 -m server.bench sample --batch 1,32,256,1024
 step sample_clustered 60 python3 -m server.bench sample --batch 1,32,256,1024 --clustered 1
 step large 90 python3 -m server.bench large --batch 1024,256

@@ -25,7 +25,6 @@ from torch import Tensor
 
 from server.model.layer_weights import LayerWeights
 from server.model.reference import GN_EPS, LN_EPS
-from server.model.state import State
 
 LORA_ORDER = ("v", "w", "a", "g")  # mixed inputs 2..5 of ln_mix are xv, xw, xa, xg
 GEMV_MAX_ROWS = 16  # half-precision products of at most this many rows: gemv_triton
@@ -127,10 +126,6 @@ class FusedBlocks:
         self.scratch = (gemv_triton.GemvScratch(model.device, 4 * max(model.cfg.n_embd, D) + 256)
                         if self.gemv_rows else None)
         self.f32_out = _f32_products(model.device, model.dtype)
-        # decode steps of at least this many rows run as two half-batches (0: never); a
-        # benchmark switch (`server.bench decode --split-rows`) until measured
-        self.split_rows = 0
-        self._side = None  # the second half's CUDA stream
 
     @staticmethod
     def write_index(B: int, T: int, keep: Tensor | None, last: Tensor | None,
@@ -221,45 +216,14 @@ class FusedBlocks:
         x = self.model.emb[tokens.reshape(-1)].float()  # [R, C] fp32 residual
         write = self.write_index(B, T, keep, last, x.device)
         keep8 = None if keep is None else keep.reshape(-1).to(torch.int8)
-        # (halves above gemv_rows: the skinny-product kernel's scratch is not for two streams)
-        if T == 1 and 0 < self.split_rows <= B and B // 2 > self.gemv_rows:
-            self._halves(x, state, keep8, write)
-        else:
-            self._layers(x, state, keep8, write, T)
-        x = x.view(B, T, -1)
-        if last is None:
-            return x[:, -1]
-        return x[torch.arange(B, device=x.device), last]
-
-    def _layers(self, x: Tensor, state, keep8: Tensor | None, write: Tensor, T: int) -> None:
         v_first = None
         for i in range(len(self.model.layers)):
             v_first = self.time_mix(i, x, state, keep8, write, T, v_first)
             self.channel_mix(i, x, state, write, T)
-
-    def _halves(self, x: Tensor, state, keep8: Tensor | None, write: Tensor) -> None:
-        """A decode step as two half-batches (rows are independent), the second on a side
-        stream: on CUDA one half's memory-bound time mix can run beside the other's
-        compute-bound products (``split_rows``; off by default: not yet measured)."""
-        h = x.shape[0] // 2
-        parts = [slice(0, h), slice(h, None)]
-
-        def run(rows: slice) -> None:
-            sub = State(state.shift[:, :, rows], state.wkv[:, rows])
-            self._layers(x[rows], sub, None if keep8 is None else keep8[rows], write[rows], 1)
-
-        if not x.is_cuda:
-            for rows in parts:
-                run(rows)
-            return
-        main = torch.cuda.current_stream(x.device)
-        if self._side is None:
-            self._side = torch.cuda.Stream(x.device)
-        self._side.wait_stream(main)
-        with torch.cuda.stream(self._side):
-            run(parts[1])
-        run(parts[0])
-        main.wait_stream(self._side)
+        x = x.view(B, T, -1)
+        if last is None:
+            return x[:, -1]
+        return x[torch.arange(B, device=x.device), last]
 
 
 def check_fused(model, layers: int = 2) -> float:
