@@ -91,6 +91,32 @@ def test_stages_time_each_method_once_and_put_them_back():
     assert report.splitlines()[0] == "| method | calls | ms |" and "| engine.load | 1 |" in report
 
 
+def test_profiled_first_step_profiles_one_step_on_the_scheduler_thread():
+    """profiled_first_step: the step that admits a request runs under torch.profiler on the
+    scheduler's daemon thread (its torch ops in the table), later steps do not, and the
+    scheduler's own step is back afterwards."""
+    from server.bench import common, stages
+    from server.scheduler import DynamicScheduler
+    from server.task.task import Task
+
+    model = common.build_model("tiny", "cpu", "fp32", "fp32")
+    sched = DynamicScheduler(common.BenchLoader(model, "random-tiny"), max_batch_size=2,
+                             buffer_size=2)
+    sched.start_daemon()
+    try:
+        out: dict = {}
+        task = Task(list(range(5, 40)), max_tokens=5, temperature=0.0)
+        with stages.profiled_first_step(sched, out):
+            sched.add_task(task)
+            sched.run()
+        assert task.status.name == "FINISHED" and len(task.get_all_tokens()) == 5
+        table = out["table"]
+        assert "aten::" in table and "step wall" in table and "Self CPU" in table
+        assert "step" not in vars(sched)
+    finally:
+        sched.shutdown()
+
+
 @pytest.mark.parametrize("flag,synced", [("1", True), ("0", False)])
 def test_sync_prefill_flag(monkeypatch, flag, synced):
     """--sync-prefill 0 runs the prefill calls as a server does (no synchronisation around

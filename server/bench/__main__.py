@@ -1,10 +1,11 @@
-"""``python -m server.bench decode|prefill|stress|wkv|gemv|ttft|pulse|host|sample|large [options]``:
+"""``python -m server.bench NAME [options]``, NAME one of BENCHES below:
 run one benchmark (each prints a table; ``python -m server.bench NAME --help`` for its options)."""
 
 import importlib
 import sys
 
-BENCHES = ("decode", "prefill", "stress", "wkv", "gemv", "ttft", "pulse", "host", "sample", "large")
+BENCHES = ("decode", "prefill", "stress", "wkv", "gemv", "ttft", "pulse", "host", "sample", "large",
+           "upload")
 
 
 def main(argv=None) -> None:

@@ -64,6 +64,41 @@ def timed_stages(sched, times: dict):
                 setattr(obj, name, own)
 
 
+@contextmanager
+def profiled_first_step(sched, out: dict):
+    """While inside, the first ``sched.step()`` (the one that admits, prefills and pulses the
+    request just added) runs under torch.profiler on the scheduler's own thread; its op table
+    (host time by torch op, then the step's wall time) lands in ``out["table"]``. Shows which
+    ops a request's first step spends its host time on (ops are slower under the profiler)."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    real = sched.step
+
+    def step():
+        if "table" in out:
+            return real()
+        acts = [ProfilerActivity.CPU]
+        with profile(activities=acts) as prof:
+            t0 = time.perf_counter()
+            real()
+            wall = time.perf_counter() - t0
+        events = prof.key_averages()
+        ops = sum(e.self_cpu_time_total for e in events) / 1e3
+        out["table"] = (events.table(sort_by="self_cpu_time_total", row_limit=30,
+                                     max_name_column_width=50)
+                        + f"\nstep wall {wall * 1e3:.2f} ms under the profiler; torch ops' "
+                        f"self host time {ops:.2f} ms (the rest: Python)")
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
+
+    sched.step = step
+    try:
+        yield out
+    finally:
+        del sched.step  # the class's method again
+
+
 def report(times: dict) -> str:
     rows = [[label, times[label][0], f"{times[label][1] * 1e3:.2f}"]
             for label, *_ in TARGETS if label in times]

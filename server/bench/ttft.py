@@ -129,13 +129,15 @@ def reply_text(loader, tokens: list[int]) -> str:
 
 
 def conversation(probes: dict, loader, args, system: str, trace: bool = False,
-                 stages: dict | None = None, flip: bool = False) -> list[dict]:
+                 stages: dict | None = None, flip: bool = False,
+                 profiled: dict | None = None) -> list[dict]:
     """One conversation sent turn by turn to every probe; a row per turn. The probes take turns
     going first (``flip`` swaps who starts): the first request after the device idled may pay
     for it (clocks, caches), and neither probe should always be the one that pays. ``trace``:
     the last turn's cached request runs under torch.profiler (its report in that row,
-    "trace"); ``stages``: its scheduler methods' host times are added there (stages.py)."""
-    from server.bench.stages import timed_stages
+    "trace"); ``stages``: its scheduler methods' host times are added there (stages.py);
+    ``profiled``: its first scheduler step's torch ops are profiled (``profiled["table"]``)."""
+    from server.bench.stages import profiled_first_step, timed_stages
     from server.api.chat import build_chat_prompt, history_text
 
     chat = Conversation(loader.tokenizer, args.turns, args.target, args.max_tokens, system)
@@ -151,6 +153,9 @@ def conversation(probes: dict, loader, args, system: str, trace: bool = False,
                 row["trace"], row[name] = traced(lambda: probe.ask(tokens, args.max_tokens))
             elif stages is not None and name == "cache" and turn == args.turns - 1:
                 with timed_stages(probe.sched, stages):
+                    row[name] = probe.ask(tokens, args.max_tokens)
+            elif profiled is not None and name == "cache" and turn == args.turns - 1:
+                with profiled_first_step(probe.sched, profiled):
                     row[name] = probe.ask(tokens, args.max_tokens)
             else:
                 row[name] = probe.ask(tokens, args.max_tokens)
@@ -219,6 +224,11 @@ def run(args) -> list[dict]:
             breakdown = common.table(STAGE_HEADER, [stage_row(rows[-1], "cache")])
             print(f"\n### host time by method, last turn, cache on\n{report(times)}\n\n"
                   f"{breakdown}\n", flush=True)
+            profiled: dict = {}
+            conversation(probes, loader, args, "You are the profiled assistant. ",
+                         profiled=profiled)
+            print("\n### the last turn's first scheduler step (cache on) under torch.profiler\n"
+                  f"{profiled.get('table', '(none)')}\n", flush=True)
     finally:
         for p in probes.values():
             p.close()

@@ -1,0 +1,150 @@
+"""Where a streamed chat request's time to first token goes over HTTP, on the server's side.
+
+    python -m server.bench.http_stages                  # random tiny weights, on this machine
+    python -m server.bench.http_stages --demo 2.9b      # (GPU machine: RWKV_DEVICE as usual)
+
+A server with random weights of ``--demo`` (``create_app``, the prefix cache on) runs in this
+process under uvicorn; ``python -m server.bench.chat`` drives its conversation against it from
+a subprocess, sending each turn twice (``--url-on`` and ``--url-off`` are this server: the
+second request is the same prompt again, a whole-prompt cache hit). Timestamps are taken in the
+server process from the moment the ASGI app receives the request (after uvicorn's parsing): the
+body parsed and validated (``parse_request``), the prompt built and tokenised (``_check_length``
+runs right after the tokens come back from the tokeniser thread), the tasks made and prepared
+(prefix cache, templates), ``add_task``, the first token's callback on the scheduler thread,
+and the first response body carrying text. Printed per request, in ms from arrival; the chat
+bench's own table (client-side TTFT) comes first, so the part outside the app (uvicorn,
+sockets, the client) is the client's TTFT minus "text"."""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from server.bench import common
+
+MARKS = ("parse_request", "_check_length", "prepare_tasks")  # handler steps, in order
+
+
+class _Recorder:
+    """Outermost ASGI wrapper: one record per chat request (arrival, first text sent)."""
+
+    def __init__(self, app, records: list):
+        self.app, self.records = app, records
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http" or scope["path"] != "/v1/chat/completions":
+            return await self.app(scope, receive, send)
+        rec = {"arrival": time.perf_counter()}
+        self.records.append(rec)
+
+        async def sending(msg):
+            body = msg.get("body", b"") if msg["type"] == "http.response.body" else b""
+            if b'"content":"' in body and b'"content":""' not in body:
+                rec.setdefault("text", time.perf_counter())
+            await send(msg)
+
+        await self.app(scope, receive, sending)
+
+
+def _mark_handler_steps(records: list) -> None:
+    """Timestamp the return of each MARKS function the chat handler calls (module globals)."""
+    import server.api.routes.openai as routes
+
+    for name in MARKS:
+        real = getattr(routes, name)
+        if inspect.iscoroutinefunction(real):
+            async def marked(*a, _real=real, _name=name, **k):
+                out = await _real(*a, **k)
+                records[-1][_name] = time.perf_counter()
+                return out
+        else:
+            def marked(*a, _real=real, _name=name, **k):
+                out = _real(*a, **k)
+                records[-1][_name] = time.perf_counter()
+                return out
+        setattr(routes, name, marked)
+
+
+def _mark_scheduler(scheduler, records: list) -> None:
+    """Timestamp ``add_task`` and the task's first token callback (scheduler thread)."""
+    real_add = scheduler.add_task
+
+    def add_task(task):
+        rec = records[-1]
+        rec["add_task"] = time.perf_counter()
+        cb = task.collect_callback
+
+        def first(tokens):
+            rec.setdefault("first_token", time.perf_counter())
+            if cb is not None:
+                return cb(tokens)
+
+        task.collect_callback = first
+        return real_add(task)
+
+    scheduler.add_task = add_task
+
+
+def _wait_until_served(url: str, seconds: float = 600) -> None:
+    import httpx
+
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(url + "/health", timeout=2).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.2)
+    raise SystemExit(f"the server did not answer /health in {seconds:.0f} s")
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(prog="python -m server.bench.http_stages", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--demo", default="tiny", help="random-weights preset")
+    p.add_argument("--turns", type=int, default=10)
+    args = p.parse_args(argv)
+    import uvicorn
+
+    from server.api.app import create_app
+    from server.bench.chat import free_port
+    from server.config import Settings
+
+    tmp = tempfile.TemporaryDirectory(prefix="rwkv-http-stages-")
+    port = free_port()
+    settings = Settings(demo=args.demo, port=port, task_db_path=str(Path(tmp.name) / "tasks.db"))
+    app = create_app(settings)
+    records: list[dict] = []
+    _mark_handler_steps(records)
+    server = uvicorn.Server(uvicorn.Config(_Recorder(app, records), host="127.0.0.1",
+                                           port=port, log_config=None))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    url = f"http://127.0.0.1:{port}"
+    try:
+        _wait_until_served(url)
+        _mark_scheduler(app.state.runtime.scheduler, records)
+        subprocess.run([sys.executable, "-m", "server.bench.chat", "--url-on", url, "--url-off",
+                        url, "--turns", str(args.turns)], check=True)
+    finally:
+        server.should_exit = True
+        thread.join(30)
+        tmp.cleanup()
+    cols = ["parse_request", "_check_length", "prepare_tasks", "add_task", "first_token", "text"]
+    rows = [[i // 2 + 1, "turn" if i % 2 == 0 else "again",
+             *(f"{(r[c] - r['arrival']) * 1e3:.2f}" if c in r else "" for c in cols)]
+            for i, r in enumerate(records)]
+    print("\nms from the request's arrival in the app (\"again\": the same prompt a second time)")
+    print(common.table(["turn", "request", "body parsed", "tokenised", "tasks prepared",
+                        "add_task", "first token", "text sent"], rows), flush=True)
+
+
+if __name__ == "__main__":
+    main()
