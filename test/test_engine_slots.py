@@ -254,3 +254,36 @@ def test_host_copy_of_plan_parameters_follows_every_move(engine):
     check()
     engine.resize(2, [1])
     check()
+
+
+def test_what_load_writes_reaches_every_reader(engine):
+    """A loaded row's sampling parameters, penalties and random-stream position, as loaded
+    (later changes to the task do not count), reach every reader: a copy-back right after the
+    load (no start), a compaction that moves the row before its start, a slot loaded twice
+    (the second task wins), and a pulse."""
+    engine.resize(4, [])
+    pen = torch.rand(engine.vocab_size, generator=torch.Generator().manual_seed(5))
+    home = DummyTask(temperature=0.3, top_k=9, seed=77, rng_counter=41)
+    home.penalties = pen.clone()
+    engine.load([1], [home])
+    home.penalties, home.rng_counter = None, None
+    done = []
+    engine.unload([1], [home], lambda tasks, err: done.append(err))
+    assert engine.copyback.wait_idle(10) and done == [None]
+    assert torch.equal(home.penalties, pen) and home.rng_counter == 41
+    engine.free([1])
+
+    first = DummyTask(temperature=0.9, top_k=2, seed=1, rng_counter=0)
+    moved = DummyTask(temperature=0.25, top_k=5, top_p=0.5, seed=123, rng_counter=6)
+    engine.load([3], [first])
+    engine.load([3], [moved])  # the same slot again before anything read it
+    engine.resize(2, [3])  # row 3 -> 0 before its start
+    engine.start([0], [10], [4])
+    s = engine.samp
+    got = (s.temperature[0].item(), s.top_k[0].item(), s.top_p[0].item(), s.seed[0].item(),
+           s.counter[0].item())
+    assert got == pytest.approx((0.25, 5, 0.5, 123, 6))
+    assert not s.penalties[0].any() and not s.penalties[1].any()
+    res = engine.pulse(3)
+    assert len(res.tokens[0]) == 3 and res.tokens[1] == []
+    assert engine.samp.counter[0].item() == 9  # its random stream went on from 6
