@@ -2,18 +2,31 @@
 # Every CUDA test and benchmark of docs/performance.md in one call on the GPU machine:
 #   bash server/bench/gpu_all.sh            # logs into $OUT (default /tmp/bench-out)
 #   STEPS="decode sample" bash server/bench/gpu_all.sh   # only the steps named
-# Each step has its own time limit (all steps took ~6 minutes on 2026-11-29) and runs whatever
-# happened before it; every log is written as it goes (a cut-off call still returns what was done).
+#   STEPS="$OPTIONAL" ...                                 # the exploration steps (not by default)
+# Each step has its own time limit and runs whatever happened before it; every log is written
+# as it goes (a cut-off call still returns what was done). The default steps took ~6.5 minutes
+# on 2026-11-30 before prefill152 and tunableop were added (~1.5 minutes more, estimated).
 set -u
 OUT=${OUT:-/tmp/bench-out}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
 SUM="$OUT/summary.txt"
 
+OPTIONAL="large large_small sample_clustered http_stages"  # run only when STEPS names them
+
+wanted() {  # STEPS unset: every step but the OPTIONAL ones; else the steps STEPS names
+  if [ -n "${STEPS:-}" ]; then
+    case " $STEPS " in *" $1 "*) return 0 ;; esac
+    return 1
+  fi
+  case " $OPTIONAL " in *" $1 "*) return 1 ;; esac
+  return 0
+}
+
 step() {  # step NAME LIMIT_S COMMAND... (output appended to $OUT/NAME.log)
   local name=$1 limit=$2
   shift 2
-  case " ${STEPS:-$name} " in *" $name "*) ;; *) return 0 ;; esac  # STEPS="a b": only those
+  wanted "$name" || return 0
   echo "=== $name: $* (start $(date -u +%T))" | tee -a "$SUM"
   timeout "$limit" "$@" >>"$OUT/$name.log" 2>&1
   local rc=$?
@@ -38,10 +51,17 @@ step large_small 40 python3 -m server.bench large --batch 16,1 --only time_mix -
 step stress 100 python3 -m server.bench stress --preset 2.9b --tasks 256 --max-tokens 2000 \
   --buffer-size 32 --temperature 1.0 --deadline 80
 step prefill 60 python3 -m server.bench prefill --preset 2.9b --cases 1x4096,64x512
+step prefill152 45 python3 -m server.bench prefill --preset 2.9b --cases 1x152 --scheduler 0 \
+  --profile 152  # a cached chat turn's pass (152 tokens, the 160 bucket), by kernel
+step tunableop 90 env PYTORCH_TUNABLEOP_ENABLED=1 PYTORCH_TUNABLEOP_TUNING=1 \
+  PYTORCH_TUNABLEOP_FILENAME=/tmp/tunableop.csv python3 -m server.bench prefill --preset 2.9b \
+  --cases 1x152 --scheduler 0 --profile 152  # the same with cuBLAS(Lt) algorithms tuned per shape
 step profile 60 python3 -m server.bench decode --preset 2.9b --batch 1,1024 --state-dtype fp16 \
   --profile 1,1024 --pulses 2
 step decode72 45 python3 -m server.bench decode --preset 7.2b --batch 256 --state-dtype fp16 --pulses 3
 step ttft 130 python3 -m server.bench ttft --preset 2.9b --repeat 2 --stages
+step http_stages 240 python3 -m server.bench.http_stages --demo 2.9b  # where HTTP time goes,
+# a fresh server's first request (turn 1) included; writes a 5.9 GB random checkpoint (~95 s)
 step ttft_server 100 python3 -m server.bench ttft --preset 2.9b --repeat 4 --sync-prefill 0
 # separately (each call is limited to 10 minutes): the skinny-product sweep, the profile, the
 # ablations and the HTTP chat (writes a 5.9 GB random checkpoint first, ~90 s):
