@@ -39,6 +39,7 @@ import torch
 from loguru import logger
 
 import server.scheduler.copyback as copyback
+from server.model.sampler import uniform
 from server.scheduler import DynamicScheduler
 from server.scheduler.engine import EOS_TOKEN, USER_TOKEN, BatchEngine
 from server.scheduler.prefix_cache import PrefixCache
@@ -71,7 +72,9 @@ def near_tie(loader, task: Task, ref: list[int], out: list[int], eps: float = 1e
     either within ``eps`` of ``ref``'s in the logits the sampler sees (penalties subtracted,
     tempered: two candidates swapped), or the first other token drawn as the temperature or
     top_p moves away by a factor up to ``1 +- eps`` (the random number was on the boundary
-    between two candidates' cumulative mass). A missing token is an end of text."""
+    between two candidates' cumulative mass), or drawn with the random number moved by up to
+    ``eps`` (a flat distribution sampled in vocabulary order: rounding moves the draw over a few
+    neighbouring tokens of ~1/65,536 mass each). A missing token is an end of text."""
     i = next(j for j in range(len(ref) + 1) if j == len(ref) or j == len(out) or ref[j] != out[j])
     eng = BatchEngine(loader.model)  # the alone run's engine at capacity 1, replayed by hand
     eng.load([0], [task])
@@ -94,6 +97,13 @@ def near_tie(loader, task: Task, ref: list[int], out: list[int], eps: float = 1e
         batch = eng.samp.select([0])  # a copy: drawing moves its stream and penalties
         getattr(batch, field).mul_(1 + d)
         return eng.sampler.sample(logits, batch).item()
+
+    if task.temperature > 0:  # the draw's random number moved within eps (seed 300)
+        u = uniform(eng.samp.seed, eng.samp.counter)  # [1] float64, this step's
+        for d in torch.linspace(-eps, eps, 201, dtype=torch.float64):
+            moved = (u + d).clamp(0.0, 1.0 - 1e-12)
+            if eng.sampler.sample(logits, eng.samp.select([0]), u=moved).item() in pick(out):
+                return True
 
     for field in ("temperature", "top_p") if task.top_p < 1 else ("temperature",):
         for sign in (1, -1):
@@ -481,3 +491,16 @@ def test_scheduler_chaos(tiny_loader, errors, monkeypatch, seed, mode, cache, fa
         assert errors == []
     if mode == "step":  # deterministic: every phase of a task was stopped at least once
         assert all(chaos.stops[p] > 0 for p in PHASES), chaos.stops
+
+
+@pytest.mark.parametrize("top_p", [1.0, 0.9])
+def test_near_tie_rejects_a_far_token(tiny_loader, top_p):
+    """The tolerance is for rounding only: where the reference drew token t, an output that
+    drew a token far from t (in vocabulary order and in the distribution) is no near-tie."""
+    task = Task([320, 321, 322, 20001, 330, 331], max_tokens=6, temperature=0.7, top_p=top_p,
+                seed=12345)
+    snap = task.fork(task.task_id)
+    ref = run_alone(tiny_loader, task, 64).output
+    assert len(ref) == 6
+    far = ref[:3] + [(ref[3] + 30_000) % 65_536] + ref[4:]
+    assert not near_tie(tiny_loader, snap, ref, far)
