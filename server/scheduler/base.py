@@ -108,12 +108,12 @@ class BaseScheduler(SlotCycle):
         if task.tokenizer is None:
             task.tokenizer = self.loader
         with self._cv:
-            # held by a scheduler until it finishes (``Task.held``): queued, in a slot, being
-            # admitted, or its state on its way home (copy-back) with its status not yet
-            # FINISHED (a max_tokens=0 task is READY then): run again, it would load a stale
-            # state and be marked FINISHED by the first round's finish while it runs
-            if (task.held or any(t is task for t in self.waiting)
-                    or any(t is task for t in self.slots)):
+            # held by a scheduler until it finishes (``Task.held``: this method sets the hook
+            # that marks it, and tasks reach the queue and the slots only through here):
+            # queued, in a slot, being admitted, or its state on its way home (copy-back) with
+            # its status not yet FINISHED (a max_tokens=0 task is READY then): run again, it
+            # would load a stale state and be marked FINISHED by the first round's finish
+            if task.held:
                 raise ValueError(f"task {task.task_id} is already queued or in a slot "
                                  "(or finishing)")
             if len(self.waiting) >= self.max_queue:
