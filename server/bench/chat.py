@@ -44,18 +44,28 @@ def start_server(model: str, env: dict, log: Path) -> tuple[subprocess.Popen, st
     proc = subprocess.Popen(cmd, cwd=ROOT, env={**os.environ, **env}, stdout=log.open("wb"),
                             stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 300
+    wait_until_served(url, proc, log)
+    return proc, url
+
+
+def wait_until_served(url: str, proc: subprocess.Popen | None = None, log: Path | None = None,
+                      seconds: float = 300) -> None:
+    """Return once ``url`` answers ``/health``; SystemExit if ``proc`` (when given) exits first
+    or ``seconds`` pass (``log``: where its output went, for the message)."""
+    see = f"; see {log}" if log else ""
+    deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise SystemExit(f"server exited ({proc.returncode}); see {log}")
+        if proc is not None and proc.poll() is not None:
+            raise SystemExit(f"server exited ({proc.returncode}){see}")
         try:
             if httpx.get(url + "/health", timeout=2).status_code == 200:
-                return proc, url
+                return
         except httpx.TransportError:
             pass
         time.sleep(0.2)
-    proc.kill()
-    raise SystemExit(f"server did not start in 300 s; see {log}")
+    if proc is not None:
+        proc.kill()
+    raise SystemExit(f"server did not start in {seconds:.0f} s{see}")
 
 
 def ask(client: httpx.Client, messages: list, max_tokens: int) -> tuple[float, str]:

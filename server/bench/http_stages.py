@@ -91,20 +91,6 @@ def _mark_scheduler(scheduler, records: list) -> None:
     scheduler.add_task = add_task
 
 
-def _wait_until_served(url: str, seconds: float = 600) -> None:
-    import httpx
-
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(url + "/health", timeout=2).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        time.sleep(0.2)
-    raise SystemExit(f"the server did not answer /health in {seconds:.0f} s")
-
-
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(prog="python -m server.bench.http_stages", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -114,7 +100,7 @@ def main(argv=None) -> None:
     import uvicorn
 
     from server.api.app import create_app
-    from server.bench.chat import free_port
+    from server.bench.chat import free_port, wait_until_served
     from server.config import Settings
 
     tmp = tempfile.TemporaryDirectory(prefix="rwkv-http-stages-")
@@ -129,7 +115,7 @@ def main(argv=None) -> None:
     thread.start()
     url = f"http://127.0.0.1:{port}"
     try:
-        _wait_until_served(url)
+        wait_until_served(url, seconds=600)
         _mark_scheduler(app.state.runtime.scheduler, records)
         subprocess.run([sys.executable, "-m", "server.bench.chat", "--url-on", url, "--url-off",
                         url, "--turns", str(args.turns)], check=True)

@@ -149,12 +149,13 @@ def conversation(probes: dict, loader, args, system: str, trace: bool = False,
         if flip != (turn % 2 == 1):
             order.reverse()
         for name, probe in order:
-            if trace and name == "cache" and turn == args.turns - 1:
+            looked_at = name == "cache" and turn == args.turns - 1  # the last cached request
+            if looked_at and trace:
                 row["trace"], row[name] = traced(lambda: probe.ask(tokens, args.max_tokens))
-            elif stages is not None and name == "cache" and turn == args.turns - 1:
+            elif looked_at and stages is not None:
                 with timed_stages(probe.sched, stages):
                     row[name] = probe.ask(tokens, args.max_tokens)
-            elif profiled is not None and name == "cache" and turn == args.turns - 1:
+            elif looked_at and profiled is not None:
                 with profiled_first_step(probe.sched, profiled):
                     row[name] = probe.ask(tokens, args.max_tokens)
             else:
@@ -291,8 +292,9 @@ def parse_args(argv=None):
     p.add_argument("--trace", action="store_true",
                    help="then one more conversation, its last cached turn under torch.profiler")
     p.add_argument("--stages", action="store_true",
-                   help="then one more conversation, the host time of the cached scheduler's "
-                        "methods in its last turn (server/bench/stages.py)")
+                   help="then two more conversations: the host time of the cached "
+                        "scheduler's methods in its last turn (server/bench/stages.py), and "
+                        "that turn's first scheduler step under torch.profiler")
     return p.parse_args(argv)
 
 
