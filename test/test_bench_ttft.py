@@ -117,6 +117,45 @@ def test_profiled_first_step_profiles_one_step_on_the_scheduler_thread():
         sched.shutdown()
 
 
+def test_timeline_places_one_request_s_calls_in_order_and_puts_them_back():
+    """timeline on a real scheduler (CPU: no device times): the request's calls in the order
+    they ran, nested ones inside their caller's span, the report cut at the first token; the
+    methods are the scheduler's own again afterwards."""
+    from server.bench import common, stages
+    from server.scheduler import DynamicScheduler
+    from server.scheduler.prefix_cache import PrefixCache
+    from server.task.task import Task
+
+    model = common.build_model("tiny", "cpu", "fp32", "fp32")
+    sched = DynamicScheduler(common.BenchLoader(model, "random-tiny"), max_batch_size=4,
+                             buffer_size=4, prefix_cache=PrefixCache(64 << 20, "cpu"))
+    task = Task(list(range(5, 60)), max_tokens=3, temperature=0.0)
+    task.cache_origin = ""
+    records: list = []
+    with stages.timeline(sched, records):
+        sched.add_task(task)
+        sched.run()
+    assert task.status.name == "FINISHED" and len(task.get_all_tokens()) == 3
+    labels = [r["label"] for r in records]
+    order = ["scheduler.add_task", "engine.load", "prefiller._seq", "engine.prefill",
+             "model.prefill", "engine.start", "engine.pulse"]
+    assert [labels.index(x) for x in order] == sorted(labels.index(x) for x in order)
+    assert all(r["device_in"] is None and r["host_in"] <= r["host_out"] for r in records)
+    prefill = records[labels.index("engine.prefill")]
+    inner = records[labels.index("model.prefill")]
+    assert inner["depth"] == prefill["depth"] + 1
+    assert prefill["host_in"] <= inner["host_in"] <= inner["host_out"] <= prefill["host_out"]
+    assert "add_task" not in vars(sched) and "prefill" not in vars(sched.engine.model)
+    pulse = records[labels.index("engine.pulse")]
+    t0 = records[0]["host_in"]
+    report = stages.timeline_report(records, pulse["host_out"] - t0)
+    lines = report.splitlines()
+    assert lines[0] == "| call | host in | host out | device in | device out |"
+    assert lines[2].startswith("| scheduler.add_task | 0.00 |")
+    assert "| · · · model.prefill |" in report and lines[-2].startswith("| first token")
+    assert lines[-1].endswith("later calls not shown)")  # the second and third pulses
+
+
 @pytest.mark.parametrize("flag,synced", [("1", True), ("0", False)])
 def test_sync_prefill_flag(monkeypatch, flag, synced):
     """--sync-prefill 0 runs the prefill calls as a server does (no synchronisation around

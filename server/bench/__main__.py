@@ -12,6 +12,10 @@ def main(argv=None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     if not argv or argv[0] not in BENCHES:
         sys.exit(f"usage: python -m server.bench {{{'|'.join(BENCHES)}}} [options]\n{__doc__}")
+    from server.logger import setup_logging
+
+    setup_logging(verbose=True)  # as the server logs: INFO (loguru's default sink writes a
+    # DEBUG line a pulse, host time on a request's way to its first token a server spares)
     module = importlib.import_module(f"server.bench.{argv[0]}")
     sys.argv = [f"server.bench {argv[0]}", *argv[1:]]
     if argv[0] == "wkv":  # reads sys.argv itself

@@ -91,24 +91,51 @@ def prefilled(client: httpx.Client) -> int:
     return client.get("/health").json()["prefix_cache"].get("prefilled_tokens", 0)
 
 
-def run_chat(on: httpx.Client, off: httpx.Client, tokenizer, args) -> list[dict]:
+def run_chat(on: httpx.Client, off: httpx.Client, tokenizer, args,
+             system: str = "You are a helpful assistant. ", flip: bool = False) -> list[dict]:
+    """One conversation, each turn sent to both servers; ``flip``: the cache-off server first
+    at odd turns (else at even ones), so that neither is always the one whose request comes
+    after the other's reply was read."""
     from server.api.chat import build_chat_prompt
 
-    chat = Conversation(tokenizer, args.turns, args.target, args.max_tokens)
+    chat = Conversation(tokenizer, args.turns, args.target, args.max_tokens, system)
     rows = []
     for turn in range(args.turns):
         messages = chat.ask(turn)
         n_prompt = len(tokenizer.encode(build_chat_prompt(messages, think=False)))
         before = prefilled(on)
+        if flip != (turn % 2 == 1):
+            ttft_off, reply_off = ask(off, messages, args.max_tokens)
         ttft_on, reply = ask(on, messages, args.max_tokens)
         fed = prefilled(on) - before
-        ttft_off, reply_off = ask(off, messages, args.max_tokens)
+        if flip == (turn % 2 == 1):
+            ttft_off, reply_off = ask(off, messages, args.max_tokens)
         rows.append({"turn": turn + 1, "prompt_tokens": n_prompt, "prefilled_on": fed,
                      "ttft_on_s": ttft_on, "ttft_off_s": ttft_off, "equal": reply == reply_off})
-        print(f"{turn + 1:>4} {n_prompt:>7} {fed:>9} {ttft_on * 1000:>10.1f} "
-              f"{ttft_off * 1000:>11.1f} {ttft_off / ttft_on:>7.1f}x {str(reply == reply_off):>6}",
-              flush=True)
+        print(row_line(rows[-1]), flush=True)
         chat.reply(reply)
+    return rows
+
+
+HEADER = "turn  prompt  prefilled  TTFT on ms  TTFT off ms   ratio  equal"
+
+
+def row_line(r: dict) -> str:
+    return (f"{r['turn']:>4} {r['prompt_tokens']:>7} {r['prefilled_on']:>9} "
+            f"{r['ttft_on_s'] * 1000:>10.1f} {r['ttft_off_s'] * 1000:>11.1f} "
+            f"{r['ttft_off_s'] / r['ttft_on_s']:>7.1f}x {str(r['equal']):>6}")
+
+
+def median_rows(runs: list[list[dict]]) -> list[dict]:
+    """Per turn: the median TTFT of each server over the runs (prompt sizes of the first run;
+    replies equal in every run)."""
+    rows = []
+    for turn in zip(*runs):
+        row = dict(turn[0])
+        for key in ("ttft_on_s", "ttft_off_s"):
+            row[key] = sorted(r[key] for r in turn)[len(turn) // 2]
+        row["equal"] = all(r["equal"] for r in turn)
+        rows.append(row)
     return rows
 
 
@@ -125,6 +152,9 @@ def main(argv=None) -> None:
                     "steps per pulse: the first text arrives after one pulse)")
     ap.add_argument("--url-on", help="a running server with the cache (skips starting one)")
     ap.add_argument("--url-off", help="a running server without the cache")
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="conversations (each with its own system prompt); with more than one, "
+                         "a last table of each turn's median TTFT")
     ap.add_argument("--json", help="write the rows here")
     args = ap.parse_args(argv)
     from server.model.tokenizer import Tokenizer
@@ -149,15 +179,25 @@ def main(argv=None) -> None:
         with httpx.Client(base_url=urls[0], timeout=600) as on, \
                 httpx.Client(base_url=urls[1], timeout=600) as off:
             print(f"model: {on.get('/health').json()['model']}  max_tokens/turn: "
-                  f"{args.max_tokens}  buffer size: {args.buffer_size or 'server default'}\nturn  prompt  prefilled  TTFT on ms  TTFT off ms   ratio  equal")
-            rows = run_chat(on, off, Tokenizer(), args)
+                  f"{args.max_tokens}  buffer size: {args.buffer_size or 'server default'}\n{HEADER}")
+            runs = []
+            for i in range(args.repeat):
+                system = "You are a helpful assistant. " if i == 0 else \
+                    f"You are helpful assistant number {i}. "
+                runs.append(run_chat(on, off, Tokenizer(), args, system, flip=i % 2 == 1))
     finally:
         for proc in procs:
             proc.terminate()
             proc.wait(30)
+    rows = runs[0] if len(runs) == 1 else median_rows(runs)
+    if len(runs) > 1:
+        print(f"median of {len(runs)} conversations\n{HEADER}")
+        for r in rows:
+            print(row_line(r))
     last = rows[-1]
-    print(f"last turn: {last['prompt_tokens']} prompt tokens, {last['prefilled_on']} prefilled with "
-          f"the cache; TTFT {last['ttft_on_s'] * 1000:.0f} ms vs {last['ttft_off_s'] * 1000:.0f} ms "
+    print(f"last turn: {last['prompt_tokens']} prompt tokens, {last['prefilled_on']} prefilled "
+          f"with the cache; TTFT {last['ttft_on_s'] * 1000:.1f} ms vs "
+          f"{last['ttft_off_s'] * 1000:.1f} ms "
           f"({last['ttft_off_s'] / last['ttft_on_s']:.1f}x); all replies equal: "
           f"{all(r['equal'] for r in rows)}")
     if args.json:

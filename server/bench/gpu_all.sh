@@ -5,14 +5,14 @@
 #   STEPS="$OPTIONAL" ...                                 # the exploration steps (not by default)
 # Each step has its own time limit and runs whatever happened before it; every log is written
 # as it goes (a cut-off call still returns what was done). The default steps took ~6.5 minutes
-# on 2026-11-30 before prefill152 and tunableop were added (~1.5 minutes more, estimated).
+# on 2026-11-30 before prefill152 was added (~0.7 minutes more, measured: 39 s).
 set -u
 OUT=${OUT:-/tmp/bench-out}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
 SUM="$OUT/summary.txt"
 
-OPTIONAL="large large_small sample_clustered http_stages"  # run only when STEPS names them
+OPTIONAL="large large_small sample_clustered http_stages chat"  # run only when STEPS names them
 
 wanted() {  # STEPS unset: every step but the OPTIONAL ones; else the steps STEPS names
   if [ -n "${STEPS:-}" ]; then
@@ -53,21 +53,20 @@ step stress 100 python3 -m server.bench stress --preset 2.9b --tasks 256 --max-t
 step prefill 60 python3 -m server.bench prefill --preset 2.9b --cases 1x4096,64x512
 step prefill152 45 python3 -m server.bench prefill --preset 2.9b --cases 1x152 --scheduler 0 \
   --profile 152  # a cached chat turn's pass (152 tokens, the 160 bucket), by kernel
-step tunableop 90 env PYTORCH_TUNABLEOP_ENABLED=1 PYTORCH_TUNABLEOP_TUNING=1 \
-  PYTORCH_TUNABLEOP_FILENAME=/tmp/tunableop.csv python3 -m server.bench prefill --preset 2.9b \
-  --cases 1x152 --scheduler 0 --profile 152  # the same with cuBLAS(Lt) algorithms tuned per shape
 step profile 60 python3 -m server.bench decode --preset 2.9b --batch 1,1024 --state-dtype fp16 \
   --profile 1,1024 --pulses 2
 step decode72 45 python3 -m server.bench decode --preset 7.2b --batch 256 --state-dtype fp16 --pulses 3
-step ttft 130 python3 -m server.bench ttft --preset 2.9b --repeat 2 --stages
+step ttft 130 python3 -m server.bench ttft --preset 2.9b --repeat 2 --sync-prefill 0 --timeline
 step http_stages 240 python3 -m server.bench.http_stages --demo 2.9b  # where HTTP time goes,
 # a fresh server's first request (turn 1) included; writes a 5.9 GB random checkpoint (~95 s)
 step ttft_server 100 python3 -m server.bench ttft --preset 2.9b --repeat 4 --sync-prefill 0
-# separately (each call is limited to 10 minutes): the skinny-product sweep, the profile, the
-# ablations and the HTTP chat (writes a 5.9 GB random checkpoint first, ~90 s):
+step host 30 python3 -m server.bench host  # the scheduler's host work (prefix hashes, ...)
+step chat 300 python3 -m server.bench.chat --demo 2.9b --repeat 3  # issue 7 over HTTP: two
+# servers, three conversations (writes a 5.9 GB random checkpoint first, ~90 s)
+# separately (each call is limited to 10 minutes): the skinny-product sweep, the profile and the
+# ablations:
 #   python3 -m server.bench gemv --preset 2.9b --rows 1,2,4,8,16 --sweep 1,4,16 --large
 #   python3 -m server.bench decode --preset 2.9b --batch 1,256 --fused 0 --pulses 3
-#   python3 -m server.bench.chat --demo 2.9b
 #   python3 -m server.bench pulse --preset 2.9b --profile     # the first-token pulse alone
 #   python3 -m pytest -m gpu test/test_model_gpu.py::test_every_preset_is_finite_in_fp16
 echo "=== all done $(date -u +%T)" | tee -a "$SUM"

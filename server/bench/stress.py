@@ -176,10 +176,7 @@ def parse_args(argv=None):
 
 
 def main(argv=None) -> None:
-    from server.logger import setup_logging
-
     args = parse_args(argv)
-    setup_logging(verbose=True)
     print(report(run(args), args))
 
 

@@ -34,6 +34,7 @@ import argparse
 import json
 import threading
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 from server.bench import common
@@ -128,16 +129,14 @@ def reply_text(loader, tokens: list[int]) -> str:
     return collect(pieces)["content"]
 
 
-def conversation(probes: dict, loader, args, system: str, trace: bool = False,
-                 stages: dict | None = None, flip: bool = False,
-                 profiled: dict | None = None) -> list[dict]:
+def conversation(probes: dict, loader, args, system: str, flip: bool = False,
+                 look=None) -> list[dict]:
     """One conversation sent turn by turn to every probe; a row per turn. The probes take turns
     going first (``flip`` swaps who starts): the first request after the device idled may pay
-    for it (clocks, caches), and neither probe should always be the one that pays. ``trace``:
-    the last turn's cached request runs under torch.profiler (its report in that row,
-    "trace"); ``stages``: its scheduler methods' host times are added there (stages.py);
-    ``profiled``: its first scheduler step's torch ops are profiled (``profiled["table"]``)."""
-    from server.bench.stages import profiled_first_step, timed_stages
+    for it (clocks, caches), and neither probe should always be the one that pays. ``look``:
+    ``look(scheduler)`` gives a context manager the last turn's cached request runs inside
+    (the bench's observers: ``traced``, stages.py's ``timed_stages``, ``profiled_first_step``,
+    ``timeline``)."""
     from server.api.chat import build_chat_prompt, history_text
 
     chat = Conversation(loader.tokenizer, args.turns, args.target, args.max_tokens, system)
@@ -149,14 +148,8 @@ def conversation(probes: dict, loader, args, system: str, trace: bool = False,
         if flip != (turn % 2 == 1):
             order.reverse()
         for name, probe in order:
-            looked_at = name == "cache" and turn == args.turns - 1  # the last cached request
-            if looked_at and trace:
-                row["trace"], row[name] = traced(lambda: probe.ask(tokens, args.max_tokens))
-            elif looked_at and stages is not None:
-                with timed_stages(probe.sched, stages):
-                    row[name] = probe.ask(tokens, args.max_tokens)
-            elif looked_at and profiled is not None:
-                with profiled_first_step(probe.sched, profiled):
+            if look is not None and name == "cache" and turn == args.turns - 1:
+                with look(probe.sched):  # the last cached request
                     row[name] = probe.ask(tokens, args.max_tokens)
             else:
                 row[name] = probe.ask(tokens, args.max_tokens)
@@ -171,19 +164,52 @@ def conversation(probes: dict, loader, args, system: str, trace: bool = False,
     return rows
 
 
-def traced(fn):
-    """(report, fn()): device time by kernel and copy (CUDA only: the scheduler's thread is not
-    the one profiled, and CUDA activity is recorded for the whole process)."""
+@contextmanager
+def traced(out: dict):
+    """While inside, device time by kernel and copy into ``out["table"]`` (CUDA only: the
+    scheduler's thread is not the one profiled, and CUDA activity is recorded for the whole
+    process)."""
     import torch
     from torch.profiler import ProfilerActivity, profile
 
     if not torch.cuda.is_available():
-        return "(no CUDA device: nothing traced)", fn()
+        out["table"] = "(no CUDA device: nothing traced)"
+        yield out
+        return
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        out = fn()
-    table = prof.key_averages().table(sort_by="self_device_time_total", row_limit=25,
-                                      max_name_column_width=70)
-    return table, out
+        yield out
+    out["table"] = prof.key_averages().table(sort_by="self_device_time_total", row_limit=25,
+                                             max_name_column_width=70)
+
+
+def observe(probes, loader, args) -> None:
+    """The observers asked for, each over one more conversation (its last cached request)."""
+    from server.bench import stages
+
+    if args.trace:
+        out: dict = {}
+        conversation(probes, loader, args, "You are the traced assistant. ",
+                     look=lambda _: traced(out))
+        print(f"\n### trace of the last turn, cache on\n{out['table']}\n", flush=True)
+    if args.stages:
+        times: dict = {}
+        rows = conversation(probes, loader, args, "You are the timed assistant. ",
+                            look=lambda s: stages.timed_stages(s, times))
+        breakdown = common.table(STAGE_HEADER, [stage_row(rows[-1], "cache")])
+        print(f"\n### host time by method, last turn, cache on\n{stages.report(times)}\n\n"
+              f"{breakdown}\n", flush=True)
+        profiled: dict = {}
+        conversation(probes, loader, args, "You are the profiled assistant. ",
+                     look=lambda s: stages.profiled_first_step(s, profiled))
+        print("\n### the last turn's first scheduler step (cache on) under torch.profiler\n"
+              f"{profiled.get('table', '(none)')}\n", flush=True)
+    if args.timeline:
+        records: list = []
+        rows = conversation(probes, loader, args, "You are the assistant on a timeline. ",
+                            look=lambda s: stages.timeline(s, records))
+        print("\n### the last turn (cache on) on a time line: ms from add_task; device: when "
+              "the device reached the call's entry and exit\n"
+              f"{stages.timeline_report(records, rows[-1]['cache']['ttft'])}\n", flush=True)
 
 
 def median_rows(runs: list[list[dict]], names) -> list[dict]:
@@ -213,23 +239,7 @@ def run(args) -> list[dict]:
                                 flip=i % 2 == 1)
             if i >= args.warmup:
                 runs.append(rows)
-        if args.trace:
-            rows = conversation(probes, loader, args, "You are the traced assistant. ", True)
-            print(f"\n### trace of the last turn, cache on\n{rows[-1]['trace']}\n", flush=True)
-        if args.stages:
-            from server.bench.stages import report
-
-            times: dict = {}
-            rows = conversation(probes, loader, args, "You are the timed assistant. ",
-                                stages=times)
-            breakdown = common.table(STAGE_HEADER, [stage_row(rows[-1], "cache")])
-            print(f"\n### host time by method, last turn, cache on\n{report(times)}\n\n"
-                  f"{breakdown}\n", flush=True)
-            profiled: dict = {}
-            conversation(probes, loader, args, "You are the profiled assistant. ",
-                         profiled=profiled)
-            print("\n### the last turn's first scheduler step (cache on) under torch.profiler\n"
-                  f"{profiled.get('table', '(none)')}\n", flush=True)
+        observe(probes, loader, args)
     finally:
         for p in probes.values():
             p.close()
@@ -295,6 +305,9 @@ def parse_args(argv=None):
                    help="then two more conversations: the host time of the cached "
                         "scheduler's methods in its last turn (server/bench/stages.py), and "
                         "that turn's first scheduler step under torch.profiler")
+    p.add_argument("--timeline", action="store_true",
+                   help="then one more conversation, its last cached turn's scheduler calls on "
+                        "a time line (host and device; server/bench/stages.py)")
     return p.parse_args(argv)
 
 
