@@ -67,3 +67,32 @@ def test_clone_to_and_zero():
     assert s.wkv[:, 0].any() and s.wkv[:, 2].any()
     s.zero_()
     assert not s.wkv.any() and not s.shift.any()
+
+
+def test_consecutive_rows_take_slices_with_the_same_results():
+    """Rows listed in order without a gap (one slot, the usual case) are taken as a slice (no
+    index tensor); select, assign (with a cast) and zero_ give what the indexed path gives,
+    and select still copies."""
+    from server.model.state import rows_of
+
+    assert rows_of([3]) == slice(3, 4) and rows_of([2, 3, 4]) == slice(2, 5)
+    assert rows_of([3, 1]) == [3, 1] and rows_of([1, 3]) == [1, 3] and rows_of([]) == []
+    idx = torch.tensor([1, 2])
+    assert rows_of(idx) is idx
+    s = filled(4)
+    for rows in ([1], [1, 2], [0, 1, 2, 3]):
+        by_slice, by_index = s.select(rows), s.select(torch.tensor(rows))
+        assert torch.equal(by_slice.shift, by_index.shift)
+        assert torch.equal(by_slice.wkv, by_index.wkv)
+        by_slice.wkv.zero_()
+        assert s.wkv[:, rows[0]].abs().sum() > 0  # a copy
+    src = filled(3)
+    a, b = State.zeros(CFG, 5, "cpu", torch.float32, torch.float64), \
+        State.zeros(CFG, 5, "cpu", torch.float32, torch.float64)
+    a.assign([2, 3], src)  # rows 0..1 of src, cast
+    b.assign(torch.tensor([2, 3]), src)
+    assert torch.equal(a.shift, b.shift) and torch.equal(a.wkv, b.wkv)
+    assert a.wkv.dtype == torch.float64 and torch.equal(a.wkv[:, 3], src.wkv[:, 1].double())
+    a.zero_([3])
+    b.zero_(torch.tensor([3]))
+    assert torch.equal(a.wkv, b.wkv) and not a.wkv[:, 3].any() and a.wkv[:, 2].any()

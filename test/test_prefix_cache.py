@@ -73,10 +73,41 @@ def test_lru_in_bytes_and_two_tiers():
     assert get(cache, seqs[1]) is None and get(cache, seqs[0]) == (20, 0.0)
     st = cache.stats()
     assert st["entries"] == 3 and st["bytes"] <= 3 * size and st["evictions"] == 1
-    assert st["device_bytes"] <= size
+    assert st["device_bytes"] == 2 * size  # the hit brought seqs[0] back; the move waits
+    cache.settle()
+    assert cache.stats()["device_bytes"] == size
     assert not PrefixCache(0).enabled and not put(PrefixCache(0), seqs[0], 1.0)
     assert not put(cache, [7] * 10_000, 1.0)  # bigger than the whole cache
     assert not put(cache, [7], 1.0)  # shorter than min_tokens
+
+
+def test_deferred_moves_exceed_the_device_tier_by_one_entry_until_settled():
+    """An insert with ``defer`` (and a hit that brings an entry back) leaves the move to the
+    host for ``settle``: the device tier holds at most one entry over its budget meanwhile,
+    the total bound holds throughout, and settling moves the least recently used."""
+    size = state_nbytes(toy_state(0.0)) + 4 * 20 + ENTRY_OVERHEAD
+    cache = PrefixCache(4 * size, device="cpu", device_bytes=size, min_tokens=2)
+    seqs = [[i] * 20 for i in range(1, 7)]
+
+    def insert(seq, value):
+        arr = array("I", seq)
+        return cache.insert(cache.key("", prefix_hashes(arr), len(seq)), arr,
+                            toy_state(value), defer=True)
+
+    def hot():
+        return sorted(e.tokens[0] for e in cache._hot.values())
+
+    assert insert(seqs[0], 0.0) and insert(seqs[1], 1.0) and hot() == [1, 2]
+    assert insert(seqs[2], 2.0) and hot() == [2, 3]  # one over, not two: seqs[0] moved
+    cache.settle()
+    assert hot() == [3] and cache.stats()["device_bytes"] == size
+    for i in range(3, 6):  # past the total: the least recent are dropped at once
+        assert insert(seqs[i], float(i))
+        assert cache.stats()["bytes"] <= 4 * size and len(hot()) <= 2
+    assert get(cache, seqs[2]) == (20, 2.0) and get(cache, seqs[0]) is None
+    cache.settle()
+    assert hot() == [3] and all(get(cache, s) == (20, float(i))
+                                for i, s in enumerate(seqs) if i >= 2)
 
 
 def test_host_tier_in_arena_rows_reused_and_exact():
@@ -98,6 +129,7 @@ def test_host_tier_in_arena_rows_reused_and_exact():
     assert arena.slots == 2 and len(host) == 3 and arena.free == []
     assert sorted(e.row for e in host if e.row is not None) == [0, 1]  # the third: own memory
     assert get(cache, seqs[0]) == (20, 0.0)  # promoted: its row went to the entry it displaced
+    cache.settle()  # (which moves once the cache is settled)
     e0 = next(e for e in cache._lru.values() if e.tokens[0] == 1)
     assert e0.hot and e0.row is None and arena.free == []
     assert get(cache, seqs[0]) == (20, 0.0)  # its own copy: not overwritten through the row
@@ -206,6 +238,33 @@ def test_memory_bound_under_a_flood(tiny_loader):
         st = cache.stats()
         assert 0 < st["bytes"] <= limit and st["device_bytes"] <= limit
     assert st["evictions"] > 0 and st["entries"] <= 12
+
+
+def test_scheduler_settles_the_device_tier_after_each_step(tiny_loader):
+    """Inserts on a request's way to its first token leave moves to the host tier for later
+    (one entry over at most); the scheduler settles the cache after every step, so between
+    steps the device tier is within its budget; the same prompts again give the same tokens."""
+    one = state_nbytes(tiny_loader.gen_state(1))
+    cache = PrefixCache(40 * one, device="cpu", device_bytes=3 * one + 4096)
+    over = []
+    real = cache.settle
+
+    def settle():
+        over.append(cache.stats()["device_bytes"] - cache.device_bytes)
+        real()
+        assert cache.stats()["device_bytes"] <= cache.device_bytes
+
+    cache.settle = settle
+    prompts = [f"User: tier {i} " + "word " * (20 + i) + "\n\nAssistant:" for i in range(10)]
+    outs, _ = run(tiny_loader, prompts, cache, max_tokens=2, temperature=0.0)
+    st = cache.stats()
+    assert st["device_entries"] < st["entries"] and st["device_bytes"] <= cache.device_bytes
+    assert max(over) > 0  # some moves did wait for a settle
+    longest = max(len(tiny_loader.encode(p)) for p in prompts)
+    entry = one + 4 * longest + ENTRY_OVERHEAD + 4 * 65536  # a whole prompt's, with logits
+    assert max(over) <= entry  # by one entry at most
+    again, _ = run(tiny_loader, prompts, cache, max_tokens=2, temperature=0.0)
+    assert again == outs
 
 
 def _chat_turns(loader, n: int) -> list[list[int]]:

@@ -24,6 +24,17 @@ def to_device(values, device, dtype=torch.long) -> Tensor:
     return t.pin_memory().to(device, non_blocking=True)
 
 
+def rows_of(idx):
+    """``idx`` as a slice when it lists consecutive rows in order (one slot: the common case),
+    else as given: rows taken by a slice are views and copies, with no index tensor to upload
+    first (on CUDA each upload costs tens of µs of host time, on a request's way to its first
+    token)."""
+    if isinstance(idx, (list, tuple)) and idx and all(isinstance(a, int) for a in idx) \
+            and all(b == a + 1 for a, b in zip(idx, idx[1:])):
+        return slice(idx[0], idx[-1] + 1)
+    return idx
+
+
 def index_on(idx, device) -> Tensor:
     """Row indices as a LongTensor on ``device``."""
     if isinstance(idx, Tensor):
@@ -55,11 +66,20 @@ class State:
 
     def select(self, idx) -> "State":
         """A new State holding rows ``idx`` (a copy), in that order."""
+        rows = rows_of(idx)
+        if isinstance(rows, slice):
+            return State(self.shift[:, :, rows].clone(), self.wkv[:, rows].clone())
         i = index_on(idx, self.device)
         return State(self.shift.index_select(2, i), self.wkv.index_select(1, i))
 
     def assign(self, idx, other: "State") -> None:
         """Rows ``idx`` of self <- rows 0..len(idx)-1 of ``other`` (cast and moved as needed)."""
+        rows = rows_of(idx)
+        if isinstance(rows, slice):
+            n = rows.stop - rows.start
+            self.shift[:, :, rows].copy_(other.shift[:, :, :n].to(self.shift.device))
+            self.wkv[:, rows].copy_(other.wkv[:, :n].to(self.wkv.device))
+            return
         i = index_on(idx, self.device)
         n = i.numel()
         self.shift.index_copy_(2, i, other.shift[:, :, :n].to(self.shift.device, self.shift.dtype))
@@ -82,6 +102,11 @@ class State:
         if idx is None:
             self.shift.zero_()
             self.wkv.zero_()
+            return
+        rows = rows_of(idx)
+        if isinstance(rows, slice):
+            self.shift[:, :, rows].zero_()
+            self.wkv[:, rows].zero_()
             return
         i = index_on(idx, self.device)
         self.shift.index_fill_(2, i, 0)

@@ -122,19 +122,35 @@ class Tokenizer:
         return self.decode_bytes(ids).decode("utf-8", errors="replace")
 
 
+SLICED = 2048  # common_prefix_length: the largest block compared as slices
+
+
 def common_prefix_length(a, b) -> int:
-    """Length of the common prefix of two buffers of one item type (bytes, or arrays of token
-    ids): vectorised comparisons of growing blocks (256 items, then 8x more each time), so two
-    long sequences that part early cost one small comparison."""
+    """Length of the common prefix of two sequences of one item type (bytes, or arrays of token
+    ids), compared in blocks growing 8x from 32 items: C-level comparisons of slices up to
+    ``SLICED`` items (then a binary search inside the first block that differs), numpy beyond
+    (slices would copy). On the scheduler's thread this runs against each of the prefix cache's
+    recent sequences for every new prompt: two sequences that part early, or chats of a few
+    thousand tokens, cost a few small comparisons and no numpy call (~3x the cost each)."""
     n = min(len(a), len(b))
-    dtype = np.dtype(memoryview(a).format)
-    x, y = np.frombuffer(a, dtype, n), np.frombuffer(b, dtype, n)
-    lo, step = 0, 256
+    lo, step = 0, 32
     while lo < n:
         hi = min(n, lo + step)
-        diff = np.flatnonzero(x[lo:hi] != y[lo:hi])
-        if diff.size:
-            return lo + int(diff[0])
+        if step > SLICED:
+            dtype = np.dtype(memoryview(a).format)
+            x, y = np.frombuffer(a, dtype, hi - lo, lo * dtype.itemsize), \
+                np.frombuffer(b, dtype, hi - lo, lo * dtype.itemsize)
+            diff = np.flatnonzero(x != y)
+            if diff.size:
+                return lo + int(diff[0])
+        elif a[lo:hi] != b[lo:hi]:
+            while hi - lo > 1:  # a[:lo] == b[:lo]; the first difference is before hi
+                mid = (lo + hi) // 2
+                if a[lo:mid] == b[lo:mid]:
+                    lo = mid
+                else:
+                    hi = mid
+            return lo
         lo, step = hi, step * 8
     return n
 

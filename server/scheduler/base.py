@@ -182,6 +182,7 @@ class BaseScheduler(SlotCycle):
         else:
             self._run_later()
         finally:
+            self._settle_cache()
             self._busy = False
 
     def _run_later(self) -> None:
@@ -192,6 +193,19 @@ class BaseScheduler(SlotCycle):
         except Exception as e:
             self.prefiller.drop_later()
             self.log.error(f"Computing a deferred prefix checkpoint failed (dropped): {e!r}")
+
+    def _settle_cache(self) -> None:
+        """After the step: the prefix cache's device tier back within its budget (the moves to
+        host memory its first-token path put off). A fault drops the cache's entries (logged):
+        they serve no task in hand, and the tier's budget holds again."""
+        cache = self.prefix_cache
+        if cache is None:
+            return
+        try:
+            cache.settle()
+        except Exception as e:
+            cache.clear()
+            self.log.error(f"Moving prefix states to host memory failed (cache cleared): {e!r}")
 
     def run(self) -> None:
         """Block until every submitted task has finished."""

@@ -25,7 +25,7 @@ import torch
 
 from server.model.fused import kernel_module
 from server.model.sampler import BatchSampler, wrap_seed
-from server.model.state import to_device
+from server.model.state import rows_of, to_device
 from server.scheduler.copyback import CopyBack
 from server.scheduler.slots import FLOAT_PARAMS, LONG_PARAMS, SlotBuffers
 
@@ -68,6 +68,7 @@ class BatchEngine:
         self._buf = SlotBuffers(model, self.vocab_size, 1, self.device)
         self._view(1)
         self._first: dict[int, torch.Tensor] = {}  # slot -> logits [V] of its prompt's last token
+        self._params: list[tuple[list[int], dict]] = []  # loaded, not yet written (write_params)
         self._running: set[int] = set()  # live slots, as the host knows them
         # a step's bookkeeping in one launch each where the Triton kernels run (else None)
         self._kernels = kernel_module("pulse_triton", self.device)
@@ -78,7 +79,7 @@ class BatchEngine:
         b = self._buf
         self.capacity = cap
         self.state = b.state_view(cap)  # shift [L,2,cap,C], wkv [L,cap,H,N,N]
-        self.samp = b.samp_view(cap)
+        self._samp = b.samp_view(cap)  # read through ``samp``
         self.cur, self.n_gen, self.max_new, self.live = (b.vectors[k][:cap] for k in
                                                           ("cur", "n_gen", "max_new", "live"))
         self.stop_host = b.stop_host[:cap]  # [cap] host flags (pinned on CUDA)
@@ -93,6 +94,7 @@ class BatchEngine:
         engine as it was. On CUDA it returns once the copies are done, so a caller's timing of
         it is the real one."""
         assert len(keep) <= cap
+        self.write_params()  # (the rows they are for move now)
         if cap > self._buf.rows:
             new = SlotBuffers(self.model, self.vocab_size, cap, self.device)
             new.copy_rows(self._buf, self.capacity, keep)
@@ -113,6 +115,7 @@ class BatchEngine:
         self._buf = SlotBuffers(self.model, self.vocab_size, 1, self.device)
         self.model.clear_graphs()
         self._view(1)
+        self._params.clear()
         self._first.clear()
         self._running.clear()
 
@@ -140,43 +143,70 @@ class BatchEngine:
 
     # ---- moving tasks in and out -------------------------------------------------------
     def load(self, slots: list[int], tasks: list) -> None:
-        """Copy tasks' state, penalties and sampling parameters into ``slots`` (not yet live).
-        The slots and parameters go to the device in two copies (a float and an integer table:
-        each small copy costs tens of microseconds of host time, and this is on every
-        request's way to its first token). Rows are set with ``index_fill_``, never
-        ``t[idx] = scalar``: on CUDA that form waits for the device (the scalar is copied from
-        pageable memory; measured on the H200: 100 ms behind a 100 ms kernel), and ``start``
-        runs while a prefill pass is on the device. The sampler's plan, rebuilt after a load,
-        reads the slot buffers' host copy of its parameters, not the device."""
-        dev = self.device
-
+        """Copy tasks' state and penalties into ``slots`` (not yet live) and note their sampling
+        parameters, as they are now (later changes to a task do not count). The parameters
+        reach the device in ``write_params``, which every reader of them calls first (``samp``,
+        start, resize, ...): in a request's first scheduler step that is ``start``, after its
+        prefill pass is queued, so their host time (~0.4 ms on the H200 machine: two uploads
+        and a few scatters) overlaps the pass instead of delaying it.
+        Rows are set with slices or ``index_fill_``, never ``t[idx] = scalar``: on CUDA that
+        form waits for the device (the scalar is copied from pageable memory; measured on the
+        H200: 100 ms behind a 100 ms kernel)."""
+        rows = rows_of(slots)
+        idx = rows if isinstance(rows, slice) else to_device(slots, self.device)
         column = {name: [getattr(t, attr) for t in tasks]
                   for name, (attr, _) in TASK_PARAMS.items()}
-        column["seed"] = [wrap_seed(v) for v in column["seed"]]  # its low 64 bits
-        f = to_device(torch.tensor([column[n] for n in FLOAT_PARAMS], dtype=torch.float32), dev)
-        i = to_device(torch.tensor([slots, column["top_k"]] + [column[n] for n in LONG_PARAMS],
-                                   dtype=torch.long), dev)
-        idx = i[0]
-        self._fparams[:, idx] = f  # the per-row parameters: one scatter per pack
-        self._lparams[:, idx] = i[2:]
-        self.samp.top_k[idx] = i[1].to(self.samp.top_k.dtype)
-        self._buf.set_plan_params(slots, column["temperature"], column["top_k"], column["top_p"])
-        self.samp.penalties.index_fill_(0, idx, 0.0)
+        self._params.append((list(slots), column))
+        if isinstance(rows, slice):
+            self._samp.penalties[rows].zero_()
+        else:
+            self._samp.penalties.index_fill_(0, idx, 0.0)
         fresh = [s for s, t in zip(slots, tasks) if t.state is None]
         if fresh:
-            self.state.zero_(idx if len(fresh) == len(slots) else fresh)
+            self.state.zero_(slots if len(fresh) == len(slots) else fresh)
         for slot, task in zip(slots, tasks):
             if task.state is not None:
                 self.state.assign([slot], task.state)
             if task.penalties is not None:
-                self.samp.penalties[slot].copy_(task.penalties)
-        self.samp.invalidate()
-        self.live.index_fill_(0, idx, False)
+                self._samp.penalties[slot].copy_(task.penalties)
+        if isinstance(rows, slice):
+            self.live[rows] = False
+        else:
+            self.live.index_fill_(0, idx, False)
         self._forget(slots)
-        self.stop_host[slots] = False
+        self.stop_host[rows] = False  # (a host tensor)
+
+    @property
+    def samp(self):
+        """The slots' sampling rows (SamplingBatch), every parameter ``load`` noted written."""
+        self.write_params()
+        return self._samp
+
+    def write_params(self) -> None:
+        """Write the sampling parameters ``load`` noted (in load order: a slot loaded twice
+        ends with the later task's) into the slot tensors and the sampler's host copy. The
+        slots and parameters go to the device in two copies per load (a float and an integer
+        table: each small copy costs tens of microseconds of host time)."""
+        pending, self._params = self._params, []
+        for slots, column in pending:
+            dev = self.device
+            column["seed"] = [wrap_seed(v) for v in column["seed"]]  # its low 64 bits
+            f = to_device(torch.tensor([column[n] for n in FLOAT_PARAMS], dtype=torch.float32),
+                          dev)
+            i = to_device(torch.tensor([slots, column["top_k"]] + [column[n] for n in LONG_PARAMS],
+                                       dtype=torch.long), dev)
+            idx = i[0]
+            self._fparams[:, idx] = f  # the per-row parameters: one scatter per pack
+            self._lparams[:, idx] = i[2:]
+            self._samp.top_k[idx] = i[1].to(self._samp.top_k.dtype)
+            self._buf.set_plan_params(slots, column["temperature"], column["top_k"],
+                                      column["top_p"])
+        if pending:
+            self._samp.invalidate()
 
     def start(self, slots: list[int], current: list[int], max_new: list[int]) -> None:
         """Make ``slots`` live: decoding starts from ``current`` for up to ``max_new`` tokens."""
+        self.write_params()
         t = to_device(torch.tensor([slots, current, [0] * len(slots), max_new],
                                    dtype=torch.long), self.device)
         idx = t[0]
@@ -231,8 +261,7 @@ class BatchEngine:
         """Feed ``token_lists[i]`` into the state of ``slots[i]`` (in place). For the slots in
         ``first`` the list ends with the prompt's last token: its logits are kept for the next
         pulse (module docstring); ``start`` then gets that token as ``current`` as usual."""
-        idx = to_device(slots, self.device)
-        sub = self.state.select(idx)
+        sub = self.state.select(slots)
         logits = self.model.prefill(token_lists, sub, logits=bool(first))
         self.state.assign(slots, sub)
         for j, slot in enumerate(slots):

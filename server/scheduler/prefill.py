@@ -438,7 +438,7 @@ class Prefiller:
         if n < self.cache.min_tokens or self.cache.contains(key):
             return
         self.cache.insert(key, tokens[:n], self.engine.state.select([slot]),
-                          None if logits is None else logits.clone())
+                          None if logits is None else logits.clone(), defer=True)
 
     def on_release(self, slots: list[int], tasks: list) -> None:
         """Finishing tasks (their slots still hold their state): keep ``history``'s state."""

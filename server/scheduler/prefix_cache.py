@@ -17,6 +17,11 @@ Memory: every entry counts its state bytes + 4 bytes per stored token + ``ENTRY_
 most recently used entries stay on the engine's device (up to ``device_bytes``: the hot tier);
 older ones move to host memory (pinned on CUDA); past ``max_bytes`` the least recently used are
 dropped. A hit on a host entry moves it back to the device. ``max_bytes == 0`` disables the cache.
+The move of an entry to the host (a copy over PCIe: ~0.4 ms for a 2.9B state on the H200
+machine) may wait for ``settle``: on a request's way to its first token (an insert with
+``defer``, a hit that brings an entry back) the device tier may exceed its budget by one entry
+until the scheduler settles the cache after its step, so that the copy does not sit on the
+device's queue between the prefill pass and the first token's sampling.
 
 Thread-safety: the scheduler thread calls everything; other threads may call ``stats`` and
 ``clear`` (one lock guards the tables).
@@ -191,11 +196,11 @@ class PrefixCache:
 
     # ---- inserting --------------------------------------------------------------------
     def insert(self, key: tuple, tokens: array, state: State,
-               logits: torch.Tensor | None = None) -> bool:
+               logits: torch.Tensor | None = None, defer: bool = False) -> bool:
         """Keep ``state`` (batch 1, a copy the cache may own) for ``tokens`` (= ``tokens[:n]``
         of ``key``), and ``logits`` after its last token if given (a copy it may own; kept only
         on the device tier). False if it is already there (it is refreshed), too short or too
-        big."""
+        big. ``defer``: moves to the host tier may wait for ``settle`` (module docstring)."""
         origin, n, _ = key
         hot = state.device == self.device and self.device_bytes > 0
         if not hot:
@@ -218,8 +223,13 @@ class PrefixCache:
             self.bytes += nbytes
             insort(self._lengths.setdefault(origin, []), n)
             self.inserts += 1
-            self._rebalance()
+            self._rebalance(over=nbytes if defer else 0)
         return True
+
+    def settle(self) -> None:
+        """Move what ``defer`` and hits left over the device tier's budget to the host."""
+        with self._lock:
+            self._rebalance()
 
     # ---- accounting --------------------------------------------------------------------
     def count_lookup(self, hit: bool) -> None:
@@ -270,14 +280,16 @@ class PrefixCache:
             entry.hot = True
             self._hot[entry.key] = entry
             self.hot_bytes += entry.nbytes
-            self._rebalance()
+            self._rebalance(over=entry.nbytes)  # (a lookup: on a request's way; see settle)
 
-    def _rebalance(self) -> None:
+    def _rebalance(self, over: int = 0) -> None:
+        """Drop entries past ``max_bytes``; move the device tier's oldest to the host while it
+        holds more than ``device_bytes + over``."""
         # drop first: an entry about to be dropped is not copied to the host, and the host rows
         # of dropped entries are free for the moves that follow
         while self.bytes > self.max_bytes and self._lru:
             self._drop(next(iter(self._lru.values())))
-        while self.hot_bytes > self.device_bytes and self._hot:
+        while self.hot_bytes > self.device_bytes + over and self._hot:
             _, cold = self._hot.popitem(last=False)
             self._to_host(cold)
             cold.hot = False
