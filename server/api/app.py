@@ -110,9 +110,9 @@ def create_app(settings=None, runtime=None) -> FastAPI:
     app.add_api_route("/health", _health, methods=["HEAD"], include_in_schema=False)  # probes
     app.add_exception_handler(RequestValidationError, validation_error_reply)  # echoes any input
     app.add_exception_handler(StarletteHTTPException, _http_error)
+    app.include_router(openai.router)  # first: routes are matched in order, chat is the hot path
     app.include_router(tasks.router)
     app.include_router(states.router)
-    app.include_router(openai.router)
     app.state.metrics = Metrics()
     app.add_api_route("/metrics", metrics_endpoint, methods=["GET"], tags=["server"],
                       summary="Prometheus metrics (API key rule as other routes)")

@@ -24,26 +24,49 @@ class Chunk:
 
 
 class _Waker:
-    """Subscribe to a task; ``await wait()`` returns after the task changes."""
+    """Subscribe to a task; ``await wait()`` returns after the task changes.
+
+    The scheduler thread's wake-up resolves the future the reader awaits, so the reader runs
+    on the loop's next iteration (``asyncio.wait_for`` on an ``Event`` took four: it wraps the
+    wait in a task of its own). A change while nobody waits makes the next ``wait`` return at
+    once."""
 
     def __init__(self, task: Task):
         self.task = task
         self.loop = asyncio.get_running_loop()
-        self.event = asyncio.Event()
+        self._future: asyncio.Future | None = None
+        self._changed = False
         task.subscribe(self._on_change)
 
-    def _on_change(self, _task: Task) -> None:
-        self.loop.call_soon_threadsafe(self.event.set)
+    def _on_change(self, _task: Task) -> None:  # scheduler thread
+        self.loop.call_soon_threadsafe(self._wake)
+
+    def _wake(self) -> None:
+        future = self._future
+        if future is not None and not future.done():
+            future.set_result(None)
+        else:
+            self._changed = True
 
     async def wait(self, timeout: float | None = None) -> None:
-        try:
-            await asyncio.wait_for(self.event.wait(), timeout)
-        except asyncio.TimeoutError:
-            pass
-        self.event.clear()
+        if not self._changed:
+            self._future = future = self.loop.create_future()
+            timer = None if timeout is None else self.loop.call_later(timeout, _resolve, future)
+            try:
+                await future
+            finally:
+                self._future = None
+                if timer is not None:
+                    timer.cancel()
+        self._changed = False
 
     def close(self) -> None:
         self.task.unsubscribe(self._on_change)
+
+
+def _resolve(future: asyncio.Future) -> None:
+    if not future.done():
+        future.set_result(None)
 
 
 async def follow(task: Task, tokenizer, pos: int = 0, poll: float = 1.0) -> AsyncIterator[Chunk]:

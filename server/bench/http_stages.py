@@ -9,7 +9,7 @@ a subprocess, sending each turn twice (``--url-on`` and ``--url-off`` are this s
 second request is the same prompt again, a whole-prompt cache hit). Timestamps are taken in the
 server process from the moment the ASGI app receives the request (after uvicorn's parsing): the
 body parsed and validated (``parse_request``), the prompt built and tokenised (``_check_length``
-runs right after the tokens come back from the tokeniser thread), the tasks made and prepared
+runs right after the tokens come back: ``server.api.encoding``), the tasks made and prepared
 (prefix cache, templates), ``add_task``, the first token's callback on the scheduler thread,
 and the first response body carrying text. Printed per request, in ms from arrival; the chat
 bench's own table (client-side TTFT) comes first, so the part outside the app (uvicorn,

@@ -30,6 +30,7 @@ from sse_starlette.sse import EventSourceResponse, ServerSentEvent
 from server.api.chat import ChatError, build_chat_prompt, history_text, wants_think
 from server.api.completion import Choice, make_tasks, run_choices, submit
 from server.api.deps import get_runtime
+from server.api.encoding import encode
 from server.api.prefix import prepare_tasks, template_id
 from server.api.routes.openai_format import (Reply, chat_body, chat_events, chat_message,
                                              completion_body, completion_events)
@@ -199,7 +200,7 @@ async def chat_completions(request: Request):
         prompt = build_chat_prompt(req.messages, think, tools if offer else None, req.tool_choice)
     except ChatError as e:
         raise OpenAIError(400, e.message, param=e.param) from None
-    tokens = await asyncio.to_thread(rt.loader.encode, prompt)
+    tokens = await encode(rt.loader, prompt)
     _check_length(len(tokens), rt.settings.max_prompt_tokens, "messages")
     params = sampling_params(req, rt.settings)
     tasks = make_tasks(tokens, req.n or 1, params, req.seed)
@@ -229,7 +230,7 @@ def _warm_next_turn(rt, req, tools):
         if choice.task.stop_requested and not choice.splitter.stopped:
             return  # cut short (client gone, shutdown): the client will not re-send it
         text = history_text(list(req.messages) + [chat_message(choice)], tools, req.tool_choice)
-        tokens = await asyncio.to_thread(rt.loader.encode, text)  # reuses the prompt's tokens
+        tokens = await encode(rt.loader, text)  # reuses the prompt's tokens
         rt.scheduler.warm_prefix("", tokens)
     return warm
 
@@ -249,7 +250,7 @@ async def _prompt_tokens(rt, prompt, n: int) -> list[tuple[str, list[int]]]:
     out = []
     for i, p in enumerate(prompt):
         if isinstance(p, str):
-            out.append((p, await asyncio.to_thread(rt.loader.encode, p)))
+            out.append((p, await encode(rt.loader, p)))
             continue
         if any(t < 0 or t >= vocab for t in p):
             raise OpenAIError(400, f"prompt {i} has token ids outside 0..{vocab - 1}",

@@ -1,0 +1,110 @@
+"""The handlers' hand-over with the scheduler thread (``bridge``), following a choice until its
+consumer leaves or it ends (``completion.run_choices``) and inline tokenising (``encoding``)."""
+
+import asyncio
+import threading
+import time
+
+from server.api import encoding
+from server.api.bridge import _Waker
+from server.api.completion import Choice, make_tasks, run_choices
+from server.api.splitter import OutputSplitter
+from server.model.tokenizer import Tokenizer
+from server.task.task import Task
+
+
+class ThreadLoader:
+    """``encode`` that records the thread it ran on."""
+
+    def __init__(self):
+        self.tokenizer = Tokenizer()
+        self.threads = []
+
+    def encode(self, text):
+        self.threads.append(threading.get_ident())
+        return self.tokenizer.encode(text)
+
+
+def test_encode_inline_when_short_else_in_a_thread():
+    loader = ThreadLoader()
+    limit = encoding.INLINE_BYTES
+    texts = ["Hello, world", "a" * limit, "a" * (limit + 1), "é" * (limit // 2 + 1)]
+
+    async def main():
+        return [await encoding.encode(loader, t) for t in texts]
+
+    tokens = asyncio.run(main())
+    assert tokens == [loader.tokenizer.encode(t) for t in texts]
+    here = threading.get_ident()
+    assert [t == here for t in loader.threads] == [True, True, False, False]
+    assert encoding.is_short("é" * (limit // 2)) and not encoding.is_short("é" * (limit // 2 + 1))
+
+
+def test_waker_wakes_times_out_and_keeps_an_early_change():
+    async def main():
+        task = Task(task_id="TMP_w")
+        waker = _Waker(task)
+        task._notify()  # a change while nobody waits: the next wait returns at once
+        t0 = time.perf_counter()
+        await waker.wait(5)
+        assert time.perf_counter() - t0 < 1
+        t0 = time.perf_counter()
+        await waker.wait(0.05)  # nothing changes: the timeout ends it
+        assert 0.04 < time.perf_counter() - t0 < 1
+        threading.Timer(0.02, task._append_output, args=([1],)).start()
+        t0 = time.perf_counter()
+        await waker.wait(5)  # woken from another thread
+        assert time.perf_counter() - t0 < 1
+        waker.close()
+        assert not task._listeners
+
+    asyncio.run(main())
+
+
+def test_one_choice_closed_with_its_consumer():
+    tok = Tokenizer()
+
+    async def main():
+        task = make_tasks([1, 2, 3], 1, {"max_tokens": 100}, None)[0]
+        assert task.pending == [1, 2, 3]
+        task._stop_hook = lambda t: None  # held by a "scheduler" that never finishes it
+        choice = Choice(0, task, OutputSplitter("text", []))
+        gen = run_choices([choice], tok)
+        threading.Timer(0.02, task._append_output, args=(tok.encode(" hello"),)).start()
+        got, piece = await asyncio.wait_for(gen.__anext__(), 5)
+        assert got is choice and piece.text == " hello"
+        assert len(task._listeners) == 1
+        await gen.aclose()  # the consumer leaves: the task is stopped, the reader unsubscribed
+        for _ in range(100):
+            if not task._listeners:
+                break
+            await asyncio.sleep(0.01)  # (the reader's task ends on the loop's next turns)
+        assert task.stop_requested and not task._listeners
+
+    asyncio.run(main())
+
+
+def test_one_choice_runs_to_its_end():
+    tok = Tokenizer()
+
+    async def main():
+        task = make_tasks([1], 1, {"max_tokens": 2}, None)[0]
+        choice = Choice(0, task, OutputSplitter("text", []))
+        finished = []
+
+        async def on_finish(c):
+            finished.append(c.finish_reason)
+
+        choice.on_finish = on_finish
+
+        def run():
+            task._append_output(tok.encode(" a"))
+            task._append_output(tok.encode(" b"))
+            task._finish("length")
+
+        threading.Timer(0.02, run).start()
+        events = [(c.index, p and p.text) async for c, p in run_choices([choice], tok)]
+        assert "".join(t for _, t in events if t) == " a b" and events[-1] == (0, None)
+        assert finished == ["length"] and choice.finish_reason == "length"
+
+    asyncio.run(main())
