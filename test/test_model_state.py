@@ -1,5 +1,6 @@
 """State: zeros, select/assign/clone/to/zero_ round trips (docs/architecture.md contract)."""
 
+import pytest
 import torch
 
 from server.model.random import make_config
@@ -96,3 +97,21 @@ def test_consecutive_rows_take_slices_with_the_same_results():
     a.zero_([3])
     b.zero_(torch.tensor([3]))
     assert torch.equal(a.wkv, b.wkv) and not a.wkv[:, 3].any() and a.wkv[:, 2].any()
+
+
+def test_rows_a_slice_cannot_take_behave_as_indexed():
+    """Rows a slice would get wrong take the indexed path, as before slices: rows past the
+    batch or negative raise in select/assign (zero_ counts a negative row from the end), and
+    ``other`` with fewer rows than ``idx`` raises (a slice took no row, or fewer, or broadcast
+    ``other``'s one row, silently)."""
+    s = filled(4)
+    for rows in ([4], [3, 4], [-1], [-1, 0]):
+        with pytest.raises((IndexError, RuntimeError)):
+            s.select(rows)
+    with pytest.raises((IndexError, RuntimeError)):
+        s.assign([4], filled(1))
+    with pytest.raises((IndexError, RuntimeError)):
+        s.assign([1, 2], filled(1))  # one row of other for two
+    z = filled(4)
+    z.zero_([-1])
+    assert not z.wkv[:, 3].any() and z.wkv[:, 2].any()

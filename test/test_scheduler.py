@@ -360,3 +360,35 @@ def test_a_stop_between_the_last_prefill_and_the_start_costs_one_token(tiny_load
     assert task.finish_reason == "abort" and len(task.output) == 1
     assert task.history == prompt and task.current_token == task.output[0]
     assert state_gap(tiny_loader.model, task.history, task.state) is None
+
+
+def test_a_fault_writing_loaded_parameters_during_a_growth_fails_the_tasks(tiny_loader,
+                                                                           monkeypatch):
+    """Sampling parameters noted by ``engine.load`` are written by their first reader; when
+    that is the growth of a later admission, a fault there (e.g. a parameter that does not fit
+    int64, given through the Python API) is no failed growth: it fails the tasks in hand like
+    any fault (they used to go on, silently sampling with the free rows' neutral parameters,
+    their own never written)."""
+    sched = DynamicScheduler(tiny_loader, max_batch_size=4, buffer_size=4, prefill_chunk=8)
+    text = "User: " + "a rather long question " * 6 + "\n\nAssistant:"
+    a = Task(tiny_loader.encode(text), max_tokens=6, temperature=0.0)
+    sched.add_task(a)
+    sched.step()  # loaded at capacity 1, its prompt partly fed: nothing read its parameters
+    assert a.status == Status.PREFILL and sched.engine._params
+    real = sched.engine._buf.set_plan_params
+
+    def faulty(*args):
+        monkeypatch.setattr(sched.engine._buf, "set_plan_params", real)
+        raise RuntimeError("injected fault")
+
+    monkeypatch.setattr(sched.engine._buf, "set_plan_params", faulty)
+    b = sched.new_task("User: b\n\nAssistant:", max_tokens=6, temperature=0.0)
+    sched.run()  # b's admission grows the capacity: the first reader of a's parameters
+    assert a.finish_reason == "error" and "injected fault" in a.error
+    assert b.finish_reason == "length"
+    assert b.output == run_alone(tiny_loader, "User: b\n\nAssistant:", max_tokens=6,
+                                 temperature=0.0)
+    a.continue_gen()
+    sched.add_task(a)
+    sched.run()
+    assert a.output == run_alone(tiny_loader, text, max_tokens=6, temperature=0.0)

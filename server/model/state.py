@@ -28,9 +28,9 @@ def rows_of(idx):
     """``idx`` as a slice when it lists consecutive rows in order (one slot: the common case),
     else as given: rows taken by a slice are views and copies, with no index tensor to upload
     first (on CUDA each upload costs tens of µs of host time, on a request's way to its first
-    token)."""
+    token). Negative rows stay as given (a slice would count them from the end differently)."""
     if isinstance(idx, (list, tuple)) and idx and all(isinstance(a, int) for a in idx) \
-            and all(b == a + 1 for a, b in zip(idx, idx[1:])):
+            and idx[0] >= 0 and all(b == a + 1 for a, b in zip(idx, idx[1:])):
         return slice(idx[0], idx[-1] + 1)
     return idx
 
@@ -64,18 +64,29 @@ class State:
     def device(self) -> torch.device:
         return self.shift.device
 
+    def _slice(self, idx, other: "State | None" = None) -> slice | None:
+        """``rows_of(idx)`` when it is a slice of rows that exist (and that ``other`` has as
+        many rows for), else None: the indexed path, which raises for rows out of range where
+        a slice would silently take fewer rows (or broadcast ``other``'s one row)."""
+        rows = rows_of(idx)
+        if not isinstance(rows, slice) or rows.stop > self.batch_size:
+            return None
+        if other is not None and other.batch_size < rows.stop - rows.start:
+            return None
+        return rows
+
     def select(self, idx) -> "State":
         """A new State holding rows ``idx`` (a copy), in that order."""
-        rows = rows_of(idx)
-        if isinstance(rows, slice):
+        rows = self._slice(idx)
+        if rows is not None:
             return State(self.shift[:, :, rows].clone(), self.wkv[:, rows].clone())
         i = index_on(idx, self.device)
         return State(self.shift.index_select(2, i), self.wkv.index_select(1, i))
 
     def assign(self, idx, other: "State") -> None:
         """Rows ``idx`` of self <- rows 0..len(idx)-1 of ``other`` (cast and moved as needed)."""
-        rows = rows_of(idx)
-        if isinstance(rows, slice):
+        rows = self._slice(idx, other)
+        if rows is not None:
             n = rows.stop - rows.start
             self.shift[:, :, rows].copy_(other.shift[:, :, :n].to(self.shift.device))
             self.wkv[:, rows].copy_(other.wkv[:, :n].to(self.wkv.device))
@@ -103,8 +114,8 @@ class State:
             self.shift.zero_()
             self.wkv.zero_()
             return
-        rows = rows_of(idx)
-        if isinstance(rows, slice):
+        rows = self._slice(idx)
+        if rows is not None:
             self.shift[:, :, rows].zero_()
             self.wkv[:, rows].zero_()
             return

@@ -49,6 +49,10 @@ class SlotCycle:
             used = [i for i, t in enumerate(self.slots) if t is not None]
             target = self.target_capacity(len(used) + len(self.waiting))
             if target > self.capacity:
+                # the parameters earlier loads noted, written first and outside the try: a
+                # fault writing them is the tasks' (step() fails them), not a failed growth
+                # (it would be swallowed below, and the tasks run with the rows' old values)
+                self.engine.write_params()
                 try:
                     self._resize(target, used)
                 except Exception as e:  # (out of memory) the engine is as it was: admit into
