@@ -489,7 +489,9 @@ def test_scheduler_chaos(tiny_loader, errors, monkeypatch, seed, mode, cache, fa
         assert all("injected" in line for line in errors), errors
     else:
         assert errors == []
-    if mode == "step":  # deterministic: every phase of a task was stopped at least once
+    if mode == "step" and seed < 200:  # CI's runs (deterministic) stop a task in every phase
+        # (a check of the search's reach, not of the scheduler: an extra seed may miss a phase;
+        # seed 207 stopped no task while decoding, on fdb6d7f as after it)
         assert all(chaos.stops[p] > 0 for p in PHASES), chaos.stops
 
 
