@@ -152,15 +152,10 @@ class BatchEngine:
         Rows are set with slices or ``index_fill_``, never ``t[idx] = scalar``: on CUDA that
         form waits for the device (the scalar is copied from pageable memory; measured on the
         H200: 100 ms behind a 100 ms kernel)."""
-        rows = rows_of(slots)
-        idx = rows if isinstance(rows, slice) else to_device(slots, self.device)
         column = {name: [getattr(t, attr) for t in tasks]
                   for name, (attr, _) in TASK_PARAMS.items()}
         self._params.append((list(slots), column))
-        if isinstance(rows, slice):
-            self._samp.penalties[rows].zero_()
-        else:
-            self._samp.penalties.index_fill_(0, idx, 0.0)
+        self._fill_rows(slots, (self._samp.penalties, 0.0), (self.live, False))
         fresh = [s for s, t in zip(slots, tasks) if t.state is None]
         if fresh:
             self.state.zero_(slots if len(fresh) == len(slots) else fresh)
@@ -169,12 +164,21 @@ class BatchEngine:
                 self.state.assign([slot], task.state)
             if task.penalties is not None:
                 self._samp.penalties[slot].copy_(task.penalties)
-        if isinstance(rows, slice):
-            self.live[rows] = False
-        else:
-            self.live.index_fill_(0, idx, False)
         self._forget(slots)
-        self.stop_host[rows] = False  # (a host tensor)
+        self.stop_host[rows_of(slots)] = False  # (a host tensor)
+
+    def _fill_rows(self, slots: list[int], *fills) -> None:
+        """``t[slots] = value`` for each ``(t, value)`` of ``fills`` (slot dimension first):
+        through a slice for consecutive slots (no upload), else ``index_fill_`` with one upload
+        of the slots for all of them."""
+        rows = rows_of(slots)
+        if isinstance(rows, slice):
+            for t, value in fills:
+                t[rows].fill_(value)
+            return
+        idx = to_device(slots, self.device)
+        for t, value in fills:
+            t.index_fill_(0, idx, value)
 
     @property
     def samp(self):
@@ -187,9 +191,8 @@ class BatchEngine:
         ends with the later task's) into the slot tensors and the sampler's host copy. The
         slots and parameters go to the device in two copies per load (a float and an integer
         table: each small copy costs tens of microseconds of host time)."""
-        pending, self._params = self._params, []
+        pending, self._params, dev = self._params, [], self.device
         for slots, column in pending:
-            dev = self.device
             column["seed"] = [wrap_seed(v) for v in column["seed"]]  # its low 64 bits
             f = to_device(torch.tensor([column[n] for n in FLOAT_PARAMS], dtype=torch.float32),
                           dev)
@@ -231,7 +234,7 @@ class BatchEngine:
 
     def free(self, slots: list[int]) -> None:
         if slots:
-            self.live.index_fill_(0, to_device(slots, self.device), False)
+            self._fill_rows(slots, (self.live, False))
             self._forget(slots)
 
     def _forget(self, slots) -> None:
