@@ -2,6 +2,8 @@
 
     python -m server.bench.http_stages                  # random tiny weights, on this machine
     python -m server.bench.http_stages --demo 2.9b      # (GPU machine: RWKV_DEVICE as usual)
+    python -m server.bench.http_stages --model ck.pth   # a checkpoint (e.g. written once by
+                                                        # python -m server.model.random)
 
 A server with random weights of ``--demo`` (``create_app``, the prefix cache on) runs in this
 process under uvicorn; ``python -m server.bench.chat`` drives its conversation against it from
@@ -18,6 +20,8 @@ sockets, the client) is the client's TTFT minus "text"."""
 from __future__ import annotations
 
 import argparse
+import contextlib
+import importlib.util
 import inspect
 import subprocess
 import sys
@@ -26,7 +30,7 @@ import threading
 import time
 from pathlib import Path
 
-from server.bench import common
+from server.bench import common, stages
 
 MARKS = ("parse_request", "_check_length", "prepare_tasks")  # handler steps, in order
 
@@ -95,7 +99,12 @@ def main(argv=None) -> None:
     p = argparse.ArgumentParser(prog="python -m server.bench.http_stages", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--demo", default="tiny", help="random-weights preset")
+    p.add_argument("--model", help="a checkpoint to serve instead of --demo's random weights")
     p.add_argument("--turns", type=int, default=10)
+    p.add_argument("--timeline", action="store_true",
+                   help="also put the last turn's two requests on the scheduler's host and "
+                        "device time line (as ``ttft --timeline``; every call of the run is "
+                        "recorded, a few µs each)")
     args = p.parse_args(argv)
     import uvicorn
 
@@ -105,24 +114,33 @@ def main(argv=None) -> None:
 
     tmp = tempfile.TemporaryDirectory(prefix="rwkv-http-stages-")
     port = free_port()
-    settings = Settings(demo=args.demo, port=port, task_db_path=str(Path(tmp.name) / "tasks.db"))
+    weights = dict(model_path=args.model) if args.model else dict(demo=args.demo)
+    settings = Settings(**weights, port=port, task_db_path=str(Path(tmp.name) / "tasks.db"))
     app = create_app(settings)
     records: list[dict] = []
+    line: list[dict] = []  # --timeline's records
     _mark_handler_steps(records)
-    server = uvicorn.Server(uvicorn.Config(_Recorder(app, records), host="127.0.0.1",
-                                           port=port, log_config=None))
+    config = uvicorn.Config(_Recorder(app, records), host="127.0.0.1", port=port, log_config=None)
+    server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     url = f"http://127.0.0.1:{port}"
     try:
         wait_until_served(url, seconds=600)
-        _mark_scheduler(app.state.runtime.scheduler, records)
-        subprocess.run([sys.executable, "-m", "server.bench.chat", "--url-on", url, "--url-off",
-                        url, "--turns", str(args.turns)], check=True)
+        sched = app.state.runtime.scheduler
+        _mark_scheduler(sched, records)
+        look = stages.timeline(sched, line) if args.timeline else contextlib.nullcontext()
+        with look:
+            subprocess.run([sys.executable, "-m", "server.bench.chat", "--url-on", url,
+                            "--url-off", url, "--turns", str(args.turns)], check=True)
     finally:
         server.should_exit = True
         thread.join(30)
         tmp.cleanup()
+    have = [m for m in ("httptools", "uvloop") if importlib.util.find_spec(m)]
+    cls = getattr(config, "http_protocol_class", None)
+    print(f"uvicorn: http {cls.__name__ if cls else config.http}, "
+          f"loop {config.loop} (installed: {', '.join(have) or 'neither httptools nor uvloop'})")
     cols = ["parse_request", "_check_length", "prepare_tasks", "add_task", "first_token", "text"]
     rows = [[i // 2 + 1, "turn" if i % 2 == 0 else "again",
              *(f"{(r[c] - r['arrival']) * 1e3:.2f}" if c in r else "" for c in cols)]
@@ -130,6 +148,11 @@ def main(argv=None) -> None:
     print("\nms from the request's arrival in the app (\"again\": the same prompt a second time)")
     print(common.table(["turn", "request", "body parsed", "tokenised", "tasks prepared",
                         "add_task", "first token", "text sent"], rows), flush=True)
+    for nth in range(len(records) - 2, len(records)) if line else ():
+        rec = records[nth]
+        print(f"\nrequest {nth + 1} on the time line (ms from its add_task)\n"
+              f"{stages.timeline_report(line, rec['first_token'] - rec['add_task'], nth)}",
+              flush=True)
 
 
 if __name__ == "__main__":

@@ -92,7 +92,8 @@ def timed_stages(sched, times: dict):
 def timeline(sched, out: list):
     """While inside, every call of TARGETS' and TIMELINE_EXTRA's methods on ``sched`` becomes a
     record in ``out`` (sorted by entry, on leaving): its nesting depth, label, the host's
-    entry and exit, and on CUDA when the device reached each of them: a CUDA event recorded at
+    entry and exit, the calling thread's CPU time meanwhile (much less than exit - entry: the
+    thread waited, for the device, a lock, the GIL or a core), and on CUDA when the device reached each of them: a CUDA event recorded at
     entry and exit on the calling thread's stream, read against one recorded with the device
     idle as the context starts (seconds from then). A device time later than the host's is
     work queued ahead; a host exit equal to the device's is a wait for the device. Each event
@@ -112,12 +113,12 @@ def timeline(sched, out: list):
     def around(label, real, *a, **k):
         depth = getattr(local, "depth", 0)
         local.depth = depth + 1
-        ev_in, t_in = event(), time.perf_counter()
+        ev_in, t_in, c_in = event(), time.perf_counter(), time.thread_time()
         try:
             return real(*a, **k)
         finally:
-            t_out = time.perf_counter()
-            calls.append((depth, label, t_in, t_out, ev_in, event()))
+            t_out, cpu = time.perf_counter(), time.thread_time() - c_in
+            calls.append((depth, label, t_in, t_out, cpu, ev_in, event()))
             local.depth = depth
 
     if cuda:
@@ -131,18 +132,22 @@ def timeline(sched, out: list):
     finally:
         if cuda:
             torch.cuda.synchronize()
-        for depth, label, t_in, t_out, ev_in, ev_out in sorted(calls, key=lambda c: c[2]):
+        for depth, label, t_in, t_out, cpu, ev_in, ev_out in sorted(calls, key=lambda c: c[2]):
             dev = ((ref.elapsed_time(ev_in) / 1e3, ref.elapsed_time(ev_out) / 1e3) if cuda
                    else (None, None))
             out.append(dict(depth=depth, label=label, host_in=t_in - t_ref,
-                            host_out=t_out - t_ref, device_in=dev[0], device_out=dev[1]))
+                            host_out=t_out - t_ref, cpu=cpu, device_in=dev[0],
+                            device_out=dev[1]))
 
 
-def timeline_report(records: list, first_token: float | None = None) -> str:
-    """A table of ``timeline`` records in ms from the first ``add_task``'s entry;
-    ``first_token``: the request's TTFT (s from add_task): the calls entered until then, and
-    the token as a last row."""
-    t0 = next((r["host_in"] for r in records if r["label"] == "scheduler.add_task"), 0.0)
+def timeline_report(records: list, first_token: float | None = None, nth: int = 0) -> str:
+    """A table of ``timeline`` records in ms from the entry of the ``nth`` ``add_task``
+    (0: the first); ``first_token``: the request's TTFT (s from add_task): the calls entered
+    from then until the token, and the token as a last row."""
+    starts = [r["host_in"] for r in records if r["label"] == "scheduler.add_task"]
+    t0 = starts[nth] if starts else 0.0
+    if first_token is not None:
+        records = [r for r in records if r["host_out"] >= t0]  # calls still running from then
 
     def at(s):
         return "-" if s is None else f"{(s - t0) * 1e3:.2f}"
@@ -150,12 +155,13 @@ def timeline_report(records: list, first_token: float | None = None) -> str:
     shown = [r for r in records
              if first_token is None or r["host_in"] - t0 <= first_token]  # up to the token
     rows = [["· " * r["depth"] + r["label"], at(r["host_in"]), at(r["host_out"]),
-             at(r["device_in"]), at(r["device_out"])] for r in shown]
+             f"{r['cpu'] * 1e3:.2f}", at(r["device_in"]), at(r["device_out"])] for r in shown]
     if first_token is not None:
-        rows.append(["first token (callback)", at(t0 + first_token), "", "", ""])
+        rows.append(["first token (callback)", at(t0 + first_token), "", "", "", ""])
     more = f"\n({len(records) - len(shown)} later calls not shown)" if len(shown) < len(
         records) else ""
-    return common.table(["call", "host in", "host out", "device in", "device out"], rows) + more
+    return common.table(["call", "host in", "host out", "thread cpu ms", "device in",
+                         "device out"], rows) + more
 
 
 @contextmanager
