@@ -150,7 +150,11 @@ def test_timeline_places_one_request_s_calls_in_order_and_puts_them_back():
     t0 = records[0]["host_in"]
     report = stages.timeline_report(records, pulse["host_out"] - t0)
     lines = report.splitlines()
-    assert lines[0] == "| call | host in | host out | device in | device out |"
+    # the thread's CPU time in each call: never more than its wall time (clock granularity)
+    assert all(0 <= r["cpu"] <= r["host_out"] - r["host_in"] + 1e-3 for r in records)
+    assert records[labels.index("model.prefill")]["cpu"] > 0
+    assert lines[0] == ("| call | host in | host out | thread cpu ms | device in | device out "
+                        "|")
     assert lines[2].startswith("| scheduler.add_task | 0.00 |")
     assert "| · · · model.prefill |" in report and lines[-2].startswith("| first token")
     assert lines[-1].endswith("later calls not shown)")  # the second and third pulses
