@@ -114,6 +114,7 @@ class ScriptedScheduler:
 
     def _run(self, task) -> None:
         task.status = Status.RUNNING
+        task._under_way()  # as a scheduler once the task's first pass is queued
         toks = self.tokens[: task.max_tokens]
         for i in range(0, len(toks), self.per_pulse):
             if task.stop_requested:

@@ -6,7 +6,7 @@ import threading
 import time
 
 from server.api import encoding
-from server.api.bridge import _Waker
+from server.api.bridge import UnderWay, _Waker
 from server.api.completion import Choice, make_tasks, run_choices
 from server.api.splitter import OutputSplitter
 from server.model.tokenizer import Tokenizer
@@ -108,3 +108,36 @@ def test_one_choice_runs_to_its_end():
         assert finished == ["length"] and choice.finish_reason == "length"
 
     asyncio.run(main())
+
+
+def test_under_way_returns_when_fired_from_another_thread_or_at_its_limit():
+    """``UnderWay.wait`` returns as soon as the scheduler thread fires the task's callback, and
+    without it after its limit (a scheduler too busy to admit the task yet)."""
+    async def main():
+        fired = Task([1, 2])
+        started = UnderWay(fired)
+        assert fired.under_way_callback is not None
+        t0 = time.perf_counter()
+        threading.Timer(0.05, fired._under_way).start()
+        await started.wait(limit=5.0)
+        woken = time.perf_counter() - t0
+        assert fired.under_way_callback is None  # once
+
+        idle = UnderWay(Task([1, 2]))
+        t0 = time.perf_counter()
+        await idle.wait(limit=0.05)
+        return woken, time.perf_counter() - t0
+
+    woken, timed_out = asyncio.run(main())
+    assert 0.04 < woken < 2.0
+    assert 0.04 < timed_out < 2.0
+
+
+def test_a_task_ended_before_its_pass_is_under_way():
+    """A task that ends without a pass (stopped in the queue, failed) fires the callback too:
+    nothing waits for it to its limit."""
+    task, seen = Task([1, 2]), []
+    task.under_way_callback = seen.append
+    task._finish("abort")
+    task._finish("abort")
+    assert seen == [task]

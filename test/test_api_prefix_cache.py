@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import json
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
@@ -52,6 +53,15 @@ def cache(c: httpx.Client) -> dict:
     return c.get("/health").json()["prefix_cache"]
 
 
+def after_warm(c: httpx.Client, computed: int, seconds: float = 10.0) -> dict:
+    """The cache figures once the server has computed ``computed`` next-turn tokens in all
+    (``warm_tokens``: it does so ``WARM_DELAY_S`` after a reply; a user reads and types longer)."""
+    deadline = time.monotonic() + seconds
+    while (st := cache(c))["warm_tokens"] < computed and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return st
+
+
 def stream_text(c: httpx.Client, path: str, body: dict) -> str:
     """The text of a Task API stream."""
     with c.stream("POST", path, json={**body, "stream": True}) as r:
@@ -69,8 +79,9 @@ def chat(c: httpx.Client, messages: list, **kw) -> str:
 def test_ten_turn_chat_prefills_only_the_new_messages(on, off, tiny_tokenizer):
     """Each turn after the first prefills only its new message before its first token: the
     previous reply, as the client re-sends it, was computed after that reply (``warm_tokens``:
-    from the boundary before it) and cached; the turn's own last boundary is computed after its
-    first token (``later_tokens``). Replies equal the cache-off server's."""
+    from the boundary before it; the next turn is sent once it is, as a user's would be) and
+    cached; the turn's own last boundary is computed after its first token (``later_tokens``).
+    Replies equal the cache-off server's."""
     system = "System: " + "You are a patient tutor who explains step by step. " * 14
     messages = [{"role": "system", "content": system}]
     warmed = None  # the previous turn's history with its reply, as the next prompt starts
@@ -79,7 +90,7 @@ def test_ten_turn_chat_prefills_only_the_new_messages(on, off, tiny_tokenizer):
         question = f"Turn {turn}: " + "please explain the next idea in more detail, " * 21 + "ok?"
         messages.append({"role": "user", "content": question})
         tokens = tiny_tokenizer.encode(build_chat_prompt(messages, think=False))
-        before = cache(on)
+        before = after_warm(on, want_warm)
         reply = chat(on, messages, max_tokens=32, **GREEDY)
         after = cache(on)
         fed = after["prefilled_tokens"] - before["prefilled_tokens"]
@@ -93,8 +104,7 @@ def test_ten_turn_chat_prefills_only_the_new_messages(on, off, tiny_tokenizer):
             assert tokens[:w] == warmed, "the next prompt does not start with the warmed history"
             assert fed == len(tokens) - w, (fed, len(tokens), w)
             assert later == last - w
-            # the previous turn's warm-up ran before this turn's prefill (idle, or on demand)
-            assert after["warm_tokens"] >= want_warm
+            assert after["warm_tokens"] == want_warm and after["warm_dropped"] == 0
         messages.append({"role": "assistant", "content": reply})
         warmed = tiny_tokenizer.encode(history_text(messages))
         want_warm += len(warmed) - last  # from this prompt's last boundary
@@ -132,12 +142,12 @@ def test_streamed_reply_is_warmed_for_the_next_turn(on, tiny_tokenizer):
                         if line.startswith("data: {") and '"choices":[{' in line)
     messages += [{"role": "assistant", "content": reply},
                  {"role": "user", "content": "And one more sentence."}]
-    warmed = tiny_tokenizer.encode(history_text(messages[:-1]))
+    history = tiny_tokenizer.encode(history_text(messages[:-1]))
     tokens = tiny_tokenizer.encode(build_chat_prompt(messages, think=False))
-    assert tokens[:len(warmed)] == warmed
-    before = cache(on)
+    assert tokens[:len(history)] == history
+    before = after_warm(on, cache(on)["warm_tokens"] + 1)
     chat(on, messages, max_tokens=4, **GREEDY)
-    assert cache(on)["prefilled_tokens"] - before["prefilled_tokens"] == len(tokens) - len(warmed)
+    assert cache(on)["prefilled_tokens"] - before["prefilled_tokens"] == len(tokens) - len(history)
 
 
 def test_only_single_plain_chat_replies_are_warmed(tiny_model_path, tmp_path):

@@ -3,6 +3,7 @@
 import time
 
 from server.scheduler import DynamicScheduler
+from server.task.task import Task
 
 PROMPT = "User: 写一首诗\n\nAssistant:"
 
@@ -56,3 +57,43 @@ def test_a_task_added_during_the_idle_check_starts_at_once(tiny_loader, monkeypa
         assert waited < 0.3, f"the task took {waited:.3f} s: it waited for the idle timeout"
     finally:
         scheduler.shutdown()
+
+
+def test_a_task_is_under_way_once_its_pass_is_queued(tiny_loader):
+    """``Task.under_way_callback`` fires once per task: on a device that queues passes (CUDA),
+    after the step that queued the task's first pass and before its first token is sampled; on
+    the CPU at ``add_task`` (the pass holds no GIL a caller needs). Each task of a batch gets
+    its own, queued ones when admitted."""
+    events = []
+    for queued in (True, False):
+        scheduler = DynamicScheduler(tiny_loader, max_batch_size=1, buffer_size=4)
+        scheduler._async_device = queued  # as on CUDA
+        real = scheduler.prefiller._feed
+
+        def feed(plan, _real=real):
+            events.append(("pass", [t.task_id for _, t, _, _ in plan]))
+            return _real(plan)
+
+        scheduler.prefiller._feed = feed
+        tasks = []
+        for name in ("a", "b"):  # one slot: b waits for a's end
+            task = Task(tiny_loader.encode(PROMPT), task_id=name, max_tokens=3,
+                        temperature=0.0, collect_callback=(
+                            lambda toks, n=name: events.append(("token", n))))
+            task.under_way_callback = lambda t: events.append(("under way", t.task_id))
+            scheduler.add_task(task)
+            tasks.append(task)
+        if queued:
+            assert events == []  # nothing fired at add_task
+        scheduler.run()
+        assert all(t.under_way_callback is None for t in tasks)
+        seen = events
+        firsts = [seen.index(("token", n)) for n in "ab"]
+        unders = [seen.index(("under way", n)) for n in "ab"]
+        passes = [seen.index(("pass", [n])) for n in "ab"]
+        assert [e[0] for e in seen].count("under way") == 2
+        if queued:
+            assert all(p < u < f for p, u, f in zip(passes, unders, firsts)), seen
+        else:
+            assert unders == [0, 1], seen  # at add_task, before any pass
+        events.clear()

@@ -80,12 +80,14 @@ def _cache_health(sch) -> dict:
     """Prefix cache figures (``enabled: false`` when RWKV_STATE_CACHE_MB is 0) and the prompt
     tokens prefill actually computed: before the first token (``prefilled_tokens``) and again
     after it (``later_tokens``: turn boundaries kept for the next request) and after a chat
-    reply (``warm_tokens``: the reply as the next turn re-sends it)."""
+    reply (``warm_tokens``: the reply as the next turn re-sends it; ``warm_dropped``: such
+    histories whose next turn came first and fed them in its own pass)."""
     cache = getattr(sch, "prefix_cache", None)
     stats = cache.stats() if cache is not None else {"enabled": False}
     return {**stats, "prefilled_tokens": sch.prefiller.prefilled_tokens,
             "later_tokens": sch.prefiller.later_tokens,
-            "warm_tokens": sch.prefiller.warm_tokens}
+            "warm_tokens": sch.prefiller.warm_tokens,
+            "warm_dropped": sch.prefiller.warm_dropped}
 
 
 async def _http_error(request: Request, exc: StarletteHTTPException) -> Response:

@@ -79,6 +79,8 @@ class Probe:
         pre = self.sched.prefiller
         before = pre.warm_tokens
         self.sched.warm_prefix("", tokens)
+        while pre.warm_wait() is not None:  # the server's delay before it computes the job
+            time.sleep(0.001)
         self.sched.run()
         common.sync(self.device)  # its pass done too: the next turn comes seconds later
         return pre.warm_tokens - before

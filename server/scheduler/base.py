@@ -29,7 +29,7 @@ from collections import deque
 from server.logger import get_logger
 from server.scheduler.cycle import SlotCycle
 from server.scheduler.engine import BatchEngine
-from server.scheduler.prefill import Prefiller
+from server.scheduler.prefill import WARM_DELAY_S, Prefiller
 from server.scheduler.stats import SchedulerStats
 from server.task.task import Status, Task
 
@@ -67,6 +67,8 @@ class BaseScheduler(SlotCycle):
         self._thread: threading.Thread | None = None
         self._running = False
         self._busy = False  # True while step() has work in hand
+        # CUDA queues a pass and returns: the host goes on while the device works (_under_way)
+        self._async_device = self.engine.device.type == "cuda"
         self.iteration = 0
         self.pulses: deque[dict] = deque(maxlen=100_000)  # per-pulse stats (bench/stress)
         self.resizes: deque[dict] = deque(maxlen=10_000)
@@ -122,6 +124,8 @@ class BaseScheduler(SlotCycle):
             task._t_queued = time.perf_counter()  # time to first token counts from here
             self.waiting.append(task)
             self._cv.notify_all()
+        if not self._async_device:
+            task._under_way()  # its passes hold no GIL the caller's thread needs: go on now
 
     def warm_prefix(self, origin: str, tokens: list[int]) -> None:
         """Any thread: cache the state after ``tokens`` (origin: ``Task.cache_origin``) when the
@@ -130,7 +134,9 @@ class BaseScheduler(SlotCycle):
         if not self.prefiller.caching:
             return
         with self._cv:
-            self.prefiller.queue_warm(origin, tokens)
+            # serving (the daemon): a client that sends its next turn at once finds the device
+            # free (``WARM_DELAY_S``); run() by a caller computes it before returning
+            self.prefiller.queue_warm(origin, tokens, WARM_DELAY_S if self._running else 0.0)
             self._cv.notify_all()
 
     def _on_stop(self, task: Task) -> None:
@@ -174,6 +180,7 @@ class BaseScheduler(SlotCycle):
             self._drop_stopped_waiting()
             self._admit()
             self._prefill()
+            self._announce_under_way()
             if self.decoding:
                 self._pulse()
             self._shrink()
@@ -184,6 +191,15 @@ class BaseScheduler(SlotCycle):
         finally:
             self._settle_cache()
             self._busy = False
+
+    def _announce_under_way(self) -> None:
+        """After the step's passes are queued: tell the tasks in slots (``Task._under_way``,
+        once each). A reader waiting for it (the HTTP handler, before it builds its response)
+        then runs its Python while the device computes, not while this thread prepares the
+        pass (both need the GIL)."""
+        for task in self.slots:
+            if task is not None and task.under_way_callback is not None:
+                task._under_way()
 
     def _run_later(self) -> None:
         """After the pulse: one checkpoint the prefiller put off (a chat turn's boundary state
@@ -238,8 +254,12 @@ class BaseScheduler(SlotCycle):
                     self._cv.notify_all()
                     # the check is repeated under the lock: a task added after the one above
                     # (its notify already sent) must not wait for the timeout
-                    self._cv.wait_for(lambda: self._has_slot_work or not self._running,
-                                      timeout=0.5)
+                    if self._has_slot_work or not self._running:
+                        continue
+                    # one wait, then the loop checks again: a next-turn prefix queued meanwhile
+                    # (its notify) sets a shorter timeout, the time until it is due
+                    due = self.prefiller.warm_wait()
+                    self._cv.wait(0.5 if due is None else min(0.5, due + 1e-3))
 
     def shutdown(self, timeout: float = 10.0) -> None:
         """Stop every task, join the thread and free device memory. A step still running after

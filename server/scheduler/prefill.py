@@ -41,8 +41,13 @@ after exactly ``history``) is *eligible*. Its sequence ``history + pending`` is 
 **next turn** (``queue_warm``): when a chat reply is complete, the API renders the history as
 the client will re-send it (the reply without its reasoning, then the turn separator) and queues
 its tokens; ``run_later`` feeds them from their longest cached prefix (the boundary before the
-reply) and stores the state, so the next turn prefills only its new message. A request that
-arrives first runs the job itself (``_jump``): the same tokens, one more call.
+reply) and stores the state, so the next turn prefills only its new message. The serving
+scheduler runs such a job ``WARM_DELAY_S`` after it was queued: a client that sends its next
+turn at once (a program) would otherwise find the device busy with the job's pass and wait for
+it (measured on the H200: a whole-prompt hit took 4.3-6.3 ms to its first token, the job's
+pass ahead of it). A request that
+arrives before the job ran drops it (``_jump``) and feeds those tokens itself, in its own pass:
+one call instead of two.
 
 ``on_release`` stores a finishing task's state under its whole ``history`` (a conversation's turn
 boundary, or a completion the client extends), unless the task says ``cache_finish = False``.
@@ -67,6 +72,7 @@ RECENT = 32  # sequences remembered (tokens, hashes) to find branch points and r
 LATER_MAX = 4  # boundary states waiting to be computed after the pulse (each holds one state)
 WARM_MAX = 8  # next-turn prefixes waiting (token lists only; the oldest dropped beyond)
 WARM_TOKENS = 2048  # the longest feed a next-turn prefix may take from its cached start
+WARM_DELAY_S = 0.05  # a serving scheduler's next-turn prefix waits this long after its reply
 IN_FLIGHT = 128  # tasks in flight a new sequence is compared with (the most recent)
 log = get_logger(__name__)
 
@@ -145,8 +151,10 @@ class Prefiller:
         # hashes
         self._later: deque[_Later] = deque(maxlen=LATER_MAX)
         self.later_tokens = 0  # tokens run through the model by run_later (computed twice)
-        self._warm: deque[tuple[str, array]] = deque(maxlen=WARM_MAX)  # (origin, tokens)
+        # (origin, tokens, due: time.monotonic() from which run_later may compute it)
+        self._warm: deque[tuple[str, array, float]] = deque(maxlen=WARM_MAX)
         self.warm_tokens = 0  # tokens run through the model for next-turn prefixes
+        self.warm_dropped = 0  # next-turn prefixes whose request came first and fed them
 
     @property
     def caching(self) -> bool:
@@ -250,15 +258,22 @@ class Prefiller:
 
     @property
     def has_later(self) -> bool:
-        return bool(self._later) or bool(self._warm)
+        return bool(self._later) or self.warm_wait() == 0.0
 
-    def queue_warm(self, origin: str, tokens) -> None:
+    def warm_wait(self) -> float | None:
+        """Seconds until a queued next-turn prefix is due (0.0: one is); None: none queued."""
+        if not self._warm:
+            return None
+        return max(0.0, min(due for *_, due in self._warm) - time.monotonic())
+
+    def queue_warm(self, origin: str, tokens, delay: float = 0.0) -> None:
         """A prefix a request is expected to start with (the next turn of a chat: its history,
         the reply as the client re-sends it): computed from its longest cached prefix and stored
-        when the scheduler has time (``run_later``), or at once by the request that needs it
-        (``_jump``). The caller holds the scheduler's lock."""
+        by ``run_later`` from ``delay`` s on, when the scheduler has time; a request that starts
+        with it before then feeds those tokens itself (``_jump``). The caller holds the
+        scheduler's lock."""
         if self.caching and len(tokens) >= self.cache.min_tokens:
-            self._warm.append((origin, array("I", tokens)))
+            self._warm.append((origin, array("I", tokens), time.monotonic() + delay))
 
     def run_later(self, warm: bool = True) -> None:
         """Compute and store one waiting checkpoint (the scheduler calls it after the pulse) whose
@@ -267,8 +282,11 @@ class Prefiller:
         request waits for a slot), one next-turn prefix (``queue_warm``)."""
         job = next((j for j in self._later if not j.waits), None)
         if job is None:
-            if self._warm and warm:
-                self._run_warm(*self._warm.popleft())
+            now = time.monotonic()
+            due = next((w for w in self._warm if w[2] <= now), None) if warm else None
+            if due is not None:
+                self._warm.remove(due)
+                self._run_warm(*due[:2])
             return
         self._later.remove(job)
         keys = [(p, self.cache.key(job.origin, job.hashes, p)) for p in job.stops]
@@ -311,18 +329,18 @@ class Prefiller:
         self.warm_tokens += n_all - n
         self.cache.insert(key, tokens, state)
 
-    def _warm_for(self, s: _Seq) -> None:
-        """Run now a queued next-turn prefix that ``s`` starts with (its request came before the
-        scheduler had time for it): the request then jumps to its end."""
+    def _drop_warm_for(self, s: _Seq) -> None:
+        """Drop the queued next-turn prefixes that ``s`` starts with (its request came before
+        they ran): its own pass feeds those tokens, one call instead of two."""
         for job in list(self._warm):
-            origin, tokens = job
+            origin, tokens, _ = job
             if origin == s.origin and len(tokens) < len(s.tokens) and \
                     s.tokens[:len(tokens)] == tokens:
                 try:
                     self._warm.remove(job)
                 except ValueError:  # dropped meanwhile (a full queue loses its oldest)
                     continue
-                self._run_warm(origin, tokens)
+                self.warm_dropped += 1
 
     def drop_later(self) -> None:
         self._later.clear()
@@ -410,7 +428,7 @@ class Prefiller:
     def _jump(self, slot: int, s: _Seq) -> None:
         task, first = s.task, not s.looked
         if first and self._warm:
-            self._warm_for(s)
+            self._drop_warm_for(s)
         s.looked, pos = True, len(task.history)
         whole = len(s.tokens)  # the whole prompt, with logits: only for a task that decodes
         hi = whole if self._decodes(task) else s.end

@@ -82,6 +82,8 @@ class Task:
         self.rng_counter = 0  # draws made so far from this task's (seed, counter) stream
         self.collect_callback = collect_callback
         self.finish_callback = finish_callback
+        # called once (with the task) when its scheduler has it under way (``_under_way``)
+        self.under_way_callback: Callable[[Task], None] | None = None
         self.tokenizer = tokenizer  # anything with encode(str)/decode(ids), e.g. the loader
 
         self.state = None  # State(batch=1) on CPU, or None for the zero state
@@ -231,7 +233,16 @@ class Task:
             raise RuntimeError(f"task {self.task_id} is running (or queued, or finishing); stop "
                                f"it or wait() before {doing}")
 
+    def _under_way(self) -> None:
+        """Fire ``under_way_callback`` once: the scheduler has queued this task's first model
+        pass (on CUDA the device works on it while the host goes on), or the task ended
+        first."""
+        fn, self.under_way_callback = self.under_way_callback, None
+        if fn is not None:
+            self._call(fn, self)
+
     def _finish(self, reason: str, error: str | None = None) -> None:
+        self._under_way()
         self._stop_hook = None  # a finished task belongs to no scheduler (also when dropped unrun)
         self.finish_reason = reason
         self.error = error

@@ -28,6 +28,7 @@ from fastapi.responses import JSONResponse
 from sse_starlette.sse import EventSourceResponse, ServerSentEvent
 
 from server.api.chat import ChatError, build_chat_prompt, history_text, wants_think
+from server.api.bridge import UnderWay
 from server.api.completion import Choice, make_tasks, run_choices, submit
 from server.api.deps import get_runtime
 from server.api.encoding import encode
@@ -81,12 +82,17 @@ def _check_length(n_tokens: int, limit: int, what: str) -> None:
                           code="context_length_exceeded")
 
 
-def _submit(rt, tasks) -> None:
+async def _submit(rt, tasks, stream: bool) -> None:
+    """Enqueue the request's tasks (503 if the queue is full). For a stream, return once the
+    first is under way (``UnderWay``): its response is built while the device computes."""
+    started = UnderWay(tasks[0]) if stream else None
     try:
         submit(rt.scheduler, tasks)
     except QueueFull as e:
         raise OpenAIError(503, f"The server is busy ({e}); retry shortly.", type="server_error",
                           code="server_busy", headers={"Retry-After": "1"}) from None
+    if started is not None:
+        await started.wait()
 
 
 def _reply(rt, req, prefix: str, prompt_tokens: int) -> Reply:
@@ -211,7 +217,7 @@ async def chat_completions(request: Request):
                for i, t in enumerate(tasks)]
     if len(choices) == 1 and rt.settings.chat_warm_next_turn and template_id(req.model) is None:
         choices[0].on_finish = _warm_next_turn(rt, req, tools if offer else None)
-    _submit(rt, tasks)
+    await _submit(rt, tasks, req.stream)
     reply = _reply(rt, req, "chatcmpl", len(tokens))
     if req.stream:
         return _sse(chat_events(reply, choices, rt.loader.tokenizer), choices)
@@ -282,7 +288,7 @@ async def completions(request: Request):
         choices += [Choice(i * n + j, t, OutputSplitter("text", req.stop_list),
                            echo=utf8_safe(text) if req.echo else "") for j, t in enumerate(tasks)]
     await prepare_tasks(rt, req.model, [c.task for c in choices])  # prefix cache; templates
-    _submit(rt, [c.task for c in choices])
+    await _submit(rt, [c.task for c in choices], req.stream)
     reply = _reply(rt, req, "cmpl", sum(len(t) for _, t in prompts))
     if req.stream:
         return _sse(completion_events(reply, choices, rt.loader.tokenizer), choices)
