@@ -72,7 +72,8 @@ def main(argv=None) -> None:
     from server.api.app import create_app
     from server.api.http_protocol import with_header_timeout
 
-    uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_config=None,
+    uvicorn.run(create_app(settings, freeze_heap=True), host=settings.host, port=settings.port,
+                log_config=None,
                 timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
                 http=with_header_timeout(settings.header_timeout_s))
 

@@ -20,6 +20,7 @@ sockets, the client) is the client's TTFT minus "text"."""
 from __future__ import annotations
 
 import argparse
+import gc
 import contextlib
 import importlib.util
 import inspect
@@ -101,6 +102,9 @@ def main(argv=None) -> None:
     p.add_argument("--demo", default="tiny", help="random-weights preset")
     p.add_argument("--model", help="a checkpoint to serve instead of --demo's random weights")
     p.add_argument("--turns", type=int, default=10)
+    p.add_argument("--no-freeze", action="store_true",
+                   help="serve without freezing the start-up heap (run.py freezes it), to "
+                        "compare the full garbage collection timed at the end")
     p.add_argument("--timeline", action="store_true",
                    help="also put the last turn's two requests on the scheduler's host and "
                         "device time line (as ``ttft --timeline``; every call of the run is "
@@ -116,7 +120,7 @@ def main(argv=None) -> None:
     port = free_port()
     weights = dict(model_path=args.model) if args.model else dict(demo=args.demo)
     settings = Settings(**weights, port=port, task_db_path=str(Path(tmp.name) / "tasks.db"))
-    app = create_app(settings)
+    app = create_app(settings, freeze_heap=not args.no_freeze)  # as run.py by default
     records: list[dict] = []
     line: list[dict] = []  # --timeline's records
     _mark_handler_steps(records)
@@ -133,10 +137,16 @@ def main(argv=None) -> None:
         with look:
             subprocess.run([sys.executable, "-m", "server.bench.chat", "--url-on", url,
                             "--url-off", url, "--turns", str(args.turns)], check=True)
+        t0 = time.perf_counter()
+        gc.collect()  # what a full collection costs this served process now
+        collected_ms = (time.perf_counter() - t0) * 1e3
+        walked, frozen = len(gc.get_objects()), gc.get_freeze_count()
     finally:
         server.should_exit = True
         thread.join(30)
         tmp.cleanup()
+    print(f"a full garbage collection after the run: {collected_ms:.1f} ms "
+          f"({walked:,} objects walked, {frozen:,} frozen)")
     have = [m for m in ("httptools", "uvloop") if importlib.util.find_spec(m)]
     cls = getattr(config, "http_protocol_class", None)
     print(f"uvicorn: http {cls.__name__ if cls else config.http}, "
