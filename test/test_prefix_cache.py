@@ -11,7 +11,7 @@ from model_cases import cache_entries_exact
 
 from server.model.state import State
 from server.scheduler import DynamicScheduler
-from server.scheduler.prefill import TURN_TOKEN, WARM_DELAY_S
+from server.scheduler.prefill import TURN_TOKEN, WARM_DELAY_S, WARM_MAX
 from server.scheduler.prefix_cache import (ENTRY_OVERHEAD, PrefixCache, common_prefix,
                                            prefix_hashes, state_nbytes)
 from server.task.task import Status, Task
@@ -786,3 +786,35 @@ def test_prefix_hashes_are_the_polynomial_hashes():
         want.append(h0 << 31 | h1)
     assert list(prefix_hashes(tokens)) == want
     assert list(prefix_hashes(array("I", tokens))) == want
+
+
+def test_next_turn_queue_read_while_other_threads_change_it(tiny_loader):
+    """``warm_wait`` (read by the daemon's idle check, ``run()``'s predicate and the ttft bench,
+    without the scheduler's lock) while the API's thread queues next-turn prefixes and the
+    daemon computes and removes them: no "deque mutated during iteration" (before, the reader
+    raised within a few thousand polls; in the daemon's own check it killed the thread)."""
+    import sys
+
+    import server.scheduler.base as base
+
+    sched = DynamicScheduler(tiny_loader, max_batch_size=4, buffer_size=4,
+                             prefix_cache=PrefixCache(64 << 20))
+    pre, toks = sched.prefiller, list(range(100, 200))
+    interval = sys.getswitchinterval()
+    real_delay = base.WARM_DELAY_S
+    base.WARM_DELAY_S = 0.0003  # jobs come due at once: the daemon removes them meanwhile
+    sys.setswitchinterval(1e-5)
+    sched.start_daemon()
+    polls, stop = 0, time.monotonic() + 1.0
+    try:
+        while time.monotonic() < stop:
+            for i in range(WARM_MAX):
+                sched.warm_prefix("", toks[i:])
+            while pre.warm_wait() is not None and time.monotonic() < stop + 5:
+                polls += 1
+        assert sched._thread.is_alive()
+    finally:
+        sys.setswitchinterval(interval)
+        base.WARM_DELAY_S = real_delay
+        sched.shutdown()
+    assert polls > 100

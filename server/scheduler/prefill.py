@@ -261,10 +261,14 @@ class Prefiller:
         return bool(self._later) or self.warm_wait() == 0.0
 
     def warm_wait(self) -> float | None:
-        """Seconds until a queued next-turn prefix is due (0.0: one is); None: none queued."""
-        if not self._warm:
+        """Seconds until a queued next-turn prefix is due (0.0: one is); None: none queued.
+        Any thread: the queue is read through a copy made in one step (``tuple``): other
+        threads append to it (``queue_warm``) and the scheduler thread removes from it, and a
+        deque changed while a Python loop walks it raises."""
+        jobs = tuple(self._warm)
+        if not jobs:
             return None
-        return max(0.0, min(due for *_, due in self._warm) - time.monotonic())
+        return max(0.0, min(due for *_, due in jobs) - time.monotonic())
 
     def queue_warm(self, origin: str, tokens, delay: float = 0.0) -> None:
         """A prefix a request is expected to start with (the next turn of a chat: its history,
@@ -283,9 +287,12 @@ class Prefiller:
         job = next((j for j in self._later if not j.waits), None)
         if job is None:
             now = time.monotonic()
-            due = next((w for w in self._warm if w[2] <= now), None) if warm else None
+            due = next((w for w in tuple(self._warm) if w[2] <= now), None) if warm else None
             if due is not None:
-                self._warm.remove(due)
+                try:
+                    self._warm.remove(due)
+                except ValueError:  # dropped meanwhile (a full queue loses its oldest)
+                    return
                 self._run_warm(*due[:2])
             return
         self._later.remove(job)
