@@ -158,8 +158,11 @@ def main(argv=None) -> None:
     print("\nms from the request's arrival in the app (\"again\": the same prompt a second time)")
     print(common.table(["turn", "request", "body parsed", "tokenised", "tasks prepared",
                         "add_task", "first token", "text sent"], rows), flush=True)
-    for nth in range(len(records) - 2, len(records)) if line else ():
-        rec = records[nth]
+    for nth in range(max(0, len(records) - 2), len(records)) if line else ():
+        rec = records[nth]  # (one add_task per chat request: n = 1)
+        if "first_token" not in rec:
+            print(f"\nrequest {nth + 1}: no first token (not on the time line)")
+            continue
         print(f"\nrequest {nth + 1} on the time line (ms from its add_task)\n"
               f"{stages.timeline_report(line, rec['first_token'] - rec['add_task'], nth)}",
               flush=True)
