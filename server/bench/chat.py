@@ -139,6 +139,22 @@ def median_rows(runs: list[list[dict]]) -> list[dict]:
     return rows
 
 
+def pooled(runs: list[list[dict]], first_turn: int = 2) -> str:
+    """One line per server: the median and quartiles of every turn's TTFT from ``first_turn``
+    on, over all conversations. The cached turns prefill about the same number of tokens, so
+    their pooled median is a steadier measure for comparing builds than one turn's median
+    (the uncached figures grow with the prompt; given for completeness)."""
+    def line(key: str) -> str:
+        xs = sorted(r[key] * 1e3 for run in runs for r in run if r["turn"] >= first_turn)
+        if not xs:
+            return "no turns"
+        q = [xs[min(len(xs) - 1, int(f * len(xs)))] for f in (0.25, 0.5, 0.75)]
+        return f"median {q[1]:.1f} ms (quartiles {q[0]:.1f}-{q[2]:.1f}, {len(xs)} turns)"
+
+    return (f"turns {first_turn}+ of all conversations: cache on {line('ttft_on_s')}; "
+            f"cache off {line('ttft_off_s')}")
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(prog="python -m server.bench.chat", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -194,6 +210,7 @@ def main(argv=None) -> None:
         print(f"median of {len(runs)} conversations\n{HEADER}")
         for r in rows:
             print(row_line(r))
+    print(pooled(runs))
     last = rows[-1]
     print(f"last turn: {last['prompt_tokens']} prompt tokens, {last['prefilled_on']} prefilled "
           f"with the cache; TTFT {last['ttft_on_s'] * 1000:.1f} ms vs "

@@ -1,0 +1,28 @@
+"""The chat benchmark's summaries (``server.bench.chat``): per-turn medians over conversations
+and the pooled TTFT of the cached turns."""
+
+from server.bench.chat import median_rows, pooled
+
+
+def _run(ons: list[float], offs: list[float], equal=True) -> list[dict]:
+    return [{"turn": i + 1, "prompt_tokens": 100 * (i + 1), "prefilled_on": 50,
+             "ttft_on_s": on / 1e3, "ttft_off_s": off / 1e3, "equal": equal}
+            for i, (on, off) in enumerate(zip(ons, offs))]
+
+
+def test_median_rows_takes_each_turns_median_and_ands_equality():
+    runs = [_run([30, 9, 12], [30, 20, 40]), _run([31, 11, 10], [29, 22, 41], equal=False),
+            _run([29, 10, 11], [31, 21, 39])]
+    rows = median_rows(runs)
+    assert [r["ttft_on_s"] * 1e3 for r in rows] == [30, 10, 11]
+    assert [round(r["ttft_off_s"] * 1e3) for r in rows] == [30, 21, 40]
+    assert not any(r["equal"] for r in rows) and rows[2]["prompt_tokens"] == 300
+
+
+def test_pooled_skips_the_first_turn_and_pools_the_conversations():
+    runs = [_run([30, 9, 12, 10], [30, 20, 40, 50]), _run([31, 11, 10, 13], [29, 22, 41, 52])]
+    line = pooled(runs)
+    # cache on, turns 2-4 of both: 9 10 10 11 12 13 -> quartiles by rank 1, 3, 4
+    assert "cache on median 11.0 ms (quartiles 10.0-12.0, 6 turns)" in line
+    assert "cache off median 41.0 ms" in line
+    assert "no turns" in pooled(runs, first_turn=9)
