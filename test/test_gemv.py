@@ -5,9 +5,10 @@ import pytest
 import torch
 from model_cases import run_interpreted
 
-# every epilogue, with limits (the zero-padded LoRA stacks) and without, 1 and 5 rows, K split
-# 1/3/4 ways (3 leaves the last slice short, and with the limits some slices empty): the result
-# within fp16 rounding of the fp32 product, the same bits on a second call, counters back at 0
+# every epilogue, with limits (the zero-padded LoRA stacks) and without, 1, 5 and 40 rows (40:
+# a row block of 64, as a short prompt's pass would use), K split 1/3/4 ways (3 leaves the last
+# slice short, and with the limits some slices empty): the result within fp16 rounding of the
+# fp32 product, the same bits on a second call, counters back at 0
 GEMV_CHECK = """
 import torch
 from server.model.kernels import gemv_triton as gt
@@ -20,7 +21,7 @@ lim = torch.tensor([[40, 320], [16, 200], [48, 64], [0, 320]], dtype=torch.int32
 worst = 0.0
 for epi in (gt.EPI_STORE, gt.EPI_RELU2, gt.EPI_ADD, gt.EPI_LORA):
     for limits in (None, lim):
-        for M in (1, 5):
+        for M in (1, 5, 40):
             x, w = rnd(G, M, K), rnd(G, N, K) * 0.1
             base = rnd(G, M, N, dtype=torch.float32)
             want = []
@@ -36,7 +37,7 @@ for epi in (gt.EPI_STORE, gt.EPI_RELU2, gt.EPI_ADD, gt.EPI_LORA):
                     y = y + base[g]
                 want.append(y)
             want = torch.stack(want)
-            scratch = gt.GemvScratch(dev, G * N)
+            scratch = gt.GemvScratch(dev, G * N, M)
             for split in (1, 3, 4):
                 got = []
                 for _ in range(2):
@@ -57,10 +58,10 @@ for epi in (gt.EPI_STORE, gt.EPI_RELU2, gt.EPI_ADD, gt.EPI_LORA):
                     if n < N and epi != gt.EPI_ADD:
                         assert (have[g, :, n:] == 7.0).all()
 # two products in one launch: the same bits as each alone (same configurations), both split
-for M in (1, 5):
+for M in (1, 5, 17):
     xa, wa, xb, wb = rnd(3, M, K), rnd(3, N, K), rnd(4, M, K), rnd(4, N, K)
     ca, cb = (16, 64, 4, 2, 3), (16, 128, 4, 2, 2)
-    scratch = gt.GemvScratch(dev, 7 * N)
+    scratch = gt.GemvScratch(dev, 7 * N, M)
     alone = (gt.gemv(xa, wa, epi=gt.EPI_RELU2, config=ca, scratch=scratch),
              gt.gemv(xb, wb, epi=gt.EPI_LORA, limits=lim, config=cb, scratch=scratch))
     both = gt.gemv_pair(dict(x=xa, w=wa, epi=gt.EPI_RELU2, config=ca),
@@ -75,17 +76,18 @@ for M in (1, 5):
     assert int(scratch.counters.abs().sum()) == 0
 assert gt.split_of(2560, 512, 8) == (5, 512) and gt.split_of(10240, 128, 8) == (8, 1280)
 assert gt.split_of(2560, 256, 4) == (4, 768) and gt.split_of(256, 256, 8) == (1, 256)
+assert [gt.block_m(m) for m in (1, 16, 17, 152, 256)] == [16, 16, 32, 256, 256]
 try:
-    gt.gemv(rnd(1, 17, K), rnd(1, N, K))
-    raise SystemExit("17 rows accepted")
+    gt.gemv(rnd(1, 257, K), rnd(1, N, K))
+    raise SystemExit("257 rows accepted")
 except ValueError:
     pass
-try:
-    gt.gemv(rnd(1, 1, K), rnd(1, N, K), config=(16, 64, 4, 2, 2),
-            scratch=gt.GemvScratch(dev, 32))
-    raise SystemExit("a scratch too small accepted")
-except ValueError:
-    pass
+for m, scratch in ((1, gt.GemvScratch(dev, 32)), (17, gt.GemvScratch(dev, 4 * N))):
+    try:  # too few output rows; partial tiles of 16 input rows for 17
+        gt.gemv(rnd(1, m, K), rnd(1, N, K), config=(16, 64, 4, 2, 2), scratch=scratch)
+        raise SystemExit("a scratch too small accepted")
+    except ValueError:
+        pass
 print(f"gemv ok, worst rel err {worst:.1e}")
 """
 

@@ -3,6 +3,8 @@ against the skinny-product kernel (server/model/kernels/gemv_triton.py).
 
     python -m server.bench gemv --preset 2.9b --rows 1,2,4,8,16 [--sweep 1]
     python -m server.bench gemv --rows 1 --sweep 1 --products ffn --warps 4,8 --stages 2,3,4,5
+    python -m server.bench gemv --rows 152,192 --sweep 152,192 --block-n 32,64,128 \
+        --block-k 32,64,128 --warps 4,8 --stages 2,3,4   # a short prompt's pass (not used yet)
 
 Each case is timed inside a CUDA graph (launch costs as in the decode graph) over enough weight
 copies to defeat the L2 cache (>= 256 MB read per replay). GB/s counts the weight bytes a product
@@ -115,7 +117,7 @@ def run_case(case, M: int, dt, dev, sweep: list) -> dict:
     t_torch = graph_time(lambda i: torch_call(G, M, N, K, epi, x, ws[i], out), copies)
     row["cuBLAS µs"] = f"{t_torch:.1f}"
     row["cuBLAS GB/s"] = f"{nbytes / t_torch / 1e3:.0f}"
-    scratch = GemvScratch(dev, G * (N + 128))  # row blocks up to 128
+    scratch = GemvScratch(dev, G * (N + 128), M)  # row blocks up to 128
     configs = [_config(M, N, K, G)] + sweep
     best = None
     for cfg in configs:
@@ -159,7 +161,7 @@ def pair_row(C: int, D: int, dims: list[int], M: int, dt, dev) -> dict:
     ws = [(torch.randn(3, C, C, device=dev, dtype=dt), torch.randn(4, D, C, device=dev, dtype=dt))
           for _ in range(copies)]
     xa, xb = torch.randn(3, M, C, device=dev, dtype=dt), torch.randn(4, M, C, device=dev, dtype=dt)
-    scratch = gt.GemvScratch(dev, 4 * (C + 64))
+    scratch = gt.GemvScratch(dev, 4 * (C + 64), M)
     two = graph_time(lambda i: (gt.gemv(xa, ws[i][0], scratch=scratch),
                                 gt.gemv(xb, ws[i][1], epi=gt.EPI_LORA, limits=lim,
                                         scratch=scratch)), copies)

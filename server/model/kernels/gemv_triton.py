@@ -2,8 +2,12 @@
 
 At a handful of rows a decode step is a weight read: cuBLAS's kernels for such shapes read the
 weights at about half the bandwidth of the H200 (docs/performance.md). This kernel gives every
-program ``BLOCK_N`` weight rows (contiguous along K) and all M <= 16 input rows, and accumulates in
-fp32 through one tensor-core product a tile. A grid axis runs G products of one shape in one
+program ``BLOCK_N`` weight rows (contiguous along K) and all M input rows (one row block of
+``block_m(M)`` = 16, 32, ... 256 rows: each weight tile is read once for all of them), and
+accumulates in fp32 through one tensor-core product a tile. The decode path uses it up to 16
+rows; up to 256 (a short prompt's pass, e.g. a cached chat turn's 152 tokens) it is a candidate
+against cuBLAS, timed by ``python -m server.bench gemv --rows 152,192 --sweep 152,192``, not
+used by the forward until measured faster there. A grid axis runs G products of one shape in one
 launch (r, k, v; the LoRA stages). Epilogues fold the neighbouring element-wise work into the
 product:
 
@@ -37,8 +41,13 @@ from torch import Tensor
 from . import pdl
 
 EPI_STORE, EPI_RELU2, EPI_ADD, EPI_LORA = 0, 1, 2, 3
-MAX_ROWS = 16
+MAX_ROWS = 256
 MAX_SPLIT = 8
+
+
+def block_m(M: int) -> int:
+    """Rows of a program's block (all M rows): the power of two >= M, at least 16."""
+    return max(16, triton.next_power_of_2(M))
 
 
 @triton.jit
@@ -62,7 +71,7 @@ def _epilogue(acc, out_ptr, g, rows, n, M, n_lim, som, EPI: tl.constexpr):
 def _gemv_program(pid, g, s, n_blocks, x_ptr, w_ptr, out_ptr, lim_ptr, part_ptr, count_ptr,
                   M, N, K, split, k_per_split, sxg, sxm, swg, swn, sog, som,
                   EPI: tl.constexpr, LIMITS: tl.constexpr,
-                  BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+                  BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_M: tl.constexpr):
     """Row block ``pid`` of group ``g``, slice ``s`` of K (of ``split``)."""
     n_lim = N
     k_lim = K
@@ -70,12 +79,12 @@ def _gemv_program(pid, g, s, n_blocks, x_ptr, w_ptr, out_ptr, lim_ptr, part_ptr,
         n_lim = tl.minimum(tl.load(lim_ptr + 2 * g), N)
         k_lim = tl.minimum(tl.load(lim_ptr + 2 * g + 1), K)
     if pid * BLOCK_N < n_lim:
-        rows = tl.arange(0, 16)
+        rows = tl.arange(0, BLOCK_M)
         n = pid * BLOCK_N + tl.arange(0, BLOCK_N)
         kk = tl.arange(0, BLOCK_K)
         x_base = x_ptr + g * sxg + rows[:, None] * sxm
         w_base = w_ptr + g * swg + n[:, None].to(tl.int64) * swn
-        acc = tl.zeros((16, BLOCK_N), dtype=tl.float32)
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
         k_start = s * k_per_split
         k_end = tl.minimum(k_start + k_per_split, k_lim)
         for k0 in range(k_start, k_end, BLOCK_K):
@@ -91,15 +100,15 @@ def _gemv_program(pid, g, s, n_blocks, x_ptr, w_ptr, out_ptr, lim_ptr, part_ptr,
         else:
             block = g * n_blocks + pid  # this row block's counter and partials
             tile = rows[:, None] * BLOCK_N + tl.arange(0, BLOCK_N)[None, :]
-            part = part_ptr + block * split * 16 * BLOCK_N
+            part = part_ptr + block * split * BLOCK_M * BLOCK_N
             live = rows[:, None] < M  # rows past M are zero: not stored, not read back
-            tl.store(part + s * 16 * BLOCK_N + tile, acc, mask=live)
+            tl.store(part + s * BLOCK_M * BLOCK_N + tile, acc, mask=live)
             tl.debug_barrier()  # every thread's partial is written before the ticket
             ticket = tl.atomic_add(count_ptr + block, 1, sem="acq_rel")
             if ticket == split - 1:  # the last of the block's programs: sum in slice order
-                total = tl.zeros((16, BLOCK_N), dtype=tl.float32)
+                total = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
                 for j in range(0, split):
-                    total += tl.load(part + j * 16 * BLOCK_N + tile, mask=live, other=0.0,
+                    total += tl.load(part + j * BLOCK_M * BLOCK_N + tile, mask=live, other=0.0,
                                      cache_modifier=".cg")
                 tl.store(count_ptr + block, 0)
                 _epilogue(total, out_g, g, rows, n, M, n_lim, som, EPI)
@@ -109,24 +118,25 @@ def _gemv_program(pid, g, s, n_blocks, x_ptr, w_ptr, out_ptr, lim_ptr, part_ptr,
 def _gemv_kernel(x_ptr, w_ptr, out_ptr, lim_ptr, part_ptr, count_ptr, M, N, K, split,
                  k_per_split, sxg, sxm, swg, swn, sog, som,
                  EPI: tl.constexpr, LIMITS: tl.constexpr,
-                 BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, PDL: tl.constexpr):
+                 BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_M: tl.constexpr,
+                 PDL: tl.constexpr):
     pdl.enter(PDL)
     _gemv_program(tl.program_id(0), tl.program_id(1).to(tl.int64), tl.program_id(2),
                   tl.num_programs(0), x_ptr, w_ptr, out_ptr, lim_ptr, part_ptr, count_ptr,
                   M, N, K, split, k_per_split, sxg, sxm, swg, swn, sog, som,
-                  EPI, LIMITS, BLOCK_N, BLOCK_K)
+                  EPI, LIMITS, BLOCK_N, BLOCK_K, BLOCK_M)
 
 
 @triton.jit
 def _flat_program(q, n_blocks, G, x_ptr, w_ptr, out_ptr, lim_ptr, part_ptr, count_ptr,
                   M, N, K, split, k_per_split, sxg, sxm, swg, swn, sog, som,
                   EPI: tl.constexpr, LIMITS: tl.constexpr,
-                  BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+                  BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_M: tl.constexpr):
     """Program ``q`` of a flat grid of n_blocks x G x split, the row block fastest."""
     rest = q // n_blocks
     _gemv_program(q % n_blocks, (rest % G).to(tl.int64), rest // G, n_blocks, x_ptr, w_ptr,
                   out_ptr, lim_ptr, part_ptr, count_ptr, M, N, K, split, k_per_split,
-                  sxg, sxm, swg, swn, sog, som, EPI, LIMITS, BLOCK_N, BLOCK_K)
+                  sxg, sxm, swg, swn, sog, som, EPI, LIMITS, BLOCK_N, BLOCK_K, BLOCK_M)
 
 
 @triton.jit(do_not_specialize=["split_a", "split_b"])
@@ -136,27 +146,29 @@ def _gemv_pair_kernel(
         sogb, somb, M,
         EPI_A: tl.constexpr, LIM_A: tl.constexpr, BN_A: tl.constexpr, BK_A: tl.constexpr,
         EPI_B: tl.constexpr, LIM_B: tl.constexpr, BN_B: tl.constexpr, BK_B: tl.constexpr,
-        PDL: tl.constexpr):
+        BLOCK_M: tl.constexpr, PDL: tl.constexpr):
     """Two independent products in one launch: programs [0, nba·Ga·split_a) run A, the rest B."""
     pdl.enter(PDL)
     q = tl.program_id(0)
     n_a = nba * Ga * split_a
     if q < n_a:
         _flat_program(q, nba, Ga, xa, wa, oa, la, pa, ca, M, Na, Ka, split_a, kps_a,
-                      sxga, sxma, swga, swna, soga, soma, EPI_A, LIM_A, BN_A, BK_A)
+                      sxga, sxma, swga, swna, soga, soma, EPI_A, LIM_A, BN_A, BK_A, BLOCK_M)
     else:
         _flat_program(q - n_a, nbb, Gb, xb, wb, ob, lb, pb, cb, M, Nb, Kb, split_b, kps_b,
-                      sxgb, sxmb, swgb, swnb, sogb, somb, EPI_B, LIM_B, BN_B, BK_B)
+                      sxgb, sxmb, swgb, swnb, sogb, somb, EPI_B, LIM_B, BN_B, BK_B, BLOCK_M)
 
 
 class GemvScratch:
     """Partial tiles and per-block counters of split products on one device (counters are zero
     between launches: the last program of a block resets its own), for products of at most
-    ``rows`` output rows in all (G x N rounded up to the row block)."""
+    ``rows`` output rows in all (G x N rounded up to the row block) and at most ``max_m`` input
+    rows (rounded up by ``block_m``)."""
 
-    def __init__(self, device, rows: int):
-        self.rows = rows
-        self.partials = torch.empty(MAX_SPLIT * 16 * rows, dtype=torch.float32, device=device)
+    def __init__(self, device, rows: int, max_m: int = 16):
+        self.rows, self.block_m = rows, block_m(max_m)
+        self.partials = torch.empty(MAX_SPLIT * self.block_m * rows, dtype=torch.float32,
+                                    device=device)
         self.counters = torch.zeros(triton.cdiv(rows, 16), dtype=torch.int32, device=device)
 
 
@@ -164,6 +176,9 @@ def _config(M: int, N: int, K: int, G: int) -> tuple[int, int, int, int, int]:
     """(BLOCK_N, BLOCK_K, num_warps, num_stages, split) for this shape: the fastest of a sweep on
     the H200 at 1 row (`python -m server.bench gemv --rows 1,16 --sweep 1`, docs/performance.md)
     for the products of a 2.9B layer; other sizes take the rule of the nearest shape."""
+    if M > 16:  # not measured: a starting point for the sweep (x tiles of <= 32 KB)
+        bk = 64 if block_m(M) >= 128 else 128
+        return 64, bk, 8 if block_m(M) >= 128 else 4, 3, (4 if N < K else 1)
     if N >= 8 * K:  # the head: vocabulary x C
         return 64, 256, 4, 3, 1
     if N > K:  # FFN key (4C x C); LoRA second stages (C x D)
@@ -199,6 +214,7 @@ class _Product:
     M: int
     scratch_rows: int  # output rows of scratch it needs (0: not split)
     blocks: int  # counters it needs (G x n_blocks when split)
+    block_m: int  # rows of the row block (block_m(M))
 
 
 def _prepare(x: Tensor, w: Tensor, out: Tensor | None, epi: int, limits: Tensor | None,
@@ -212,7 +228,8 @@ def _prepare(x: Tensor, w: Tensor, out: Tensor | None, epi: int, limits: Tensor 
     G, M, K = x3.shape
     N = w3.shape[1]
     if M > MAX_ROWS or w3.shape[2] != K or w3.shape[0] != G:
-        raise ValueError(f"gemv: x {tuple(x.shape)} and w {tuple(w.shape)} do not fit (M <= 16)")
+        raise ValueError(f"gemv: x {tuple(x.shape)} and w {tuple(w.shape)} do not fit "
+                         f"(M <= {MAX_ROWS})")
     if x3.stride(-1) != 1 or w3.stride(-1) != 1:
         raise ValueError("gemv needs x and w contiguous along K")
     if out is None:
@@ -230,30 +247,31 @@ def _prepare(x: Tensor, w: Tensor, out: Tensor | None, epi: int, limits: Tensor 
     if split > 1:
         rows, blocks = G * n_blocks * block_n, G * n_blocks
         if scratch is None:
-            scratch = GemvScratch(x.device, rows_before + rows)
-        if rows_before + rows > scratch.rows:
-            raise ValueError(f"gemv: scratch for {scratch.rows} output rows, "
-                             f"{rows_before + rows} needed")
-        part = scratch.partials[rows_before * MAX_SPLIT * 16:]
+            scratch = GemvScratch(x.device, rows_before + rows, M)
+        if rows_before + rows > scratch.rows or block_m(M) > scratch.block_m:
+            raise ValueError(f"gemv: scratch for {scratch.rows} output rows of up to "
+                             f"{scratch.block_m} input rows, {rows_before + rows} of {M} needed")
+        part = scratch.partials[rows_before * MAX_SPLIT * scratch.block_m:]
         count = scratch.counters[blocks_before:]
     args = [x3, w3, o3, limits if limits is not None else x3, part, count, N, K, G, n_blocks,
             split, k_per_split, x3.stride(0), x3.stride(1), w3.stride(0), w3.stride(1),
             o3.stride(0), o3.stride(1)]
     return _Product(out, args, epi, limits is not None, block_n, block_k, warps, stages, M,
-                    rows, blocks), scratch
+                    rows, blocks, block_m(M)), scratch
 
 
 def gemv(x: Tensor, w: Tensor, out: Tensor | None = None, epi: int = EPI_STORE,
          limits: Tensor | None = None, config: tuple[int, int, int, int, int] | None = None,
          scratch: GemvScratch | None = None) -> Tensor:
-    """x [M, K] or [G, M, K]; w [N, K] or [G, N, K] (rows contiguous along K); M <= 16.
+    """x [M, K] or [G, M, K]; w [N, K] or [G, N, K] (rows contiguous along K); M <= 256.
     Returns out ([M, N] / [G, M, N]; allocated in x's dtype unless given; EPI_ADD needs it).
     A split configuration uses ``scratch`` (a fresh one per call without it: correct, slower)."""
     p, _ = _prepare(x, w, out, epi, limits, config, scratch)
     x3, w3, o3, lim, part, count, N, K, G, n_blocks, split, kps, *strides = p.args
     _gemv_kernel[(n_blocks, G, split)](
         x3, w3, o3, lim, part, count, p.M, N, K, split, kps, *strides, EPI=epi,
-        LIMITS=p.limits, BLOCK_N=p.block_n, BLOCK_K=p.block_k, num_warps=p.warps,
+        LIMITS=p.limits, BLOCK_N=p.block_n, BLOCK_K=p.block_k, BLOCK_M=p.block_m,
+        num_warps=p.warps,
         num_stages=p.stages, **pdl.launch_options(x.device, p.M))
     return p.out
 
@@ -266,7 +284,7 @@ def gemv_pair(a: dict, b: dict, scratch: GemvScratch | None = None) -> tuple[Ten
     if scratch is None:  # one scratch for both (each product's rows, rounded up to a block)
         rows = sum(p["x"].shape[0] * (p["w"].shape[-2] + 128) if p["x"].dim() == 3
                    else p["w"].shape[-2] + 128 for p in (a, b))
-        scratch = GemvScratch(a["x"].device, rows)
+        scratch = GemvScratch(a["x"].device, rows, a["x"].shape[-2])
     pa, scratch = _prepare(a["x"], a["w"], a.get("out"), a.get("epi", EPI_STORE),
                            a.get("limits"), a.get("config"), scratch)
     pb, _ = _prepare(b["x"], b["w"], b.get("out"), b.get("epi", EPI_STORE), b.get("limits"),
@@ -277,5 +295,5 @@ def gemv_pair(a: dict, b: dict, scratch: GemvScratch | None = None) -> tuple[Ten
     _gemv_pair_kernel[(n[0] + n[1],)](
         *pa.args, *pb.args, pa.M, EPI_A=pa.epi, LIM_A=pa.limits, BN_A=pa.block_n,
         BK_A=pa.block_k, EPI_B=pb.epi, LIM_B=pb.limits, BN_B=pb.block_n, BK_B=pb.block_k,
-        num_warps=pa.warps, num_stages=pa.stages, **pdl.launch_options(pa.out.device, pa.M))
+        BLOCK_M=pa.block_m, num_warps=pa.warps, num_stages=pa.stages, **pdl.launch_options(pa.out.device, pa.M))
     return pa.out, pb.out
