@@ -22,11 +22,17 @@ sd = make_random_state_dict(2, 128, 512, seed=3)
 cfg = infer_config(sd)
 assert 3 <= min(GEMV_MAX_ROWS, SMALL_ROWS) and 20 > max(GEMV_MAX_ROWS, SMALL_ROWS)
 f32, f16 = torch.float32, torch.float16
-cases = [(f32, f32, 2e-5, 3), (f16, f32, 2e-2, 3), (f16, f32, 2e-2, 20), (f16, f16, 2e-2, 20)]
-for dt, sdt, tol, rows in cases:
+# (the last case: products of up to 64 rows through the skinny-product kernel, as
+# ``prefill --gemv-rows 64`` runs them: the 3 prompts' passes of 3 x 8 rows (prefill_chunk 8)
+# in a 32-row block)
+cases = [(f32, f32, 2e-5, 3, 0), (f16, f32, 2e-2, 3, 0), (f16, f32, 2e-2, 20, 0),
+         (f16, f16, 2e-2, 20, 0), (f16, f32, 2e-2, 3, 64)]
+for dt, sdt, tol, rows, gemv_rows in cases:
     models = [RWKV7(sd, cfg, dtype=dt, state_dtype=sdt, prefill_chunk=8, fused=f)
               for f in (False, True)]
     assert models[1]._fused is not None and models[0]._fused is None
+    if gemv_rows:
+        models[1]._fused.use_gemv_up_to(gemv_rows)
     prompts = [[(3 * i + j) % 500 + 1 for j in range(1 + (5 * i) % 13)] for i in range(rows)]
     outs, states = [], []
     for m in models:
@@ -47,7 +53,8 @@ for dt, sdt, tol, rows in cases:
     assert torch.isfinite(outs[1]).all()
     serr = max(((a.float() - b.float()).abs().max() / a.float().abs().max()).item()
                for a, b in ((states[0].wkv, states[1].wkv), (states[0].shift, states[1].shift)))
-    print(f"{dt} state {sdt} {rows} rows: logits rel err {err:.2e}, state rel err {serr:.2e}")
+    print(f"{dt} state {sdt} {rows} rows, gemv up to {gemv_rows or GEMV_MAX_ROWS}: logits rel "
+          f"err {err:.2e}, state rel err {serr:.2e}")
     assert err < tol and serr < tol, (err, serr)
 print("fused ok")
 """

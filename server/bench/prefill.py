@@ -2,6 +2,7 @@
 
     python -m server.bench prefill --preset 2.9b                 # 1 x 4096 and 64 x 512 tokens
     python -m server.bench prefill --preset 2.9b --cases 1x4096 --repeat 5
+    python -m server.bench prefill --cases 1x152 --scheduler 0 --profile 152 --gemv-rows 256
 
 Two ways for each case (random token ids):
 * engine: ``BatchEngine.prefill`` of every prompt at once, then ``pulse(1)``; prefill tokens/s
@@ -110,8 +111,15 @@ def main(argv=None) -> None:
     p.add_argument("--device", default=None)
     p.add_argument("--profile", default="", help="prompt lengths: profile one eager pass of each "
                    "(kernel time by kind) and time its graph pass")
+    p.add_argument("--gemv-rows", type=int, default=0, help="products of up to this many rows "
+                   "(<= 256) through the skinny-product kernel instead of cuBLAS (default: "
+                   "the server's, 16): a short prompt's pass both ways (CUDA, fused path)")
     args = p.parse_args(argv)
     model = common.build_model(args.preset, args.device, args.dtype, args.state_dtype)
+    if args.gemv_rows:
+        if model._fused is None:
+            raise SystemExit("--gemv-rows needs the fused CUDA path")
+        model._fused.use_gemv_up_to(args.gemv_rows)
     for length in filter(None, args.profile.split(",")):
         print(profile_pass(model, int(length)), flush=True)
     params = common.matmul_params(model)

@@ -127,6 +127,19 @@ class FusedBlocks:
                         if self.gemv_rows else None)
         self.f32_out = _f32_products(model.device, model.dtype)
 
+    def use_gemv_up_to(self, rows: int) -> None:
+        """Run the products of at most ``rows`` rows (<= ``gemv_triton.MAX_ROWS``) through the
+        skinny-product kernel instead of cuBLAS (its scratch made for them): the switch of
+        ``python -m server.bench prefill --gemv-rows`` to time a short prompt's pass both ways.
+        The default stays ``GEMV_MAX_ROWS``, the measured one. Graphs already captured keep
+        the kernels they were captured with."""
+        from server.model.kernels.gemv_triton import MAX_ROWS, GemvScratch
+
+        if not self.gemv_rows or not 1 <= rows <= MAX_ROWS:
+            raise ValueError(f"gemv takes 1 to {MAX_ROWS} rows of half-precision weights")
+        self.gemv_rows = rows
+        self.scratch = GemvScratch(self.model.device, self.scratch.rows, rows)
+
     @staticmethod
     def write_index(B: int, T: int, keep: Tensor | None, last: Tensor | None,
                     device) -> Tensor:
