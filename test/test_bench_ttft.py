@@ -176,3 +176,14 @@ def test_sync_prefill_flag(monkeypatch, flag, synced):
     assert bool(calls) == synced
     t = row["cache"]
     assert t["prefill_model"] > 0 and sum(t[k] for k in ttft.STAGES) == pytest.approx(t["ttft"])
+
+
+def test_gemv_rows_option_needs_the_fused_path():
+    """``--gemv-rows`` (ttft, prefill): 0 leaves the model as served; on a model without the
+    fused CUDA path it stops with a message rather than timing something else."""
+    from server.bench import common
+
+    model = common.build_model("tiny", "cpu", "fp32", "fp32")
+    common.apply_gemv_rows(model, 0)
+    with pytest.raises(SystemExit, match="fused CUDA path"):
+        common.apply_gemv_rows(model, 64)

@@ -75,6 +75,22 @@ class DummyTask:
     penalties: object = None
 
 
+
+def gemv_option(parser) -> None:
+    """``--gemv-rows`` (read by ``apply_gemv_rows``)."""
+    parser.add_argument("--gemv-rows", type=int, default=0, help="products of up to this many "
+                        "rows (<= 256) through the skinny-product kernel instead of cuBLAS "
+                        "(default: the server's, 16): a short prompt's pass both ways (CUDA)")
+
+
+def apply_gemv_rows(model, rows: int) -> None:
+    """``--gemv-rows``: the fused path's skinny products up to ``rows`` rows (0: as served)."""
+    if not rows:
+        return
+    if model._fused is None:
+        raise SystemExit("--gemv-rows needs the fused CUDA path")
+    model._fused.use_gemv_up_to(rows)
+
 def sync(device) -> None:
     if torch.device(device).type == "cuda":
         torch.cuda.synchronize()

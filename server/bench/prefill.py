@@ -111,15 +111,10 @@ def main(argv=None) -> None:
     p.add_argument("--device", default=None)
     p.add_argument("--profile", default="", help="prompt lengths: profile one eager pass of each "
                    "(kernel time by kind) and time its graph pass")
-    p.add_argument("--gemv-rows", type=int, default=0, help="products of up to this many rows "
-                   "(<= 256) through the skinny-product kernel instead of cuBLAS (default: "
-                   "the server's, 16): a short prompt's pass both ways (CUDA, fused path)")
+    common.gemv_option(p)
     args = p.parse_args(argv)
     model = common.build_model(args.preset, args.device, args.dtype, args.state_dtype)
-    if args.gemv_rows:
-        if model._fused is None:
-            raise SystemExit("--gemv-rows needs the fused CUDA path")
-        model._fused.use_gemv_up_to(args.gemv_rows)
+    common.apply_gemv_rows(model, args.gemv_rows)
     for length in filter(None, args.profile.split(",")):
         print(profile_pass(model, int(length)), flush=True)
     params = common.matmul_params(model)
