@@ -96,6 +96,35 @@ def _mark_scheduler(scheduler, records: list) -> None:
     scheduler.add_task = add_task
 
 
+@contextlib.contextmanager
+def _gc_timed():
+    """While inside, each garbage collection's generation and seconds (``gc.callbacks``)."""
+    out, start = [], {}
+
+    def note(phase, info):
+        if phase == "start":
+            start["t"] = time.perf_counter()
+        elif "t" in start:
+            out.append((info["generation"], time.perf_counter() - start.pop("t")))
+
+    gc.callbacks.append(note)
+    try:
+        yield out
+    finally:
+        gc.callbacks.remove(note)
+
+
+def gc_report(collections: list) -> str:
+    """Collections per generation with their total and longest ms."""
+    parts = []
+    for gen in range(3):
+        ts = [t for g, t in collections if g == gen]
+        if ts:
+            parts.append(f"gen {gen}: {len(ts)} ({sum(ts) * 1e3:.1f} ms in all, longest "
+                         f"{max(ts) * 1e3:.2f})")
+    return "garbage collections during the run: " + ("; ".join(parts) or "none")
+
+
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(prog="python -m server.bench.http_stages", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -134,7 +163,7 @@ def main(argv=None) -> None:
         sched = app.state.runtime.scheduler
         _mark_scheduler(sched, records)
         look = stages.timeline(sched, line) if args.timeline else contextlib.nullcontext()
-        with look:
+        with look, _gc_timed() as collections:
             subprocess.run([sys.executable, "-m", "server.bench.chat", "--url-on", url,
                             "--url-off", url, "--turns", str(args.turns)], check=True)
         t0 = time.perf_counter()
@@ -145,6 +174,7 @@ def main(argv=None) -> None:
         server.should_exit = True
         thread.join(30)
         tmp.cleanup()
+    print(gc_report(collections))
     print(f"a full garbage collection after the run: {collected_ms:.1f} ms "
           f"({walked:,} objects walked, {frozen:,} frozen)")
     have = [m for m in ("httptools", "uvloop") if importlib.util.find_spec(m)]
