@@ -302,6 +302,7 @@ def test_metrics_series(on):
     assert f"\nrwkv_prefix_cache_hits_total {float(h['hits'])}\n" in text
     assert f"\nrwkv_prefill_tokens_total {float(h['prefilled_tokens'])}\n" in text
     assert f"\nrwkv_prefill_later_tokens_total {float(h['later_tokens'])}\n" in text
+    assert f"\nrwkv_prefill_warm_dropped_total {float(h['warm_dropped'])}\n" in text
 
 
 def test_metrics_method_label_is_bounded(on):

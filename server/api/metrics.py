@@ -81,6 +81,10 @@ class _RuntimeCollector:
                                   "Tokens computed after a chat reply: the history the next "
                                   "turn re-sends, cached before it arrives",
                                   value=sch.prefiller.warm_tokens)
+        yield CounterMetricFamily("rwkv_prefill_warm_dropped",
+                                  "Chat histories queued for the next turn that the next "
+                                  "request fed in its own pass (it came before they ran)",
+                                  value=sch.prefiller.warm_dropped)
         for key, name, doc in (("ttft", "time_to_first_token", "Queue to first token"),
                                ("tpot", "time_per_output_token", "Seconds per decode step")):
             buckets, total = st[key]
