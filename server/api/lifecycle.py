@@ -129,8 +129,9 @@ def freeze_heap() -> int:
     """Collect, then move every object made so far to the collector's permanent generation
     (``gc.freeze``); returns how many. A served process holds ~300,000 tracked objects from its
     start (the tokenizer's trie of dicts, the model's modules, the app's routes), and every
-    full collection walked them all: 110-140 ms each in a served tiny model's process on a
-    2-core CPU after 30 requests (``gc.collect()`` timed there; 0.2-1.6 ms once frozen). A
+    full collection walked them all: 163.7 ms in a served tiny model's process on a 2-core
+    CPU, 2.1 ms once frozen (``python -m server.bench.http_stages --turns 3 [--no-freeze]``,
+    which times one at its end; docs/performance.md, session 13). A
     ~190 ms stall of one request in most runs of ``server.bench.http_stages`` on the GPU
     machine is probably one (not checked there). Frozen, they are never walked (start-up
     objects live as long as the process); ``gc.unfreeze`` at shutdown hands them back, so

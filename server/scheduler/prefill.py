@@ -45,9 +45,8 @@ reply) and stores the state, so the next turn prefills only its new message. The
 scheduler runs such a job ``WARM_DELAY_S`` after it was queued: a client that sends its next
 turn at once (a program) would otherwise find the device busy with the job's pass and wait for
 it (measured on the H200: a whole-prompt hit took 4.3-6.3 ms to its first token, the job's
-pass ahead of it). A request that
-arrives before the job ran drops it (``_jump``) and feeds those tokens itself, in its own pass:
-one call instead of two.
+pass ahead of it). A request that arrives before the job ran drops it (``_jump``) and feeds
+those tokens itself, in its own pass: one call instead of two.
 
 ``on_release`` stores a finishing task's state under its whole ``history`` (a conversation's turn
 boundary, or a completion the client extends), unless the task says ``cache_finish = False``.
