@@ -2,6 +2,7 @@
 
     python -m server.bench.wkv            # tables: decode step and prefill, 2.9B shape (H = 40)
     python -m server.bench.wkv --only prefill --shapes 1x190   # a cached chat turn's pass
+    python -m server.bench.wkv --only prefill --shapes 1x160 --graph   # ... timed as run
     python -m server.bench.wkv --check    # Triton vs fp64 reference on random inputs (CUDA)
     TRITON_INTERPRET=1 python -m server.bench.wkv --check --small   # on the CPU (interpreter)
 
@@ -82,6 +83,7 @@ def decode_table() -> None:
 
 PREFILL_VARIANTS = [("chunk", {}), ("chunk", {"precision": "ieee"}), ("chunk", {"precision": "tf32"}),
                     ("chunk", {"rows": 16}), ("chunk", {"rows": 16, "precision": "tf32"}),
+                    ("chunk", {"rows": 8}), ("chunk", {"rows": 16, "precision": "ieee"}),
                     ("chunk", {"rows": 64}), ("chunk", {"warps": 8}), ("chunk", {"chunk": 32}),
                     ("prep", {}), ("seq", {})]
 
@@ -91,7 +93,7 @@ def _prep_only(S, *xs, **cfg):
     return wt.chunk_prep(*xs, **cfg)
 
 
-def prefill_table(shapes=((1, 4096), (64, 512))) -> None:
+def prefill_table(shapes=((1, 4096), (64, 512)), graph: bool = False) -> None:
     from triton.testing import do_bench
     print("\n## prefill, H=40, fp16 inputs (one layer call; err = max rel err of y vs fp64 ref)")
     print("| B | T | state | kernel | config | ms/layer | Mtok/s per layer "
@@ -111,9 +113,14 @@ def prefill_table(shapes=((1, 4096), (64, 512))) -> None:
                 try:
                     y = fn(S0.clone(), *xs, **cfg)
                     err = check.max_rel_err(y, y64) if name != "prep" else float("nan")
-                    S = S0.clone()
-                    ms = do_bench(lambda: fn(S, *xs, **cfg), warmup=50, rep=300,
-                                  return_mode="median")
+                    if graph:  # 32 layers' calls (own states) replayed from a CUDA graph
+                        Ss = [S0.clone() for _ in range(LAYERS)]
+                        ms = _graph_time_us(lambda: [fn(S, *xs, **cfg) for S in Ss]) / LAYERS
+                        ms /= 1e3
+                    else:
+                        S = S0.clone()
+                        ms = do_bench(lambda: fn(S, *xs, **cfg), warmup=50, rep=300,
+                                      return_mode="median")
                 except Exception as e:  # keep the rest of the table
                     print(f"| {B} | {T} | {state} | {name} | {cfg} | failed: {e!r:.200} |",
                           flush=True)
@@ -154,6 +161,9 @@ def main() -> None:
     p.add_argument("--only", choices=("decode", "prefill"), help="one table only")
     p.add_argument("--shapes", default="1x4096,64x512",
                    help="prefill table: BxT cases (e.g. 1x190 for a cached chat turn's pass)")
+    p.add_argument("--graph", action="store_true", help="prefill table: time 32 layers' calls "
+                   "replayed from a CUDA graph (as a pass runs them; short prompts' launch costs "
+                   "otherwise dominate)")
     args = p.parse_args()
     if args.check:
         device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -162,7 +172,7 @@ def main() -> None:
     if args.only != "prefill":
         decode_table()
     if args.only != "decode":
-        prefill_table([tuple(map(int, c.split("x"))) for c in args.shapes.split(",")])
+        prefill_table([tuple(map(int, c.split("x"))) for c in args.shapes.split(",")], args.graph)
 
 
 if __name__ == "__main__":
