@@ -6,9 +6,10 @@ import torch
 from model_cases import run_interpreted
 
 # every epilogue, with limits (the zero-padded LoRA stacks) and without, 1, 5 and 40 rows (40:
-# a row block of 64, as a short prompt's pass would use), K split 1/3/4 ways (3 leaves the last
-# slice short, and with the limits some slices empty): the result within fp16 rounding of the
-# fp32 product, the same bits on a second call, counters back at 0
+# one row block of 64, and three of 16, the last one part-filled, as a short prompt's pass would
+# use), K split 1/3/4 ways (3 leaves the last slice short, and with the limits some slices
+# empty): the result within fp16 rounding of the fp32 product, the same bits on a second call,
+# counters back at 0
 GEMV_CHECK = """
 import torch
 from server.model.kernels import gemv_triton as gt
@@ -38,13 +39,14 @@ for epi in (gt.EPI_STORE, gt.EPI_RELU2, gt.EPI_ADD, gt.EPI_LORA):
                 want.append(y)
             want = torch.stack(want)
             scratch = gt.GemvScratch(dev, G * N, M)
-            for split in (1, 3, 4):
+            for split, bm in ((1, ()), (3, ()), (4, ())) + (((1, (16,)), (3, (16,)))
+                                                            if M == 40 else ()):
                 got = []
                 for _ in range(2):
                     out = base.clone() if epi == gt.EPI_ADD else torch.full(
                         (G, M, N), 7.0, dtype=torch.float16, device=dev)
                     gt.gemv(x, w, out=out, epi=epi, limits=limits,
-                            config=(16, 64, 4, 2, split), scratch=scratch)
+                            config=(16, 64, 4, 2, split, *bm), scratch=scratch)
                     got.append(out)
                 assert torch.equal(got[0], got[1]), (epi, M, split, "not the same bits")
                 assert int(scratch.counters.abs().sum()) == 0, "a counter was left non-zero"
@@ -76,7 +78,8 @@ for M in (1, 5, 17):
     assert int(scratch.counters.abs().sum()) == 0
 assert gt.split_of(2560, 512, 8) == (5, 512) and gt.split_of(10240, 128, 8) == (8, 1280)
 assert gt.split_of(2560, 256, 4) == (4, 768) and gt.split_of(256, 256, 8) == (1, 256)
-assert [gt.block_m(m) for m in (1, 16, 17, 152, 256)] == [16, 16, 32, 256, 256]
+assert [gt.block_m(m) for m in (1, 16, 17, 152, 256)] == [16, 16, 32, 64, 64]
+assert gt.block_m(152, 256) == 256 and gt.block_m(40, 16) == 16
 try:
     gt.gemv(rnd(1, 257, K), rnd(1, N, K))
     raise SystemExit("257 rows accepted")

@@ -3,8 +3,8 @@ against the skinny-product kernel (server/model/kernels/gemv_triton.py).
 
     python -m server.bench gemv --preset 2.9b --rows 1,2,4,8,16 [--sweep 1]
     python -m server.bench gemv --rows 1 --sweep 1 --products ffn --warps 4,8 --stages 2,3,4,5
-    python -m server.bench gemv --rows 152,192 --sweep 152,192 --block-n 32,64,128 \
-        --block-k 32,64,128 --warps 4,8 --stages 2,3,4   # a short prompt's pass (not used yet)
+    python -m server.bench gemv --rows 160 --sweep 160 --block-n 64,128 --block-k 64,128 \
+        --warps 4,8 --stages 3,4 --block-m 32,64   # a short prompt's pass (not used yet)
 
 Each case is timed inside a CUDA graph (launch costs as in the decode graph) over enough weight
 copies to defeat the L2 cache (>= 256 MB read per replay). GB/s counts the weight bytes a product
@@ -24,9 +24,10 @@ import torch.nn.functional as F
 from server.bench.common import table
 
 L2_DEFEAT_BYTES = 256 << 20
-# (BLOCK_N, BLOCK_K, warps, stages, split of K): the split is a run-time argument (no compile)
+# (BLOCK_N, BLOCK_K, warps, stages, split of K, BLOCK_M): the split is a run-time argument (no
+# compile); BLOCK_M matters above 16 rows only (the rows' block, gemv_triton.block_m)
 SWEEP = dict(block_n=(16, 32, 64), block_k=(128, 256, 512), warps=(4,), stages=(3, 4),
-             split=(1, 2, 4, 8))
+             split=(1, 2, 4, 8), block_m=(64,))
 
 
 def graph_time(fn, copies: int, reps: int = 5) -> float:
@@ -138,7 +139,7 @@ def run_case(case, M: int, dt, dev, sweep: list) -> dict:
     if sweep and best is not None:
         row["best µs"] = f"{best[0]:.1f}"
         row["best GB/s"] = f"{nbytes / best[0] / 1e3:.0f}"
-        row["best (BN, BK, warps, stages, split)"] = str(best[1])
+        row["best (BN, BK, warps, stages, split, BM)"] = str(best[1])
         row["split as run"] = str(split_of(K, best[1][1], best[1][4])[0])
     if epi != EPI_ADD:  # the kernel against fp32 products on this shape
         cfg = best[1] if best is not None else None
@@ -189,6 +190,53 @@ def large_rows(C: int, dt, dev) -> list[dict]:
     return rows
 
 
+def split_k_product(x: torch.Tensor, w: torch.Tensor, parts: int) -> torch.Tensor:
+    """fp32 x [M, K] @ w [N, K]^T as ``parts`` products over slices of K in one strided batched
+    cuBLAS call (views: no copy), summed: [parts, M, N] -> [M, N]."""
+    M, K = x.shape
+    N = w.shape[0]
+    xs = x.view(M, parts, K // parts).transpose(0, 1)
+    ws = w.view(N, parts, K // parts).transpose(0, 1)
+    return torch.bmm(xs, ws.transpose(1, 2), out_dtype=torch.float32).sum(0)
+
+
+def split_k_rows(C: int, M: int, dt, dev) -> list[dict]:
+    """The single products of a layer at M rows (the output and FFN products, a short prompt's
+    pass) as cuBLAS runs them in fused.py against split over K (``split_k_product``) and the
+    epilogue; µs of one product from a CUDA graph."""
+    rows = []
+    for name, N, K, epi in (("output (+=)", C, C, "add"), ("ffn key (relu^2)", 4 * C, C, "relu2"),
+                            ("ffn value (+=)", C, 4 * C, "add")):
+        copies = max(4, -(-L2_DEFEAT_BYTES // (N * K * 2)))
+        ws = [torch.randn(N, K, device=dev, dtype=dt) * 0.02 for _ in range(copies)]
+        x = torch.randn(M, K, device=dev, dtype=dt)
+        acc = torch.zeros(M, N, device=dev, dtype=torch.float32)
+
+        def as_run(i):
+            if epi == "add":
+                torch.addmm(acc, x, ws[i].t(), out_dtype=torch.float32, out=acc)
+            else:
+                torch.relu_(F.linear(x, ws[i])).square_()
+
+        def split(i, parts):
+            y = split_k_product(x, ws[i], parts)
+            if epi == "add":
+                acc.add_(y)
+            else:
+                torch.relu_(y).square_().to(dt)
+
+        row = {"product": name, "rows": M, "N×K": f"{N}×{K}",
+               "as run µs": f"{graph_time(as_run, copies):.1f}"}
+        want = x.float() @ ws[0].float().t()
+        for parts in (2, 4, 8):
+            row[f"split {parts} µs"] = f"{graph_time(lambda i: split(i, parts), copies):.1f}"
+            err = ((split_k_product(x, ws[0], parts) - want).abs().max() / want.abs().max())
+            row[f"split {parts} rel err"] = f"{err.item():.1e}"
+        rows.append(row)
+        print(row, flush=True)
+    return rows
+
+
 def dict_table(rows: list[dict]) -> str:
     header = list(dict.fromkeys(k for r in rows for k in r))
     return table(header, [[r.get(k, "") for k in header] for r in rows])
@@ -206,6 +254,8 @@ def main(argv=None) -> None:
     p.add_argument("--sweep", default="", help="rows (e.g. 1,16) at which to time every "
                    "kernel configuration")
     p.add_argument("--large", action="store_true", help="also r/k/v at 32/256/1024 rows")
+    p.add_argument("--split-k", action="store_true", help="only: the single products at --rows "
+                   "as run against cuBLAS over slices of K (split_k_rows)")
     p.add_argument("--products", default="", help="only these products (name prefixes, "
                    "comma-separated, e.g. 'ffn,lora 1st')")
     for key, values in SWEEP.items():
@@ -219,6 +269,11 @@ def main(argv=None) -> None:
     dims = [_lora(1.7, C), _lora(2.5, C), _lora(2.5, C), _lora(5.0, C)]  # v, w, a, g
     D = -(-max(dims) // 16) * 16
     grid = list(itertools.product(*([int(v) for v in getattr(a, k).split(",")] for k in SWEEP)))
+    if a.split_k:
+        rows = [r for m in a.rows.split(",") for r in split_k_rows(C, int(m), dt, dev)]
+        print(f"\n{torch.cuda.get_device_name()} · {a.preset} · {a.dtype}\n")
+        print(dict_table(rows))
+        return
     wanted = [w.strip() for w in a.products.split(",") if w.strip()]
     rows = []
     for case in cases(C, D, a.vocab, dims, dt, dev):

@@ -85,12 +85,19 @@ PREFILL_VARIANTS = [("chunk", {}), ("chunk", {"precision": "ieee"}), ("chunk", {
                     ("chunk", {"rows": 16}), ("chunk", {"rows": 16, "precision": "tf32"}),
                     ("chunk", {"rows": 8}), ("chunk", {"rows": 16, "precision": "ieee"}),
                     ("chunk", {"rows": 64}), ("chunk", {"warps": 8}), ("chunk", {"chunk": 32}),
-                    ("prep", {}), ("seq", {})]
+                    ("mixed", {"prep": "tf32x3", "scan": "tf32"}),
+                    ("mixed", {"prep": "tf32", "scan": "tf32x3"}), ("prep", {}), ("seq", {})]
 
 
 def _prep_only(S, *xs, **cfg):
     """The chunked form's first (parallel) kernel alone, for the time split."""
     return wt.chunk_prep(*xs, **cfg)
+
+
+def _mixed(S, *xs, prep: str, scan: str):
+    """The chunked form with its two kernels' products at different precisions."""
+    return wt.chunk_scan(S, wt.chunk_prep(*xs, precision=prep), xs[0].shape[1], xs[0].dtype,
+                         precision=scan)
 
 
 def prefill_table(shapes=((1, 4096), (64, 512)), graph: bool = False) -> None:
@@ -99,7 +106,7 @@ def prefill_table(shapes=((1, 4096), (64, 512)), graph: bool = False) -> None:
     print("| B | T | state | kernel | config | ms/layer | Mtok/s per layer "
           "| ktok/s for 32 layers | err y |")
     print("|---|---|---|---|---|---|---|---|---|")
-    fns = {"chunk": wt.wkv_chunk_triton, "seq": wt.wkv_seq_triton, "prep": _prep_only,
+    fns = {"chunk": wt.wkv_chunk_triton, "seq": wt.wkv_seq_triton, "prep": _prep_only, "mixed": _mixed,
            "wkv_chunk": lambda S, *xs: kernels.wkv_chunk(S, *xs)}
     for B, T in shapes:
         xs = check.random_inputs(B, T, H, torch.float16, "cuda")

@@ -2,12 +2,16 @@
 
 At a handful of rows a decode step is a weight read: cuBLAS's kernels for such shapes read the
 weights at about half the bandwidth of the H200 (docs/performance.md). This kernel gives every
-program ``BLOCK_N`` weight rows (contiguous along K) and all M input rows (one row block of
-``block_m(M)`` = 16, 32, ... 256 rows: each weight tile is read once for all of them), and
-accumulates in fp32 through one tensor-core product a tile. The decode path uses it up to 16
-rows; up to 256 (a short prompt's pass, e.g. a cached chat turn's 152 tokens) it is a candidate
-against cuBLAS, timed by ``python -m server.bench gemv --rows 152,192 --sweep 152,192``, not
-used by the forward until measured faster there. A grid axis runs G products of one shape in one
+program ``BLOCK_N`` weight rows (contiguous along K) and a block of ``BLOCK_M`` input rows (up
+to 16 rows, all of them: each weight tile is read once for all), and accumulates in fp32 through
+one tensor-core product a tile. Above 16 rows the input rows are cut into blocks of
+``block_m(M)`` (at most ``MAX_BLOCK_M``) and the programs of one weight tile's row blocks are
+launched next to each other (the row block is the grid's fastest axis), so they read the tile
+from HBM about once and from L2 the other times. The decode path uses it up to 16 rows; up to
+256 (a short prompt's pass, e.g. a cached chat turn's 152 tokens) it is a candidate against
+cuBLAS, timed by ``python -m server.bench gemv --rows 152,192 --sweep 152,192``, not used by the
+forward until measured faster there (session 14, one row block of all 256 rows: 2x slower than
+cuBLAS at 152 rows, docs/performance.md). A grid axis runs G products of one shape in one
 launch (r, k, v; the LoRA stages). Epilogues fold the neighbouring element-wise work into the
 product:
 
@@ -43,11 +47,18 @@ from . import pdl
 EPI_STORE, EPI_RELU2, EPI_ADD, EPI_LORA = 0, 1, 2, 3
 MAX_ROWS = 256
 MAX_SPLIT = 8
+MAX_BLOCK_M = 64  # rows of a row block above 16 rows unless a configuration names its own
+WAVES = 264  # programs that fill an H200 twice (132 SMs): a split of K aims at as many
 
 
-def block_m(M: int) -> int:
-    """Rows of a program's block (all M rows): the power of two >= M, at least 16."""
-    return max(16, triton.next_power_of_2(M))
+def block_m(M: int, cap: int = MAX_BLOCK_M) -> int:
+    """Rows of a program's row block: the power of two >= M (at least 16), at most ``cap``."""
+    return max(16, min(triton.next_power_of_2(M), cap))
+
+
+def padded_rows(M: int, bm: int) -> int:
+    """M rounded up to whole row blocks of ``bm``."""
+    return triton.cdiv(M, bm) * bm
 
 
 @triton.jit
@@ -68,18 +79,20 @@ def _epilogue(acc, out_ptr, g, rows, n, M, n_lim, som, EPI: tl.constexpr):
 
 
 @triton.jit
-def _gemv_program(pid, g, s, n_blocks, x_ptr, w_ptr, out_ptr, lim_ptr, part_ptr, count_ptr,
-                  M, N, K, split, k_per_split, sxg, sxm, swg, swn, sog, som,
+def _gemv_program(pid, mb, m_blocks, g, s, n_blocks, x_ptr, w_ptr, out_ptr, lim_ptr, part_ptr,
+                  count_ptr, M, N, K, split, k_per_split, sxg, sxm, swg, swn, sog, som,
                   EPI: tl.constexpr, LIMITS: tl.constexpr,
                   BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_M: tl.constexpr):
-    """Row block ``pid`` of group ``g``, slice ``s`` of K (of ``split``)."""
+    """Weight block ``pid`` (BLOCK_N rows of W) of group ``g``, input row block ``mb`` (of
+    ``m_blocks``), slice ``s`` of K (of ``split``)."""
     n_lim = N
     k_lim = K
     if LIMITS:
         n_lim = tl.minimum(tl.load(lim_ptr + 2 * g), N)
         k_lim = tl.minimum(tl.load(lim_ptr + 2 * g + 1), K)
     if pid * BLOCK_N < n_lim:
-        rows = tl.arange(0, BLOCK_M)
+        local = tl.arange(0, BLOCK_M)
+        rows = mb * BLOCK_M + local
         n = pid * BLOCK_N + tl.arange(0, BLOCK_N)
         kk = tl.arange(0, BLOCK_K)
         x_base = x_ptr + g * sxg + rows[:, None] * sxm
@@ -98,8 +111,8 @@ def _gemv_program(pid, g, s, n_blocks, x_ptr, w_ptr, out_ptr, lim_ptr, part_ptr,
         if split == 1:
             _epilogue(acc, out_g, g, rows, n, M, n_lim, som, EPI)
         else:
-            block = g * n_blocks + pid  # this row block's counter and partials
-            tile = rows[:, None] * BLOCK_N + tl.arange(0, BLOCK_N)[None, :]
+            block = (g * n_blocks + pid) * m_blocks + mb  # this tile's counter and partials
+            tile = local[:, None] * BLOCK_N + tl.arange(0, BLOCK_N)[None, :]
             part = part_ptr + block * split * BLOCK_M * BLOCK_N
             live = rows[:, None] < M  # rows past M are zero: not stored, not read back
             tl.store(part + s * BLOCK_M * BLOCK_N + tile, acc, mask=live)
@@ -114,71 +127,78 @@ def _gemv_program(pid, g, s, n_blocks, x_ptr, w_ptr, out_ptr, lim_ptr, part_ptr,
                 _epilogue(total, out_g, g, rows, n, M, n_lim, som, EPI)
 
 
+@triton.jit
+def _flat_program(q, n_blocks, m_blocks, G, x_ptr, w_ptr, out_ptr, lim_ptr, part_ptr, count_ptr,
+                  M, N, K, split, k_per_split, sxg, sxm, swg, swn, sog, som,
+                  EPI: tl.constexpr, LIMITS: tl.constexpr,
+                  BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_M: tl.constexpr):
+    """Program ``q`` of a flat grid of m_blocks x n_blocks x G x split, the input row block
+    fastest, then the weight block (programs launched together share weight tiles)."""
+    rest = q // m_blocks
+    rest2 = rest // n_blocks
+    _gemv_program(rest % n_blocks, q % m_blocks, m_blocks, (rest2 % G).to(tl.int64), rest2 // G,
+                  n_blocks, x_ptr, w_ptr, out_ptr, lim_ptr, part_ptr, count_ptr, M, N, K, split,
+                  k_per_split, sxg, sxm, swg, swn, sog, som, EPI, LIMITS, BLOCK_N, BLOCK_K,
+                  BLOCK_M)
+
+
 @triton.jit(do_not_specialize=["split"])
-def _gemv_kernel(x_ptr, w_ptr, out_ptr, lim_ptr, part_ptr, count_ptr, M, N, K, split,
-                 k_per_split, sxg, sxm, swg, swn, sog, som,
+def _gemv_kernel(x_ptr, w_ptr, out_ptr, lim_ptr, part_ptr, count_ptr, M, N, K, G, n_blocks,
+                 split, k_per_split, sxg, sxm, swg, swn, sog, som, m_blocks,
                  EPI: tl.constexpr, LIMITS: tl.constexpr,
                  BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_M: tl.constexpr,
                  PDL: tl.constexpr):
     pdl.enter(PDL)
-    _gemv_program(tl.program_id(0), tl.program_id(1).to(tl.int64), tl.program_id(2),
-                  tl.num_programs(0), x_ptr, w_ptr, out_ptr, lim_ptr, part_ptr, count_ptr,
-                  M, N, K, split, k_per_split, sxg, sxm, swg, swn, sog, som,
-                  EPI, LIMITS, BLOCK_N, BLOCK_K, BLOCK_M)
-
-
-@triton.jit
-def _flat_program(q, n_blocks, G, x_ptr, w_ptr, out_ptr, lim_ptr, part_ptr, count_ptr,
-                  M, N, K, split, k_per_split, sxg, sxm, swg, swn, sog, som,
-                  EPI: tl.constexpr, LIMITS: tl.constexpr,
-                  BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_M: tl.constexpr):
-    """Program ``q`` of a flat grid of n_blocks x G x split, the row block fastest."""
-    rest = q // n_blocks
-    _gemv_program(q % n_blocks, (rest % G).to(tl.int64), rest // G, n_blocks, x_ptr, w_ptr,
-                  out_ptr, lim_ptr, part_ptr, count_ptr, M, N, K, split, k_per_split,
-                  sxg, sxm, swg, swn, sog, som, EPI, LIMITS, BLOCK_N, BLOCK_K, BLOCK_M)
+    _flat_program(tl.program_id(0), n_blocks, m_blocks, G, x_ptr, w_ptr, out_ptr, lim_ptr,
+                  part_ptr, count_ptr, M, N, K, split, k_per_split, sxg, sxm, swg, swn, sog,
+                  som, EPI, LIMITS, BLOCK_N, BLOCK_K, BLOCK_M)
 
 
 @triton.jit(do_not_specialize=["split_a", "split_b"])
 def _gemv_pair_kernel(
         xa, wa, oa, la, pa, ca, Na, Ka, Ga, nba, split_a, kps_a, sxga, sxma, swga, swna, soga,
         soma, xb, wb, ob, lb, pb, cb, Nb, Kb, Gb, nbb, split_b, kps_b, sxgb, sxmb, swgb, swnb,
-        sogb, somb, M,
+        sogb, somb, M, m_blocks,
         EPI_A: tl.constexpr, LIM_A: tl.constexpr, BN_A: tl.constexpr, BK_A: tl.constexpr,
         EPI_B: tl.constexpr, LIM_B: tl.constexpr, BN_B: tl.constexpr, BK_B: tl.constexpr,
         BLOCK_M: tl.constexpr, PDL: tl.constexpr):
-    """Two independent products in one launch: programs [0, nba·Ga·split_a) run A, the rest B."""
+    """Two independent products in one launch: programs [0, m_blocks·nba·Ga·split_a) run A,
+    the rest B."""
     pdl.enter(PDL)
     q = tl.program_id(0)
-    n_a = nba * Ga * split_a
+    n_a = m_blocks * nba * Ga * split_a
     if q < n_a:
-        _flat_program(q, nba, Ga, xa, wa, oa, la, pa, ca, M, Na, Ka, split_a, kps_a,
+        _flat_program(q, nba, m_blocks, Ga, xa, wa, oa, la, pa, ca, M, Na, Ka, split_a, kps_a,
                       sxga, sxma, swga, swna, soga, soma, EPI_A, LIM_A, BN_A, BK_A, BLOCK_M)
     else:
-        _flat_program(q - n_a, nbb, Gb, xb, wb, ob, lb, pb, cb, M, Nb, Kb, split_b, kps_b,
-                      sxgb, sxmb, swgb, swnb, sogb, somb, EPI_B, LIM_B, BN_B, BK_B, BLOCK_M)
+        _flat_program(q - n_a, nbb, m_blocks, Gb, xb, wb, ob, lb, pb, cb, M, Nb, Kb, split_b,
+                      kps_b, sxgb, sxmb, swgb, swnb, sogb, somb, EPI_B, LIM_B, BN_B, BK_B,
+                      BLOCK_M)
 
 
 class GemvScratch:
-    """Partial tiles and per-block counters of split products on one device (counters are zero
-    between launches: the last program of a block resets its own), for products of at most
-    ``rows`` output rows in all (G x N rounded up to the row block) and at most ``max_m`` input
-    rows (rounded up by ``block_m``)."""
+    """Partial tiles and per-tile counters of split products on one device (counters are zero
+    between launches: the last program of a tile resets its own), for products of at most
+    ``rows`` output rows in all (G x N rounded up to the weight block) and at most ``max_m``
+    input rows (``m_rows``: rounded up to whole row blocks of any size up to 256)."""
 
     def __init__(self, device, rows: int, max_m: int = 16):
-        self.rows, self.block_m = rows, block_m(max_m)
-        self.partials = torch.empty(MAX_SPLIT * self.block_m * rows, dtype=torch.float32,
+        self.rows = rows
+        self.m_rows = max(16, triton.next_power_of_2(max_m))  # >= padded_rows(max_m, any block)
+        self.partials = torch.empty(MAX_SPLIT * self.m_rows * rows, dtype=torch.float32,
                                     device=device)
-        self.counters = torch.zeros(triton.cdiv(rows, 16), dtype=torch.int32, device=device)
+        self.counters = torch.zeros(triton.cdiv(rows, 16) * (self.m_rows // 16),
+                                    dtype=torch.int32, device=device)
 
 
-def _config(M: int, N: int, K: int, G: int) -> tuple[int, int, int, int, int]:
+def _config(M: int, N: int, K: int, G: int) -> tuple[int, ...]:
     """(BLOCK_N, BLOCK_K, num_warps, num_stages, split) for this shape: the fastest of a sweep on
     the H200 at 1 row (`python -m server.bench gemv --rows 1,16 --sweep 1`, docs/performance.md)
-    for the products of a 2.9B layer; other sizes take the rule of the nearest shape."""
-    if M > 16:  # not measured: a starting point for the sweep (x tiles of <= 32 KB)
-        bk = 64 if block_m(M) >= 128 else 128
-        return 64, bk, 8 if block_m(M) >= 128 else 4, 3, (4 if N < K else 1)
+    for the products of a 2.9B layer; other sizes take the rule of the nearest shape. A sixth
+    entry, where given, is the row block (BLOCK_M; else ``block_m(M)``)."""
+    if M > 16:  # not measured: a starting point for the sweep; K split until ~WAVES programs
+        programs = triton.cdiv(M, block_m(M)) * triton.cdiv(N, 64) * G
+        return 64, 64, 4, 3, max(1, min(MAX_SPLIT, WAVES // programs))
     if N >= 8 * K:  # the head: vocabulary x C
         return 64, 256, 4, 3, 1
     if N > K:  # FFN key (4C x C); LoRA second stages (C x D)
@@ -214,7 +234,8 @@ class _Product:
     M: int
     scratch_rows: int  # output rows of scratch it needs (0: not split)
     blocks: int  # counters it needs (G x n_blocks when split)
-    block_m: int  # rows of the row block (block_m(M))
+    block_m: int  # rows of a row block
+    m_blocks: int  # row blocks (cdiv(M, block_m))
 
 
 def _prepare(x: Tensor, w: Tensor, out: Tensor | None, epi: int, limits: Tensor | None,
@@ -239,40 +260,42 @@ def _prepare(x: Tensor, w: Tensor, out: Tensor | None, epi: int, limits: Tensor 
     o3 = out.unsqueeze(0) if squeeze else out
     if tuple(o3.shape) != (G, M, N) or o3.stride(-1) != 1:
         raise ValueError(f"gemv: out {tuple(out.shape)} must be [G, M, N] contiguous along N")
-    block_n, block_k, warps, stages, split = config or _config(M, N, K, G)
-    n_blocks = triton.cdiv(N, block_n)
+    config = config or _config(M, N, K, G)
+    block_n, block_k, warps, stages, split = config[:5]
+    bm = block_m(M, *config[5:])
+    n_blocks, m_blocks = triton.cdiv(N, block_n), triton.cdiv(M, bm)
     split, k_per_split = split_of(K, block_k, split)
     rows = blocks = 0
     part = count = x3  # unused unless split
     if split > 1:
-        rows, blocks = G * n_blocks * block_n, G * n_blocks
+        rows, blocks = G * n_blocks * block_n, G * n_blocks * m_blocks
         if scratch is None:
             scratch = GemvScratch(x.device, rows_before + rows, M)
-        if rows_before + rows > scratch.rows or block_m(M) > scratch.block_m:
+        if rows_before + rows > scratch.rows or m_blocks * bm > scratch.m_rows:
             raise ValueError(f"gemv: scratch for {scratch.rows} output rows of up to "
-                             f"{scratch.block_m} input rows, {rows_before + rows} of {M} needed")
-        part = scratch.partials[rows_before * MAX_SPLIT * scratch.block_m:]
+                             f"{scratch.m_rows} input rows, {rows_before + rows} of "
+                             f"{m_blocks * bm} needed")
+        part = scratch.partials[rows_before * MAX_SPLIT * scratch.m_rows:]
         count = scratch.counters[blocks_before:]
     args = [x3, w3, o3, limits if limits is not None else x3, part, count, N, K, G, n_blocks,
             split, k_per_split, x3.stride(0), x3.stride(1), w3.stride(0), w3.stride(1),
             o3.stride(0), o3.stride(1)]
     return _Product(out, args, epi, limits is not None, block_n, block_k, warps, stages, M,
-                    rows, blocks, block_m(M)), scratch
+                    rows, blocks, bm, m_blocks), scratch
 
 
 def gemv(x: Tensor, w: Tensor, out: Tensor | None = None, epi: int = EPI_STORE,
-         limits: Tensor | None = None, config: tuple[int, int, int, int, int] | None = None,
+         limits: Tensor | None = None, config: tuple[int, ...] | None = None,
          scratch: GemvScratch | None = None) -> Tensor:
     """x [M, K] or [G, M, K]; w [N, K] or [G, N, K] (rows contiguous along K); M <= 256.
     Returns out ([M, N] / [G, M, N]; allocated in x's dtype unless given; EPI_ADD needs it).
     A split configuration uses ``scratch`` (a fresh one per call without it: correct, slower)."""
     p, _ = _prepare(x, w, out, epi, limits, config, scratch)
     x3, w3, o3, lim, part, count, N, K, G, n_blocks, split, kps, *strides = p.args
-    _gemv_kernel[(n_blocks, G, split)](
-        x3, w3, o3, lim, part, count, p.M, N, K, split, kps, *strides, EPI=epi,
-        LIMITS=p.limits, BLOCK_N=p.block_n, BLOCK_K=p.block_k, BLOCK_M=p.block_m,
-        num_warps=p.warps,
-        num_stages=p.stages, **pdl.launch_options(x.device, p.M))
+    _gemv_kernel[(p.m_blocks * n_blocks * G * split,)](
+        x3, w3, o3, lim, part, count, p.M, N, K, G, n_blocks, split, kps, *strides, p.m_blocks,
+        EPI=epi, LIMITS=p.limits, BLOCK_N=p.block_n, BLOCK_K=p.block_k, BLOCK_M=p.block_m,
+        num_warps=p.warps, num_stages=p.stages, **pdl.launch_options(x.device, p.M))
     return p.out
 
 
@@ -289,11 +312,12 @@ def gemv_pair(a: dict, b: dict, scratch: GemvScratch | None = None) -> tuple[Ten
                            a.get("limits"), a.get("config"), scratch)
     pb, _ = _prepare(b["x"], b["w"], b.get("out"), b.get("epi", EPI_STORE), b.get("limits"),
                      b.get("config"), scratch, pa.scratch_rows, pa.blocks)
-    if pa.M != pb.M:
-        raise ValueError(f"gemv_pair: {pa.M} and {pb.M} rows")
-    n = [p.args[9] * p.args[8] * p.args[10] for p in (pa, pb)]  # n_blocks x G x split
+    if pa.M != pb.M or pa.block_m != pb.block_m:
+        raise ValueError(f"gemv_pair: {pa.M} and {pb.M} rows, blocks {pa.block_m}, {pb.block_m}")
+    n = [p.m_blocks * p.args[9] * p.args[8] * p.args[10] for p in (pa, pb)]  # x n_blocks x G
+    # x split
     _gemv_pair_kernel[(n[0] + n[1],)](
-        *pa.args, *pb.args, pa.M, EPI_A=pa.epi, LIM_A=pa.limits, BN_A=pa.block_n,
+        *pa.args, *pb.args, pa.M, pa.m_blocks, EPI_A=pa.epi, LIM_A=pa.limits, BN_A=pa.block_n,
         BK_A=pa.block_k, EPI_B=pb.epi, LIM_B=pb.limits, BN_B=pb.block_n, BK_B=pb.block_k,
         BLOCK_M=pa.block_m, num_warps=pa.warps, num_stages=pa.stages, **pdl.launch_options(pa.out.device, pa.M))
     return pa.out, pb.out
