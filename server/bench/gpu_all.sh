@@ -62,11 +62,11 @@ step http_stages 240 python3 -m server.bench.http_stages --demo 2.9b  # where HT
 # a fresh server's first request (turn 1) included; writes a 5.9 GB random checkpoint (~95 s)
 step ttft_server 100 python3 -m server.bench ttft --preset 2.9b --repeat 4 --sync-prefill 0
 step host 30 python3 -m server.bench host  # the scheduler's host work (prefix hashes, ...)
-# the skinny-product kernel at a short prompt's rows against cuBLAS (session 13's candidate for
-# the cached chat turn's pass; not used by the server until these say it is faster)
-step gemv152 240 python3 -m server.bench gemv --preset 2.9b --rows 152,192 --sweep 152 \
-  --products "r,k,v,output,ffn" --block-n 32,64,128 --block-k 32,64,128 --warps 4,8 --stages 2,3 \
-  --split 1,2,4
+# the skinny-product kernel at a short prompt's rows against cuBLAS (the cached chat turn's
+# pass; slower than cuBLAS in session 14, so not used by the server above 16 rows)
+step gemv152 260 python3 -m server.bench gemv --preset 2.9b --rows 160 --sweep 160 \
+  --products "r,k,v,output,ffn,lora" --block-n 64,128 --block-k 64,128 --warps 4,8 --stages 3 \
+  --split 1,2,4 --block-m 32,64
 step prefill_gemv 90 python3 -m server.bench prefill --preset 2.9b --cases 1x152,1x192 \
   --scheduler 0 --profile 152 --gemv-rows 256
 step ttft_gemv 130 python3 -m server.bench ttft --preset 2.9b --repeat 2 --sync-prefill 0 \
