@@ -19,31 +19,8 @@ import argparse
 import torch
 
 from server.bench import common
+from server.bench.wkv import _graph_time_us  # median µs of a CUDA graph replay of fn()
 from server.model.state import State
-
-
-def _graph_ms(fn, reps: int = 10) -> float:
-    """Median ms of a replay of a CUDA graph capturing fn() (which may fork streams)."""
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        fn()  # warm-up: compiles, cuBLAS handles and workspaces per stream
-    torch.cuda.current_stream().wait_stream(side)
-    torch.cuda.synchronize()
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        fn()
-    g.replay()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        e0.record()
-        g.replay()
-        e1.record()
-        e1.synchronize()
-        times.append(e0.elapsed_time(e1))
-    return sorted(times)[len(times) // 2]
 
 
 def split_step(model, tokens, state: State, split: int, parallel: bool, streams):
@@ -77,7 +54,7 @@ def main(argv=None) -> None:
     model = common.build_model(args.preset, "cuda", "fp16", args.state_dtype)
     streams = [torch.cuda.Stream() for _ in range(8)]
     print(f"# decode step split over streams · {args.preset} · state {args.state_dtype} · "
-          f"{common.gpu_name()} · torch {torch.__version__}", flush=True)
+          f"{common.gpu_name()}", flush=True)
     rows = []
     for B in map(int, args.batch.split(",")):
         state = model.new_state(B)
@@ -85,7 +62,8 @@ def main(argv=None) -> None:
         base = None
         for split in map(int, args.splits.split(",")):
             for parallel in ((False,) if split == 1 else (True, False)):
-                ms = _graph_ms(split_step(model, tokens, state, split, parallel, streams))
+                ms = _graph_time_us(split_step(model, tokens, state, split, parallel,
+                                               streams), reps=10) / 1e3
                 base = base or ms
                 rows.append([B, split, "parallel" if parallel else "serial", f"{ms:.2f}",
                              f"{B / ms * 1e3:,.0f}", f"{base / ms:.3f}"])
