@@ -78,6 +78,10 @@ def test_state_tuning_file_layout(tiny_loader):
     ({"blocks.1.att.time_state": None}, "layers 0-0 (1); the loaded model has 2 layers"),
     ({"blocks.2.att.time_state": torch.zeros(2, 64, 64)}, "layers 0-2 (3)"),
     ({"blocks.0.att.time_state": torch.full((2, 64, 64), float("nan"))}, "NaN"),
+    # "01" is no layer number: beside "0" it passed the count of layers, then the lookup of
+    # "blocks.1" raised KeyError (a 500; a review, session 14)
+    ({"blocks.1.att.time_state": None, "blocks.01.att.time_state": torch.zeros(2, 64, 64)},
+     "layers 0-0 (1); the loaded model has 2 layers"),
 ])
 def test_state_tuning_file_that_does_not_fit(tiny_loader, override, message):
     with pytest.raises(StateShapeError, match=message.replace("(", r"\(").replace(")", r"\)")):
@@ -111,6 +115,15 @@ def _pth(obj) -> bytes:
     return buf.getvalue()
 
 
+def _legacy_pth(cfg) -> bytes:
+    """A well-formed state-tuning file in torch.save's legacy (non-zip) format."""
+    buf = io.BytesIO()
+    torch.save({f"blocks.{i}.att.time_state": torch.full((cfg.n_head, cfg.head_size,
+                                                           cfg.head_size), 7.0)
+                for i in range(cfg.n_layer)}, buf, _use_new_zipfile_serialization=False)
+    return buf.getvalue()
+
+
 def _legacy_pth_with_unknown_storage() -> bytes:
     """A legacy (non-zip) .pth whose tensor names a storage key the file does not hold:
     torch.load raises AssertionError (was a 500)."""
@@ -140,7 +153,16 @@ def test_malformed_files_are_refused_not_crashes(tiny_loader):
             (struct.pack("<Q", 5007) + b'{"a": ' + b"9" * 5000 + b"}", "bad safetensors header"),
             (struct.pack("<Q", 64) + b'{"x":{"dtype":"F32","shape":[1e999],"data_offsets":[0,4]}}'
              + b" " * 6, "bad header entry"),  # an infinite dimension
-            (_legacy_pth_with_unknown_storage(), "cannot read"),
+            (_legacy_pth_with_unknown_storage(), "legacy"),
+            (_legacy_pth(cfg), "legacy"),  # refused by its format, well-formed or not: one
+            # whose list of storages to fill was emptied loaded uninitialised memory (a review,
+            # session 14: heap bytes in a template, exported again)
+            (_safetensors({f"t{i}": {"dtype": "F32", "shape": [4], "data_offsets": [0, 16]}
+                           for i in range(3)}, b"\0" * 16), "share bytes"),  # one span, three
+            # tensors: each was copied (300 entries over 1 MB took 300 MB)
+            (_safetensors({"a": {"dtype": "F32", "shape": [4], "data_offsets": [0, 16]},
+                           "b": {"dtype": "F32", "shape": [4], "data_offsets": [8, 24]}},
+                          b"\0" * 24), "share bytes"),
             (_pth({1: torch.zeros(3)}), "named by strings"),
             (_pth({f"blocks.{i}.att.time_state": torch.zeros(H, N, N).to_sparse()
                    for i in range(L)}), "dense tensors"),
@@ -221,7 +243,7 @@ def test_pickled_objects_are_refused(tiny_loader):
             return (print, ("pwned",))
 
     data = pickle.dumps({"blocks.0.att.time_state": Boom()}, protocol=2)
-    with pytest.raises(StateFileError, match="cannot read the file as a PyTorch state file"):
+    with pytest.raises(StateFileError, match="legacy"):  # a pickle: never unpickled at all
         read_state_file(data, tiny_loader.cfg)
 
 

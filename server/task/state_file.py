@@ -42,7 +42,8 @@ FORMAT = "rwkv-server-state"
 VERSION = "1"
 ST_DTYPES = {"F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16}
 _ST_NAMES = {v: k for k, v in ST_DTYPES.items()}
-_TIME_STATE = re.compile(r"blocks\.(\d+)\.att\.time_state")
+_TIME_STATE = re.compile(r"blocks\.(0|[1-9]\d*)\.att\.time_state")  # canonical numbers only:
+# "blocks.01" beside "blocks.1" would pass a count of layers and miss the lookup (was a 500)
 MAX_HEADER = 1 << 24
 # torch.load on corrupted bytes also raises these (found by mutating saved files; were 500s)
 _MORE_LOAD_ERRORS = (AssertionError, TypeError, NotImplementedError)
@@ -94,7 +95,13 @@ def read_state_file(data: bytes, cfg, layout: str = "vk") -> StateFile:
     """Parse ``data`` (either format) for a model with config ``cfg``; see the module doc."""
     if layout not in ("vk", "kv"):
         raise StateFileError(f"layout must be 'vk' or 'kv', not {layout!r}")
-    if data[8:9] != b"{" and (data[:2] == b"PK" or data[:1] == b"\x80"):  # zip or pickle
+    if data[8:9] != b"{" and data[:1] == b"\x80":
+        # torch.load's legacy (pre-zip) format allocates each storage from its declared size
+        # and fills only those the file lists: one listing none loaded uninitialised memory
+        # (a template could then export heap bytes)
+        raise StateFileError("a .pth in PyTorch's legacy (non-zip) format is not accepted: "
+                             "load it and save it again with torch.save (PyTorch >= 1.6)")
+    if data[8:9] != b"{" and data[:2] == b"PK":  # zip (torch.save)
         tensors, meta = _read_pth(data), {}
     else:
         tensors, meta = _read_safetensors(data)
@@ -166,7 +173,7 @@ def _read_safetensors(data: bytes) -> tuple[dict, dict]:
     meta = header.pop("__metadata__", None) or {}
     if not isinstance(meta, dict):
         raise StateFileError("not a state file (the safetensors __metadata__ is not an object)")
-    body, tensors = memoryview(data)[8 + n:], {}
+    body, entries = memoryview(data)[8 + n:], []
     for name, e in header.items():
         try:
             dtype = ST_DTYPES[e["dtype"]]
@@ -181,13 +188,29 @@ def _read_safetensors(data: bytes) -> tuple[dict, dict]:
         if min(shape, default=0) < 0 or not 0 <= begin <= end <= len(body) \
                 or end - begin != numel * dtype.itemsize:
             raise StateFileError(f"tensor {name!r}: its bytes do not match shape {shape}")
-        t = torch.frombuffer(bytearray(body[begin:end]), dtype=dtype) if numel else \
+        entries.append((begin, end, name, dtype, shape))
+    _check_disjoint(entries)  # before any copy: the copies then add up to the file at most
+    tensors = {}
+    for begin, end, name, dtype, shape in entries:
+        t = torch.frombuffer(bytearray(body[begin:end]), dtype=dtype) if end > begin else \
             torch.empty(0, dtype=dtype)
         try:
             tensors[name] = t.reshape(shape)
         except (TypeError, RuntimeError, OverflowError):  # [2**70, 0]: no tensor has such a shape
             raise StateFileError(f"tensor {name!r}: unsupported shape {str(shape)[:100]}") from None
     return tensors, meta
+
+
+def _check_disjoint(entries: list[tuple]) -> None:
+    """Tensors may not share bytes (the safetensors format forbids it). Each is copied: 300
+    entries over one 1 MB span took 300 MB, and a file at the upload limit could ask for ~100 GB
+    (found by a review, session 14)."""
+    last_end, last = 0, None
+    for begin, end, name, *_ in sorted(e for e in entries if e[1] > e[0]):
+        if begin < last_end:
+            raise StateFileError(f"tensors {last!r} and {name!r} share bytes (overlapping "
+                                 "data_offsets)")
+        last_end, last = end, name
 
 
 def _check(name: str, t: torch.Tensor, want: tuple, what: str) -> torch.Tensor:
