@@ -276,3 +276,25 @@ def test_states_stored_with_another_model_are_refused(server, http, start_server
             assert c.get("/health").json()["scheduler_alive"] is True
     finally:
         srv.stop()
+
+
+def test_more_tasks_in_flight_than_the_cache_holds(start_server):
+    """With one task running and a cache of one, each new task's own registration evicted it
+    before it was submitted: a TMP task's get_result was a 404 while it ran, and a TASK's
+    result was never written (its status stayed 0, unfinished; a review, session 14)."""
+    srv = start_server(RWKV_TASK_DEFAULT_CPU_CAPACITY="1")
+    with httpx.Client(base_url=srv.url, timeout=60) as c:
+        long = c.post("/v1/tasks/create", json={"prompt": "Hello", "max_tokens": 20000,
+                                                "temperature": 0}).json()
+        try:
+            tmp = c.post("/v1/tasks/tmp", json={"prompt": "Hi", "max_tokens": 5}).json()
+            assert c.get(f"/v1/tasks/{tmp['task_id']}/get_result").status_code == 200
+            done = c.post("/v1/tasks/create", json={"prompt": "Hi", "max_tokens": 5}).json()
+            deadline = time.time() + 30
+            while not (r := c.get(f"/v1/tasks/{done['task_id']}/get_result").json())["finished"]:
+                assert time.time() < deadline, r
+                time.sleep(0.05)
+            assert c.get(f"/v1/tasks/{done['task_id']}/status").json()["status"] == 3
+            assert c.get(f"/v1/tasks/{long['task_id']}/status").json()["status"] != 3  # running
+        finally:
+            c.post(f"/v1/tasks/{long['task_id']}/stop")

@@ -157,6 +157,122 @@ def test_running_tasks_are_not_evicted_and_written_when_finished(db):
     tm.close()
 
 
+def _hold(task):
+    task._stop_hook = lambda t: None  # what scheduler.add_task does: the task is busy now
+
+
+def test_a_task_on_its_way_to_the_scheduler_is_not_evicted(db):
+    """More tasks in flight than the capacity: a create's own put evicted the task it was about
+    to submit (everything older was busy), and its result was never written; a continue's
+    task could be evicted between its lookup and its submission, and its new round was lost
+    (a review, session 14). Pinned from put/get to unpin, they stay."""
+    tm = manager(db, capacity=1)
+    busy = make_task(1, status=Status.READY)
+    tm.put_task("TASK_busy", busy)
+    _hold(busy)
+    new = make_task(2, status=Status.PREFILL)
+    new.output, new.finish_reason = [], None
+    tm.put_task("TASK_new", new, pin=True)  # the create route's register
+    tmp = make_task(3, status=Status.PREFILL)
+    tm.put_task("TMP_new", tmp, pin=True)
+    cached = tm.list_all_tasks()["cpu_tasks"]
+    assert "TASK_new" in cached and "TMP_new" in cached
+    for t in (new, tmp):
+        _hold(t)  # submitted
+        tm.unpin(t.task_id)
+    assert tm.get_task("TMP_new") is tmp  # was a 404 while it ran
+    new.status = Status.RUNNING
+    new._append_output([5, 6, 7])
+    new._finish("length")
+    tm.writer.flush()
+    assert tm.get_task("TASK_new") is new
+    tm.close()
+    assert manager(db).get_task("TASK_new").output == [5, 6, 7]  # was PREFILL, no output
+
+    tm = manager(db, capacity=1)
+    task = tm.get_task("TASK_new", pin=True)  # the continue route's lookup
+    other = make_task(4, status=Status.READY)
+    tm.put_task("TASK_other", other)  # another request's put meanwhile
+    _hold(other)
+    task.continue_gen([9])
+    _hold(task)
+    tm.unpin("TASK_new")
+    task.status = Status.RUNNING
+    task._append_output([41, 42])
+    task._finish("stop")
+    tm.writer.flush()
+    assert tm.get_task("TASK_new") is task and task.output[-2:] == [41, 42]
+    tm.close()
+    assert manager(db).get_task("TASK_new").output[-2:] == [41, 42]
+    # pins count: two, then one (still kept), then none (the least recent: evicted)
+    tm = manager(db, capacity=1)
+    tm.get_task("TASK_new", pin=True)
+    tm.get_task("TASK_new", pin=True)
+    tm.put_task("TASK_x", make_task(5))
+    tm.unpin("TASK_new")
+    tm.put_task("TASK_y", make_task(6))
+    assert tm.list_all_tasks()["cpu_tasks"] == ["TASK_new"]  # x and y went instead
+    tm.unpin("TASK_new")
+    tm.put_task("TASK_z", make_task(7))
+    assert tm.list_all_tasks()["cpu_tasks"] == ["TASK_z"]
+    tm.close()
+
+
+def test_a_delete_while_the_row_is_read_wins(db):
+    """A read of the database that overlapped a delete cached the task again: deleted (the
+    reply said so) yet served, and written back if continued (a review, session 14)."""
+    tm = manager(db)
+    tm.put_task("TASK_x", make_task(1))
+    tm.close_task("TASK_x")
+    tm.flush()  # in the database only
+    read, go = threading.Event(), threading.Event()
+    real_get = tm.store.get
+
+    def slow_get(tid):  # the row is read, then the reader is descheduled
+        rec = real_get(tid)
+        read.set()
+        go.wait(5)
+        return rec
+
+    tm.store.get = slow_get
+    out = {}
+    reader = threading.Thread(target=lambda: out.setdefault("task", tm.get_task("TASK_x")))
+    reader.start()
+    assert read.wait(5)
+    tm.delete_task_from_any_level("TASK_x")
+    go.set()
+    reader.join(5)
+    tm.store.get = real_get
+    assert out["task"] is None
+    assert tm.get_task("TASK_x") is None and "TASK_x" not in tm.list_all_tasks()["cpu_tasks"]
+    tm.close()
+
+
+def test_a_template_deleted_while_it_is_written_stays_deleted(db):
+    """force-delete during a template's put found no row yet; the put's insert then landed and
+    the template was back (a review, session 14)."""
+    tm = manager(db)
+    writing, go = threading.Event(), threading.Event()
+    real_write = tm.writer.write_now
+
+    def slow_write(*args, **kw):
+        writing.set()
+        go.wait(5)
+        return real_write(*args, **kw)
+
+    tm.writer.write_now = slow_write
+    putter = threading.Thread(target=tm.put_task, args=("_tpl", make_task(1)))
+    putter.start()
+    assert writing.wait(5)
+    tm.delete_task_from_any_level("_tpl", force=True)
+    go.set()
+    putter.join(5)
+    tm.writer.flush()
+    assert tm.get_task("_tpl") is None and not tm.store.contains("_tpl")
+    tm.close()
+    assert manager(db).get_task("_tpl") is None
+
+
 def test_persistent_task_is_written_when_it_finishes(db):
     tm = manager(db, capacity=10)
     t = make_task(5, status=Status.READY)

@@ -152,9 +152,14 @@ class TaskService:
                                      "(RWKV_MAX_TEMPLATES); delete some (force=true) first")
 
     # ---- submitting and looking up -------------------------------------------------------
-    async def register(self, task: Task) -> None:
-        """Put a task in the TaskManager (it writes persistent ones whenever they finish)."""
-        await self.store(self.manager.put_task, task.task_id, task)
+    async def register(self, task: Task, pin: bool = False) -> None:
+        """Put a task in the TaskManager (it writes persistent ones whenever they finish);
+        ``pin``: kept in memory until ``unpin`` (a task about to be submitted)."""
+        await self.store(self.manager.put_task, task.task_id, task, pin)
+
+    async def unpin(self, task: Task) -> None:
+        """Undo ``register``'s or ``get``'s pin: the task is submitted (held), or given up."""
+        await self.store(self.manager.unpin, task.task_id)
 
     async def forget(self, task: Task) -> None:
         """Drop a task that was registered but could not be started."""
@@ -172,16 +177,19 @@ class TaskService:
                                 headers={"Retry-After": RETRY_AFTER_S}) from None
 
     async def submit_new(self, task: Task) -> None:
-        await self.register(task)
+        await self.register(task, pin=True)
         try:
             self.submit(task)
         except HTTPException:
             await self.forget(task)
             raise
+        finally:
+            await self.unpin(task)
 
-    async def get(self, task_id: str) -> Task:
-        """The task with ``task_id`` (from the cache or the database); 404 if unknown."""
-        task = await self.store(self.manager.get_task, task_id)
+    async def get(self, task_id: str, pin: bool = False) -> Task:
+        """The task with ``task_id`` (from the cache or the database); 404 if unknown.
+        ``pin``: as ``register``'s (then ``unpin`` it)."""
+        task = await self.store(self.manager.get_task, task_id, pin)
         if task is None:
             raise HTTPException(404, TASK_NOT_FOUND)
         return task

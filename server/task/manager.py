@@ -13,12 +13,18 @@ Ids decide the policy:
 
 A task the scheduler holds (running, or queued/admitted and not finished) is "busy": it is never
 evicted (the cache may exceed its capacity meanwhile), never written (its CPU state lags its
-tokens), and ``close_task`` defers to its finish. ``get_task`` serves the newest copy: cache, then
-a write still queued, then the database.
+tokens), and ``close_task`` defers to its finish. A task on its way to the scheduler is *pinned*
+(``put_task``/``get_task`` with ``pin=True``, then ``unpin`` once ``add_task`` holds it or the
+request gave up): not evicted either. Without it, a request's own put could evict the task it
+was about to submit when everything older was busy (more tasks in flight than the capacity), and
+its result was never written (a review, session 14). ``get_task`` serves the newest copy: cache,
+then a write still queued, then the database; a task deleted while it was being read from the
+database is not served (nor cached again).
 """
 
 from __future__ import annotations
 
+import itertools
 import threading
 import weakref
 from collections import OrderedDict
@@ -53,6 +59,12 @@ class TaskManager:
         self._unsaved: set[str] = set()  # templates put while busy: written when they finish
         self._closing: dict[str, Task] = {}  # closed while busy: written when they finish
         self._clean: dict[str, tuple] = {}  # id -> signature of the content last queued/written
+        self._pins: dict[str, int] = {}  # id -> pins (tasks on their way to the scheduler)
+        self._deletes = itertools.count(1)  # numbers the deletions
+        self._deleted: OrderedDict[str, int] = OrderedDict()  # id -> its deletion's number, the
+        # most recent DELETED_SEEN (a read from the database compares them with its start)
+        self._last_delete = 0
+        self._forgotten = 0  # the largest deletion number dropped from _deleted
         self._hooks: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         self._closed = False
 
@@ -65,14 +77,17 @@ class TaskManager:
                     t.tokenizer = loader
 
     # ---- the seed's API ---------------------------------------------------------------
-    def put_task(self, task_id: str, task: Task) -> str:
-        """Store ``task`` under ``task_id`` (sets ``task.task_id``). Templates: see module doc."""
+    def put_task(self, task_id: str, task: Task, pin: bool = False) -> str:
+        """Store ``task`` under ``task_id`` (sets ``task.task_id``). Templates: see module doc.
+        ``pin``: not evicted until ``unpin`` (a task about to be submitted)."""
         if task.tokenizer is None and self.loader is not None:
             task.tokenizer = self.loader
         if is_template_id(task_id):
             return self._put_template(task_id, task)
         task.task_id = task_id
         with self._lock:
+            if pin:
+                self._pins[task_id] = self._pins.get(task_id, 0) + 1
             self._cache[task_id] = task
             self._cache.move_to_end(task_id)
             self._closing.pop(task_id, None)  # a closed older object under this id is superseded
@@ -84,30 +99,50 @@ class TaskManager:
         self._submit(jobs)
         return task_id
 
-    def get_task(self, task_id: str) -> Task | None:
-        """The task from memory, else from the database (then cached); None if unknown."""
-        task, jobs = self._get_cached(task_id)
+    def get_task(self, task_id: str, pin: bool = False) -> Task | None:
+        """The task from memory, else from the database (then cached); None if unknown.
+        ``pin``: as ``put_task``'s, when the task is found."""
+        task, jobs = self._get_cached(task_id, pin)
         if task is not None or is_temporary_id(task_id):
             self._submit(jobs)
             return task
+        with self._lock:
+            start = self._last_delete
         rec = self.store.get(task_id)
         if rec is None:
             return None
         loaded = decode_task(rec[0], rec[1], task_id=task_id,
                              tokenizer=self.loader)
         with self._lock:
-            task, jobs = self._get_cached(task_id)
+            task, jobs = self._get_cached(task_id, pin)
             if task is None:  # nobody loaded or put it meanwhile
+                deleted = self._deleted_since(task_id, start)
+                if deleted:
+                    return None  # deleted while its row was read: gone (not cached again)
+                if deleted is None:
+                    return loaded  # unknown: served as read, not cached
                 task = loaded
                 self._clean[task_id] = signature(task)  # identical to its row
                 if is_template_id(task_id):
                     self._templates[task_id] = task
                 else:
+                    if pin:
+                        self._pins[task_id] = self._pins.get(task_id, 0) + 1
                     self._cache[task_id] = task
                     jobs = self._evict_locked()
         self.track(task)
         self._submit(jobs)
         return task
+
+    def unpin(self, task_id: str) -> None:
+        """Undo one ``pin=True`` of ``put_task``/``get_task`` (the task is busy now, or the
+        request gave it up)."""
+        with self._lock:
+            n = self._pins.pop(task_id, 0) - 1
+            if n > 0:
+                self._pins[task_id] = n
+            jobs = self._evict_locked()
+        self._submit(jobs)
 
     def fork_template(self, template_id: str, new_id: str | None = None, tmp: bool = False) -> str:
         """Put a copy of ``template_id`` (any stored task at rest) under a new id; return it."""
@@ -158,6 +193,11 @@ class TaskManager:
             for level in (self._templates, self._cache, self._closing, self._clean):
                 level.pop(task_id, None)
             self._unsaved.discard(task_id)
+            self._last_delete = next(self._deletes)
+            self._deleted[task_id] = self._last_delete
+            self._deleted.move_to_end(task_id)
+            while len(self._deleted) > DELETED_SEEN:
+                self._forgotten = max(self._forgotten, self._deleted.popitem(last=False)[1])
         self.writer.delete(task_id)
         if task is None:
             task = decode_task(meta, None, task_id=task_id, tensors=False)
@@ -206,6 +246,15 @@ class TaskManager:
         self.store.close()
 
     # ---- internals ------------------------------------------------------------------------
+    def _deleted_since(self, task_id: str, start: int) -> bool | None:
+        """Whether ``task_id`` was deleted after deletion number ``start`` (caller holds the
+        lock); None when more deletions came since than are remembered (unknown)."""
+        if self._last_delete == start:
+            return False
+        if self._deleted.get(task_id, 0) > start:
+            return True
+        return None if self._forgotten > start else False
+
     def _put_template(self, task_id: str, task: Task) -> str:
         with self._lock:
             if task_id in self._templates or self.writer.pending_task(task_id) is not None \
@@ -226,26 +275,36 @@ class TaskManager:
                 self._templates.pop(task_id, None)
             raise TemplateExists(f"template {task_id} exists") from e
         with self._lock:
-            self._clean[task_id] = signature(task)
+            deleted = self._templates.get(task_id) is not task  # (force) while it was written
+            if not deleted:
+                self._clean[task_id] = signature(task)
+        if deleted:  # the delete came first and found no row: the row goes now
+            self.writer.delete(task_id)
+            return task_id
         log.info(f"template {task_id} stored ({len(task.history)} tokens of context)")
         return task_id
 
-    def _get_cached(self, task_id: str):
-        """``(task or None, write jobs from evictions)``; revives closed/queued tasks."""
+    def _get_cached(self, task_id: str, pin: bool = False):
+        """``(task or None, write jobs from evictions)``; revives closed/queued tasks; ``pin``:
+        pins a task it finds (not a template: never evicted)."""
         with self._lock:
             if task_id in self._templates:
                 return self._templates[task_id], []
             if task_id in self._cache:
                 self._cache.move_to_end(task_id)
-                return self._cache[task_id], []
-            task = self._closing.pop(task_id, None) or self.writer.pending_task(task_id)
-            if task is None:
-                return None, []
-            if is_template_id(task_id):
-                self._templates[task_id] = task
-                return task, []
-            self._cache[task_id] = task  # reopened
-            return task, self._evict_locked()
+                task, jobs = self._cache[task_id], []
+            else:
+                task = self._closing.pop(task_id, None) or self.writer.pending_task(task_id)
+                if task is None:
+                    return None, []
+                if is_template_id(task_id):
+                    self._templates[task_id] = task
+                    return task, []
+                self._cache[task_id] = task  # reopened
+                jobs = None
+            if pin:
+                self._pins[task_id] = self._pins.get(task_id, 0) + 1
+            return task, self._evict_locked() if jobs is None else jobs
 
     def _on_finished(self, task: Task) -> None:
         """A tracked task finished (scheduler thread): write it if it is still ours."""
@@ -279,7 +338,7 @@ class TaskManager:
             if over <= 0:
                 break
             task = self._cache[tid]
-            if is_busy(task):
+            if is_busy(task) or tid in self._pins:
                 continue
             del self._cache[tid]
             over -= 1
@@ -301,6 +360,7 @@ class TaskManager:
                 self._clean.pop(tid, None)
 
 
+DELETED_SEEN = 4096  # deletions remembered for reads from the database that overlap them
 _manager: TaskManager | None = None
 _manager_lock = threading.Lock()
 

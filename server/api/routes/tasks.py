@@ -110,12 +110,14 @@ async def fork(task_id: str, body: ContinueRequest | None = None,
     body = body or ContinueRequest()
     tokens = await svc.encode(body.prompt, required=False)
     task = await svc.copy(await svc.get(task_id), new_task_id("TMP" if tmp else "TASK"))
-    await svc.register(task)
+    await svc.register(task, pin=True)
     try:
         _resume(svc, task, tokens, body, tmp)
     except HTTPException:
         await svc.forget(task)
         raise
+    finally:
+        await svc.unpin(task)
     return await _started(svc, task, body.stream, tmp)
 
 
@@ -125,12 +127,15 @@ async def continue_task(task_id: str, body: ContinueRequest | None = None,
     """Append ``prompt`` (if given) to the task and generate again; 409 while it runs."""
     body = body or ContinueRequest()
     tokens = await svc.encode(body.prompt, required=False)
-    task = await svc.get(task_id)
-    if task.is_template:
-        raise HTTPException(403, "Templates are read-only; fork them instead")
-    svc.check_usable(task)
-    tmp = task.task_id.startswith("TMP")
-    _resume(svc, task, tokens, body, tmp)
+    task = await svc.get(task_id, pin=True)  # (not evicted before it is submitted)
+    try:
+        if task.is_template:
+            raise HTTPException(403, "Templates are read-only; fork them instead")
+        svc.check_usable(task)
+        tmp = task.task_id.startswith("TMP")
+        _resume(svc, task, tokens, body, tmp)
+    finally:
+        await svc.unpin(task)
     return await _started(svc, task, body.stream, tmp)
 
 
