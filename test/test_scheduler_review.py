@@ -1,6 +1,7 @@
 """Scheduler regressions found by a review (tiny random model, CPU), each minimised: a deferred
 prefix job that hangs ``run()``, a task accepted twice, a failed growth retried forever, a
-shutdown that released tasks under a running step, a run() left waiting by shutdown."""
+shutdown that released tasks under a running step, a run() left waiting by shutdown, stop
+requests piling up without a decode pulse."""
 
 import threading
 import time
@@ -204,3 +205,19 @@ def test_a_held_task_refuses_new_prompts_and_rounds(tiny_loader, held_copyback):
     queued.continue_gen([7, 8], max_tokens=2)
     sched.add_task(queued)
     assert run_bounded(sched) and len(queued.output) == 2
+
+
+def test_stop_requests_of_tasks_that_never_decode_do_not_pile_up(tiny_loader):
+    """Only a decode pulse applied (and emptied) the list of stop requests: 50 prefill-only
+    tasks stopped while queued left 50 entries, each holding its task and state."""
+    sched = DynamicScheduler(tiny_loader, max_batch_size=2, buffer_size=4)
+    tasks = [Task([7, 8, 9, i], max_tokens=0) for i in range(50)]
+    for t in tasks:
+        sched.add_task(t)
+        t.stop()
+    sched.run()
+    assert all(t.is_finished for t in tasks)
+    sched.add_task(extra := Task([1, 2], max_tokens=0))
+    extra.stop()
+    assert len(sched._stops) == 1  # the finished ones went when the next stop came
+    sched.run()

@@ -142,6 +142,9 @@ class BaseScheduler(SlotCycle):
     def _on_stop(self, task: Task) -> None:
         """Any thread: note the request; the scheduler thread maps it to a slot before each step."""
         with self._cv:
+            # only a decode pulse applies the list: stops of tasks that never decode (queued,
+            # prefill-only) would pile up until one, each holding its task and state
+            self._stops = [t for t in self._stops if not t.is_finished]
             self._stops.append(task)
             self._cv.notify_all()
 
