@@ -56,8 +56,22 @@ def _busy(r: httpx.Response, shape: str) -> None:
         assert set(err) == {"message", "type", "param", "code"} and err["type"] == "server_error"
 
 
+def _history(http, tid: str) -> list[int]:
+    """A task's sequence: what its state consumed, then the tokens it will feed next (its
+    exported state's metadata)."""
+    data = http.get(f"/v1/tasks/{tid}/export_state").content
+    n = int.from_bytes(data[:8], "little")
+    meta = json.loads(data[8:8 + n])["__metadata__"]
+    current = json.loads(meta["current_token"])
+    return (json.loads(meta["history"]) + json.loads(meta.get("pending", "[]"))
+            + ([] if current is None else [current]))
+
+
 def test_full_queue_is_503_with_retry_after_and_leaves_nothing(http):
     wait_idle(http)
+    done = http.post("/v1/tasks/create", json=task_body(2)).json()["task_id"]
+    _wait(http, lambda h: h["active"] == 0 and h["queue"] == 0)
+    result, history = http.get(f"/v1/tasks/{done}/get_result").json(), _history(http, done)
     running = http.post("/v1/tasks/create", json=task_body(LONG)).json()["task_id"]
     _wait(http, lambda h: h["active"] == 1)
     waiting = [http.post("/v1/tasks/create", json=task_body(LONG)).json()["task_id"]
@@ -73,12 +87,23 @@ def test_full_queue_is_503_with_retry_after_and_leaves_nothing(http):
     _busy(http.post("/v1/chat/completions", json=chat_body(4, n=2, stream=True)), "openai")
     _busy(http.post("/v1/completions", json={"prompt": ["a", "b"], "max_tokens": 4}), "openai")
     assert set(http.get("/v1/tasks/list").json()["cpu_tasks"]) == before  # no leftovers
+    for _ in range(3):  # a client retrying a continue: refused before the task is changed (it
+        # lost its output and took the prompt once per refused try; a review, session 14)
+        _busy(http.post(f"/v1/tasks/{done}/continue", json={"prompt": [7777],
+                                                            "max_tokens": 0}), "tasks")
+        _busy(http.post(f"/v1/tasks/{done}/fork", json={"prompt": [7777]}), "tasks")
+    assert http.get(f"/v1/tasks/{done}/get_result").json() == result
+    assert _history(http, done) == history
     h = http.get("/health").json()
     assert (h["active"], h["queue"]) == (1, 2)
     for tid in (running, *waiting):
         http.post(f"/v1/tasks/{tid}/stop")
     assert _wait(http, lambda h: h["active"] == 0 and h["queue"] == 0) < 2
     assert http.post("/v1/chat/completions", json=chat_body(2)).status_code == 200
+    assert http.post(f"/v1/tasks/{done}/continue", json={"prompt": [7777],
+                                                         "max_tokens": 0}).status_code == 200
+    _wait(http, lambda h: h["active"] == 0 and h["queue"] == 0)
+    assert _history(http, done).count(7777) == history.count(7777) + 1
 
 
 # ---- clients that leave -------------------------------------------------------------------------

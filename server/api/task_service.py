@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import secrets
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 
 from fastapi import HTTPException
 from fastapi.exceptions import RequestValidationError
@@ -170,8 +171,21 @@ class TaskService:
 
     def submit(self, task: Task) -> None:
         """Hand a task to the scheduler; 503 with Retry-After when its queue is full."""
-        try:
+        with self._busy_is_503():
             self.scheduler.add_task(task)
+
+    def check_room(self) -> None:
+        """503 (as ``submit``'s) unless the queue has room for one more task now: checked
+        before a request changes a task it then submits (the room stays until the request's
+        synchronous ``submit``: see ``BaseScheduler.check_room``)."""
+        with self._busy_is_503():
+            self.scheduler.check_room()
+
+    @staticmethod
+    @contextmanager
+    def _busy_is_503():
+        try:
+            yield
         except QueueFull as e:
             raise HTTPException(503, f"Server busy: {e}; retry shortly",
                                 headers={"Retry-After": RETRY_AFTER_S}) from None

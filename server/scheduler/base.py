@@ -102,6 +102,14 @@ class BaseScheduler(SlotCycle):
         self.add_task(task)
         return task
 
+    def check_room(self, n: int = 1) -> None:
+        """Raise ``QueueFull`` unless ``n`` more tasks fit in the queue now. Only the scheduler
+        thread takes tasks off it, so the room stays for a caller whose checks and
+        ``add_task`` run with no other ``add_task`` between (the API's event loop)."""
+        with self._cv:
+            if len(self.waiting) + n > self.max_queue:
+                raise QueueFull(f"{len(self.waiting)} tasks are waiting (max_queue={self.max_queue})")
+
     def add_task(self, task: Task) -> None:
         """Enqueue an existing task (new, forked or continued). Thread-safe."""
         if task.status in (Status.RUNNING, Status.FINISHED):

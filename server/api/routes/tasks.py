@@ -95,8 +95,13 @@ async def status(task_id: str, svc: TaskService = Depends(get_service)):
 
 def _resume(svc: TaskService, task: Task, tokens: list[int], body: ContinueRequest, tmp: bool):
     """Append ``tokens`` to an idle task, update its parameters and submit it. Synchronous: no
-    other request can change the task between the caller's checks and this."""
-    task.continue_gen(tokens or None, **svc.sampling(body, defaults=False))
+    other request can change the task between the caller's checks and this. A full queue is a
+    503 before the task is changed: changed first, a refused continue left the prompt appended
+    and the last round's output gone, and each retry (the openai SDK retries 503s) appended the
+    prompt again (a review, session 14)."""
+    params = svc.sampling(body, defaults=False)
+    svc.check_room()
+    task.continue_gen(tokens or None, **params)
     if tmp:  # a temporary task's state is kept only when it is all the task produces
         task.keep_state = task.max_tokens == 0
     svc.submit(task)
