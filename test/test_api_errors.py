@@ -82,6 +82,24 @@ def test_unknown_ids_are_404(http, method, action):
         assert r.status_code == 404 and r.json() == {"detail": "Task not found"}
 
 
+def test_bodies_nested_near_the_parsers_limit_are_never_a_500(http):
+    """A prompt nested ~955 deep parsed, and its 422's echo of it did not encode
+    (RecursionError: a 500; deeper bodies are a 400 from the parser); an assistant tool call
+    whose arguments parsed at one depth more than they encoded was a 500 too (a review, session
+    14). Every depth around the limit: 4xx for the Task API, never 5xx for the chat route."""
+    limit = 1000  # the server's recursion limit (CPython's default); the window covers it
+    for d in range(limit - 80, limit + 5, 1):
+        nest = "[" * d + "]" * d
+        r = http.post("/v1/tasks/tmp", content='{"prompt": ' + nest + "}",
+                      headers={"content-type": "application/json"})
+        assert 400 <= r.status_code < 500, (d, r.status_code, r.text[:200])
+        call = {"id": "c", "type": "function", "function": {"name": "f", "arguments": nest}}
+        r = http.post("/v1/chat/completions", json={
+            "messages": [{"role": "assistant", "content": None, "tool_calls": [call]},
+                         {"role": "user", "content": "x"}], "max_tokens": 1})
+        assert r.status_code < 500, (d, r.status_code, r.text[:200])
+
+
 def test_still_serving_after_errors(http):
     test_other_bad_requests(http)
     assert http.get("/health").json()["scheduler_alive"] is True

@@ -1,6 +1,7 @@
 """Chat prompt, tool-call convention and output splitter (pure functions, fixed strings)."""
 
 import json
+import sys
 
 import pytest
 
@@ -92,6 +93,17 @@ def test_tool_errors():
         parse_tools([{"type": "function", "function": {"description": "no name"}}])
     with pytest.raises(ChatError):
         tools_instructions(parse_tools(WEATHER), {"type": "function", "function": {"name": "x"}})
+    deep = {}
+    for _ in range(sys.getrecursionlimit() + 10):  # parsed (a C parser), not writable back
+        deep = {"a": deep}
+    with pytest.raises(ChatError, match="nested too deeply") as e:
+        tools_instructions(parse_tools([{"type": "function", "function": {
+            "name": "f", "parameters": deep}}]))
+    assert e.value.param == "tools.0.function.parameters"  # was a RecursionError: a 500
+    with pytest.raises(ChatError, match="nested too deeply"):
+        build_chat_prompt([{"role": "assistant", "content": None, "tool_calls": [
+            {"id": "c", "type": "function", "function": {"name": "f", "arguments": deep}}]},
+            {"role": "user", "content": "x"}], think=False)
 
 
 # ---- tool-call parsing ------------------------------------------------------------------------------

@@ -35,15 +35,38 @@ def _finite(obj):
     return obj
 
 
+SHOWN_DEPTH = 32  # nesting shown of a reply too deep to encode (an echoed input)
+
+
+def _clipped(obj, depth: int = SHOWN_DEPTH):
+    """A copy of ``obj`` with what is nested deeper than ``depth`` replaced by a note."""
+    if isinstance(obj, (dict, list, tuple)) and depth <= 0:
+        return "(nested too deeply to show)"
+    if isinstance(obj, dict):
+        return {k: _clipped(v, depth - 1) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_clipped(v, depth - 1) for v in obj]
+    return obj
+
+
 def dumps_safe(content) -> bytes:
     """Compact UTF-8 JSON; falls back to ASCII escapes (``\\ud800``) and string NaNs when the
-    content holds lone surrogates or non-finite floats."""
+    content holds lone surrogates or non-finite floats, and clips what is nested too deeply to
+    encode: a validation error echoes its input, and a body that the JSON parser just managed
+    to read (nested ~950 deep) took more stack to write (RecursionError: a 500; a review,
+    session 14)."""
     try:
         return json.dumps(content, ensure_ascii=False, allow_nan=False,
                           separators=(",", ":")).encode("utf-8")
     except (UnicodeEncodeError, ValueError):
+        pass
+    except RecursionError:
+        return dumps_safe(_clipped(content))
+    try:
         return json.dumps(_finite(content), ensure_ascii=True, allow_nan=False,
                           separators=(",", ":")).encode("ascii")
+    except RecursionError:
+        return dumps_safe(_clipped(content))
 
 
 class SafeJSONResponse(JSONResponse):

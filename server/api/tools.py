@@ -86,10 +86,14 @@ def tools_instructions(tools: list[ToolSpec], tool_choice=None) -> str:
         return ""
     forced = forced_tool(tool_choice, tools)
     lines = ["You can call these tools (functions), each described by one JSON object:"]
-    for t in tools:
+    for i, t in enumerate(tools):
         if forced is None or t.name == forced:
             desc = {"name": t.name, "description": t.description, "parameters": t.parameters}
-            lines.append(json.dumps(desc, ensure_ascii=False))
+            try:
+                lines.append(json.dumps(desc, ensure_ascii=False))
+            except RecursionError:  # parsed, but nested too deeply to write back (was a 500)
+                raise _error("the tool's parameters are nested too deeply",
+                             f"tools.{i}.function.parameters") from None
     lines.append("To call a tool, write one line per call, exactly in this form:")
     lines.append(OPEN_TAG + '{"name": "<tool name>", "arguments": {<arguments as JSON>}}' + CLOSE_TAG)
     lines.append("Each call's result comes back in a Tool: message.")
@@ -116,7 +120,15 @@ def render_tool_calls(calls, param: str) -> str:
             args = json.loads(args) if isinstance(args, str) else args
         except (ValueError, RecursionError):  # not JSON, or nested too deeply to parse
             pass  # keep the text as the model would see it
-        body = json.dumps({"name": fn["name"], "arguments": args}, ensure_ascii=False)
+        try:
+            body = json.dumps({"name": fn["name"], "arguments": args}, ensure_ascii=False)
+        except RecursionError:  # parsed just short of the limit, one level more to write
+            # (a 500 at one depth, ~953, before; a review, session 14): the text as sent
+            raw = fn.get("arguments")
+            if not isinstance(raw, str):
+                raise _error("the tool call's arguments are nested too deeply",
+                             f"{param}.{i}.function.arguments") from None
+            body = json.dumps({"name": fn["name"], "arguments": raw}, ensure_ascii=False)
         lines.append(OPEN_TAG + body + CLOSE_TAG)
     return "\n".join(lines)
 
