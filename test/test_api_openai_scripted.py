@@ -130,6 +130,12 @@ def test_error_after_stream_started(http, sdk, script):
         list(sdk.chat.completions.create(model="rwkv-7", messages=MSGS, stream=True))
     r = http.post("/v1/completions", json={"prompt": "x"})
     assert r.status_code == 500 and "device lost" in r.json()["error"]["message"]
+    # not retried: each of the SDK's two retries would be a whole generation again
+    assert r.headers["x-should-retry"] == "false"
+    fake = script(">Some text", reason="error", error="RuntimeError: device lost")
+    with pytest.raises(openai.InternalServerError):
+        sdk.chat.completions.create(model="rwkv-7", messages=MSGS)  # default max_retries
+    assert len(fake.tasks) == 1  # was 3
 
 
 def test_busy_is_503_with_retry_after(http, sdk, script):
@@ -188,6 +194,19 @@ def test_utf8_never_split(http, script):
     deltas = [c["choices"][0]["delta"].get("content", "") for c in chunks]
     assert "".join(deltas) == text and not any("\ufffd" in d for d in deltas)
     assert len([d for d in deltas if d]) > 5  # really streamed piece by piece
+
+
+def test_line_separators_stay_inside_their_event(http, script):
+    """U+2028, U+2029 and U+0085 are valid raw in JSON and SSE does not split on them, but
+    str.splitlines (httpx's iter_lines) does: each chunk's JSON must stay one line for it."""
+    text = "line one\u2028line two\u2029three\x85four"
+    script(">" + text, per_pulse=1)
+    with http.stream("POST", "/v1/chat/completions",
+                     json={"messages": MSGS, "stream": True}) as r:
+        lines = [ln for ln in r.iter_lines() if ln]
+    assert lines[-1] == "data: [DONE]" and all(ln.startswith("data: ") for ln in lines)
+    deltas = [json.loads(ln[6:])["choices"][0]["delta"] for ln in lines[:-1]]
+    assert "".join(d.get("content") or "" for d in deltas) == text
 
 
 def test_api_key_when_configured(server, tmp_path):

@@ -10,14 +10,13 @@ separated by ``\\n\\n``; keep-alives are comment lines.
 
 from __future__ import annotations
 
-import json
-
 import anyio
 from collections.abc import AsyncIterator, Callable
 
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from server.api.bridge import follow
+from server.api.safe_json import sse_json
 from server.task.task import Task
 
 PING_S = 15
@@ -25,7 +24,7 @@ SHUTDOWN_GRACE_S = 3.0  # below run.py's graceful-shutdown timeout
 
 
 def _event(obj) -> ServerSentEvent:
-    return ServerSentEvent(data=json.dumps(obj, ensure_ascii=False), sep="\n")
+    return ServerSentEvent(data=sse_json(obj), sep="\n")
 
 
 async def task_events(task: Task, tokenizer, pos: int = 0,

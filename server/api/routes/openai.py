@@ -141,8 +141,10 @@ async def _run_to_end(request: Request, rt, choices: list[Choice]) -> None:
         watcher.cancel()
     failed = [c.error for c in choices if c.error]
     if failed:
+        # not retried: the SDKs retry a 500 twice, each a whole generation again (OPENAI_COMPAT
+        # 13); both openai-python and openai-node obey x-should-retry before the status
         raise OpenAIError(500, f"Generation failed: {failed[0]}", type="server_error",
-                          code="generation_error")
+                          code="generation_error", headers={"x-should-retry": "false"})
 
 
 def _openai_errors(handler):

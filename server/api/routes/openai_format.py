@@ -10,12 +10,12 @@ is sent as ``{"error": {…}}`` (no ``choices``) and the stream ends without ``[
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator
 from contextlib import aclosing
 from dataclasses import dataclass
 
 from server.api.completion import Choice, run_choices, usage
+from server.api.safe_json import sse_json
 from server.api.splitter import Piece, collect
 from server.api.tools import new_call_id
 
@@ -37,7 +37,7 @@ class Reply:
 
 
 def dump(obj) -> str:
-    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+    return sse_json(obj, separators=(",", ":"))
 
 
 def error_event(message: str) -> str:
