@@ -6,8 +6,9 @@ Like every route but ``/health``, ``/metrics`` needs ``Authorization: Bearer <ke
 Series (each app has its own registry, so several apps in one process do not collide):
 
 * ``rwkv_http_requests_total{route,method,status}`` — ``route`` is the route template
-  (``/v1/tasks/{task_id}/stream``), ``other`` for unmatched paths (``method``: ``other`` for
-  a method outside GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS); and
+  (``/v1/tasks/{task_id}/stream``), ``other`` for unmatched paths and for CORS preflights
+  (answered before routing) (``method``: ``other`` for a method outside GET, HEAD, POST, PUT,
+  PATCH, DELETE, OPTIONS); and
   ``rwkv_http_request_duration_seconds{route}`` (until the last byte, streams included);
 * ``rwkv_prompt_tokens_total``, ``rwkv_generated_tokens_total`` (tokens in and out),
   ``rwkv_prefill_tokens_total`` (prompt tokens actually computed: the rest came from the cache);
