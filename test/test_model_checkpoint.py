@@ -88,6 +88,34 @@ def test_inconsistent_shape_names_the_key(tmp_path, small_sd):
         infer_config(sd)
 
 
+@pytest.mark.filterwarnings("ignore:Validating sparse tensor invariants")  # torch.load's note
+def test_files_that_once_were_a_traceback_at_start_up(tmp_path, small_sd):
+    """Each passed or escaped the checks and crashed start-up (a review, session 14)."""
+    import re
+    # one stray block index: a table of 10^8 layers' shapes took all memory
+    sd = dict(small_sd, **{"blocks.100000000.att.extra": torch.zeros(1)})
+    with pytest.raises(CheckpointError, match=r"block indices are not 0\.\.3"):
+        load_checkpoint(save(tmp_path, sd))
+    sd = {k: v for k, v in small_sd.items() if not k.startswith("blocks.1.")}
+    with pytest.raises(CheckpointError, match=r"blocks \[1\] missing"):
+        infer_config(sd)
+    # a 0-dim LoRA stack: IndexError
+    with pytest.raises(CheckpointError, match=r"blocks\.0\.att\.w1 expected 2 dims"):
+        infer_config(dict(small_sd, **{"blocks.0.att.w1": torch.tensor(1.0)}))
+    # sparse tensors passed, then start-up failed in the first product
+    with pytest.raises(CheckpointError, match="dense"):
+        load_checkpoint(save(tmp_path, dict(small_sd, **{
+            "emb.weight": small_sd["emb.weight"].float().to_sparse()})))
+    # a legacy file naming a storage it does not hold: torch.load's AssertionError
+    path = tmp_path / "legacy.pth"
+    torch.save(small_sd, path, _use_new_zipfile_serialization=False)
+    data = path.read_bytes()
+    key = re.search(rb"X.\x00\x00\x00(\d{6,})", data).group(1)
+    path.write_bytes(data.replace(key, b"1" * len(key), 1))
+    with pytest.raises(CheckpointError, match="cannot read"):
+        load_checkpoint(path)
+
+
 # ---- the random generator ------------------------------------------------------------------
 def test_0_1b_preset_has_the_published_shapes():
     shapes = expected_shapes(preset_config("0.1b"))

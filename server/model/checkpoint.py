@@ -75,9 +75,17 @@ def expected_shapes(cfg: ModelConfig) -> dict[str, tuple[int, ...]]:
 
 
 def _n_layer(sd: dict) -> int:
-    """1 + the largest block index among the keys (0 when there is none)."""
-    idx = [int(k.split(".")[1]) for k in sd if k.startswith("blocks.") and k.split(".")[1].isdigit()]
-    return max(idx) + 1 if idx else 0
+    """The number of blocks: their indices must be 0, 1, ... n - 1 (0 when there is none).
+    Checked here, before a table of n layers' shapes is built: one stray key
+    ``blocks.100000000.…`` made that table take all memory (a review, session 14)."""
+    idx = {int(k.split(".")[1]) for k in sd
+           if k.startswith("blocks.") and k.split(".")[1].isdigit()}
+    if idx and idx != set(range(len(idx))):
+        gaps = sorted(set(range(max(idx) + 1)) - idx) if max(idx) < 4 * len(idx) else None
+        raise CheckpointError(f"block indices are not 0..{len(idx) - 1}: "
+                              + (f"blocks {gaps[:8]} missing" if gaps else
+                                 f"{len(idx)} blocks, the largest index {max(idx)}"))
+    return len(idx)
 
 
 def _missing(sd: dict, keys) -> list[str]:
@@ -106,10 +114,18 @@ def infer_config(sd: dict) -> ModelConfig:
         raise CheckpointError(f"inconsistent shapes: blocks.0.att.r_k expected 2 dims [H, N], "
                               f"got {tuple(sd['blocks.0.att.r_k'].shape)}")
     H, N = sd["blocks.0.att.r_k"].shape
+    lora = [k for k in ("w1", "a1", "g1") if sd[f"blocks.0.att.{k}"].dim() != 2]
+    if lora:  # (a 0-dim one was an IndexError: a traceback at start-up)
+        key = f"blocks.0.att.{lora[0]}"
+        raise CheckpointError(f"inconsistent shapes: {key} expected 2 dims [C, D], "
+                              f"got {tuple(sd[key].shape)}")
     if C == 0 or H * N != C:
         raise CheckpointError(f"inconsistent shapes: emb.weight {tuple(sd['emb.weight'].shape)} "
                               f"and blocks.0.att.r_k {(H, N)} (expected [V, C] and [C/64, 64])")
     v1 = sd.get("blocks.1.att.v1")
+    if v1 is not None and v1.dim() != 2:
+        raise CheckpointError(f"inconsistent shapes: blocks.1.att.v1 expected 2 dims [C, D], "
+                              f"got {tuple(v1.shape)}")
     cfg = ModelConfig(
         n_layer=n_layer, n_embd=C, n_head=H, head_size=N, vocab_size=V,
         d_decay=sd["blocks.0.att.w1"].shape[-1], d_aaa=sd["blocks.0.att.a1"].shape[-1],
@@ -128,9 +144,12 @@ def infer_config(sd: dict) -> ModelConfig:
     return cfg
 
 
-# what torch.load raises on a corrupt or foreign file (besides its UnpicklingError)
+# what torch.load raises on a corrupt or foreign file (besides its UnpicklingError); the last
+# three from files with a few bytes of data.pkl flipped (a review, session 14: 10 of 2,000 such
+# files were a traceback at start-up)
 _READ_ERRORS = (RuntimeError, EOFError, OSError, zipfile.BadZipFile, ValueError, AttributeError,
-                ImportError, IndexError, KeyError)
+                ImportError, IndexError, KeyError, AssertionError, TypeError,
+                NotImplementedError)
 
 
 def is_load_error(e: BaseException) -> bool:
@@ -182,6 +201,10 @@ def load_checkpoint(path) -> tuple[dict[str, torch.Tensor], ModelConfig]:
     if bad:
         raise CheckpointError(f"{path} is not a state dict of tensors: entry {bad[0]!r} "
                               f"is {type(sd[bad[0]]).__name__}")
+    sparse = [k for k, v in sd.items() if v.layout != torch.strided]
+    if sparse:  # (passed the checks, then start-up failed with a traceback)
+        raise CheckpointError(f"{path}: {sparse[0]} is a {sd[sparse[0]].layout} tensor; "
+                              "a checkpoint holds dense tensors")
     try:
         return sd, infer_config(sd)
     except CheckpointError as e:
