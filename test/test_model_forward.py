@@ -211,3 +211,18 @@ def test_single_sequence_prefill_padded_to_its_bucket_is_unchanged():
     bucket = padded._graphed_prefill.bucket
     assert [bucket(n) for n in (1, 16, 17, 65, 189, 200, 256, 257, 512, 513, 554, 768, 1000)] == \
         [16, 16, 32, 96, 192, 224, 256, 288, 512, 768, 768, 768, 1024]
+
+
+def test_one_head_model_prefills_rows_together():
+    """C = 64 (one head, a size the generator accepts): two rows in one pass failed (the WKV
+    output was a slice .view could not flatten; a review, session 14). Rows together equal
+    rows alone."""
+    from server.model.checkpoint import infer_config
+    from server.model.random import make_random_state_dict
+
+    sd = make_random_state_dict(2, 64, 300, seed=1)
+    m = RWKV7(sd, infer_config(sd), device="cpu", dtype=torch.float32)
+    both = m.prefill([[1, 2, 3], [4, 5]], m.new_state(2))
+    alone = torch.cat([m.prefill([[1, 2, 3]], m.new_state(1)),
+                       m.prefill([[4, 5]], m.new_state(1))])
+    assert torch.allclose(both, alone, atol=1e-4, rtol=0)

@@ -262,7 +262,8 @@ class RWKV7:
         else:
             v = v + (v_first - v) * torch.sigmoid(lw.v0 + (xv @ lw.v1) @ lw.v2)
         y = self._wkv(state.wkv[i], r, w, k, v, kappa, a.view(B, T, H, N), keep)
-        y = F.group_norm(y.float().view(B * T, C), H, lw.lnx_w, lw.lnx_b, GN_EPS).view(B, T, C)
+        # reshape: with one head the WKV output can be a non-viewable slice (C = 64, 2+ rows)
+        y = F.group_norm(y.float().reshape(B * T, C), H, lw.lnx_w, lw.lnx_b, GN_EPS).view(B, T, C)
         bonus = (r.float() * k * lw.r_k).view(B, T, H, N).sum(-1, keepdim=True)  # [B, T, H, 1]
         y = y + (bonus * v.float().view(B, T, H, N)).view(B, T, C)
         return x + F.linear((y * g.float()).to(dt), lw.wo).float(), v_first
