@@ -38,6 +38,21 @@ def apply_overrides(args: argparse.Namespace) -> None:
             os.environ[f"RWKV_{name}"] = str(value)
 
 
+def _device_problem(device: str) -> str | None:
+    """Why the configured CUDA device cannot be used (None: it can, or it is not CUDA): one
+    line at start, not a traceback from the model's first tensor (a review, session 14)."""
+    if not device.startswith("cuda"):
+        return None
+    import torch
+
+    if not torch.cuda.is_available():
+        return "CUDA is not available here (no GPU, driver or CUDA build of torch); use cpu"
+    index = int(device.split(":")[1]) if ":" in device else 0
+    if index >= torch.cuda.device_count():
+        return f"there are {torch.cuda.device_count()} CUDA devices (0-based index)"
+    return None
+
+
 def main(argv=None) -> None:
     apply_overrides(parse_args(argv))
     from server.config import settings  # read after the overrides; exits on bad values
@@ -45,6 +60,14 @@ def main(argv=None) -> None:
 
     setup_logging(settings.verbose)
     log = get_logger("api")
+    problem = _device_problem(settings.device)
+    if problem:
+        log.error(f"RWKV_DEVICE={settings.device}: {problem}")
+        sys.exit(2)
+    if not os.path.isfile(settings.vocab_path):
+        log.error(f"RWKV_VOCAB_PATH: tokenizer vocabulary {settings.vocab_path} not found "
+                  "(the repository's eof_v20230424.txt is the default)")
+        sys.exit(2)
     if settings.demo:
         from server.model.random import PRESETS
 

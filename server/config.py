@@ -4,6 +4,7 @@ This module is the one place settings are read. Edit the defaults here if you pr
 environment variables. Bad values fail at start-up with a message naming the variable.
 """
 
+import re
 from pathlib import Path
 from typing import Literal
 
@@ -82,8 +83,8 @@ class Settings(BaseSettings):
     @field_validator("device")
     @classmethod
     def _check_device(cls, v: str) -> str:
-        if v not in ("auto", "cpu", "cuda") and not v.startswith("cuda:"):
-            raise ValueError("must be auto, cpu, cuda or cuda:N")
+        if not re.fullmatch(r"auto|cpu|cuda(:\d+)?", v):  # ("cuda:x" passed a prefix test and
+            raise ValueError("must be auto, cpu, cuda or cuda:N")  # was a start-up traceback)
         return v
 
 

@@ -120,6 +120,23 @@ def test_missing_model_fails_fast(tmp_path):
     assert "nope.pth" in out and "huggingface" in out.lower() and "--demo" in out
 
 
+@pytest.mark.parametrize("env,named", [
+    ({"RWKV_DEVICE": "cuda:x"}, "RWKV_DEVICE"),  # passed a prefix check, then a traceback
+    ({"RWKV_DEVICE": "cuda:99"}, "RWKV_DEVICE"),  # no such device (or no CUDA at all)
+    ({"RWKV_VOCAB_PATH": "/nonexistent/vocab.txt"}, "RWKV_VOCAB_PATH"),
+])
+def test_unusable_device_or_vocabulary_fails_fast(tmp_path, env, named):
+    """One line naming the variable, not a traceback after the model is loaded (a review,
+    session 14)."""
+    from server_harness import ROOT, SERVER_ENV, free_port
+
+    cmd = [sys.executable, "run.py", "--demo", "tiny", "--port", str(free_port())]
+    p = subprocess.run(cmd, cwd=ROOT, env={**os.environ, **SERVER_ENV, **env},
+                       capture_output=True, text=True, timeout=60)
+    out = p.stdout + p.stderr
+    assert p.returncode != 0 and "Traceback" not in out and named in out, out[-2000:]
+
+
 def test_file_that_is_no_checkpoint_fails_fast(tmp_path):
     """``run.py --model`` naming a file that is not an RWKV-7 checkpoint (text; a state dict of
     another model): one error line and exit code 2 before the server starts (uvicorn printed a
