@@ -167,3 +167,20 @@ def test_cli_writes_a_loadable_checkpoint(tmp_path, capsys):
     assert sd["emb.weight"].dtype == torch.float16
     with pytest.raises(SystemExit):
         main([str(out)])  # neither a preset nor --layers/--embd
+
+
+class _Runs:
+    def __reduce__(self):  # what a malicious checkpoint holds: a call made when unpickled
+        import os
+        return (os.system, ("echo unpickled!",))
+
+
+def test_refused_pickle_names_the_reason_not_unsafe_advice(tmp_path, capfd):
+    """torch's message starts with advice to load with weights_only=False (code execution) and
+    gives its reason after the 300 characters shown (a review, session 14)."""
+    path = save(tmp_path, {"emb.weight": torch.zeros(2, 2), "x": _Runs()})
+    with pytest.raises(CheckpointError) as e:
+        load_checkpoint(path)
+    msg = str(e.value)
+    assert "GLOBAL" in msg and "system" in msg and "set to `False`" not in msg
+    assert "unpickled!" not in capfd.readouterr().out  # (a shell command: fd-level capture)

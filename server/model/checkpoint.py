@@ -169,12 +169,19 @@ def _torch_load(path: Path) -> object:
 
 
 def _short(e: Exception) -> str:
-    """The informative line of a torch.load error (weights-only errors are long)."""
+    """The informative line of a torch.load error. A weights-only refusal starts with advice to
+    load the file with ``weights_only=False`` (code execution: never passed on) and gives its
+    reason later, past the 300 characters shown (a review, session 14)."""
     text = str(e)
     marker = "WeightsUnpickler error:"
     if marker in text:
         text = text[text.index(marker):].replace("\n", " ")
         text = " ".join(text.split()).split(" Check the documentation")[0]
+    elif text.startswith("Weights only load failed"):
+        lines = [ln.strip() for ln in text.splitlines()[1:] if ln.strip()]
+        reason = next((ln for ln in lines if not ln.startswith("Check the documentation")),
+                      "the file holds objects other than tensors")
+        text = f"refused by torch.load's safe (weights-only) loader: {reason}"
     else:
         text = text.strip().splitlines()[0] if text.strip() else ""
     return f"{type(e).__name__}: {text[:300]}"
