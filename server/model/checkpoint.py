@@ -168,7 +168,7 @@ def _torch_load(path: Path) -> object:
     return torch.load(path, map_location="cpu", weights_only=True)
 
 
-def _short(e: Exception) -> str:
+def load_error_text(e: Exception) -> str:
     """The informative line of a torch.load error. A weights-only refusal starts with advice to
     load the file with ``weights_only=False`` (code execution: never passed on) and gives its
     reason later, past the 300 characters shown (a review, session 14)."""
@@ -200,7 +200,7 @@ def load_checkpoint(path) -> tuple[dict[str, torch.Tensor], ModelConfig]:
         if not is_load_error(e):
             raise
         raise CheckpointError(f"cannot read {path} as a PyTorch checkpoint (corrupt, or not a "
-                              f"state dict of tensors): {_short(e)}") from e
+                              f"state dict of tensors): {load_error_text(e)}") from e
     if not isinstance(sd, dict) or not sd:
         raise CheckpointError(f"{path} is not a state dict (it holds {type(sd).__name__}"
                               f"{', empty' if isinstance(sd, dict) else ''})")

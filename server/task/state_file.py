@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from server.model.checkpoint import is_load_error
+from server.model.checkpoint import is_load_error, load_error_text
 from server.model.state import State
 
 FORMAT = "rwkv-server-state"
@@ -141,8 +141,7 @@ def _read_pth(data: bytes) -> dict:
         if not is_load_error(e):
             raise
         raise StateFileError(f"cannot read the file as a PyTorch state file (corrupt, or not a "
-                             f"dict of tensors): {type(e).__name__}: "
-                             f"{str(e).strip().splitlines()[0][:200] if str(e).strip() else ''}")
+                             f"dict of tensors): {load_error_text(e)}")
     if not isinstance(obj, dict) or not all(isinstance(v, torch.Tensor) for v in obj.values()):
         raise StateFileError(f"the .pth file holds {type(obj).__name__}, not a dict of tensors")
     bad = next((k for k, v in obj.items() if not isinstance(k, str) or v.layout != torch.strided),
