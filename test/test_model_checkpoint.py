@@ -167,6 +167,14 @@ def test_cli_writes_a_loadable_checkpoint(tmp_path, capsys):
     assert sd["emb.weight"].dtype == torch.float16
     with pytest.raises(SystemExit):
         main([str(out)])  # neither a preset nor --layers/--embd
+    # impossible sizes are usage errors (exit 2, the reason on stderr), not tracebacks; a 0
+    # was read as "not given" (a review, session 14)
+    for bad in (["--layers", "0", "--embd", "64"], ["--preset", "tiny", "--layers", "0"],
+                ["--layers", "2", "--embd", "100"], ["--layers", "-1", "--embd", "64"]):
+        with pytest.raises(SystemExit) as e:
+            main([str(tmp_path / "bad.pth"), *bad])
+        assert e.value.code == 2 and "multiple of 64" in capsys.readouterr().err
+    assert not (tmp_path / "bad.pth").exists()
 
 
 class _Runs:

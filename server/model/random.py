@@ -116,13 +116,20 @@ def _parse(argv=None) -> argparse.Namespace:
     args = ap.parse_args(argv)
     if args.preset is None and (args.layers is None or args.embd is None):
         ap.error("give --preset, or both --layers and --embd")
+    L, C = PRESETS[args.preset] if args.preset else (None, None)
+    # "is None", not "or": --layers 0 was read as "not given" (a preset's L, or a TypeError)
+    args.layers = L if args.layers is None else args.layers
+    args.embd = C if args.embd is None else args.embd
+    try:
+        make_config(args.layers, args.embd, args.vocab)  # a usage error, not a traceback
+    except ValueError as e:
+        ap.error(str(e))
     return args
 
 
 def main(argv=None) -> None:
     args = _parse(argv)
-    L, C = PRESETS[args.preset] if args.preset else (None, None)
-    L, C = args.layers or L, args.embd or C
+    L, C = args.layers, args.embd
     t0 = time.perf_counter()
     sd = make_random_state_dict(L, C, args.vocab, args.seed, DTYPES[args.dtype])
     args.out.parent.mkdir(parents=True, exist_ok=True)
