@@ -214,3 +214,29 @@ def test_api_key_and_queue_limit(start_server):
             c.post(f"/v1/tasks/{r.json()['task_id']}/stop", headers=auth)
     srv.stop()
     assert key not in srv.log()
+
+
+def test_text_past_a_small_checkpoint_vocabulary_is_a_4xx(start_server, tmp_path):
+    """A checkpoint with fewer tokens than the tokenizer (the random generator's --vocab) is
+    served; text that tokenizes past its vocabulary was a 500 from the first model pass (a
+    review, session 14). Text that fits still runs."""
+    import torch
+
+    from server.model.random import make_random_state_dict
+
+    path = tmp_path / "v300.pth"
+    torch.save(make_random_state_dict(2, 128, 300, seed=3), path)
+    srv = start_server(model=path)
+    with httpx.Client(base_url=srv.url, timeout=60) as c:
+        far = "Hello, world"  # tokens past 300
+        r = c.post("/v1/completions", json={"prompt": far, "max_tokens": 2})
+        assert r.status_code == 400 and r.json()["error"]["param"] == "prompt", r.text
+        assert "vocabulary [0, 300)" in r.json()["error"]["message"]
+        r = c.post("/v1/chat/completions", json={"messages": [{"role": "user", "content": far}],
+                                                 "max_tokens": 2})
+        assert r.status_code == 400 and r.json()["error"]["param"] == "messages", r.text
+        r = c.post("/v1/tasks/tmp", json={"prompt": far, "max_tokens": 2})
+        assert r.status_code == 422 and "vocabulary" in r.text
+        r = c.post("/v1/completions", json={"prompt": "a", "max_tokens": 2})  # one byte token
+        assert r.status_code == 200, r.text
+    srv.stop()

@@ -27,3 +27,21 @@ async def encode(loader, text: str) -> list[int]:
     if is_short(text):
         return loader.encode(text)
     return await asyncio.to_thread(loader.encode, text)
+
+
+def past_vocab(tokens: list[int], vocab_size: int) -> int | None:
+    """The first token id at or past a model's vocabulary (None: all fit). The tokenizer's
+    vocabulary (65,536) can be larger than a checkpoint's (``--vocab`` of the random generator):
+    such a text was a 500 in the first model pass (a review, session 14)."""
+    if not tokens or max(tokens) < vocab_size:
+        return None
+    return next(t for t in tokens if t >= vocab_size)
+
+
+def vocab_problem(tokens: list[int], vocab_size: int) -> str | None:
+    """The message for a text that tokenizes past the model's vocabulary, else None."""
+    bad = past_vocab(tokens, vocab_size)
+    if bad is None:
+        return None
+    return (f"the text tokenizes to id {bad}, outside this model's vocabulary [0, {vocab_size}) "
+            "(its checkpoint has fewer tokens than the tokenizer)")

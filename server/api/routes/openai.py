@@ -31,7 +31,7 @@ from server.api.chat import ChatError, build_chat_prompt, history_text, wants_th
 from server.api.bridge import UnderWay
 from server.api.completion import Choice, make_tasks, run_choices, submit
 from server.api.deps import get_runtime
-from server.api.encoding import encode
+from server.api.encoding import encode, vocab_problem
 from server.api.prefix import prepare_tasks, template_id
 from server.api.routes.openai_format import (Reply, chat_body, chat_events, chat_message,
                                              completion_body, completion_events)
@@ -80,6 +80,12 @@ def _check_length(n_tokens: int, limit: int, what: str) -> None:
                           f"your {what} resulted in {n_tokens} tokens. Please reduce the length "
                           f"of the {what}.", param="messages" if what == "messages" else "prompt",
                           code="context_length_exceeded")
+
+
+def _check_vocab(tokens: list[int], rt, param: str) -> None:
+    problem = vocab_problem(tokens, rt.loader.cfg.vocab_size)
+    if problem:
+        raise OpenAIError(400, problem[0].upper() + problem[1:] + ".", param=param)
 
 
 async def _submit(rt, tasks, stream: bool) -> None:
@@ -210,6 +216,7 @@ async def chat_completions(request: Request):
         raise OpenAIError(400, e.message, param=e.param) from None
     tokens = await encode(rt.loader, prompt)
     _check_length(len(tokens), rt.settings.max_prompt_tokens, "messages")
+    _check_vocab(tokens, rt, "messages")
     params = sampling_params(req, rt.settings)
     tasks = make_tasks(tokens, req.n or 1, params, req.seed)
     await prepare_tasks(rt, req.model, tasks, finish=False)  # prefix cache; "rwkv-7:_template"
@@ -259,6 +266,7 @@ async def _prompt_tokens(rt, prompt, n: int) -> list[tuple[str, list[int]]]:
     for i, p in enumerate(prompt):
         if isinstance(p, str):
             out.append((p, await encode(rt.loader, p)))
+            _check_vocab(out[-1][1], rt, "prompt")
             continue
         if any(t < 0 or t >= vocab for t in p):
             raise OpenAIError(400, f"prompt {i} has token ids outside 0..{vocab - 1}",
