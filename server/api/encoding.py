@@ -38,10 +38,7 @@ def past_vocab(tokens: list[int], vocab_size: int) -> int | None:
     return next(t for t in tokens if t >= vocab_size)
 
 
-def vocab_problem(tokens: list[int], vocab_size: int) -> str | None:
-    """The message for a text that tokenizes past the model's vocabulary, else None."""
-    bad = past_vocab(tokens, vocab_size)
-    if bad is None:
-        return None
-    return (f"the text tokenizes to id {bad}, outside this model's vocabulary [0, {vocab_size}) "
-            "(its checkpoint has fewer tokens than the tokenizer)")
+def past_vocab_message(bad: int, vocab_size: int) -> str:
+    """The message for a text that tokenizes to ``bad``, past the model's vocabulary."""
+    return (f"The text tokenizes to id {bad}, outside this model's vocabulary [0, {vocab_size}) "
+            "(its checkpoint has fewer tokens than the tokenizer).")

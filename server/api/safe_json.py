@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 
 from fastapi.encoders import jsonable_encoder
 from fastapi.responses import JSONResponse
@@ -57,21 +56,17 @@ def dumps_safe(content) -> bytes:
     to read (nested ~950 deep) took more stack to write (RecursionError: a 500; a review,
     session 14)."""
     try:
-        return json.dumps(content, ensure_ascii=False, allow_nan=False,
-                          separators=(",", ":")).encode("utf-8")
-    except (UnicodeEncodeError, ValueError):
-        pass
-    except RecursionError:
-        return dumps_safe(_clipped(content))
-    try:
-        return json.dumps(_finite(content), ensure_ascii=True, allow_nan=False,
-                          separators=(",", ":")).encode("ascii")
+        try:
+            return json.dumps(content, ensure_ascii=False, allow_nan=False,
+                              separators=(",", ":")).encode("utf-8")
+        except (UnicodeEncodeError, ValueError):
+            return json.dumps(_finite(content), ensure_ascii=True, allow_nan=False,
+                              separators=(",", ":")).encode("ascii")
     except RecursionError:
         return dumps_safe(_clipped(content))
 
 
-_LINE_BREAKS = {"\u2028": "\\u2028", "\u2029": "\\u2029", "\x85": "\\u0085"}
-_BREAK_RE = re.compile("[\u2028\u2029\x85]")
+_LINE_BREAKS = str.maketrans({"\u2028": "\\u2028", "\u2029": "\\u2029", "\x85": "\\u0085"})
 
 
 def sse_json(obj, **dumps_kw) -> str:
@@ -80,8 +75,7 @@ def sse_json(obj, **dumps_kw) -> str:
     ``str.splitlines`` does (``httpx``'s ``iter_lines``, which hand-written clients and SSE
     helpers read streams with): the event's JSON came in two broken halves (a review, session
     14)."""
-    text = json.dumps(obj, ensure_ascii=False, **dumps_kw)
-    return _BREAK_RE.sub(lambda m: _LINE_BREAKS[m.group()], text)
+    return json.dumps(obj, ensure_ascii=False, **dumps_kw).translate(_LINE_BREAKS)
 
 
 class SafeJSONResponse(JSONResponse):

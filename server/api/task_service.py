@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from fastapi import HTTPException
 from fastapi.exceptions import RequestValidationError
 
-from server.api.encoding import past_vocab, vocab_problem
+from server.api.encoding import past_vocab, past_vocab_message
 from server.api.schemas.tasks import GenerationParams, TaskInfo, TaskResponseModel
 from server.model.tokenizer import IncrementalDecoder
 from server.scheduler import QueueFull
@@ -89,9 +89,9 @@ class TaskService:
                 tokens = await asyncio.to_thread(self.loader.encode, prompt)
             else:
                 tokens = self.loader.encode(prompt)
-            problem = vocab_problem(tokens, self.vocab_size)
-            if problem:
-                raise invalid(field, problem, past_vocab(tokens, self.vocab_size))
+            bad = past_vocab(tokens, self.vocab_size)
+            if bad is not None:
+                raise invalid(field, past_vocab_message(bad, self.vocab_size), bad)
         else:
             bad = next((t for t in prompt if not 0 <= t < self.vocab_size), None)
             if bad is not None:

@@ -24,7 +24,6 @@ database is not served (nor cached again).
 
 from __future__ import annotations
 
-import itertools
 import threading
 import weakref
 from collections import OrderedDict
@@ -60,10 +59,9 @@ class TaskManager:
         self._closing: dict[str, Task] = {}  # closed while busy: written when they finish
         self._clean: dict[str, tuple] = {}  # id -> signature of the content last queued/written
         self._pins: dict[str, int] = {}  # id -> pins (tasks on their way to the scheduler)
-        self._deletes = itertools.count(1)  # numbers the deletions
         self._deleted: OrderedDict[str, int] = OrderedDict()  # id -> its deletion's number, the
         # most recent DELETED_SEEN (a read from the database compares them with its start)
-        self._last_delete = 0
+        self._last_delete = 0  # deletions so far (the number of the last one)
         self._forgotten = 0  # the largest deletion number dropped from _deleted
         self._hooks: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         self._closed = False
@@ -87,7 +85,7 @@ class TaskManager:
         task.task_id = task_id
         with self._lock:
             if pin:
-                self._pins[task_id] = self._pins.get(task_id, 0) + 1
+                self._pin_locked(task_id)
             self._cache[task_id] = task
             self._cache.move_to_end(task_id)
             self._closing.pop(task_id, None)  # a closed older object under this id is superseded
@@ -127,7 +125,7 @@ class TaskManager:
                     self._templates[task_id] = task
                 else:
                     if pin:
-                        self._pins[task_id] = self._pins.get(task_id, 0) + 1
+                        self._pin_locked(task_id)
                     self._cache[task_id] = task
                     jobs = self._evict_locked()
         self.track(task)
@@ -193,7 +191,7 @@ class TaskManager:
             for level in (self._templates, self._cache, self._closing, self._clean):
                 level.pop(task_id, None)
             self._unsaved.discard(task_id)
-            self._last_delete = next(self._deletes)
+            self._last_delete += 1
             self._deleted[task_id] = self._last_delete
             self._deleted.move_to_end(task_id)
             while len(self._deleted) > DELETED_SEEN:
@@ -246,6 +244,9 @@ class TaskManager:
         self.store.close()
 
     # ---- internals ------------------------------------------------------------------------
+    def _pin_locked(self, task_id: str) -> None:
+        self._pins[task_id] = self._pins.get(task_id, 0) + 1
+
     def _deleted_since(self, task_id: str, start: int) -> bool | None:
         """Whether ``task_id`` was deleted after deletion number ``start`` (caller holds the
         lock); None when more deletions came since than are remembered (unknown)."""
@@ -303,7 +304,7 @@ class TaskManager:
                 self._cache[task_id] = task  # reopened
                 jobs = None
             if pin:
-                self._pins[task_id] = self._pins.get(task_id, 0) + 1
+                self._pin_locked(task_id)
             return task, self._evict_locked() if jobs is None else jobs
 
     def _on_finished(self, task: Task) -> None:

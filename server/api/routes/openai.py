@@ -31,7 +31,7 @@ from server.api.chat import ChatError, build_chat_prompt, history_text, wants_th
 from server.api.bridge import UnderWay
 from server.api.completion import Choice, make_tasks, run_choices, submit
 from server.api.deps import get_runtime
-from server.api.encoding import encode, vocab_problem
+from server.api.encoding import encode, past_vocab, past_vocab_message
 from server.api.prefix import prepare_tasks, template_id
 from server.api.routes.openai_format import (Reply, chat_body, chat_events, chat_message,
                                              completion_body, completion_events)
@@ -83,9 +83,10 @@ def _check_length(n_tokens: int, limit: int, what: str) -> None:
 
 
 def _check_vocab(tokens: list[int], rt, param: str) -> None:
-    problem = vocab_problem(tokens, rt.loader.cfg.vocab_size)
-    if problem:
-        raise OpenAIError(400, problem[0].upper() + problem[1:] + ".", param=param)
+    vocab = rt.loader.cfg.vocab_size
+    bad = past_vocab(tokens, vocab)
+    if bad is not None:
+        raise OpenAIError(400, past_vocab_message(bad, vocab), param=param)
 
 
 async def _submit(rt, tasks, stream: bool) -> None:
@@ -265,8 +266,9 @@ async def _prompt_tokens(rt, prompt, n: int) -> list[tuple[str, list[int]]]:
     out = []
     for i, p in enumerate(prompt):
         if isinstance(p, str):
-            out.append((p, await encode(rt.loader, p)))
-            _check_vocab(out[-1][1], rt, "prompt")
+            tokens = await encode(rt.loader, p)
+            _check_vocab(tokens, rt, "prompt")
+            out.append((p, tokens))
             continue
         if any(t < 0 or t >= vocab for t in p):
             raise OpenAIError(400, f"prompt {i} has token ids outside 0..{vocab - 1}",

@@ -56,11 +56,6 @@ def block_m(M: int, cap: int = MAX_BLOCK_M) -> int:
     return max(16, min(triton.next_power_of_2(M), cap))
 
 
-def padded_rows(M: int, bm: int) -> int:
-    """M rounded up to whole row blocks of ``bm``."""
-    return triton.cdiv(M, bm) * bm
-
-
 @triton.jit
 def _epilogue(acc, out_ptr, g, rows, n, M, n_lim, som, EPI: tl.constexpr):
     if EPI == 1:
@@ -190,7 +185,7 @@ class GemvScratch:
 
     def __init__(self, device, rows: int, max_m: int = 16):
         self.rows = rows
-        self.m_rows = max(16, triton.next_power_of_2(max_m))  # >= padded_rows(max_m, any block)
+        self.m_rows = max(16, triton.next_power_of_2(max_m))
         self.partials = torch.empty(MAX_SPLIT * self.m_rows * rows, dtype=torch.float32,
                                     device=device)
         self.counters = torch.zeros(triton.cdiv(rows, 16) * (self.m_rows // 16),
