@@ -287,3 +287,16 @@ def test_what_load_writes_reaches_every_reader(engine):
     res = engine.pulse(3)
     assert len(res.tokens[0]) == 3 and res.tokens[1] == []
     assert engine.samp.counter[0].item() == 9  # its random stream went on from 6
+
+
+def test_accepted_tokens_are_each_rows_valid_tokens_in_order():
+    """The pulse's token lists come from one selection over the whole [rows, steps] array: the
+    same as selecting row by row (rows with none, all, and gaps among their valid steps)."""
+    import numpy as np
+
+    from server.scheduler.engine import accepted
+
+    out = np.arange(5 * 4).reshape(5, 4) + 100
+    valid = np.array([[0, 0, 0, 0], [1, 1, 1, 1], [1, 1, 0, 0], [0, 1, 0, 1], [1, 0, 0, 0]])
+    assert accepted(out, valid) == [[], [104, 105, 106, 107], [108, 109], [113, 115], [116]]
+    assert accepted(out[:0], valid[:0]) == []

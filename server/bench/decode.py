@@ -22,7 +22,8 @@ import torch
 from server.bench import common
 
 
-def bench_batch(model, B: int, steps: int, pulses: int, profile: bool = False) -> dict:
+def bench_batch(model, B: int, steps: int, pulses: int, profile: bool = False,
+                timeline: bool = False) -> dict:
     from server.scheduler.engine import RUNNING, BatchEngine
 
     dev = model.device
@@ -49,7 +50,12 @@ def bench_batch(model, B: int, steps: int, pulses: int, profile: bool = False) -
     if profile:
         from server.bench.profile import profile_pulse
 
-        report = profile_pulse(engine)
+        report = "eager step:\n" + profile_pulse(engine)
+    if timeline:
+        from server.bench.profile import timeline_pulse
+
+        report = (report + "\n\n" if report else "") + "graph-run steps:\n" + \
+            timeline_pulse(engine)
     del engine
     model.clear_graphs()
     return dict(B=B, first=first, dt=times[i], tokens=tokens[i], steps=steps, mem=mem,
@@ -82,6 +88,8 @@ def parse_args(argv=None):
     p.add_argument("--fused", type=int, default=1, help="0: plain torch element-wise ops")
     p.add_argument("--graphs", type=int, default=1, help="0: eager decode (no CUDA graph)")
     p.add_argument("--profile", default="", help="batch sizes to profile (eager, by kernel kind)")
+    p.add_argument("--timeline", default="", help="batch sizes whose graph-run steps are "
+                   "profiled: kernel time, span and the idle gaps between kernels")
     p.add_argument("--device", default=None)
     p.add_argument("--time-mix", default="",
                    help="launch variants of the decode time mix above 16 rows, each timed in "
@@ -122,14 +130,15 @@ def main(argv=None) -> None:
         for B in map(int, args.batch.split(",")):
             try:
                 r = bench_batch(model, B, args.steps, args.pulses,
-                                profile=str(B) in args.profile.split(","))
+                                profile=str(B) in args.profile.split(","),
+                                timeline=str(B) in args.timeline.split(","))
             except Exception as e:  # keep the other rows (e.g. out of memory)
                 print(f"batch {B}: failed: {e!r:.300}", flush=True)
                 continue
             rows.append(row(model, r))
             print(" ".join(map(str, rows[-1])), flush=True)
             if r["profile"]:
-                print(f"\n### profile, batch {B}, state {sd} (eager step)\n{r['profile']}\n",
+                print(f"\n### profile, batch {B}, state {sd}\n{r['profile']}\n",
                       flush=True)
         print(common.table(HEADER, rows), flush=True)
 

@@ -70,3 +70,51 @@ def profile_eager(model, fn, per: int = 1, unit: str = "µs/call") -> str:
     out.append(common.table(["kernel", unit, "calls"],
                             [[name[:70], f"{us:,.1f}", f"{n:.0f}"] for us, n, name in top[:24]]))
     return "\n".join(out)
+
+
+def timeline_pulse(engine, steps: int = 32) -> str:
+    """Profile one pulse of ``steps`` decode steps as served (CUDA graphs on): where the device
+    is busy and where it waits. The pulse's wall time against its kernels' span (first start to
+    last end; the rest is host work before the first launch and after the pulse's one
+    synchronisation), kernel time by kind, and the idle gaps between consecutive kernels summed
+    by the kernels on either side (the largest first). Per step, µs."""
+    import time
+
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile
+
+    if engine.device.type != "cuda":
+        return "(CUDA only)"
+    engine.pulse(2)  # graphs captured, kernels compiled
+    common.sync(engine.device)
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        t0 = time.perf_counter()
+        engine.pulse(steps)
+        wall = (time.perf_counter() - t0) * 1e6
+    spans = sorted((e.time_range.start, e.time_range.end, e.name) for e in prof.events()
+                   if e.device_type == DeviceType.CUDA and e.time_range.end > e.time_range.start)
+    if not spans:
+        return "no kernel events recorded (the profiler saw nothing of the graphs)"
+    kinds: dict[str, float] = {}
+    gaps: dict[tuple[str, str], list] = {}
+    end, prev = spans[0][0], None
+    for start, stop, name in spans:
+        kinds[kind_of(name)] = kinds.get(kind_of(name), 0.0) + (stop - start)
+        if prev is not None and start > end:
+            g = gaps.setdefault((prev[:48], name[:48]), [0.0, 0])
+            g[0] += start - end
+            g[1] += 1
+        if stop >= end:
+            end, prev = stop, name
+    span = spans[-1][1] - spans[0][0]
+    idle = sum(g[0] for g in gaps.values())
+    rows = [[k, f"{us / steps:,.1f}"] for k, us in sorted(kinds.items(), key=lambda kv: -kv[1])]
+    out = [f"{len(spans) / steps:.0f} kernels a step; pulse wall {wall / steps:,.1f} µs a step, "
+           f"kernel span {span / steps:,.1f} (outside it {(wall - span) / steps:,.1f}), idle "
+           f"inside it {idle / steps:,.1f} ({idle / span:.1%})",
+           common.table(["kind", "µs/step"], rows), ""]
+    top = sorted(gaps.items(), key=lambda kv: -kv[1][0])[:12]
+    out.append(common.table(["gap after", "before", "µs/step", "gaps/step"],
+                            [[a, b, f"{us / steps:,.1f}", f"{n / steps:.1f}"]
+                             for (a, b), (us, n) in top]))
+    return "\n".join(out)

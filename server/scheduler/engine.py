@@ -54,6 +54,20 @@ class PulseResult:
     current: list[int]  # next input token per slot (valid unless reason == REASON_EOS)
 
 
+def accepted(out, valid) -> list[list[int]]:
+    """Each row's accepted tokens (``out[i][valid[i] != 0]``, in order) from [rows, steps]
+    numpy arrays: one selection and one ``tolist`` for the whole pulse. Per row through torch
+    (a boolean index and a ``tolist`` each) it took ~9 ms at 1,024 rows on a slow CPU, with the
+    device idle until the next pulse."""
+    mask = valid != 0
+    flat = out[mask].tolist()  # row after row
+    rows, i = [], 0
+    for n in mask.sum(axis=1).tolist():
+        rows.append(flat[i:i + n])
+        i += n
+    return rows
+
+
 class BatchEngine:
     """Slot tensors are views of the first ``capacity`` rows of ``SlotBuffers`` allocated for the
     largest capacity seen (see slots.py); ``resize`` within that is an in-place compaction."""
@@ -305,10 +319,9 @@ class BatchEngine:
             self._step_end(tok, active, done, reason, out, valid, s)
         self.live &= ~done
         packed = torch.cat([out, valid.long(), reason[:, None], self.cur[:, None]], 1)
-        packed = packed.cpu()  # the pulse's one synchronisation
-        out_h, valid_h = packed[:, :steps], packed[:, steps:2 * steps].bool()
-        tokens = [row[m].tolist() for row, m in zip(out_h, valid_h)]
-        res = PulseResult(tokens, packed[:, 2 * steps].tolist(), packed[:, -1].tolist())
+        packed = packed.cpu().numpy()  # the pulse's one synchronisation
+        res = PulseResult(accepted(packed[:, :steps], packed[:, steps:2 * steps]),
+                          packed[:, 2 * steps].tolist(), packed[:, -1].tolist())
         self._running = {s for s in self._running if res.reason[s] == RUNNING}
         return res
 
