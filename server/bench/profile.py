@@ -8,7 +8,6 @@ element-wise kernels of fused.py), sampling (top-k, sort, scans, searchsorted) a
 
 from __future__ import annotations
 
-import torch
 
 from server.bench import common
 

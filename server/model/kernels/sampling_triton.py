@@ -61,7 +61,9 @@ def _prepare_kernel(logits_ptr, pen_ptr, temp_ptr, decay_ptr, act_ptr, x_ptr, V,
     decay = tl.load(decay_ptr + b + t * 0)
     if HAS_ACTIVE:  # inactive rows keep their penalties
         decay = tl.where(tl.load(act_ptr + b + t * 0) != 0, decay, 1.0)
-    tl.store(pen_ptr + o, p * decay, mask=m)
+    # decay 1 (the default penalty_decay) leaves P as it is (p * 1 == p, bit for bit): not
+    # written, a pass over [B, V] fp32 saved (268 MB a step at batch 1,024)
+    tl.store(pen_ptr + o, p * decay, mask=m & (decay != 1.0))
 
 
 _BLOCK = 4096
