@@ -87,7 +87,7 @@ def scheduler_case(model, n: int, length: int, seed: int = 99) -> dict:
 def profile_pass(model, length: int) -> str:
     """One sequence's prefill pass of ``length`` tokens: kernel time by kind (eager pass) and the
     time of the pass as the server runs it (a CUDA graph on CUDA; median of 5)."""
-    from server.bench.profile import profile_eager
+    from server.bench.profile import profile_eager, timeline
 
     state = model.new_state(1)
     tokens = random_prompts(1, length, model.cfg.vocab_size, 7)
@@ -96,7 +96,8 @@ def profile_pass(model, length: int) -> str:
     times = [common.timed(run, model.device)[0] for _ in range(5)]
     report = profile_eager(model, run, 1, "µs/pass")
     return (f"\n### prefill pass, {length} tokens: {statistics.median(times) * 1e3:.2f} ms as run "
-            f"(graph if CUDA), eager kernels below\n{report}\n")
+            f"(graph if CUDA), eager kernels below\n{report}\n\nthe pass as run:\n"
+            f"{timeline(run, model.device, 1, 'pass')}\n")
 
 
 def main(argv=None) -> None:
