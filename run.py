@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import socket
 import sys
 
 GRACEFUL_SHUTDOWN_S = 10
@@ -90,6 +91,7 @@ def main(argv=None) -> None:
             log.error(f"Cannot load the model: {e}")
             sys.exit(2)
 
+    check_port(settings.host, settings.port, log)  # before the model loads (minutes, GBs)
     import uvicorn
 
     from server.api.app import create_app
@@ -99,6 +101,21 @@ def main(argv=None) -> None:
                 log_config=None,
                 timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
                 http=with_header_timeout(settings.header_timeout_s))
+
+
+def check_port(host: str, port: int, log) -> None:
+    """Exit with one line if ``host:port`` cannot be bound (in use, not an address here): uvicorn
+    binds only after the app's start-up, i.e. after the model has loaded. The probe is closed at
+    once (uvicorn binds its own socket, as it sets it up); SO_REUSEADDR as uvicorn sets it."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError as e:
+            log.error(f"Cannot listen on {host}:{port} (RWKV_HOST / RWKV_PORT, --host / "
+                      f"--port): {e.strerror or e}")
+            sys.exit(2)
 
 
 if __name__ == "__main__":

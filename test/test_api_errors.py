@@ -240,3 +240,25 @@ def test_text_past_a_small_checkpoint_vocabulary_is_a_4xx(start_server, tmp_path
         r = c.post("/v1/completions", json={"prompt": "a", "max_tokens": 2})  # one byte token
         assert r.status_code == 200, r.text
     srv.stop()
+
+
+def test_port_in_use_fails_before_the_model_loads():
+    """A port another process listens on: one line naming it, before the model is loaded
+    (uvicorn binds after the app's start-up: the error came after minutes of loading, a review,
+    session 14)."""
+    import socket
+
+    from server_harness import ROOT, SERVER_ENV
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        cmd = [sys.executable, "run.py", "--demo", "tiny", "--host", "127.0.0.1", "--port",
+               str(port)]
+        p = subprocess.run(cmd, cwd=ROOT, env={**os.environ, **SERVER_ENV}, capture_output=True,
+                           text=True, timeout=60)
+    out = p.stdout + p.stderr
+    assert p.returncode == 2 and "Traceback" not in out, out[-2000:]
+    assert f"127.0.0.1:{port}" in out and "RWKV_PORT" in out and "in use" in out, out[-2000:]
+    assert "loaded" not in out  # the loader's line: it never ran

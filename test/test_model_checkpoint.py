@@ -192,3 +192,25 @@ def test_refused_pickle_names_the_reason_not_unsafe_advice(tmp_path, capfd):
     msg = str(e.value)
     assert "GLOBAL" in msg and "system" in msg and "set to `False`" not in msg
     assert "unpickled!" not in capfd.readouterr().out  # (a shell command: fd-level capture)
+
+
+@pytest.mark.parametrize("error", [
+    MemoryError(),
+    RuntimeError("[enforce fail at alloc_cpu.cpp:119] data. DefaultCPUAllocator: can't allocate "
+                 "memory: you tried to allocate 5876000000 bytes. Error code 12 (Cannot allocate "
+                 "memory)"),
+])
+def test_running_out_of_memory_while_reading_is_not_called_corrupt(tmp_path, small_sd,
+                                                                   monkeypatch, error):
+    """The machine running out of memory in torch.load says so (a review, session 14: it was
+    "corrupt, or not a state dict")."""
+    import server.model.checkpoint as ck
+
+    path = save(tmp_path, small_sd)
+
+    def fail(_path):
+        raise error
+    monkeypatch.setattr(ck, "_torch_load", fail)
+    with pytest.raises(CheckpointError, match="ran out of memory reading .*m.pth") as got:
+        load_checkpoint(path)
+    assert "corrupt" not in str(got.value)

@@ -158,6 +158,14 @@ def is_load_error(e: BaseException) -> bool:
     return isinstance(e, _READ_ERRORS) or type(e).__name__ == "UnpicklingError"
 
 
+def is_out_of_memory(e: BaseException) -> bool:
+    """True if ``e`` is an allocation failure (host or device), not a bad file."""
+    text = str(e).lower()
+    return isinstance(e, (MemoryError, torch.OutOfMemoryError)) or (
+        isinstance(e, RuntimeError) and ("can't allocate memory" in text
+                                         or "out of memory" in text))
+
+
 def _torch_load(path: Path) -> object:
     """torch.load with weights_only=True, memory-mapped when the file format allows it."""
     try:
@@ -197,6 +205,11 @@ def load_checkpoint(path) -> tuple[dict[str, torch.Tensor], ModelConfig]:
     try:
         sd = _torch_load(path)
     except Exception as e:
+        if is_out_of_memory(e):  # (was called corrupt: a review, session 14)
+            raise CheckpointError(f"ran out of memory reading {path} "
+                                  f"({path.stat().st_size / 2**30:.1f} GiB; a legacy, non-zip "
+                                  "file is read whole, not memory-mapped): "
+                                  f"{load_error_text(e)}") from e
         if not is_load_error(e):
             raise
         raise CheckpointError(f"cannot read {path} as a PyTorch checkpoint (corrupt, or not a "
