@@ -55,7 +55,48 @@ def engine_case(model, n: int, length: int, repeat: int) -> dict:
     return dict(cold=runs[0], t_pre=t_pre, ttft=ttft, tokens=n * (length - 1), mem=mem)
 
 
-def scheduler_case(model, n: int, length: int, seed: int = 99) -> dict:
+def _timed_steps(sched) -> list[dict]:
+    """Wrap ``sched``'s step and its engine's prefill and pulse (instance attributes) to time
+    each step: host ms of the prefill call (on CUDA its launches: the pass runs on after it),
+    of the pulse (it waits for the device: the pass's rest and the decode step) and of the rest
+    of the step (admission, release: the copy-back's gathers, bookkeeping)."""
+    steps: list[dict] = []
+    engine, step = sched.engine, sched.step
+
+    def timing(key, fn):
+        def wrapped(*args, **kwargs):
+            t = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                if steps:
+                    steps[-1][key] = steps[-1].get(key, 0.0) + time.perf_counter() - t
+        return wrapped
+
+    def timed_step():
+        steps.append({})
+        t = time.perf_counter()
+        try:
+            return step()
+        finally:
+            steps[-1]["step"] = time.perf_counter() - t
+
+    engine.prefill = timing("prefill", engine.prefill)
+    engine.pulse = timing("pulse", engine.pulse)
+    sched.step = timed_step
+    return steps
+
+
+def step_lines(steps: list[dict], copyback: list) -> str:
+    """The per-step table of ``--detail`` (ms) and the copy-back thread's total."""
+    rows = [[i + 1, *(f"{s.get(k, 0.0) * 1e3:.1f}" for k in ("step", "prefill", "pulse")),
+             f"{(s.get('step', 0.0) - s.get('prefill', 0.0) - s.get('pulse', 0.0)) * 1e3:.1f}"]
+            for i, s in enumerate(steps)]
+    return (common.table(["step", "ms", "prefill call", "pulse call", "rest"], rows)
+            + f"\ncopy-back thread: {copyback[0]} tasks, {copyback[1] * 1e3:.0f} ms busy")
+
+
+def scheduler_case(model, n: int, length: int, seed: int = 99, detail: bool = False) -> dict:
     from server.scheduler import DynamicScheduler
 
     sched = DynamicScheduler(common.BenchLoader(model, "bench"), max_batch_size=max(n, 1),
@@ -72,6 +113,8 @@ def scheduler_case(model, n: int, length: int, seed: int = 99) -> dict:
         return lambda toks: first.setdefault(i, time.perf_counter())
 
     common.sync(model.device)
+    steps = _timed_steps(sched) if detail else []
+    copied = list(sched.engine.unload_stats)  # the warm-up's
     t0 = time.perf_counter()
     for i, p in enumerate(prompts):
         sched.new_task(p, max_tokens=1, temperature=1.0, top_p=0.3, top_k=50, seed=i,
@@ -79,9 +122,11 @@ def scheduler_case(model, n: int, length: int, seed: int = 99) -> dict:
     sched.run()
     wall = time.perf_counter() - t0
     ttft = [first[i] - t0 for i in range(n) if i in first]
+    detail_text = step_lines(steps, [a - b for a, b in zip(sched.engine.unload_stats, copied)]
+                             ) if detail else ""
     sched.shutdown()
     return dict(wall=wall, ttft_mean=statistics.mean(ttft), ttft_max=max(ttft),
-                tokens=n * length, got=len(ttft))
+                tokens=n * length, got=len(ttft), detail=detail_text)
 
 
 def profile_pass(model, length: int) -> str:
@@ -112,6 +157,9 @@ def main(argv=None) -> None:
     p.add_argument("--device", default=None)
     p.add_argument("--profile", default="", help="prompt lengths: profile one eager pass of each "
                    "(kernel time by kind) and time its graph pass")
+    p.add_argument("--detail", action="store_true", help="the scheduler case step by step: "
+                   "host ms of each step, of its prefill and pulse calls, and the copy-back "
+                   "thread's busy time")
     common.gemv_option(p)
     args = p.parse_args(argv)
     model = common.build_model(args.preset, args.device, args.dtype, args.state_dtype)
@@ -132,13 +180,16 @@ def main(argv=None) -> None:
                      f"{r['mem']['peak']:.2f}"])
         print(" ".join(rows[-1]), flush=True)
         if args.scheduler:
-            s = scheduler_case(model, n, length)
+            s = scheduler_case(model, n, length, detail=args.detail)
             t_flop = 2 * params * s["tokens"] / common.MATMUL_FLOPS
             rows.append([f"{n} x {length}", "scheduler", f"{s['tokens'] / s['wall']:,.0f}",
                          f"{s['wall'] * 1e3:.1f} (all)",
                          f"{s['ttft_mean'] * 1e3:.1f} mean / {s['ttft_max'] * 1e3:.1f} max",
                          "", f"{t_flop / s['wall']:.0%}", ""])
             print(" ".join(rows[-1]), flush=True)
+            if s["detail"]:
+                print(f"\n### {n} x {length} through the scheduler, by step\n{s['detail']}\n",
+                      flush=True)
     print(common.table(["prompts", "via", "prompt tok/s", "prefill ms", "TTFT ms (warm)",
                         "cold TTFT ms", "of FLOP", "peak GB"], rows), flush=True)
 
