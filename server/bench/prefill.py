@@ -9,8 +9,8 @@ Two ways for each case (random token ids):
   and time to first token (prefill + first step), cold (first run: kernel compilation, graph
   capture) and warm (median of the others);
 * scheduler: the prompts submitted together to a ``DynamicScheduler`` (``max_tokens=1``), as a
-  server runs them (its 4096-token prefill budget per step), after a warm-up of as many short
-  tasks (the decode graph of that capacity captured); time to first token per task, from
+  server runs them (its 4096-token prefill budget per step), after a server's warm-up (as many
+  short tasks, then every capacity's decode graph captured); time to first token per task, from
   submission to the callback of its first token (mean and max), and prompt tokens/s overall.
 "Of FLOP": 2 x matmul parameters x tokens over 790 TFLOP/s, divided by the measured time.
 """
@@ -101,11 +101,16 @@ def scheduler_case(model, n: int, length: int, seed: int = 99, detail: bool = Fa
 
     sched = DynamicScheduler(common.BenchLoader(model, "bench"), max_batch_size=max(n, 1),
                              buffer_size=32)
-    # warm-up: n short tasks make the slot buffers n rows and capture the decode graph of that
-    # capacity (its state addresses are this scheduler's), which would land in the first pulse
+    # warm-up, as a server's: n short tasks compile the kernels at n rows, then the decode graph
+    # of every capacity is captured (its state addresses are this scheduler's). Without the
+    # latter the capacities the run shrinks through as prompts finish (n/2, n/4, ...) were
+    # captured inside the timed run (session 15: a suspect for 64 x 512's slow figure)
     for i, p in enumerate(random_prompts(n, 16, model.cfg.vocab_size, seed + 1)):
         sched.new_task(p, max_tokens=1, seed=i)
     sched.run()
+    sched.engine.capture_graphs(sched.max_batch_size)
+    graphed = getattr(model, "_graphed", None)
+    n_captures = len(graphed.captures) if graphed is not None else 0
     prompts = random_prompts(n, length, model.cfg.vocab_size, seed)
     first: dict[int, float] = {}
 
@@ -124,9 +129,10 @@ def scheduler_case(model, n: int, length: int, seed: int = 99, detail: bool = Fa
     ttft = [first[i] - t0 for i in range(n) if i in first]
     detail_text = step_lines(steps, [a - b for a, b in zip(sched.engine.unload_stats, copied)]
                              ) if detail else ""
+    captures = graphed.captures[n_captures:] if graphed is not None else []
     sched.shutdown()
     return dict(wall=wall, ttft_mean=statistics.mean(ttft), ttft_max=max(ttft),
-                tokens=n * length, got=len(ttft), detail=detail_text)
+                tokens=n * length, got=len(ttft), detail=detail_text, captures=captures)
 
 
 def profile_pass(model, length: int) -> str:
@@ -187,6 +193,10 @@ def main(argv=None) -> None:
                          f"{s['ttft_mean'] * 1e3:.1f} mean / {s['ttft_max'] * 1e3:.1f} max",
                          "", f"{t_flop / s['wall']:.0%}", ""])
             print(" ".join(rows[-1]), flush=True)
+            if s["captures"]:  # a warm server has none
+                print(f"{n} x {length} through the scheduler: {len(s['captures'])} graph "
+                      f"captures during the run ({sum(ms for _, ms in s['captures']):.0f} ms)",
+                      flush=True)
             if s["detail"]:
                 print(f"\n### {n} x {length} through the scheduler, by step\n{s['detail']}\n",
                       flush=True)
