@@ -38,6 +38,8 @@ def _field_error(r: httpx.Response, field: str) -> None:
     ({"prompt": [1, 70000]}, "prompt"),
     ({"prompt": [-1]}, "prompt"),
     ({"prompt": [1, "2"]}, "prompt"),
+    ({"prompt": [1, None]}, "prompt"),  # ids are checked by the route (TaskService.encode)
+    ({"prompt": [1, True]}, "prompt"),
     ({"max_tokens": 5}, "prompt"),
 ])
 def test_bad_bodies_are_422_naming_the_field(http, body, field):

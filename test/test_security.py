@@ -5,7 +5,8 @@ POST only, no credentials), unguessable 128-bit task ids, tracebacks in logs wit
 values. The key on every route and the key-free server log: ``test_reliability_admission.py``.
 Resource limits one client must not get past: compressed .pth files, chunked bodies that also
 claim a Content-Length, stop strings and prompts per request, and (on a real server) connections
-that never finish their request head, the number of templates, an imported state's prompt.
+that never finish their request head, the number of templates (imports at once too), an imported
+state's prompt and a template's prompt tokens counted with each request's, a million token ids.
 """
 
 from __future__ import annotations
@@ -13,12 +14,16 @@ from __future__ import annotations
 import ast
 import asyncio
 import io
+import json
 import os
+import random
 import socket
 import subprocess
 import sys
+import threading
 import time
 import zipfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
@@ -291,23 +296,115 @@ def test_templates_are_limited(limited):
             c.post(f"/v1/tasks/{r.json()['task_id']}/delete", params={"force": "true"})
 
 
-def test_imported_state_cannot_carry_a_longer_prompt_than_requests(limited, tiny_loader):
-    """An exported state's ``pending`` tokens are prefilled by every fork: a 4 MB file made each
-    fork prefill 1,000,000 tokens, past RWKV_MAX_PROMPT_TOKENS (131,072)."""
+def _pending_state(cfg, n: int) -> bytes:
+    """A state file exported mid-prompt: ``n`` prompt tokens not yet fed."""
     from server.model.state import State
     from server.task.state_file import encode_state_file
 
+    return encode_state_file(State.zeros(cfg, 1), cfg, pending=[11] * n)
+
+
+def test_imported_state_cannot_carry_a_longer_prompt_than_requests(limited, tiny_loader):
+    """An exported state's ``pending`` tokens are prefilled by every fork: a 4 MB file made each
+    fork prefill 1,000,000 tokens, past RWKV_MAX_PROMPT_TOKENS (131,072)."""
     cfg = tiny_loader.cfg
     with httpx.Client(base_url=limited.url, timeout=30) as c:
         for n, status in ((MAX_PROMPT_TOKENS + 1, 400), (MAX_PROMPT_TOKENS, 200)):
-            data = encode_state_file(State.zeros(cfg, 1), cfg, pending=[11] * n)
+            data = _pending_state(cfg, n)
             r = c.post("/v1/tasks/import_state", params={"name": f"_pending{n}"}, content=data)
             assert r.status_code == status, r.text
         assert "RWKV_MAX_PROMPT_TOKENS" in c.post(
             "/v1/tasks/import_state", params={"name": "_again"},
-            content=encode_state_file(State.zeros(cfg, 1), cfg, pending=[11] * 1000)
-        ).json()["detail"]
+            content=_pending_state(cfg, 1000)).json()["detail"]
         c.post(f"/v1/tasks/_pending{MAX_PROMPT_TOKENS}/delete", params={"force": "true"})
+
+
+def test_a_templates_own_tokens_count_against_the_prompt_limit(limited, tiny_loader):
+    """A template's ``pending`` tokens (a state exported mid-prompt) are fed before each
+    request's own, but only the request's were counted: a fork, a completion or a chat from a
+    template holding 40 fed up to 40 + 64 past RWKV_MAX_PROMPT_TOKENS=64 (a review, session 14).
+    The limit is what the task feeds, the template's tokens with the request's."""
+    held = 40
+    room = MAX_PROMPT_TOKENS - held
+    with httpx.Client(base_url=limited.url, timeout=30) as c:
+        r = c.post("/v1/tasks/import_state", params={"name": "_held"},
+                   content=_pending_state(tiny_loader.cfg, held))
+        assert r.status_code == 200, r.text
+        try:
+            for n, status in ((room + 1, 400), (room, 200)):
+                fork = c.post("/v1/tasks/_held/fork", params={"tmp": "true"},
+                              json={"prompt": [11] * n, "max_tokens": 1})
+                completion = c.post("/v1/completions", json={
+                    "model": "rwkv-7:_held", "prompt": [11] * n, "max_tokens": 1})
+                assert (fork.status_code, completion.status_code) == (status, status), \
+                    (fork.text, completion.text)
+            assert fork.json()["finished"] is False  # accepted: the limit, not one under it
+            assert "RWKV_MAX_PROMPT_TOKENS" in c.post(
+                "/v1/tasks/_held/fork", json={"prompt": [11] * (room + 1)}).json()["detail"]
+            chat = c.post("/v1/chat/completions", json={
+                "model": "rwkv-7:_held", "max_tokens": 1,
+                "messages": [{"role": "user", "content": "word " * room}]})
+            err = chat.json()["error"]
+            assert chat.status_code == 400 and err["code"] == "context_length_exceeded", chat.text
+            assert err["param"] == "messages" and "_held" in err["message"]
+        finally:
+            c.post("/v1/tasks/_held/delete", params={"force": "true"})
+
+
+def _templates(c: httpx.Client) -> list[str]:
+    return [t for t in c.get("/v1/tasks/list").json()["db_tasks"] if t.startswith("_")]
+
+
+def test_imports_at_once_stay_within_the_template_limit(limited, tiny_loader):
+    """Each import counted the stored templates, then read its file and stored it: imports
+    sent together all found room and all were stored, past RWKV_MAX_TEMPLATES (a review,
+    session 14). The count is taken again as the template's id is reserved."""
+    data = _pending_state(tiny_loader.cfg, 0)
+    names = [f"_together{i}" for i in range(8)]
+    start = threading.Barrier(len(names))
+
+    def send(name: str) -> httpx.Response:
+        with httpx.Client(base_url=limited.url, timeout=30) as c:
+            start.wait()
+            return c.post("/v1/tasks/import_state", params={"name": name}, content=data)
+
+    with httpx.Client(base_url=limited.url, timeout=30) as c:
+        room = MAX_TEMPLATES - len(_templates(c))
+        with ThreadPoolExecutor(len(names)) as pool:
+            replies = list(pool.map(send, names))
+        try:
+            codes = sorted(r.status_code for r in replies)
+            assert codes == [200] * room + [409] * (len(names) - room), [r.text for r in replies]
+            assert all("RWKV_MAX_TEMPLATES" in r.json()["detail"]
+                       for r in replies if r.status_code == 409)
+            assert len(_templates(c)) == MAX_TEMPLATES
+        finally:
+            for name in names:
+                c.post(f"/v1/tasks/{name}/delete", params={"force": "true"})
+
+
+def test_a_million_token_ids_are_refused_at_once(limited):
+    """A 5.8 MB body of a million token ids was validated id by id, then checked against the
+    vocabulary (and on /v1/completions decoded) before its length: 0.1-0.2 s of the event loop
+    on the Task API, 0.4-1 s on /v1/completions. A million non-integers made a million
+    validation errors (a 119 MB 422 reply after ~20 s), and ``[1]`` then a million ``1.5`` three
+    million on /v1/completions (~20 s). Each is a small 4xx at once now, the ids a 400 naming
+    the limit (a review, session 14; bound generous for a slow 2-core machine)."""
+    rng = random.Random(0)
+    ids = [rng.randrange(65536) for _ in range(1_000_000)]
+    cases = [("/v1/tasks/tmp", ids, True), ("/v1/completions", ids, True),
+             ("/v1/tasks/create", [1.5] * 1_000_000, True),
+             ("/v1/completions", [1] + [1.5] * 999_999, False)]
+    with httpx.Client(base_url=limited.url, timeout=120) as c:
+        for path, prompt, names_limit in cases:
+            body = json.dumps({"prompt": prompt, "max_tokens": 1}, separators=(",", ":"))
+            t0 = time.perf_counter()
+            r = c.post(path, content=body, headers={"content-type": "application/json"})
+            seconds = time.perf_counter() - t0
+            assert r.status_code in (400, 422) and len(r.content) < 1000, (path, r.text[:300])
+            assert ("RWKV_MAX_PROMPT_TOKENS" in r.text or "context_length_exceeded" in r.text) \
+                == names_limit, r.text
+            assert seconds < 0.5, f"{path}: {len(body) / 1e6:.1f} MB refused in {seconds:.2f} s"
 
 
 # ---- API key: constant-time comparison -----------------------------------------------------------

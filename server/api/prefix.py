@@ -1,12 +1,13 @@
 """Prefix-cache use by API tasks, and OpenAI requests that start from a template state.
 
-``prepare_tasks(rt, model, tasks, finish)`` is called by the OpenAI routes on the fresh tasks of
+``prepare_tasks(rt, tpl, tasks, finish)`` is called by the OpenAI routes on the fresh tasks of
 one request: it marks them eligible for the prefix cache (``cache_origin``; see
-``server/task/cache_origin.py``) and, when ``model`` names a template (``rwkv-7:_name``, any text
-before the colon), starts every task from that template's state: its history and next token come
-first, then the request's prompt; penalties start at zero and the random stream at its seed, as
-for any request. ``finish=False`` (chat): the state at the end of a chat reply is not stored — the
-next request renders that reply without its reasoning, so it never shares those tokens.
+``server/task/cache_origin.py``) and, when the request's ``model`` names a template
+(``rwkv-7:_name``, any text before the colon; ``find_template``), starts every task from that
+template's state: its history and next token come first, then the request's prompt;
+penalties start at zero and the random stream at its seed, as for any request.
+``finish=False`` (chat): the state at the end of a chat reply is not stored — the next request
+renders that reply without its reasoning, so it never shares those tokens.
 """
 
 from __future__ import annotations
@@ -27,24 +28,34 @@ def template_id(model: str | None) -> str | None:
     return name if name.startswith("_") and len(name) > 1 else None
 
 
-async def prepare_tasks(rt, model: str | None, tasks: list, finish: bool = True) -> None:
-    """Mark ``tasks`` for the prefix cache; start them from the template ``model`` names (404
-    ``model_not_found`` if there is none, 409 while it is still being built)."""
+async def find_template(rt, model: str | None):
+    """The state template ``model`` names (``rwkv-7:_name``), None when it names none; 404
+    ``model_not_found`` if there is none, 409 while it is still being built or when it was
+    stored with another model. Looked up before the prompt's length is checked: its own
+    not yet fed tokens count too (``routes.openai._check_length``)."""
     tid = template_id(model)
+    if tid is None:
+        return None
+    tpl = await asyncio.to_thread(rt.manager.get_task, tid)
+    if tpl is None:
+        raise OpenAIError(404, f"The model '{model}' does not exist: no state template "
+                          f"{tid} (import one with POST /v1/tasks/import_state)",
+                          param="model", code="model_not_found")
+    if is_busy(tpl):
+        raise OpenAIError(409, f"State template {tid} is still being built; retry when "
+                          "it has finished", param="model", code="template_busy")
+    problem = model_mismatch(tpl, rt.loader.cfg)
+    if problem:
+        raise OpenAIError(409, f"State template {tid} was stored with another model: "
+                          f"{problem}", param="model", code="template_mismatch")
+    return tpl
+
+
+async def prepare_tasks(rt, tpl, tasks: list, finish: bool = True) -> None:
+    """Mark ``tasks`` for the prefix cache; start them from the template ``tpl``
+    (``find_template``'s) unless it is None."""
     origin = ""
-    if tid is not None:
-        tpl = await asyncio.to_thread(rt.manager.get_task, tid)
-        if tpl is None:
-            raise OpenAIError(404, f"The model '{model}' does not exist: no state template "
-                              f"{tid} (import one with POST /v1/tasks/import_state)",
-                              param="model", code="model_not_found")
-        if is_busy(tpl):
-            raise OpenAIError(409, f"State template {tid} is still being built; retry when "
-                              "it has finished", param="model", code="template_busy")
-        problem = model_mismatch(tpl, rt.loader.cfg)
-        if problem:
-            raise OpenAIError(409, f"State template {tid} was stored with another model: "
-                              f"{problem}", param="model", code="template_mismatch")
+    if tpl is not None:
         origin = await asyncio.to_thread(origin_of, tpl)
         for task in tasks:
             start_from(task, tpl)

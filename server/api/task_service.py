@@ -20,7 +20,7 @@ from server.api.schemas.tasks import GenerationParams, TaskInfo, TaskResponseMod
 from server.model.tokenizer import IncrementalDecoder
 from server.scheduler import QueueFull
 from server.task.cache_origin import origin_of
-from server.task.manager import TaskNotFound
+from server.task.manager import TaskNotFound, TemplateExists, TooManyTemplates
 from server.task.manager import is_busy as is_busy  # re-exported for the routes
 from server.task.policy import model_mismatch
 from server.task.task import Task, new_task_id
@@ -79,30 +79,44 @@ class TaskService:
 
     # ---- prompts and parameters ------------------------------------------------------
     async def encode(self, prompt, field: str = "prompt", required: bool = True) -> list[int]:
-        """Token ids of a text or token-id prompt; 422 if empty/out of range, 400 if too long."""
+        """Token ids of a text or token-id prompt; 422 if empty/out of range, 400 if too long.
+        A list's length is checked before its items, so a million ids are refused at once."""
         if prompt is None or len(prompt) == 0:
             if required:
                 raise invalid(field, "Prompt must not be empty", prompt)
             return []
-        if isinstance(prompt, str):
-            if len(prompt) > INLINE_ENCODE_CHARS:
-                tokens = await asyncio.to_thread(self.loader.encode, prompt)
-            else:
-                tokens = self.loader.encode(prompt)
-            bad = past_vocab(tokens, self.vocab_size)
-            if bad is not None:
-                raise invalid(field, past_vocab_message(bad, self.vocab_size), bad)
+        if not isinstance(prompt, str):
+            self.check_prompt_length(len(prompt))
+            for t in prompt:  # type(), not isinstance: JSON's true is a bool, an int too
+                if type(t) is not int:  # (not echoed: it may be any JSON, large or nested)
+                    raise invalid(field, f"Token ids are integers, not {type(t).__name__}")
+                if not 0 <= t < self.vocab_size:
+                    raise invalid(field, f"Token id {t} is outside the vocabulary "
+                                         f"[0, {self.vocab_size})", t)
+            return list(prompt)
+        if len(prompt) > INLINE_ENCODE_CHARS:
+            tokens = await asyncio.to_thread(self.loader.encode, prompt)
         else:
-            bad = next((t for t in prompt if not 0 <= t < self.vocab_size), None)
-            if bad is not None:
-                raise invalid(field, f"Token id {bad} is outside the vocabulary "
-                                     f"[0, {self.vocab_size})", bad)
-            tokens = list(prompt)
-        limit = self.settings.max_prompt_tokens
-        if len(tokens) > limit:
-            raise HTTPException(400, f"Prompt is {len(tokens)} tokens; the limit is {limit} "
-                                     "(RWKV_MAX_PROMPT_TOKENS)")
+            tokens = self.loader.encode(prompt)
+        self.check_prompt_length(len(tokens))
+        bad = past_vocab(tokens, self.vocab_size)
+        if bad is not None:
+            raise invalid(field, past_vocab_message(bad, self.vocab_size), bad)
         return tokens
+
+    def check_prompt_length(self, n_tokens: int, carried: int = 0) -> None:
+        """400 when a request's prompt is over ``RWKV_MAX_PROMPT_TOKENS``. Its prompt is every
+        token its task feeds before it generates: the ``n_tokens`` it sends and ``carried``,
+        those the task it starts from has not fed yet (its ``pending``: a template imported
+        from a state exported mid-prompt, a round that failed). Not the one token a finished
+        round leaves for the next (``current_token``: any continuation feeds it first), which
+        the limit never counted. Counted on the request's tokens only, a fork of a template
+        holding 64 pending tokens could feed 64 more than the limit (a review, session 14)."""
+        limit = self.settings.max_prompt_tokens
+        if n_tokens + carried > limit:
+            held = f" ({carried} of them not yet fed by the task it starts from)" if carried else ""
+            raise HTTPException(400, f"Prompt is {n_tokens + carried} tokens{held}; the limit "
+                                     f"is {limit} (RWKV_MAX_PROMPT_TOKENS)")
 
     def sampling(self, body: GenerationParams, defaults: bool) -> dict:
         """Task parameters from a body; with ``defaults`` absent fields take the settings'."""
@@ -150,11 +164,29 @@ class TaskService:
 
     async def check_template_room(self) -> None:
         """409 when ``RWKV_MAX_TEMPLATES`` templates are stored already (each one keeps a whole
-        state in memory and on disk for ever: a client making them in a loop would fill both)."""
+        state in memory and on disk for ever: a client making them in a loop would fill both).
+        Before a request reads or copies a state; ``put_template`` counts again as it stores."""
         limit = self.settings.max_templates
         if limit and await self.store(self.manager.store.count, True) >= limit:
-            raise HTTPException(409, f"{limit} templates are stored, the limit "
-                                     "(RWKV_MAX_TEMPLATES); delete some (force=true) first")
+            raise self._templates_full(limit)
+
+    async def put_template(self, task: Task) -> None:
+        """Store the new template ``task``; 409 when its id is taken or ``RWKV_MAX_TEMPLATES``
+        are stored (counted by the TaskManager as it reserves the id, so two requests that both
+        passed ``check_template_room`` cannot both store one over the limit)."""
+        limit = self.settings.max_templates
+        try:
+            await self.store(self.manager.put_task, task.task_id, task, max_templates=limit)
+        except TemplateExists:
+            raise HTTPException(409, f"Template {task.task_id} exists; templates are never "
+                                     "overwritten (delete it with force=true first)") from None
+        except TooManyTemplates:
+            raise self._templates_full(limit) from None
+
+    @staticmethod
+    def _templates_full(limit: int) -> HTTPException:
+        return HTTPException(409, f"{limit} templates are stored, the limit "
+                                  "(RWKV_MAX_TEMPLATES); delete some (force=true) first")
 
     # ---- submitting and looking up -------------------------------------------------------
     async def register(self, task: Task, pin: bool = False) -> None:

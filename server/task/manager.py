@@ -29,8 +29,9 @@ import weakref
 from collections import OrderedDict
 
 from server.logger import get_logger
-from server.task.policy import (TaskNotFound, TemplateExists, TemplateProtected, is_busy,
-                                is_template_id, is_temporary_id, same_content, signature)
+from server.task.policy import (TaskNotFound, TemplateExists, TemplateProtected,
+                                TooManyTemplates, is_busy, is_template_id, is_temporary_id,
+                                same_content, signature)
 from server.task.serialize import TaskBusy, decode_task, snapshot
 from server.task.store import DuplicateTaskId, TaskStore
 from server.task.task import Status, Task, new_task_id
@@ -38,7 +39,7 @@ from server.task.writer import AsyncWriter, WriteJob
 
 log = get_logger("task.manager")
 __all__ = ["TaskManager", "TaskNotFound", "TemplateProtected", "TemplateExists", "TaskBusy",
-           "get_task_manager", "is_busy", "is_template_id", "is_temporary_id"]
+           "TooManyTemplates", "get_task_manager", "is_busy", "is_template_id", "is_temporary_id"]
 
 
 class TaskManager:
@@ -75,13 +76,15 @@ class TaskManager:
                     t.tokenizer = loader
 
     # ---- the seed's API ---------------------------------------------------------------
-    def put_task(self, task_id: str, task: Task, pin: bool = False) -> str:
+    def put_task(self, task_id: str, task: Task, pin: bool = False,
+                 max_templates: int = 0) -> str:
         """Store ``task`` under ``task_id`` (sets ``task.task_id``). Templates: see module doc.
-        ``pin``: not evicted until ``unpin`` (a task about to be submitted)."""
+        ``pin``: not evicted until ``unpin`` (a task about to be submitted). ``max_templates``
+        (a template; 0 = no limit): raise ``TooManyTemplates`` when that many are stored."""
         if task.tokenizer is None and self.loader is not None:
             task.tokenizer = self.loader
         if is_template_id(task_id):
-            return self._put_template(task_id, task)
+            return self._put_template(task_id, task, max_templates)
         task.task_id = task_id
         with self._lock:
             if pin:
@@ -256,11 +259,16 @@ class TaskManager:
             return True
         return None if self._forgotten > start else False
 
-    def _put_template(self, task_id: str, task: Task) -> str:
+    def _put_template(self, task_id: str, task: Task, max_templates: int = 0) -> str:
+        """``max_templates`` is counted under the lock that reserves the id: counted before it
+        (by the HTTP routes alone), two imports that both found room stored one template too
+        many (a review, session 14)."""
         with self._lock:
             if task_id in self._templates or self.writer.pending_task(task_id) is not None \
                     or self.store.contains(task_id):
                 raise TemplateExists(f"template {task_id} exists; templates are never overwritten")
+            if max_templates and self._template_count_locked() >= max_templates:
+                raise TooManyTemplates(f"{max_templates} templates are stored")
             task.task_id = task_id
             self._templates[task_id] = task  # reserved: a concurrent put of the id fails
             busy = is_busy(task)
@@ -284,6 +292,10 @@ class TaskManager:
             return task_id
         log.info(f"template {task_id} stored ({len(task.history)} tokens of context)")
         return task_id
+
+    def _template_count_locked(self) -> int:
+        """Templates stored, or reserved and not yet written (``_templates`` holds both)."""
+        return len(set(self.store.ids(templates=True)).union(self._templates))
 
     def _get_cached(self, task_id: str, pin: bool = False):
         """``(task or None, write jobs from evictions)``; revives closed/queued tasks; ``pin``:

@@ -23,6 +23,10 @@ class TemplateExists(TemplateProtected):
     """A template with that id exists; templates are never overwritten."""
 
 
+class TooManyTemplates(RuntimeError):
+    """``put_task``'s ``max_templates`` templates are stored (or being stored) already."""
+
+
 def is_template_id(task_id: str) -> bool:
     return task_id.startswith("_")
 

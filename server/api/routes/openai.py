@@ -32,7 +32,7 @@ from server.api.bridge import UnderWay
 from server.api.completion import Choice, make_tasks, run_choices, submit
 from server.api.deps import get_runtime
 from server.api.encoding import encode, past_vocab, past_vocab_message
-from server.api.prefix import prepare_tasks, template_id
+from server.api.prefix import find_template, prepare_tasks, template_id
 from server.api.routes.openai_format import (Reply, chat_body, chat_events, chat_message,
                                              completion_body, completion_events)
 from server.api.routes.openai_schemas import (MAX_CHOICES, ChatRequest, CompletionRequest,
@@ -74,11 +74,18 @@ def sampling_params(req, s) -> dict:
                 penalty_decay=pick(req.penalty_decay, s.default_penalty_decay))
 
 
-def _check_length(n_tokens: int, limit: int, what: str) -> None:
-    if n_tokens > limit:
+def _check_length(n_tokens: int, limit: int, what: str, tpl=None) -> None:
+    """400 ``context_length_exceeded`` past ``RWKV_MAX_PROMPT_TOKENS``. The tokens a state
+    template ``tpl`` has not fed yet count too: every choice feeds them first (as
+    ``TaskService.check_prompt_length`` counts them for forks)."""
+    carried = 0 if tpl is None else len(tpl.pending)
+    if n_tokens + carried > limit:
+        note = f" with the {carried} that state template {tpl.task_id} has not fed yet" \
+            if carried else ""
         raise OpenAIError(400, f"This model's maximum context length is {limit} tokens. However, "
-                          f"your {what} resulted in {n_tokens} tokens. Please reduce the length "
-                          f"of the {what}.", param="messages" if what == "messages" else "prompt",
+                          f"your {what} resulted in {n_tokens + carried} tokens{note}. Please "
+                          f"reduce the length of the {what}.",
+                          param="messages" if what == "messages" else "prompt",
                           code="context_length_exceeded")
 
 
@@ -216,11 +223,12 @@ async def chat_completions(request: Request):
     except ChatError as e:
         raise OpenAIError(400, e.message, param=e.param) from None
     tokens = await encode(rt.loader, prompt)
-    _check_length(len(tokens), rt.settings.max_prompt_tokens, "messages")
+    tpl = await find_template(rt, req.model)  # "rwkv-7:_template"
+    _check_length(len(tokens), rt.settings.max_prompt_tokens, "messages", tpl)
     _check_vocab(tokens, rt, "messages")
     params = sampling_params(req, rt.settings)
     tasks = make_tasks(tokens, req.n or 1, params, req.seed)
-    await prepare_tasks(rt, req.model, tasks, finish=False)  # prefix cache; "rwkv-7:_template"
+    await prepare_tasks(rt, tpl, tasks, finish=False)  # prefix cache; the template's state
     inline = rt.settings.chat_inline_think
     choices = [Choice(i, t, OutputSplitter("think" if think else "direct", req.stop_list,
                                            tools=offer, inline_think=inline))
@@ -252,9 +260,11 @@ def _warm_next_turn(rt, req, tools):
 
 
 # ---- completions -------------------------------------------------------------------------------
-async def _prompt_tokens(rt, prompt, n: int) -> list[tuple[str, list[int]]]:
+async def _prompt_tokens(rt, prompt, n: int, tpl=None) -> list[tuple[str, list[int]]]:
     """``(text, tokens)`` per prompt: a string, strings, token ids or lists of token ids; 400
-    before any encoding when the prompts × ``n`` choices are too many."""
+    before any encoding when the prompts × ``n`` choices are too many, and when a prompt is
+    too long (``_check_length``; a list of ids before its ids are checked and decoded: a
+    million took ~0.2 s)."""
     if isinstance(prompt, str) or (prompt and isinstance(prompt[0], int)):
         prompt = [prompt]
     if not prompt:
@@ -262,14 +272,16 @@ async def _prompt_tokens(rt, prompt, n: int) -> list[tuple[str, list[int]]]:
     if len(prompt) * n > MAX_CHOICES:
         raise OpenAIError(400, f"at most {MAX_CHOICES} choices per request (prompts × n)",
                           param="n")
-    vocab = rt.loader.cfg.vocab_size
+    vocab, limit = rt.loader.cfg.vocab_size, rt.settings.max_prompt_tokens
     out = []
     for i, p in enumerate(prompt):
         if isinstance(p, str):
             tokens = await encode(rt.loader, p)
+            _check_length(len(tokens), limit, "prompt", tpl)
             _check_vocab(tokens, rt, "prompt")
             out.append((p, tokens))
             continue
+        _check_length(len(p), limit, "prompt", tpl)
         if any(t < 0 or t >= vocab for t in p):
             raise OpenAIError(400, f"prompt {i} has token ids outside 0..{vocab - 1}",
                               param="prompt")
@@ -290,16 +302,15 @@ async def completions(request: Request):
         raise OpenAIError(400, "best_of cannot be used with stream", param="best_of")
     if req.best_of is not None and req.best_of < n:
         raise OpenAIError(400, "best_of must be greater than or equal to n", param="best_of")
-    prompts = await _prompt_tokens(rt, req.prompt, n)
-    for _, toks in prompts:
-        _check_length(len(toks), rt.settings.max_prompt_tokens, "prompt")
+    tpl = await find_template(rt, req.model)  # "rwkv-7:_template"
+    prompts = await _prompt_tokens(rt, req.prompt, n, tpl)
     params = sampling_params(req, rt.settings)
     choices = []
     for i, (text, toks) in enumerate(prompts):
         tasks = make_tasks(toks or [0], n, params, req.seed)  # empty prompt: start a document
         choices += [Choice(i * n + j, t, OutputSplitter("text", req.stop_list),
                            echo=utf8_safe(text) if req.echo else "") for j, t in enumerate(tasks)]
-    await prepare_tasks(rt, req.model, [c.task for c in choices])  # prefix cache; templates
+    await prepare_tasks(rt, tpl, [c.task for c in choices])  # prefix cache; the template
     await _submit(rt, [c.task for c in choices], req.stream)
     reply = _reply(rt, req, "cmpl", sum(len(t) for _, t in prompts))
     if req.stream:

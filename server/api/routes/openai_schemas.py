@@ -9,7 +9,7 @@ lenient enough for what real clients send. Failures become OpenAI-shaped 400s, n
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Annotated, Any
 
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -20,6 +20,15 @@ from server.api.safe_json import SafeJSONResponse
 # on the event loop, so tens of thousands of them stalled the whole server
 MAX_STOP = 16
 MAX_CHOICES = 128  # tasks one request may start (n; for /v1/completions prompts × n)
+
+
+def _first_error(item):
+    """A list of ``item`` whose validation stops at its first bad item (one error, not one per
+    item: ``[1]`` and a million ``1.5`` made three million, ~20 s of the event loop)."""
+    return Annotated[list[item], Field(fail_fast=True)]
+
+
+TokenIds = _first_error(int)
 
 
 class OpenAIError(Exception):
@@ -84,7 +93,9 @@ class ChatRequest(_Request):
 
 
 class CompletionRequest(_Request):
-    prompt: str | list[str] | list[int] | list[list[int]]
+    # token ids before strings: tried first, a million ids validate in 0.02 s, not 0.2 s (a
+    # list[str] failed on each of them first); the route checks the length before the ids
+    prompt: str | TokenIds | _first_error(str) | _first_error(TokenIds)
     echo: bool | None = False
     best_of: int | None = Field(None, ge=1)
     logprobs: int | None = None

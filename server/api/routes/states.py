@@ -19,7 +19,6 @@ from fastapi.responses import Response
 from server.api.routes.tasks import NOT_FOUND, RESUMED, get_service
 from server.api.schemas.tasks import GenerationParams
 from server.api.task_service import TaskService, check_resumable
-from server.task.manager import TemplateExists
 from server.task.state_file import StateFileError, StateShapeError, read_state_file
 from server.task.state_templates import export_state, template_name, template_task
 
@@ -71,10 +70,6 @@ async def import_task_state(
                                  f"tokens not yet consumed; the limit is {limit} "
                                  "(RWKV_MAX_PROMPT_TOKENS)")
     task = template_task(tid, sf, svc.sampling(GenerationParams(), defaults=True))
-    try:
-        await svc.store(svc.manager.put_task, tid, task)
-    except TemplateExists:
-        raise HTTPException(409, f"Template {tid} exists; templates are never overwritten "
-                                 "(delete it with force=true first)") from None
+    await svc.put_template(task)
     return {"task_id": tid, "format": sf.kind, "layers": svc.loader.cfg.n_layer,
             "history_tokens": len(sf.history)}

@@ -98,8 +98,10 @@ def _resume(svc: TaskService, task: Task, tokens: list[int], body: ContinueReque
     other request can change the task between the caller's checks and this. A full queue is a
     503 before the task is changed: changed first, a refused continue left the prompt appended
     and the last round's output gone, and each retry (the openai SDK retries 503s) appended the
-    prompt again (a review, session 14)."""
+    prompt again (a review, session 14). The prompt's length counts the tokens the task has
+    not fed yet (``check_prompt_length``: a template's from a state exported mid-prompt)."""
     params = svc.sampling(body, defaults=False)
+    svc.check_prompt_length(len(tokens), len(task.pending))
     svc.check_room()
     task.continue_gen(tokens or None, **params)
     if tmp:  # a temporary task's state is kept only when it is all the task produces
@@ -161,7 +163,7 @@ async def as_template(task_id: str, svc: TaskService = Depends(get_service)):
     await svc.check_template_room()
     tpl = await svc.copy(await svc.get(task_id), "_TMPL_" + new_task_id("X")[2:])
     tpl.status = Status.FINISHED
-    await svc.store(svc.manager.put_task, tpl.task_id, tpl)
+    await svc.put_template(tpl)
     return svc.reply(tpl, finished=True)
 
 
