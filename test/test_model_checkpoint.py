@@ -106,6 +106,11 @@ def test_files_that_once_were_a_traceback_at_start_up(tmp_path, small_sd):
     with pytest.raises(CheckpointError, match="dense"):
         load_checkpoint(save(tmp_path, dict(small_sd, **{
             "emb.weight": small_sd["emb.weight"].float().to_sparse()})))
+    # a tensor saved on the meta device (no values): "Cannot copy out of meta tensor" at start-up
+    # (session 15)
+    meta = torch.empty(small_sd["blocks.0.att.r_k"].shape, device="meta")
+    with pytest.raises(CheckpointError, match=r"blocks\.0\.att\.r_k has no values"):
+        load_checkpoint(save(tmp_path, dict(small_sd, **{"blocks.0.att.r_k": meta})))
     # a legacy file naming a storage it does not hold: torch.load's AssertionError
     path = tmp_path / "legacy.pth"
     torch.save(small_sd, path, _use_new_zipfile_serialization=False)

@@ -176,6 +176,25 @@ def test_malformed_files_are_refused_not_crashes(tiny_loader):
         assert not isinstance(e.value, StateShapeError)  # 400: not a state file
 
 
+@pytest.mark.skipif(not hasattr(torch, "float4_e2m1fn_x2"), reason="torch without float4")
+def test_tensors_without_values_or_of_unconvertible_dtypes_are_refused(tiny_loader):
+    """Two .pth files that passed every check, then raised (HTTP 500; a review, session 15):
+    tensors saved on the "meta" device (shapes, no values; torch.load's map_location leaves them
+    there) failed the NaN check with a RuntimeError, and are not a state file (400); a float
+    dtype torch cannot convert (float4_e2m1fn_x2: NotImplementedError) does not fit (422)."""
+    cfg = tiny_loader.cfg
+    H, N = cfg.n_head, cfg.head_size
+    names = [f"blocks.{i}.att.time_state" for i in range(cfg.n_layer)]
+    meta = _pth({k: torch.empty(H, N, N, device="meta") for k in names})
+    with pytest.raises(StateFileError, match="dense tensors with values") as e:
+        read_state_file(meta, cfg)
+    assert not isinstance(e.value, StateShapeError)
+    fp4 = _pth({k: torch.zeros(H, N, N, dtype=torch.uint8).view(torch.float4_e2m1fn_x2)
+                for k in names})
+    with pytest.raises(StateShapeError, match="cannot be read as float32"):
+        read_state_file(fp4, cfg)
+
+
 def test_exported_state_of_another_model(tiny_loader):
     cfg = tiny_loader.cfg
     other = type(cfg)(**{**cfg.__dict__, "n_layer": 3})

@@ -225,6 +225,10 @@ def load_checkpoint(path) -> tuple[dict[str, torch.Tensor], ModelConfig]:
     if sparse:  # (passed the checks, then start-up failed with a traceback)
         raise CheckpointError(f"{path}: {sparse[0]} is a {sd[sparse[0]].layout} tensor; "
                               "a checkpoint holds dense tensors")
+    empty = [k for k, v in sd.items() if v.device.type != "cpu"]
+    if empty:  # saved on the "meta" device: a shape, no values (a traceback at start-up)
+        raise CheckpointError(f"{path}: {empty[0]} has no values (a tensor saved on the "
+                              f"{sd[empty[0]].device.type!r} device)")
     try:
         return sd, infer_config(sd)
     except CheckpointError as e:

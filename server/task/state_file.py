@@ -144,11 +144,13 @@ def _read_pth(data: bytes) -> dict:
                              f"dict of tensors): {load_error_text(e)}")
     if not isinstance(obj, dict) or not all(isinstance(v, torch.Tensor) for v in obj.values()):
         raise StateFileError(f"the .pth file holds {type(obj).__name__}, not a dict of tensors")
-    bad = next((k for k, v in obj.items() if not isinstance(k, str) or v.layout != torch.strided),
-               None)
+    # a tensor saved on the "meta" device has a shape and no values (map_location leaves it
+    # there): its NaN check raised a RuntimeError, a 500 (a review, session 15)
+    bad = next((k for k, v in obj.items() if not isinstance(k, str) or v.layout != torch.strided
+                or v.device.type != "cpu"), None)
     if bad is not None:
-        raise StateFileError(f"the .pth file is not a dict of dense tensors named by strings "
-                             f"(entry {str(bad)[:100]!r})")
+        raise StateFileError(f"the .pth file is not a dict of dense tensors with values, named "
+                             f"by strings (entry {str(bad)[:100]!r})")
     return obj
 
 
@@ -216,7 +218,11 @@ def _check(name: str, t: torch.Tensor, want: tuple, what: str) -> torch.Tensor:
                              f"{list(want)} ({what})")
     if not t.is_floating_point():
         raise StateShapeError(f"{name} has dtype {t.dtype}, expected a float dtype")
-    t = t.float()
+    try:
+        t = t.float()
+    except RuntimeError:  # a float dtype torch cannot convert (float4_e2m1fn_x2: was a 500)
+        raise StateShapeError(f"{name} has dtype {t.dtype}, which cannot be read as float32 "
+                             "(use float32, float16 or bfloat16)") from None
     if not torch.isfinite(t).all():
         raise StateShapeError(f"{name} holds NaN or infinite values")
     return t
