@@ -383,3 +383,40 @@ def test_disconnect_stops_generation(server, http):
         httpx.post(server.url + "/v1/completions",
                    json={**body, "prompt": "x", "stream": False, "temperature": 0}, timeout=1.0)
     assert wait_idle(http) < 5
+
+
+def test_a_client_gone_mid_body_is_no_server_error(server, http):
+    """A client that hangs up before its body ended (a Content-Length not met, a chunked body
+    cut off): an OpenAI route logged "Unhandled error ... ClientDisconnect" with a traceback,
+    and /metrics counted a 500 (route "other" for a chunked body: the body limit gave no reply
+    at all); the Task API counted FastAPI's 400. Each is status 499 now (nginx's "client closed
+    request"), without an error in the log."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    def counts():
+        fams = {f.name: f for f in text_string_to_metric_families(http.get("/metrics").text)}
+        out = {}
+        for s in fams["rwkv_http_requests"].samples:
+            if s.name.endswith("_total") and s.labels["method"] == "POST":
+                key = (s.labels["route"], s.labels["status"])
+                out[key] = out.get(key, 0) + s.value
+        return out
+
+    before, log_start = counts(), len(server.log())
+    heads = ("Content-Length: 1000\r\n\r\n{\"messages\": [",
+             "Transfer-Encoding: chunked\r\n\r\n5\r\n{\"a\":\r\n")
+    paths = ("/v1/chat/completions", "/v1/completions", "/v1/tasks/tmp")
+    for path in paths:
+        for head in heads:
+            with socket.create_connection(("127.0.0.1", server.port)) as s:
+                s.sendall(f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json"
+                          f"\r\n{head}".encode())
+                time.sleep(0.2)  # the server is reading the body when the client leaves
+    deadline = time.time() + 5
+    while sum(counts().values()) - sum(before.values()) < len(paths) * len(heads):
+        assert time.time() < deadline, "a request was never counted"
+        time.sleep(0.05)
+    new = {k: v - before.get(k, 0) for k, v in counts().items() if v != before.get(k, 0)}
+    assert set(new) <= {(p, "499") for p in paths} | {("other", "499")}, new
+    assert "Unhandled error" not in server.log()[log_start:]
+    assert http.post("/v1/completions", json={"prompt": "x", "max_tokens": 2}).status_code == 200

@@ -8,7 +8,8 @@ Series (each app has its own registry, so several apps in one process do not col
 * ``rwkv_http_requests_total{route,method,status}`` — ``route`` is the route template
   (``/v1/tasks/{task_id}/stream``), ``other`` for unmatched paths and for CORS preflights
   (answered before routing) (``method``: ``other`` for a method outside GET, HEAD, POST, PUT,
-  PATCH, DELETE, OPTIONS); and
+  PATCH, DELETE, OPTIONS; ``status``: ``499``, nginx's "client closed request", when the client
+  hung up before the reply started, e.g. mid-body: not a server error); and
   ``rwkv_http_request_duration_seconds{route}`` (until the last byte, streams included);
 * ``rwkv_prompt_tokens_total``, ``rwkv_generated_tokens_total`` (tokens in and out),
   ``rwkv_prefill_tokens_total`` (prompt tokens actually computed: the rest came from the cache);
@@ -34,6 +35,7 @@ DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30,
 # the ``method`` label's values; any other method a client sends counts as "other" (a label
 # value per made-up method would let clients grow the series without bound)
 METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+CLIENT_GONE = "499"  # the status label of a request whose client hung up before the reply
 
 
 class Metrics:
@@ -123,17 +125,28 @@ class MetricsMiddleware:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
         status, t0 = 500, time.perf_counter()
+        started = gone = False
+
+        async def watch_receive():
+            nonlocal gone
+            message = await receive()
+            if message["type"] == "http.disconnect" and not started:
+                gone = True
+            return message
 
         async def record_status(message):
-            nonlocal status
+            nonlocal status, started
             if message["type"] == "http.response.start":
-                status = message["status"]
+                status, started = message["status"], True
             await send(message)
 
         try:
-            await self.app(scope, receive, record_status)
+            await self.app(scope, watch_receive, record_status)
         finally:
             route = getattr(scope.get("route"), "path", None) or "other"
             method = scope["method"] if scope["method"] in METHODS else "other"
-            self.metrics.requests.labels(route, method, str(status)).inc()
+            # a client gone before the reply started: whatever came after (a 500 for no reply
+            # at all, FastAPI's 400 for a body cut short, a reply nobody read) reached no one
+            code = CLIENT_GONE if gone else str(status)
+            self.metrics.requests.labels(route, method, code).inc()
             self.metrics.duration.labels(route).observe(time.perf_counter() - t0)

@@ -13,6 +13,8 @@ from __future__ import annotations
 import hmac
 import json
 
+from starlette.requests import ClientDisconnect
+
 from server.logger import get_logger
 
 log = get_logger("api")
@@ -87,6 +89,8 @@ class CORSMiddleware:
 
         try:
             await self.app(scope, receive, send_cors)
+        except ClientDisconnect:  # the client hung up mid-body: no one to answer, no error
+            log.debug(f"Client left during {scope['method']} {scope['path']} before its body ended")
         except Exception as e:  # never a bare 500 page: a JSON reply with CORS headers
             log.opt(exception=e).error(f"Unhandled error on {scope['method']} {scope['path']}: {e!r}")
             if not started:
