@@ -196,6 +196,13 @@ def test_stream_include_usage(http, sdk):
     assert chunks[-1]["choices"] == [] and chunks[-1]["usage"] == usage.model_dump(exclude_none=True)
     last = list(chat(sdk, stream=True, stream_options={"include_usage": True}, **DIRECT))[-1]
     assert last.usage.completion_tokens == usage.completion_tokens
+    # a boolean: "false" is false (it was read for truthiness: usage came), a non-boolean a 400
+    no = stream_chunks(http, "/v1/chat/completions", {
+        "messages": MSGS, **SAMPLE, **DIRECT, "stream_options": {"include_usage": "false"}})
+    assert no[-1]["choices"] and "usage" not in no[-1]
+    r = http.post("/v1/chat/completions", json={"messages": MSGS, **DIRECT, "stream": True,
+                                                "stream_options": {"include_usage": "maybe"}})
+    assert_error(r, 400, param="stream_options.include_usage")
 
 
 def test_reasoning_content_is_split_out(sdk, http):

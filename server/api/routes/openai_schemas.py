@@ -49,12 +49,21 @@ class OpenAIError(Exception):
         return SafeJSONResponse(self.body(), status_code=self.status, headers=self.headers)
 
 
+class StreamOptions(BaseModel):
+    """``stream_options``: a boolean ``include_usage`` (JSON's true/false; lax forms such as
+    "false" or 0 read as such, anything else a 400 naming it: read for truthiness, "no" meant
+    yes, a review, session 15); other keys (vLLM's, ...) are ignored."""
+
+    model_config = ConfigDict(extra="ignore")
+    include_usage: bool | None = None
+
+
 class _Request(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
     model: str | None = None
     stream: bool | None = False
-    stream_options: dict[str, Any] | None = None
+    stream_options: StreamOptions | None = None
     n: int | None = Field(1, ge=1, le=MAX_CHOICES)
     stop: str | list[str] | None = None
     seed: int | None = None
@@ -76,7 +85,7 @@ class _Request(BaseModel):
 
     @property
     def include_usage(self) -> bool:
-        return bool((self.stream_options or {}).get("include_usage"))
+        return bool(self.stream_options and self.stream_options.include_usage)
 
     @property
     def stop_list(self) -> list[str]:
