@@ -141,3 +141,24 @@ def test_a_task_ended_before_its_pass_is_under_way():
     task._finish("abort")
     task._finish("abort")
     assert seen == [task]
+
+
+def test_usage_counts_tokens_up_to_the_stop_string():
+    """A pulse hands over several tokens at once: the choice's completion tokens are those up
+    to the stop string's end, not every token the task made before it stopped (they varied
+    with where the pulse ended: streamed and plain requests disagreed)."""
+    tok = Tokenizer()
+    ids = tok.encode(" one two STOP three four five")
+    k = len(tok.encode(" one two STOP"))
+
+    async def main():
+        task = make_tasks([1], 1, {"max_tokens": 100}, None)[0]
+        task._stop_hook = lambda t: t._finish("abort")  # a scheduler that stops it at once
+        choice = Choice(0, task, OutputSplitter("text", ["STOP"]))
+        threading.Timer(0.02, task._append_output, args=(ids,)).start()  # one pulse
+        events = [(c.index, p and p.text) async for c, p in run_choices([choice], tok)]
+        assert "".join(t for _, t in events if t) == " one two "
+        assert choice.finish_reason == "stop" and len(task.get_all_tokens()) == len(ids)
+        assert choice.completion_tokens == k < len(ids)
+
+    asyncio.run(main())

@@ -225,12 +225,20 @@ def test_stop_strings_cut_and_stop(sdk, http):
     stop = full[k: k + 3]
     k = full.find(stop)
     assert k > 0
-    cut = chat(sdk, max_tokens=24, stop=[stop, "never-there"], **DIRECT).choices[0]
+    cut_reply = chat(sdk, max_tokens=24, stop=[stop, "never-there"], **DIRECT)
+    cut, cut_usage = cut_reply.choices[0], cut_reply.usage.completion_tokens
     assert cut.message.content == full[:k].lstrip() and cut.finish_reason == "stop"
     chunks = stream_chunks(http, "/v1/chat/completions",
                            {"messages": MSGS, **SAMPLE, **DIRECT, "max_tokens": 24, "stop": stop})
     assert "".join(c["choices"][0]["delta"].get("content", "") for c in chunks) == full[:k].lstrip()
     assert chunks[-1]["choices"][0]["finish_reason"] == "stop"
+    # usage counts the tokens up to the stop string's end (as OpenAI does), not those the task
+    # made before it stopped: the same figure streamed and not (it varied with the pulses)
+    streamed = stream_chunks(http, "/v1/chat/completions", {
+        "messages": MSGS, **SAMPLE, **DIRECT, "max_tokens": 24, "stop": stop,
+        "stream_options": {"include_usage": True}})[-1]["usage"]["completion_tokens"]
+    again = chat(sdk, max_tokens=24, stop=[stop], **DIRECT).usage.completion_tokens
+    assert cut_usage == streamed == again < chat(sdk, max_tokens=24, **DIRECT).usage.completion_tokens
 
 
 def test_tools_are_described_and_answered(sdk, tiny_loader):

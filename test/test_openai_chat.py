@@ -160,6 +160,34 @@ def test_splitter_stop_strings_never_leak():
     assert collect(pieces)["content"] == "abc ST" and not s.stopped  # a partial match is text
 
 
+def test_splitter_stopped_at_is_the_end_of_the_match():
+    """Characters fed up to the end of the stop string (or the boundary) that ended the output,
+    however the text came in: what usage counts tokens up to."""
+    for chunking in (chars, lambda t: [t], lambda t: [t[:6], t[6:]]):
+        _, s = run("text", chunking("abc STOP def"), stop=["STOP"])
+        assert s.stopped_at == len("abc STOP")
+        text = ">I should greet.</think>\nHello there!\n\nUser: more"
+        _, s = run("think", chunking(text))
+        assert s.stopped_at == text.index("User:") + len("User:")
+        _, s = run("direct", chunking(">\nHi. Then more"), stop=["."])  # after the template's
+        assert s.stopped_at == len(">\nHi.")  # ">" and newline, which count as generated text
+    _, s = run("text", ["abc ST"], reason="length", stop=["STOP"])
+    assert s.stopped_at is None
+
+
+def test_tokens_through_counts_tokens_up_to_a_character():
+    from server.api.completion import tokens_through
+    from server.model.tokenizer import Tokenizer
+
+    tok = Tokenizer()
+    ids = tok.encode("Hello world, and more 你好")
+    text = tok.decode(ids)
+    for end in range(1, len(text) + 1):
+        k = tokens_through(tok, ids, end)
+        assert len(tok.decode(ids[:k])) >= end > len(tok.decode(ids[:k - 1]).rstrip("\ufffd"))
+    assert tokens_through(tok, ids, len(text) + 5) == len(ids)
+
+
 def test_splitter_holds_partial_markers():
     s = OutputSplitter("text", stop=["END"])
     assert [p.text for p in s.feed("one E")] == ["one "]

@@ -19,6 +19,7 @@ from server.api.bridge import follow
 from server.api.splitter import OutputSplitter, Piece
 from server.api.stopping import stop_and_wait, stop_in_background, stop_tasks
 from server.logger import get_logger
+from server.model.tokenizer import IncrementalDecoder
 from server.task.task import Task, new_task_id
 
 SEED_MOD = 1 << 62  # seeds stay in the sampler's int64 range
@@ -36,10 +37,28 @@ class Choice:
     error: str | None = None  # the task failed
     on_finish: Callable[[Choice], Awaitable[None]] | None = None  # awaited once it ended
     # without an error, before its end is sent
+    stop_tokens: int | None = None  # a stop string or the turn boundary ended it: the tokens
+    # up to the match's end
 
     @property
     def completion_tokens(self) -> int:
+        """Tokens generated, up to the end of the stop string when one ended the choice (as
+        OpenAI counts): the task generates a few more before it stops (the rest of its pulse),
+        which counted made the figure differ between a streamed and a plain request."""
+        if self.stop_tokens is not None:
+            return self.stop_tokens
         return len(self.task.get_all_tokens())
+
+
+def tokens_through(tokenizer, tokens: list[int], chars: int) -> int:
+    """How many of ``tokens`` it takes for their text (decoded as ``follow`` decodes it) to
+    reach ``chars`` characters (all of them if it never does)."""
+    decoder, n = IncrementalDecoder(tokenizer), 0
+    for i, t in enumerate(tokens):
+        n += len(decoder.feed(t))
+        if n >= chars:
+            return i + 1
+    return len(tokens)
 
 
 def make_tasks(prompt: list[int], n: int, params: dict, seed: int | None) -> list[Task]:
@@ -95,7 +114,9 @@ async def _pieces(choice: Choice, tokenizer) -> AsyncIterator[Piece]:
                 if splitter.stopped:
                     break  # a stop string or the turn boundary: the rest is never sent
         if splitter.stopped:
-            await stop_and_wait(task)  # usage counts what was generated, up to the stop
+            await stop_and_wait(task)
+            choice.stop_tokens = tokens_through(tokenizer, task.get_all_tokens(),
+                                                splitter.stopped_at)
         if task.finish_reason == "error":
             choice.error = task.error or "generation failed"
     except Exception as e:  # reported to the client, never a hung stream

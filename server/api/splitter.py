@@ -68,8 +68,10 @@ class OutputSplitter:
         self.tools = tools
         self.inline_think = inline_think  # reasoning sent as "<think>…</think>" inside content
         self.phase = "gt" if mode != "text" else "content"
-        self.buf = ""
+        self.buf = ""  # always the end of the text fed so far
+        self.fed = 0  # characters fed
         self.stopped = False  # a stop string or the boundary matched: the output is over
+        self.stopped_at: int | None = None  # then: characters fed up to the match's end
         self.tool_calls = 0
         self._started = {"reasoning": False, "content": False}
         self._think_open = False
@@ -79,6 +81,7 @@ class OutputSplitter:
         if self.stopped:
             return []
         self.buf += text
+        self.fed += len(text)
         return self._drain(final=False)
 
     def finish(self, reason: str | None = None) -> list[Piece]:
@@ -140,7 +143,7 @@ class OutputSplitter:
             return self._emit_safe(out, "content", markers, final)
         self._emit(out, "content", self.buf[:pos])
         if hit != OPEN_TAG:
-            self.buf = ""
+            self.buf = self.buf[pos + len(hit):]  # (the match's end, for _stop)
             self._stop()
             return
         end = self.buf.find(CLOSE_TAG, pos)
@@ -184,7 +187,9 @@ class OutputSplitter:
         out.append(Piece(kind, text))
 
     def _stop(self) -> None:
+        """The output is over; called with ``buf`` holding what came after the match."""
         self.stopped = True
+        self.stopped_at = self.fed - len(self.buf)
         self.buf = ""
 
 
