@@ -51,7 +51,7 @@ step large 90 python3 -m server.bench large --batch 1024,256
 step large_small 40 python3 -m server.bench large --batch 16,1 --only time_mix --state-dtype fp16
 step stress 100 python3 -m server.bench stress --preset 2.9b --tasks 256 --max-tokens 2000 \
   --buffer-size 32 --temperature 1.0 --deadline 80
-step prefill 60 python3 -m server.bench prefill --preset 2.9b --cases 1x4096,64x512
+step prefill 110 python3 -m server.bench prefill --preset 2.9b --cases 1x4096,64x512
 step prefill152 45 python3 -m server.bench prefill --preset 2.9b --cases 1x152 --scheduler 0 \
   --profile 152  # a cached chat turn's pass (152 tokens, the 160 bucket), by kernel
 step profile 60 python3 -m server.bench decode --preset 2.9b --batch 1,1024 --state-dtype fp16 \
@@ -79,7 +79,7 @@ step timemix_persist 200 python3 -m server.bench decode --preset 2.9b --batch 10
   --state-dtype fp16 --pulses 3 --time-mix \
   ";PROGRAMS=1056,STAGES=2;PROGRAMS=2112,STAGES=2;PROGRAMS=1056,STAGES=3;PROGRAMS=2112,STAGES=3"
 # 64 prompts of 512 through the scheduler, step by step (session 15 found it slow: 36,145 tok/s)
-step prefill_detail 90 python3 -m server.bench prefill --preset 2.9b --cases 64x512 --detail
+step prefill_detail 120 python3 -m server.bench prefill --preset 2.9b --cases 64x512 --detail
 step chat72 560 python3 -m server.bench.chat --demo 7.2b --repeat 3  # the same at the 7.2B shape
 # (the HTTP and host costs are the same, the passes longer; a 14.4 GB checkpoint first: not timed)
 # separately (each call is limited to 10 minutes): the skinny-product sweep, the profile and the
