@@ -5,6 +5,8 @@ import asyncio
 import threading
 import time
 
+import torch
+
 from server.api import encoding
 from server.api.bridge import UnderWay, _Waker
 from server.api.completion import Choice, make_tasks, run_choices
@@ -162,3 +164,29 @@ def test_usage_counts_tokens_up_to_the_stop_string():
         assert choice.completion_tokens == k < len(ids)
 
     asyncio.run(main())
+
+
+def test_tasks_start_from_a_template_off_the_event_loop(monkeypatch):
+    """Each task copies the template's state (21 MB at 2.9B, up to 128 tasks a request): the
+    copies run in a worker thread, not on the event loop that serves every other request."""
+    from server.api import prefix
+    from server.model.state import State
+
+    threads = []
+    copy = prefix.start_from
+    monkeypatch.setattr(prefix, "start_from",
+                        lambda t, tpl: (threads.append(threading.get_ident()), copy(t, tpl)))
+    tpl = Task([5, 6], task_id="_tpl")
+    tpl.history, tpl.pending, tpl.current_token = [1, 2, 3], [], 4
+    tpl.state = State(torch.zeros(2, 2, 1, 8), torch.ones(2, 1, 1, 4, 4))
+    tasks = make_tasks([9], 3, {"max_tokens": 1}, None)
+
+    async def main():
+        await prefix.prepare_tasks(None, tpl, tasks)
+        return threading.get_ident()
+
+    loop_thread = asyncio.run(main())
+    assert len(threads) == 3 and loop_thread not in threads
+    for t in tasks:
+        assert t.pending == [4, 9] and t.history == [1, 2, 3] and t.cache_origin
+        assert torch.equal(t.state.wkv, tpl.state.wkv) and t.state.wkv is not tpl.state.wkv

@@ -55,13 +55,19 @@ async def prepare_tasks(rt, tpl, tasks: list, finish: bool = True) -> None:
     """Mark ``tasks`` for the prefix cache; start them from the template ``tpl``
     (``find_template``'s) unless it is None."""
     origin = ""
-    if tpl is not None:
-        origin = await asyncio.to_thread(origin_of, tpl)
-        for task in tasks:
-            start_from(task, tpl)
+    if tpl is not None:  # in a thread: a state copy per task (21 MB at 2.9B, up to 128 tasks)
+        origin = await asyncio.to_thread(_start_all, tpl, tasks)  # held the event loop
     for task in tasks:
         task.cache_origin = origin
         task.cache_finish = finish
+
+
+def _start_all(tpl, tasks: list) -> str:
+    """Start every task from ``tpl`` (fresh tasks, a finished template: nothing else touches
+    them meanwhile); returns the template's cache origin."""
+    for task in tasks:
+        start_from(task, tpl)
+    return origin_of(tpl)
 
 
 def start_from(task, tpl) -> None:
