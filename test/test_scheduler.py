@@ -255,6 +255,119 @@ def test_add_task_rejects_finished_and_full_queue(tiny_loader):
     assert len(long.output) == 2
 
 
+@pytest.mark.parametrize("bad", [
+    dict(temperature=-1), dict(temperature=float("nan")), dict(top_p=2), dict(top_p=-0.5),
+    dict(top_k=10**20), dict(top_k=2**32 + 5), dict(max_tokens=-1), dict(max_tokens=2**63),
+    dict(max_tokens=2.5), dict(presence_penalty=float("inf")), dict(penalty_decay=5.0),
+    dict(top_k=1.5),
+])
+def test_bad_parameters_raise_naming_them(tiny_loader, bad):
+    """SDK misuse is a ValueError naming the parameter, before anything is queued: unchecked, a
+    top_k or max_tokens past int64 failed every task of the step ("Overflow when unpacking
+    long long"), a NaN temperature sampled garbage, and top_p=2 or temperature=-1 ran as if
+    valid."""
+    scheduler = SimpleScheduler(tiny_loader, max_batch_size=2, buffer_size=4)
+    (key, value), = bad.items()
+    with pytest.raises(ValueError, match=f"{key}="):
+        scheduler.new_task("User: a\n\nAssistant:", **bad)
+    task = Task(tiny_loader.encode("User: a\n\nAssistant:"))
+    setattr(task, key, value)  # as README's ``task.max_tokens = 300``
+    with pytest.raises(ValueError, match=f"{key}="):
+        scheduler.add_task(task)
+    assert not scheduler.waiting and not scheduler.has_work
+
+
+def test_bad_prompts_raise_or_fail_alone(tiny_loader):
+    """An empty prompt, ids past the vocabulary (or negative: they indexed from its end) and
+    non-integer ids raise in ``new_task``; a task given such ids by ``prefill`` fails alone when
+    admitted, naming the id: it failed every task of the step with an IndexError before."""
+    scheduler = SimpleScheduler(tiny_loader, max_batch_size=2, buffer_size=4)
+    for empty in ("", []):
+        with pytest.raises(ValueError, match="empty prompt"):
+            scheduler.new_task(empty)
+    for ids, bad in (([1, 70000], "70000"), ([1, -3], "-3")):
+        with pytest.raises(ValueError, match=f"vocabulary.*token id {bad}"):
+            scheduler.new_task(ids)
+    with pytest.raises(TypeError, match="integers"):
+        scheduler.new_task([1, 2.5])
+    assert not scheduler.waiting
+    text = "User: a\n\nAssistant:"
+    bad = Task(max_tokens=5, temperature=0, tokenizer=tiny_loader)
+    bad.prefill([1, 70000])
+    good = scheduler.new_task(text, max_tokens=5, temperature=0)
+    scheduler.add_task(bad)
+    scheduler.run()
+    assert bad.finish_reason == "error" and "token id 70000" in bad.error
+    assert bad.pending == [1, 70000] and bad.history == []  # as it was: can be fixed and rerun
+    assert good.finish_reason == "length" and good.output == run_alone(
+        tiny_loader, text, max_tokens=5, temperature=0)
+
+
+@pytest.mark.parametrize("second", ["run", "start_daemon"])
+def test_run_on_two_threads_steps_on_one(tiny_loader, second):
+    """A second thread calling ``run()``, or ``start_daemon()``, while a ``run()`` steps: it
+    waits for that one instead of stepping beside it. Both stepped before: slots mixed up,
+    pulses failed ("output with shape [1] doesn't match the broadcast shape [8]") and greedy
+    tasks ended "length" with other tokens than a run on one thread."""
+    def tasks_of(scheduler):
+        return [scheduler.new_task(prompt(i), max_tokens=20, temperature=0) for i in range(6)]
+
+    one = DynamicScheduler(tiny_loader, max_batch_size=8, buffer_size=2)
+    expected = tasks_of(one)
+    one.run()
+    scheduler = DynamicScheduler(tiny_loader, max_batch_size=8, buffer_size=2)
+    tasks = tasks_of(scheduler)
+    threads = [threading.Thread(target=scheduler.run, daemon=True)]
+    if second == "run":
+        threads.append(threading.Thread(target=scheduler.run, daemon=True))
+    for th in threads:
+        th.start()
+    try:
+        if second == "start_daemon":
+            time.sleep(0.05)  # the run() is stepping
+            scheduler.start_daemon()
+        for th in threads:
+            th.join(60)
+        assert not any(th.is_alive() for th in threads) and all(t.wait(30) for t in tasks)
+        assert [t.output for t in tasks] == [t.output for t in expected]
+        assert all(t.finish_reason == "length" and t.error is None for t in tasks)
+    finally:
+        scheduler.shutdown()
+
+
+@pytest.mark.parametrize("daemon", [False, True])
+@pytest.mark.parametrize("callback", ["collect_callback", "finish_callback"])
+def test_run_from_a_callback_raises_instead_of_hanging(tiny_loader, daemon, callback):
+    """``scheduler.run()`` in a task's callback (the scheduler's thread, or the copy-back thread
+    for a finish) waited for itself: every task hung for ever. It raises, naming the problem;
+    a task the callback added runs."""
+    scheduler = DynamicScheduler(tiny_loader, max_batch_size=4, buffer_size=4)
+    errors, chained = [], []
+
+    def chain(_tokens):
+        if chained:
+            return
+        chained.append(scheduler.new_task("User: b\n\nAssistant:", max_tokens=3))
+        try:
+            scheduler.run()
+        except RuntimeError as e:
+            errors.append(str(e))
+
+    if daemon:
+        scheduler.start_daemon()
+    try:
+        task = scheduler.new_task("User: a\n\nAssistant:", max_tokens=5, **{callback: chain})
+        other = scheduler.new_task("User: c\n\nAssistant:", max_tokens=12)
+        waiter = threading.Thread(target=scheduler.run, daemon=True)
+        waiter.start()
+        waiter.join(30)
+        assert not waiter.is_alive()
+        assert errors and "from a task's callback" in errors[0]
+        assert all(t.wait(10) and t.finish_reason == "length" for t in (task, other, *chained))
+    finally:
+        scheduler.shutdown()
+
+
 def test_stops_from_other_threads_during_resizes_never_hang(tiny_loader):
     """Stop requests racing admission, prefill, pulses and resizes all end their tasks."""
     scheduler = DynamicScheduler(tiny_loader, max_batch_size=16, buffer_size=2)

@@ -205,3 +205,29 @@ def test_sdk_logs_progress_at_info_in_the_server_format(tiny_model_path, tmp_pat
     lines = p.stderr.splitlines()
     assert not [ln for ln in lines if "DEBUG" in ln]  # 40 one-token pulses logged nothing each
     assert any("| INFO    |" in ln and "loaded rwkv7-tiny-random" in ln for ln in lines)
+
+
+def test_a_stored_template_is_not_continued_in_place(settings, tiny_loader):
+    """``get_task("_x")`` returns the stored template itself: continued (or prefilled) and run,
+    it changed in memory while its row stayed as it was, so forks in this process started from
+    another state than forks after a restart. It raises, naming the template; a fork works."""
+    from server.task.manager import get_task_manager
+
+    scheduler = DynamicScheduler(tiny_loader, 8, 32)
+    task_manager = get_task_manager()
+    tpl = scheduler.new_task("User: You are a poet.\n\nAssistant: OK.\n\n", max_tokens=0)
+    scheduler.run()
+    task_manager.put_task("_poet", tpl)
+    history = list(tpl.history)
+    same = task_manager.get_task("_poet")
+    with pytest.raises(RuntimeError, match="_poet is a template"):
+        same.continue_gen("User: more\n\nAssistant:", max_tokens=3)
+    with pytest.raises(RuntimeError, match="_poet is a template"):
+        same.prefill("User: more\n\nAssistant:")
+    assert same.status == Status.FINISHED and same.history == history and not same.pending
+    fork = task_manager.get_task(task_manager.fork_template("_poet"))
+    fork.continue_gen("User: more\n\nAssistant:", max_tokens=3)
+    scheduler.add_task(fork)
+    scheduler.run()
+    assert fork.finish_reason == "length" and fork.history[:len(history)] == history
+    assert task_manager.get_task("_poet").history == history

@@ -31,6 +31,7 @@ from server.scheduler.cycle import SlotCycle
 from server.scheduler.engine import BatchEngine
 from server.scheduler.prefill import WARM_DELAY_S, Prefiller
 from server.scheduler.stats import SchedulerStats
+from server.task.policy import model_mismatch
 from server.task.task import Status, Task
 
 STEP_WAIT_S = 120.0  # shutdown: how long past its timeout a running step is waited for
@@ -67,6 +68,7 @@ class BaseScheduler(SlotCycle):
         self._thread: threading.Thread | None = None
         self._running = False
         self._busy = False  # True while step() has work in hand
+        self._stepper: threading.Thread | None = None  # the caller of run() stepping now
         # CUDA queues a pass and returns: the host goes on while the device works (_under_way)
         self._async_device = self.engine.device.type == "cuda"
         self.iteration = 0
@@ -92,13 +94,20 @@ class BaseScheduler(SlotCycle):
                  repetition_penalty: float = 0.0, penalty_decay: float = 0.0,
                  seed: int | None = 42, collect_callback=None, finish_callback=None,
                  task_id: str = "TMP") -> Task:
-        """Create a task for ``prompt`` (text or token ids) and enqueue it."""
+        """Create a task for ``prompt`` (text or token ids) and enqueue it. ``ValueError`` for
+        an empty prompt (nothing to generate from), token ids outside the model's vocabulary
+        or a parameter out of range (``Task.check_params``)."""
         tokens = self.loader.encode(prompt) if isinstance(prompt, str) else list(prompt)
+        if not tokens:
+            raise ValueError("empty prompt: a new task needs at least one token to start from")
         task = Task(tokens, task_id=task_id, max_tokens=max_tokens, temperature=temperature,
                     top_p=top_p, top_k=top_k, presence_penalty=presence_penalty,
                     repetition_penalty=repetition_penalty, penalty_decay=penalty_decay,
                     seed=seed, collect_callback=collect_callback,
                     finish_callback=finish_callback, tokenizer=self.loader)
+        problem = model_mismatch(task, self.engine.model.cfg)
+        if problem:
+            raise ValueError(f"prompt of task {task_id}: {problem}")
         self.add_task(task)
         return task
 
@@ -111,10 +120,13 @@ class BaseScheduler(SlotCycle):
                 raise QueueFull(f"{len(self.waiting)} tasks are waiting (max_queue={self.max_queue})")
 
     def add_task(self, task: Task) -> None:
-        """Enqueue an existing task (new, forked or continued). Thread-safe."""
+        """Enqueue an existing task (new, forked or continued). Thread-safe. ``ValueError`` for
+        a parameter out of range (``Task.check_params``); tokens that do not fit the model
+        (``model_mismatch``) fail the task alone when it is admitted (``_admit``)."""
         if task.status in (Status.RUNNING, Status.FINISHED):
             raise ValueError(f"task {task.task_id} is {task.status.name}; "
                              "call continue_gen() on a finished task first")
+        task.check_params()
         if task.tokenizer is None:
             task.tokenizer = self.loader
         with self._cv:
@@ -235,16 +247,35 @@ class BaseScheduler(SlotCycle):
             self.log.error(f"Moving prefix states to host memory failed (cache cleared): {e!r}")
 
     def run(self) -> None:
-        """Block until every submitted task has finished."""
-        if self._thread is not None and self._thread.is_alive():
-            with self._cv:
+        """Block until every submitted task has finished: steps on this thread, or waits for
+        the daemon, or for another thread's ``run()`` to end (two threads stepping at once mixed
+        up the slots: wrong tokens, failed pulses). ``RuntimeError`` from a task's callback
+        (the scheduler's or the copy-back thread): it waited for itself for ever."""
+        me = threading.current_thread()
+        if me is self._thread or me is self._stepper or self.engine.copyback.on_thread:
+            raise RuntimeError("scheduler.run() called from a task's callback would wait for "
+                               "itself; call add_task() there and run() or wait() elsewhere")
+        with self._cv:  # (the daemon reads ``_stepper`` under this lock too)
+            while self._stepper is not None and not self._daemon_alive:
+                self._cv.wait()
+            if self._daemon_alive:
                 self._cv.wait_for(lambda: not self.has_work and not self._busy)
-            return
-        while self.has_work:
-            if self._has_slot_work:
-                self.step()
-            else:
-                self.engine.copyback.wait_idle(0.1)
+                return
+            self._stepper = me
+        try:
+            while self.has_work:
+                if self._has_slot_work:
+                    self.step()
+                else:
+                    self.engine.copyback.wait_idle(0.1)
+        finally:
+            with self._cv:
+                self._stepper = None
+                self._cv.notify_all()
+
+    @property
+    def _daemon_alive(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
 
     def start_daemon(self) -> None:
         """Serve from a background thread: run tasks as they arrive, idle otherwise."""
@@ -256,7 +287,9 @@ class BaseScheduler(SlotCycle):
 
     def _loop(self) -> None:
         while self._running:
-            if self._has_slot_work:
+            with self._cv:  # a run() begun before the daemon steps until it returns
+                mine = self._has_slot_work and self._stepper is None
+            if mine:
                 self.step()
                 with self._cv:
                     self._cv.notify_all()
@@ -265,7 +298,7 @@ class BaseScheduler(SlotCycle):
                     self._cv.notify_all()
                     # the check is repeated under the lock: a task added after the one above
                     # (its notify already sent) must not wait for the timeout
-                    if self._has_slot_work or not self._running:
+                    if (self._has_slot_work and self._stepper is None) or not self._running:
                         continue
                     # one wait, then the loop checks again: a next-turn prefix queued meanwhile
                     # (its notify) sets a shorter timeout, the time until it is due

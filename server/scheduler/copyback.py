@@ -189,6 +189,11 @@ class CopyBack:
     def busy(self) -> bool:
         return self._pending > 0
 
+    @property
+    def on_thread(self) -> bool:
+        """Called on the copy-back thread (in a task's finish callback, say)."""
+        return self._thread is not None and threading.current_thread() is self._thread
+
     def wait_idle(self, timeout: float | None = None) -> bool:
         with self._cv:
             return self._cv.wait_for(lambda: self._pending == 0, timeout)

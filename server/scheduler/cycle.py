@@ -26,6 +26,7 @@ import time
 import traceback
 
 from server.scheduler.engine import REASON_EOS, REASON_LENGTH, REASON_STOP
+from server.task.policy import model_mismatch
 from server.task.task import Status, Task
 
 REASON_NAMES = {REASON_EOS: "stop", REASON_LENGTH: "length", REASON_STOP: "abort"}
@@ -62,6 +63,7 @@ class SlotCycle:
                                    f"going on at {self.capacity}: {type(e).__name__}: {e}")
             free = [i for i, t in enumerate(self.slots) if t is None]
             batch = [self.waiting.popleft() for _ in range(min(len(free), len(self.waiting)))]
+        batch = self._refuse_unfit(batch)
         if not batch:
             return
         slots = free[: len(batch)]
@@ -74,6 +76,22 @@ class SlotCycle:
         for task in batch:
             task.status = Status.PREFILL if task.needs_prefill else Status.READY
             task._t_admit = time.perf_counter()
+
+    def _refuse_unfit(self, batch: list[Task]) -> list[Task]:
+        """Finish ("error", saying why) the tasks whose state or next tokens do not fit the
+        model (``model_mismatch``: ids past the vocabulary, a state stored with another model)
+        before any is loaded; the others go on. Loaded, such a task failed every task of the
+        step (an index error in the first pass). Checked here, on this thread, not in
+        ``add_task``: the API checked its prompts already, and its event loop would scan each
+        task's tokens again."""
+        cfg, fit = self.engine.model.cfg, []
+        for task in batch:
+            problem = model_mismatch(task, cfg)
+            if problem:
+                task._finish("error", f"task {task.task_id} does not fit the model: {problem}")
+            else:
+                fit.append(task)
+        return fit
 
     def _prefill(self) -> None:
         """Feed pending prompt tokens of admitted tasks, within the budget (``Prefiller``: with

@@ -55,7 +55,9 @@ def model_mismatch(task: Task, cfg) -> str | None:
                 f"vocabulary has {cfg.vocab_size} tokens")
     ids = task.pending + ([] if task.current_token is None else [task.current_token])
     if ids and not 0 <= min(ids) <= max(ids) < cfg.vocab_size:
-        return f"its next tokens lie outside the loaded model's vocabulary [0, {cfg.vocab_size})"
+        bad = next(t for t in ids if not 0 <= t < cfg.vocab_size)
+        return (f"its next tokens lie outside the loaded model's vocabulary [0, {cfg.vocab_size})"
+                f" (token id {bad})")
     return None
 
 

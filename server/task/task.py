@@ -16,6 +16,9 @@ of tokens, state and status while the task is in flight; other threads read and 
 from __future__ import annotations
 
 import functools
+import math
+import numbers
+import operator
 import secrets
 import threading
 import time
@@ -28,6 +31,17 @@ SAMPLING_FIELDS = (
     "max_tokens", "temperature", "top_p", "top_k",
     "presence_penalty", "repetition_penalty", "penalty_decay", "seed",
 )
+
+# what each sampling parameter may be: (an integer?, lowest, highest; None = unbounded). Integers
+# must fit the slot tensors (top_k is int32, max_tokens int64; a seed keeps its low 64 bits);
+# numbers must be finite. The SDK checks them in ``add_task`` (``Task.check_params``): unchecked,
+# a top_k past int64 failed every task of the step and a NaN temperature sampled garbage.
+PARAM_RANGES = {
+    "max_tokens": (True, 0, 2**63 - 1), "top_k": (True, -2**31, 2**31 - 1),
+    "seed": (True, None, None), "temperature": (False, 0, None), "top_p": (False, 0, 1),
+    "presence_penalty": (False, None, None), "repetition_penalty": (False, None, None),
+    "penalty_decay": (False, 0, 1),
+}
 
 
 class Status(IntEnum):
@@ -132,7 +146,10 @@ class Task:
     def _tokens(self, prompt: str | list[int]) -> list[int]:
         if isinstance(prompt, str):
             return self._need_tokenizer().encode(prompt)
-        return [int(t) for t in prompt]
+        try:  # integers only: int() took 1.5 as token 1
+            return [operator.index(t) for t in prompt]
+        except TypeError as e:
+            raise TypeError(f"token ids must be integers: {e}") from None
 
     @property
     def is_finished(self) -> bool:
@@ -171,6 +188,10 @@ class Task:
         """Reset a finished task to READY for another round, optionally appending a prompt
         (text or token ids) and changing sampling parameters (``max_tokens=...`` etc.)."""
         self._check_free("continuing")
+        if self.is_template:  # the stored row would stay as it was: forks in this process and
+            # after a restart would start from different states
+            raise RuntimeError(f"task {self.task_id} is a template (read-only); fork it "
+                               "(TaskManager.fork_template) and continue the copy")
         self.update_params(**params)
         self.status = Status.READY
         self.output = []
@@ -190,6 +211,23 @@ class Task:
                 raise TypeError(f"unknown task parameter {key!r}")
             if value is not None:
                 setattr(self, key, value)
+
+    def check_params(self) -> None:
+        """Raise ``ValueError`` naming the first sampling parameter out of ``PARAM_RANGES``."""
+        for key, (integer, low, high) in PARAM_RANGES.items():
+            v = getattr(self, key)
+            if integer:
+                ok = isinstance(v, numbers.Integral)
+                kind = "an integer"
+            else:
+                ok = isinstance(v, numbers.Real) and math.isfinite(v)
+                kind = "a finite number"
+            ok = ok and (low is None or v >= low) and (high is None or v <= high)
+            if not ok:
+                bounds = "" if low is None and high is None else \
+                    f" in [{low}, {high}]" if high is not None else f" >= {low}"
+                raise ValueError(f"task {self.task_id}: {key}={v!r} is invalid; expected "
+                                 f"{kind}{bounds}")
 
     @property
     def needs_prefill(self) -> bool:
