@@ -10,10 +10,13 @@ from server.config import load_settings
 def test_bad_values_stop_with_the_variable_named(monkeypatch):
     monkeypatch.setenv("RWKV_PDL", "sometimes")
     monkeypatch.setenv("RWKV_DTYPE", "fp8")
+    # past what a task may hold (Task.check_params): every request would fail in add_task
+    monkeypatch.setenv("RWKV_DEFAULT_TOP_K", str(2**31))
     with pytest.raises(SystemExit) as e:
         load_settings()
     msg = str(e.value)
     assert "Invalid configuration" in msg and "RWKV_PDL:" in msg and "RWKV_DTYPE:" in msg
+    assert "RWKV_DEFAULT_TOP_K:" in msg
 
 
 def test_pdl_setting_and_kernel_switch_agree(monkeypatch):
