@@ -202,7 +202,7 @@ def test_stream_include_usage(http, sdk):
     assert no[-1]["choices"] and "usage" not in no[-1]
     r = http.post("/v1/chat/completions", json={"messages": MSGS, **DIRECT, "stream": True,
                                                 "stream_options": {"include_usage": "maybe"}})
-    assert_error(r, 400, param="stream_options.include_usage")
+    assert "include_usage" in assert_error(r, 400, param="stream_options")["message"]
 
 
 def test_reasoning_content_is_split_out(sdk, http):
