@@ -152,6 +152,16 @@ _READ_ERRORS = (RuntimeError, EOFError, OSError, zipfile.BadZipFile, ValueError,
                 NotImplementedError)
 
 
+def tensor_problem(t: torch.Tensor) -> str | None:
+    """Why a loaded tensor cannot be used as weights or state (None: it can): sparse, or saved
+    on the "meta" device (a shape, no values; ``map_location`` leaves it there)."""
+    if t.layout != torch.strided:
+        return f"is a {t.layout} tensor; a checkpoint holds dense tensors"
+    if t.device.type != "cpu":
+        return f"has no values (a tensor saved on the {t.device.type!r} device)"
+    return None
+
+
 def is_load_error(e: BaseException) -> bool:
     """True if ``torch.load(..., weights_only=True)`` raised ``e`` for a bad or foreign file.
     Its ``UnpicklingError`` is matched by name: the server never imports ``pickle``."""
@@ -221,14 +231,9 @@ def load_checkpoint(path) -> tuple[dict[str, torch.Tensor], ModelConfig]:
     if bad:
         raise CheckpointError(f"{path} is not a state dict of tensors: entry {bad[0]!r} "
                               f"is {type(sd[bad[0]]).__name__}")
-    sparse = [k for k, v in sd.items() if v.layout != torch.strided]
-    if sparse:  # (passed the checks, then start-up failed with a traceback)
-        raise CheckpointError(f"{path}: {sparse[0]} is a {sd[sparse[0]].layout} tensor; "
-                              "a checkpoint holds dense tensors")
-    empty = [k for k, v in sd.items() if v.device.type != "cpu"]
-    if empty:  # saved on the "meta" device: a shape, no values (a traceback at start-up)
-        raise CheckpointError(f"{path}: {empty[0]} has no values (a tensor saved on the "
-                              f"{sd[empty[0]].device.type!r} device)")
+    bad = next((k for k, v in sd.items() if tensor_problem(v)), None)
+    if bad is not None:  # (passed the checks, then start-up failed with a traceback)
+        raise CheckpointError(f"{path}: {bad} {tensor_problem(sd[bad])}")
     try:
         return sd, infer_config(sd)
     except CheckpointError as e:

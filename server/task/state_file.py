@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from server.model.checkpoint import is_load_error, load_error_text
+from server.model.checkpoint import is_load_error, load_error_text, tensor_problem
 from server.model.state import State
 
 FORMAT = "rwkv-server-state"
@@ -146,8 +146,7 @@ def _read_pth(data: bytes) -> dict:
         raise StateFileError(f"the .pth file holds {type(obj).__name__}, not a dict of tensors")
     # a tensor saved on the "meta" device has a shape and no values (map_location leaves it
     # there): its NaN check raised a RuntimeError, a 500 (a review, session 15)
-    bad = next((k for k, v in obj.items() if not isinstance(k, str) or v.layout != torch.strided
-                or v.device.type != "cpu"), None)
+    bad = next((k for k, v in obj.items() if not isinstance(k, str) or tensor_problem(v)), None)
     if bad is not None:
         raise StateFileError(f"the .pth file is not a dict of dense tensors with values, named "
                              f"by strings (entry {str(bad)[:100]!r})")
