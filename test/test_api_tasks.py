@@ -298,3 +298,33 @@ def test_more_tasks_in_flight_than_the_cache_holds(start_server):
             assert c.get(f"/v1/tasks/{long['task_id']}/status").json()["status"] != 3  # running
         finally:
             c.post(f"/v1/tasks/{long['task_id']}/stop")
+
+
+def test_a_stored_task_with_a_bad_parameter_is_refused_unchanged(start_server, tmp_path):
+    """A task an SDK script stored with a parameter add_task refuses (top_p=2): continuing or
+    forking it over HTTP is a 422 naming the parameter, and the task keeps its output (it was a
+    500 after continue_gen had cleared the output); a request that sends a valid value runs."""
+    from server.task.manager import TaskManager
+    from server.task.task import Status, Task
+
+    db = tmp_path / "tasks.db"
+    tm = TaskManager(db_path=str(db), capacity=3, queue_size=4, max_db_size=1000)
+    task = Task([1, 2, 3], task_id="TASK_x", max_tokens=2, top_p=2.0)
+    task.history, task.pending, task.current_token, task.output = [1, 2], [], 3, [5, 6]
+    task.status, task.finish_reason = Status.FINISHED, "length"
+    task._done.set()
+    tm.put_task("TASK_x", task)
+    tm.close()
+    srv = start_server(db_path=db)
+    try:
+        with httpx.Client(base_url=srv.url, timeout=30) as c:
+            before = c.get("/v1/tasks/TASK_x/get_result").json()["result"]
+            for r in (c.post("/v1/tasks/TASK_x/continue", json={"prompt": "hi"}),
+                      c.post("/v1/tasks/TASK_x/fork", params={"tmp": "true"})):
+                assert r.status_code == 422 and "top_p=2.0" in r.json()["detail"], r.text
+            assert c.get("/v1/tasks/TASK_x/get_result").json()["result"] == before
+            r = c.post("/v1/tasks/TASK_x/continue", json={"top_p": 0.5, "max_tokens": 1})
+            assert r.status_code == 200, r.text
+            assert c.get("/health").json()["scheduler_alive"] is True
+    finally:
+        srv.stop()

@@ -205,6 +205,17 @@ class TaskService:
         except TaskNotFound:
             pass
 
+    @staticmethod
+    def check_params(task: Task, changes: dict) -> None:
+        """422 naming the parameter when ``task`` with ``changes`` would be refused by
+        ``add_task`` (``Task.check_params``): a row an SDK script stored with, say, top_p=2.
+        Checked before the task is changed: refused after ``continue_gen``, it was a 500 with
+        the last round's output gone."""
+        try:
+            task.check_params(**changes)
+        except ValueError as e:
+            raise HTTPException(422, f"{e}; send a valid value with this request") from None
+
     def submit(self, task: Task) -> None:
         """Hand a task to the scheduler; 503 with Retry-After when its queue is full."""
         with self._busy_is_503():

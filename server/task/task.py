@@ -212,10 +212,13 @@ class Task:
             if value is not None:
                 setattr(self, key, value)
 
-    def check_params(self) -> None:
-        """Raise ``ValueError`` naming the first sampling parameter out of ``PARAM_RANGES``."""
+    def check_params(self, **changes) -> None:
+        """Raise ``ValueError`` naming the first sampling parameter out of ``PARAM_RANGES``;
+        ``changes``: the values ``continue_gen(**changes)`` would set (None: kept), checked
+        before it changes anything."""
         for key, (integer, low, high) in PARAM_RANGES.items():
-            v = getattr(self, key)
+            v = changes.get(key)
+            v = getattr(self, key) if v is None else v
             if integer:
                 ok = isinstance(v, numbers.Integral)
                 kind = "an integer"

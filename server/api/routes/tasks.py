@@ -102,6 +102,7 @@ def _resume(svc: TaskService, task: Task, tokens: list[int], body: ContinueReque
     not fed yet (``check_prompt_length``: a template's from a state exported mid-prompt)."""
     params = svc.sampling(body, defaults=False)
     svc.check_prompt_length(len(tokens), len(task.pending))
+    svc.check_params(task, params)
     svc.check_room()
     task.continue_gen(tokens or None, **params)
     if tmp:  # a temporary task's state is kept only when it is all the task produces
