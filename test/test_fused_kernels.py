@@ -69,8 +69,7 @@ def test_fused_path_in_interpreter():
 # decode_triton's one kernel (pre_wkv + WKV step + post_wkv) against the three-kernel path (the
 # prefill's kernels at T = 1): the output and the new state, for each state dtype, first/later
 # layer, at 5 rows and above SMALL_ROWS (its large-batch launch options), with an inactive row;
-# the benchmark variants that load the state first, loop over a row's heads or stride over the
-# items from a fixed grid give the same bits
+# the benchmark variants that load the state first or loop over a row's heads give the same bits
 ONE_KERNEL_CHECK = """
 import torch
 from server.model.kernels import decode_triton as d, fused_triton as f, wkv_triton as w
@@ -105,9 +104,6 @@ for B in (5, d.SMALL_ROWS + 3):
             S4 = S0.clone()  # every head of a row in one program, looping over them
             looped = d.time_mix_decode(S4, *args, HEADS=H, STAGES=2)
             assert torch.equal(looped, got) and torch.equal(S4, S2), "HEADS changed bits"
-            S5 = S0.clone()  # a persistent grid of 3 programs striding over the (row, head) items
-            strided = d.time_mix_decode(S5, *args, PROGRAMS=3, STAGES=2)
-            assert torch.equal(strided, got) and torch.equal(S5, S2), "PROGRAMS changed bits"
             for name, want_t, have in (("out", want, got), ("S", S1, S2)):
                 e = ((have.float() - want_t.float()).abs().max()
                      / want_t.float().abs().max()).item()

@@ -12,7 +12,7 @@ mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
 SUM="$OUT/summary.txt"
 
-OPTIONAL="large large_small sample_clustered http_stages chat chat72 gemv152 prefill_gemv ttft_gemv timemix_persist prefill_detail"
+OPTIONAL="large large_small sample_clustered http_stages chat chat72 gemv152 prefill_gemv ttft_gemv prefill_detail"
 # (the OPTIONAL steps run only when STEPS names them)
 
 wanted() {  # STEPS unset: every step but the OPTIONAL ones; else the steps STEPS names
@@ -73,11 +73,6 @@ step ttft_gemv 130 python3 -m server.bench ttft --preset 2.9b --repeat 2 --sync-
   --gemv-rows 256
 step chat 300 python3 -m server.bench.chat --demo 2.9b --repeat 3  # issue 7 over HTTP: two
 # servers, three conversations (writes a 5.9 GB random checkpoint first, ~90 s)
-# the decode time mix as a persistent grid striding over (row, head) items (session 15, not yet
-# timed): 8 or 16 programs an SM (132 SMs), 2-3 items in flight, in the whole step at batch 1,024
-step timemix_persist 200 python3 -m server.bench decode --preset 2.9b --batch 1024 \
-  --state-dtype fp16 --pulses 3 --time-mix \
-  ";PROGRAMS=1056,STAGES=2;PROGRAMS=2112,STAGES=2;PROGRAMS=1056,STAGES=3;PROGRAMS=2112,STAGES=3"
 # 64 prompts of 512 through the scheduler, step by step (session 15 found it slow: 36,145 tok/s)
 step prefill_detail 120 python3 -m server.bench prefill --preset 2.9b --cases 64x512 --detail
 step chat72 560 python3 -m server.bench.chat --demo 7.2b --repeat 3  # the same at the 7.2B shape

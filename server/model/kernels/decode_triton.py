@@ -35,25 +35,17 @@ def _decode_kernel(r_ptr, k_ptr, v_ptr, lora_ptr, vfirst_ptr, keep_ptr,
                    S_ptr, out_ptr, R, C, H, s_sb, s_sh, decay_scale, eps,
                    FIRST: tl.constexpr, HAS_KEEP: tl.constexpr, N: tl.constexpr,
                    PDL: tl.constexpr, EARLY: tl.constexpr = False, EVICT: tl.constexpr = "",
-                   HEADS: tl.constexpr = 1, STAGES: tl.constexpr = 1, PERSIST: tl.constexpr = 0):
+                   HEADS: tl.constexpr = 1, STAGES: tl.constexpr = 1):
     """One program per (row, HEADS consecutive heads); HEADS > 1 (a benchmark variant) loops
     over them, STAGES > 1 letting the compiler load the next head's state ahead. Measured on the
     H200 (session 9): one warp looping over 2 heads, 3 stages, took 185 us a layer alone at batch
     1,024 against 214 for the launch below, but 248 against 221 in the profiled step (decode
     51,069 against 53,155 tok/s); with 2 stages the step was no faster (53,232 against 53,414
-    tok/s, `decode --time-mix`). Not used.
-    PERSIST > 0 (a benchmark variant, session 15; ``PROGRAMS`` at launch): a fixed grid of that
-    many programs, each striding over the (row, head) items, STAGES of them in flight: the state
-    traffic of a long loop per program instead of one 8 KB tile per program. Not yet timed."""
+    tok/s, `decode --time-mix`). Not used. Nor is a persistent grid (1,056 or 2,112 programs
+    striding over the (row, head) items, 2-3 in flight; session 16): 20.2-21.5 ms a step at
+    batch 1,024 against 19.2 for the launch below (docs/performance.md)."""
     pdl.enter(PDL)
     pid = tl.program_id(0)
-    if PERSIST > 0:
-        for item in tl.range(pid, R * H, PERSIST, num_stages=STAGES):
-            _decode_head(r_ptr, k_ptr, v_ptr, lora_ptr, vfirst_ptr, keep_ptr, w0_ptr, a0_ptr,
-                         v0_ptr, kk_ptr, ka_ptr, rk_ptr, lw_ptr, lb_ptr, S_ptr, out_ptr, R, C,
-                         s_sb, s_sh, decay_scale, eps, (item // H).to(tl.int64), item % H,
-                         FIRST, HAS_KEEP, N, EARLY, EVICT)
-        return
     groups = H // HEADS
     b = (pid // groups).to(tl.int64)
     h0 = (pid % groups) * HEADS
@@ -141,8 +133,7 @@ def time_mix_decode(S: Tensor, r: Tensor, k: Tensor, v: Tensor, lora: Tensor,
     (v, w, a LoRA outputs and the gate); v_first: [B, C] or None (first layer); keep: [B] int8
     or None; w0, a0, v0: [C] run dtype; k_k, k_a, r_k, ln_w, ln_b: [C] fp32.
     Returns the gated, normalised WKV output [B, C] in r's dtype (the output product's input);
-    ``variant``: launch options for benchmarks (num_warps, EARLY, EVICT, HEADS, STAGES, and
-    PROGRAMS: a persistent grid of at most that many programs)."""
+    ``variant``: launch options for benchmarks (num_warps, EARLY, EVICT, HEADS, STAGES)."""
     B, C = r.shape
     H = C // HEAD
     assert S.shape == (B, H, HEAD, HEAD) and S.stride(-1) == 1 and S.stride(-2) == HEAD
@@ -155,10 +146,7 @@ def time_mix_decode(S: Tensor, r: Tensor, k: Tensor, v: Tensor, lora: Tensor,
         opts.update(STEP_VARIANT)
     opts.update(pdl.launch_options(r.device, B), **variant)
     assert H % opts.get("HEADS", 1) == 0, (H, opts)  # a program's heads: every head once
-    grid = B * H // opts.get("HEADS", 1)
-    if "PROGRAMS" in opts:  # the persistent variant: a fixed grid striding over the items
-        grid = opts["PERSIST"] = min(grid, opts.pop("PROGRAMS"))
-    _decode_kernel[(grid,)](
+    _decode_kernel[(B * H // opts.get("HEADS", 1),)](
         r, k, v, lora, v if first else v_first, keep if keep is not None else r, w0, a0,
         w0 if first else v0, k_k, k_a, r_k, ln_w, ln_b, S, out, B, C, H, S.stride(0),
         S.stride(1), decay_scale, eps, FIRST=first, HAS_KEEP=keep is not None, N=HEAD, **opts)
