@@ -108,6 +108,24 @@ def parse_variant(text: str) -> dict:
     return opts
 
 
+def compiled_resources(*kernels) -> list[str]:
+    """Registers and spills of each compiled form of these Triton kernels (from Triton's
+    per-device caches; what occupancy a launch variant had), one line each, deduplicated."""
+    lines = []
+    for fn in kernels:
+        for cache in getattr(fn, "device_caches", {}).values():
+            for k in list(cache[0].values()):
+                try:
+                    k._init_handles()
+                    line = (f"{fn.__name__}: {k.metadata.num_warps} warps, {k.n_regs} registers,"
+                            f" {k.n_spills} spills")
+                except Exception as e:  # a Triton whose cache looks different
+                    line = f"{fn.__name__}: resources unknown ({e!r:.80})"
+                if line not in lines:
+                    lines.append(line)
+    return lines
+
+
 def main(argv=None) -> None:
     args = parse_args(argv)
     model = common.build_model(args.preset, args.device, args.dtype, "fp32")
@@ -141,6 +159,8 @@ def main(argv=None) -> None:
                 print(f"\n### profile, batch {B}, state {sd}\n{r['profile']}\n",
                       flush=True)
         print(common.table(HEADER, rows), flush=True)
+        if variant:
+            print("\n".join(compiled_resources(decode_triton._decode_kernel)), flush=True)
 
 
 if __name__ == "__main__":

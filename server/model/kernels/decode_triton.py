@@ -43,7 +43,9 @@ def _decode_kernel(r_ptr, k_ptr, v_ptr, lora_ptr, vfirst_ptr, keep_ptr,
     51,069 against 53,155 tok/s); with 2 stages the step was no faster (53,232 against 53,414
     tok/s, `decode --time-mix`). Not used. Nor is a persistent grid (1,056 or 2,112 programs
     striding over the (row, head) items, 2-3 in flight; session 16): 20.2-21.5 ms a step at
-    batch 1,024 against 19.2 for the launch below (docs/performance.md)."""
+    batch 1,024 against 19.2 for the launch below (docs/performance.md); nor one that loads the
+    next item's state (and vectors) into registers before computing the current one: 19.5-34.2
+    ms against 18.6-18.8 (session 16, 168-203 registers against 127 for the launch below)."""
     pdl.enter(PDL)
     pid = tl.program_id(0)
     groups = H // HEADS
