@@ -7,6 +7,9 @@ bench) 7.8 ms in the decode time mix (the state read and written: 21.5 GB a step
 `ln_mix` and 1.1 ms in the in-place activations (docs/performance.md). Each table times one
 layer's call of a kernel under launch variants, with the bytes it must move and that rate:
 
+* the state's streaming floor (`--only state_floor`): the same bytes read and written in place
+  with no math, by torch and by a Triton tile copy of the time mix's geometry (one head's
+  [64, 64] tile a program, or several), against which the time mix's rate is to be read;
 * the decode time mix (`time_mix_decode`): warps, the state's load issued before the vector
   work (early), the state streamed past L2 (evict_first), heads a program; 32 layers' states
   and inputs in turn (one CUDA graph), so neither stays in L2 (`decode --time-mix` times
@@ -20,6 +23,8 @@ import argparse
 import itertools
 
 import torch
+import triton
+import triton.language as tl
 
 from server.model.kernels import decode_triton as dk
 from server.model.kernels import fused_triton as ft
@@ -61,6 +66,34 @@ def time_mix_table(B: int, state: str) -> None:
         _layer_row(label, lambda i, o=opts: dk.time_mix_decode(
             S[i], r[i], k[i], v[i], lora[i], vf[i], None, w0, a0, v0, kk, ka, rk, lw, lb, 0.6,
             1e-5, **o), lambda us: f"{state_bytes / us * 1e-6:.2f}")
+
+
+@triton.jit
+def _tile_copy_kernel(S_ptr, TILES: tl.constexpr, N: tl.constexpr, EVICT: tl.constexpr):
+    """TILES consecutive [N, N] state tiles a program, loaded and stored back in place."""
+    i = tl.arange(0, TILES * N)
+    j = tl.arange(0, N)
+    p = S_ptr + tl.program_id(0).to(tl.int64) * TILES * N * N + i[:, None] * N + j[None, :]
+    tl.store(p, tl.load(p, eviction_policy=EVICT), eviction_policy=EVICT)
+
+
+def state_floor_table(B: int, state: str) -> None:
+    """One layer's state read and written with no math: what the time mix's bytes can take."""
+    S = torch.randn(LAYERS, B, H, N, N, device="cuda").to(DTYPES[state])
+    S2 = torch.empty_like(S)
+    state_bytes = 2 * S[0].numel() * S.element_size()
+    print(f"\n## state streaming floor, batch {B}, {state} state ({state_bytes / 1e6:.0f} MB a "
+          "layer read + written)\n| how | µs/layer | TB/s |\n|---|---|---|")
+
+    def rate(us):
+        return f"{state_bytes / us * 1e-6:.2f}"
+
+    _layer_row("torch, in place (`mul_(1)`)", lambda i: S[i].mul_(1), rate)
+    _layer_row("torch, to another buffer (`copy_`)", lambda i: S2[i].copy_(S[i]), rate)
+    for tiles, warps, evict in itertools.product((1, 2, 4), (1, 2, 4, 8), ("evict_first", "")):
+        _layer_row(f"tile copy: {tiles} tile(s) a program, {warps} warps, {evict or 'no hint'}",
+                   lambda i, t=tiles, w=warps, e=evict: _tile_copy_kernel[(B * H // t,)](
+                       S[i], TILES=t, N=N, EVICT=e, num_warps=w), rate)
 
 
 def _layer_row(label: str, call, rate) -> None:
@@ -170,7 +203,8 @@ def products_table(B: int) -> None:
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(prog="server.bench large", description=__doc__.splitlines()[0])
     p.add_argument("--batch", default="256,1024", help="comma-separated batch sizes")
-    p.add_argument("--only", choices=("time_mix", "ln_mix", "relu", "products"), help="one table only")
+    p.add_argument("--only", choices=("time_mix", "state_floor", "ln_mix", "relu", "products"),
+                   help="one table only")
     p.add_argument("--state-dtype", default="fp16,fp32", help="time-mix table: state dtypes")
     args = p.parse_args(argv)
     if not torch.cuda.is_available():
@@ -180,6 +214,9 @@ def main(argv=None) -> None:
         if args.only in (None, "time_mix"):
             for state in args.state_dtype.split(","):
                 time_mix_table(B, state)
+        if args.only in (None, "state_floor"):
+            for state in args.state_dtype.split(","):
+                state_floor_table(B, state)
         for name, fn in (("ln_mix", ln_mix_table), ("relu", relu_table),
                          ("products", products_table)):
             if args.only in (None, name):
