@@ -78,6 +78,38 @@ def test_loader_missing_model(tmp_path):
         RWKV070ModelLoader(tmp_path / "missing.pth")
 
 
+def test_loader_takes_a_state_dict_checked_as_a_file_is(tiny_path):
+    """A state dict already in memory (the demo's random weights) loads as its file does, under
+    the given name, and a bad one is refused with the file's message naming it."""
+    sd = torch.load(tiny_path, weights_only=True)
+    from_file = RWKV070ModelLoader(tiny_path, device="cpu", dtype="fp32")
+    in_memory = RWKV070ModelLoader("rwkv7-demo-x", device="cpu", dtype="fp32", state_dict=sd)
+    assert in_memory.name == "rwkv7-demo-x" and in_memory.cfg == from_file.cfg
+    ids = from_file.encode("User: hello\n\nAssistant:")
+    a, b = (m.model.prefill([ids], m.model.new_state(1)) for m in (from_file, in_memory))
+    assert torch.equal(a, b)
+    del sd["head.weight"]
+    with pytest.raises(CheckpointError, match="rwkv7-demo-x.*head.weight"):
+        RWKV070ModelLoader("rwkv7-demo-x", device="cpu", state_dict=sd)
+    with pytest.raises(CheckpointError, match="rwkv7-demo-x: blocks.0.att.r_k .*no values"):
+        RWKV070ModelLoader("rwkv7-demo-x", device="cpu", state_dict={
+            **torch.load(tiny_path, weights_only=True),
+            "blocks.0.att.r_k": torch.empty(2, 64, device="meta")})
+
+
+def test_demo_weights_on_the_cpu_are_the_random_checkpoint():
+    """The demo's in-memory weights on the CPU are `server.model.random`'s checkpoint of the
+    preset, value for value (the demo no longer goes through a temporary file)."""
+    from server.api.lifecycle import demo_state_dict
+
+    got = demo_state_dict("tiny", torch.device("cpu"))
+    want = make_random_state_dict(2, 128)
+    assert list(got) == list(want)
+    assert all(torch.equal(got[k], want[k]) and got[k].device.type == "cpu" for k in want)
+    with pytest.raises(SystemExit, match="choose one of"):
+        demo_state_dict("3b", torch.device("cpu"))
+
+
 CROSS_CHECK = textwrap.dedent("""
     import json, os, sys, torch
     from rwkv.model import RWKV

@@ -1,7 +1,7 @@
 """Start-up and shut-down of the serving runtime: model, scheduler daemon, task store.
 
 ``build_runtime(settings)`` loads the model (or, with ``settings.demo``, random weights of that
-preset written to a temporary file and loaded through the same loader), starts the
+preset made in memory and checked and loaded by the same loader), starts the
 ``DynamicScheduler`` daemon and opens the ``TaskManager``. ``close_runtime`` stops generation,
 flushes and closes the store and frees the device.
 """
@@ -9,10 +9,7 @@ flushes and closes the store and frees the device.
 from __future__ import annotations
 
 import gc
-import shutil
-import tempfile
 import time
-from pathlib import Path
 
 from server.api.deps import Runtime
 from server.logger import get_logger
@@ -20,18 +17,18 @@ from server.logger import get_logger
 log = get_logger("api")
 
 
-def write_demo_checkpoint(preset: str, directory: Path) -> Path:
-    """Random weights of ``preset`` in the published layout, saved as ``rwkv7-demo-<preset>.pth``."""
-    import torch
-
-    from server.model.random import PRESETS, make_random_state_dict
+def demo_state_dict(preset: str, device) -> dict:
+    """Random weights of ``preset`` in the published layout (bf16, on the CPU as a loaded
+    checkpoint's are), drawn on ``device`` one tensor at a time: on a GPU the 2.9B preset takes
+    seconds where the CPU's generator took most of a ~100 s start (session 16). The values
+    depend on the device's generator (gibberish either way)."""
+    from server.model.checkpoint import expected_shapes
+    from server.model.random import PRESETS, make_config, random_tensor
 
     if preset not in PRESETS:
         raise SystemExit(f"Unknown demo preset {preset!r}; choose one of {', '.join(PRESETS)}")
-    n_layer, n_embd = PRESETS[preset]
-    path = directory / f"rwkv7-demo-{preset}.pth"
-    torch.save(make_random_state_dict(n_layer, n_embd), path)
-    return path
+    shapes = expected_shapes(make_config(*PRESETS[preset]))
+    return {k: random_tensor(k, shape, device=device).cpu() for k, shape in shapes.items()}
 
 
 def load_model(settings):
@@ -46,12 +43,11 @@ def load_model(settings):
         return RWKV070ModelLoader(settings.model_path, settings.vocab_path, **kw)
     log.warning(f"DEMO MODE: serving RANDOM weights of preset '{settings.demo}' — the output is "
                 "gibberish; set RWKV_MODEL_PATH (or --model) to serve a real RWKV-7 checkpoint")
-    tmp = Path(tempfile.mkdtemp(prefix="rwkv-demo-"))
-    try:
-        return RWKV070ModelLoader(write_demo_checkpoint(settings.demo, tmp),
-                                  settings.vocab_path, **kw)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+    from server.model.loader import parse_device
+
+    sd = demo_state_dict(settings.demo, parse_device(kw["device"]))
+    return RWKV070ModelLoader(f"rwkv7-demo-{settings.demo}", settings.vocab_path,
+                              state_dict=sd, **kw)
 
 
 def open_manager(settings, loader):

@@ -224,17 +224,23 @@ def load_checkpoint(path) -> tuple[dict[str, torch.Tensor], ModelConfig]:
             raise
         raise CheckpointError(f"cannot read {path} as a PyTorch checkpoint (corrupt, or not a "
                               f"state dict of tensors): {load_error_text(e)}") from e
+    return sd, check_state_dict(sd, path)
+
+
+def check_state_dict(sd, where) -> ModelConfig:
+    """The ModelConfig of a loaded state dict (a file's, or one made in memory: the demo's), or
+    CheckpointError naming ``where`` and what is wrong."""
     if not isinstance(sd, dict) or not sd:
-        raise CheckpointError(f"{path} is not a state dict (it holds {type(sd).__name__}"
+        raise CheckpointError(f"{where} is not a state dict (it holds {type(sd).__name__}"
                               f"{', empty' if isinstance(sd, dict) else ''})")
     bad = [k for k, v in sd.items() if not isinstance(k, str) or not isinstance(v, torch.Tensor)]
     if bad:
-        raise CheckpointError(f"{path} is not a state dict of tensors: entry {bad[0]!r} "
+        raise CheckpointError(f"{where} is not a state dict of tensors: entry {bad[0]!r} "
                               f"is {type(sd[bad[0]]).__name__}")
     bad = next((k for k, v in sd.items() if tensor_problem(v)), None)
     if bad is not None:  # (passed the checks, then start-up failed with a traceback)
-        raise CheckpointError(f"{path}: {bad} {tensor_problem(sd[bad])}")
+        raise CheckpointError(f"{where}: {bad} {tensor_problem(sd[bad])}")
     try:
-        return sd, infer_config(sd)
+        return infer_config(sd)
     except CheckpointError as e:
-        raise CheckpointError(f"{path}: {e}") from None
+        raise CheckpointError(f"{where}: {e}") from None

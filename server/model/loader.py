@@ -12,7 +12,7 @@ from pathlib import Path
 import torch
 from loguru import logger
 
-from server.model.checkpoint import load_checkpoint
+from server.model.checkpoint import check_state_dict, load_checkpoint
 from server.model.forward import RWKV7
 from server.model.state import State
 
@@ -50,17 +50,22 @@ class RWKV070ModelLoader:
     """Loads ``model_path`` (an RWKV-7 .pth) onto ``device`` in ``dtype`` (default: fp16 on CUDA,
     fp32 on CPU) with a WKV state in ``state_dtype`` (default fp32), plus the tokenizer at
     ``vocab_path`` (default: eof_v20230424.txt at the repository root).
+    ``state_dict``: the checkpoint's tensors already in memory (``model_path`` then only names
+    the model; the demo's random weights), checked as a file's are.
     Raises CheckpointError for a missing or bad checkpoint."""
 
     def __init__(self, model_path, vocab_path=None, device=None, dtype=None, state_dtype=None,
-                 fused: bool | None = None):
+                 fused: bool | None = None, state_dict: dict | None = None):
         from server.logger import replace_default_sink
         from server.model.tokenizer import ReusingEncoder, Tokenizer
 
         replace_default_sink()  # SDK use: INFO in the server's format, not a DEBUG line a pulse
         self.model_path = Path(model_path)
         self.name = self.model_path.stem
-        sd, self.cfg = load_checkpoint(self.model_path)
+        if state_dict is None:
+            sd, self.cfg = load_checkpoint(self.model_path)
+        else:
+            sd, self.cfg = state_dict, check_state_dict(state_dict, self.name)
         self.model = RWKV7(sd, self.cfg, device=parse_device(device), dtype=parse_dtype(dtype),
                            state_dtype=parse_dtype(state_dtype) or torch.float32, fused=fused)
         del sd
