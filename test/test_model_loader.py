@@ -110,6 +110,18 @@ def test_demo_weights_on_the_cpu_are_the_random_checkpoint():
         demo_state_dict("3b", torch.device("cpu"))
 
 
+def test_demo_model_is_named_after_its_preset(monkeypatch):
+    """The served model of ``--demo 2.9b`` is "rwkv7-demo-2.9b" (the in-memory weights' first
+    form named it "rwkv7-demo-2", its path's stem cut at the preset's dot)."""
+    from server.api.lifecycle import load_model
+    from server.config import Settings
+    from server.model import random
+
+    monkeypatch.setitem(random.PRESETS, "0.0b", (2, 128))  # a tiny preset with a dot
+    loader = load_model(Settings(demo="0.0b", device="cpu", dtype="fp32"))
+    assert loader.name == "rwkv7-demo-0.0b" and loader.cfg.n_layer == 2
+
+
 CROSS_CHECK = textwrap.dedent("""
     import json, os, sys, torch
     from rwkv.model import RWKV

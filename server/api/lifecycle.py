@@ -46,7 +46,9 @@ def load_model(settings):
     from server.model.loader import parse_device
 
     sd = demo_state_dict(settings.demo, parse_device(kw["device"]))
-    return RWKV070ModelLoader(f"rwkv7-demo-{settings.demo}", settings.vocab_path,
+    # named as the file it stands for ("rwkv7-demo-2.9b"; without ".pth" the stem would cut at
+    # the preset's dot)
+    return RWKV070ModelLoader(f"rwkv7-demo-{settings.demo}.pth", settings.vocab_path,
                               state_dict=sd, **kw)
 
 
