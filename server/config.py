@@ -62,6 +62,10 @@ class Settings(BaseSettings):
         0.5, ge=0, le=1, description="share of the prefix cache kept in GPU memory (rest: host)")
 
     # server
+    gil_switch_us: int = Field(100, ge=1, le=1_000_000, description="the interpreter's GIL "
+                               "hand-over interval while serving (sys.setswitchinterval, in "
+                               "µs; Python's default is 5000): how soon the scheduler thread "
+                               "gets the GIL back from the HTTP event loop")
     host: str = "0.0.0.0"
     port: int = Field(8000, ge=1, le=65535)
     api_key: str | None = None

@@ -1,11 +1,14 @@
 """A serving process freezes its start-up objects for the garbage collector (``run.py``:
 ``create_app(freeze_heap=True)``, ``lifecycle.freeze_heap``): a full collection, which walked
-them all (~0.1-0.2 s in a served process), no longer does; shutdown hands them back."""
+them all (~0.1-0.2 s in a served process), no longer does; shutdown hands them back. And it
+serves with the GIL hand-over interval of ``RWKV_GIL_SWITCH_US``."""
 
 import gc
 import re
+import sys
 import time
 
+import pytest
 from fastapi.testclient import TestClient
 
 
@@ -39,3 +42,20 @@ def test_a_serving_app_freezes_its_start_up_heap(tiny_model_path, tmp_path):
 def test_run_py_serves_with_its_heap_frozen(server):
     frozen = re.search(r"([\d,]+) start-up objects frozen", server.log())
     assert frozen and int(frozen.group(1).replace(",", "")) > 50_000, server.log()[-2000:]
+
+
+def test_a_serving_app_hands_the_gil_over_at_its_setting(tiny_model_path, tmp_path):
+    """While an app serves, the interpreter's switch interval is RWKV_GIL_SWITCH_US (default
+    100 µs, not Python's 5 ms); shutdown restores the process's own."""
+    from server.api.app import create_app
+    from server.config import Settings
+
+    before = sys.getswitchinterval()
+    for us, want in ((None, 1e-4), (250, 2.5e-4)):
+        extra = {} if us is None else {"gil_switch_us": us}
+        settings = Settings(model_path=tiny_model_path, demo=None, device="cpu", api_key=None,
+                            task_db_path=str(tmp_path / "t.db"), **extra)
+        with TestClient(create_app(settings)) as client:
+            assert sys.getswitchinterval() == pytest.approx(want)
+            assert client.get("/health").status_code == 200
+        assert sys.getswitchinterval() == before

@@ -9,6 +9,7 @@ included) and the OpenAI routes.
 from __future__ import annotations
 
 import gc
+import sys
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI, Request
@@ -50,9 +51,16 @@ def _lifespan(settings, runtime, freeze: bool):
         if freeze:
             log.info(f"{freeze_heap():,} start-up objects frozen (full garbage collections "
                      "no longer walk them)")
+        # The scheduler thread launches each decode step from Python, between the event loop's
+        # turns. At Python's default 5 ms hand-over it waited that long for the GIL while the
+        # loop streamed the last pulse's tokens, and the GPU idled: 256 streams at 2.9B decoded
+        # 32-34k tok/s against 36-37k at 0.1 ms (docs/performance.md, session 16).
+        switch = sys.getswitchinterval()
+        sys.setswitchinterval(settings.gil_switch_us / 1e6)
         try:
             yield
         finally:
+            sys.setswitchinterval(switch)
             if freeze:
                 gc.unfreeze()
             app.state.task_service.close()
