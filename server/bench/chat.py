@@ -38,9 +38,10 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_server(model: str, env: dict, log: Path) -> tuple[subprocess.Popen, str]:
+def start_server(source: list[str], env: dict, log: Path) -> tuple[subprocess.Popen, str]:
+    """``run.py`` with ``source`` (``["--model", path]`` or ``["--demo", preset]``)."""
     port = free_port()
-    cmd = [sys.executable, "run.py", "--model", model, "--host", "127.0.0.1", "--port", str(port)]
+    cmd = [sys.executable, "run.py", *source, "--host", "127.0.0.1", "--port", str(port)]
     proc = subprocess.Popen(cmd, cwd=ROOT, env={**os.environ, **env}, stdout=log.open("wb"),
                             stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
@@ -158,7 +159,8 @@ def pooled(runs: list[list[dict]], first_turn: int = 2) -> str:
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(prog="python -m server.bench.chat", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--model", help="RWKV-7 checkpoint (default: random weights of --demo)")
+    ap.add_argument("--model", help="RWKV-7 checkpoint (default: the servers' random weights of "
+                    "--demo, the same in both)")
     ap.add_argument("--demo", default="0.1b", help="random-weights preset when no --model")
     ap.add_argument("--turns", type=int, default=10)
     ap.add_argument("--target", type=int, default=2000, help="prompt tokens at the last turn")
@@ -176,12 +178,9 @@ def main(argv=None) -> None:
     from server.model.tokenizer import Tokenizer
 
     tmp = Path(tempfile.mkdtemp(prefix="rwkv-bench-chat-"))
-    procs, model = [], args.model
-    if not (args.url_on and args.url_off) and model is None:
-        from server.model.random import main as make_random
-
-        model = str(tmp / f"rwkv7-random-{args.demo}.pth")
-        make_random([model, "--preset", args.demo, "--seed", "1"])
+    procs = []
+    # both servers make the same random weights (the demo's: seeded, on the serving device)
+    source = ["--model", args.model] if args.model else ["--demo", args.demo]
     try:
         urls = []
         for name, url, mb in (("on", args.url_on, args.cache_mb), ("off", args.url_off, 0)):
@@ -189,7 +188,7 @@ def main(argv=None) -> None:
                 env = {"RWKV_STATE_CACHE_MB": str(mb), "RWKV_TASK_DB_PATH": str(tmp / f"{name}.db")}
                 if args.buffer_size:
                     env["RWKV_BUFFER_SIZE"] = str(args.buffer_size)
-                proc, url = start_server(model, env, tmp / f"{name}.log")
+                proc, url = start_server(source, env, tmp / f"{name}.log")
                 procs.append(proc)
             urls.append(url)
         with httpx.Client(base_url=urls[0], timeout=600) as on, \

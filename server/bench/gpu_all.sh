@@ -12,7 +12,7 @@ mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
 SUM="$OUT/summary.txt"
 
-OPTIONAL="large large_small sample_clustered http_stages chat chat72 gemv152 prefill_gemv ttft_gemv prefill_detail"
+OPTIONAL="large large_small sample_clustered http_stages chat chat72 gemv152 prefill_gemv ttft_gemv prefill_detail serve"
 # (the OPTIONAL steps run only when STEPS names them)
 
 wanted() {  # STEPS unset: every step but the OPTIONAL ones; else the steps STEPS names
@@ -72,11 +72,13 @@ step prefill_gemv 90 python3 -m server.bench prefill --preset 2.9b --cases 1x152
 step ttft_gemv 130 python3 -m server.bench ttft --preset 2.9b --repeat 2 --sync-prefill 0 \
   --gemv-rows 256
 step chat 300 python3 -m server.bench.chat --demo 2.9b --repeat 3  # issue 7 over HTTP: two
-# servers, three conversations (writes a 5.9 GB random checkpoint first, ~90 s)
+# servers, three conversations (each server makes the demo's random weights, ~11 s at 2.9B)
 # 64 prompts of 512 through the scheduler, step by step (session 15 found it slow: 36,145 tok/s)
 step prefill_detail 120 python3 -m server.bench prefill --preset 2.9b --cases 64x512 --detail
+# served throughput over HTTP: 256 streamed requests of 1,000 tokens against run.py --demo 2.9b
+step serve 150 bash server/bench/serve_load.sh
 step chat72 560 python3 -m server.bench.chat --demo 7.2b --repeat 3  # the same at the 7.2B shape
-# (the HTTP and host costs are the same, the passes longer; a 14.4 GB checkpoint first: not timed)
+# (the HTTP and host costs are the same, the passes longer)
 # separately (each call is limited to 10 minutes): the skinny-product sweep, the profile and the
 # ablations:
 #   python3 -m server.bench gemv --preset 2.9b --rows 1,2,4,8,16 --sweep 1,4,16 --large
