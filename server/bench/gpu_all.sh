@@ -59,7 +59,7 @@ step profile 60 python3 -m server.bench decode --preset 2.9b --batch 1,1024 --st
 step decode72 45 python3 -m server.bench decode --preset 7.2b --batch 256 --state-dtype fp16 --pulses 3
 step ttft 130 python3 -m server.bench ttft --preset 2.9b --repeat 2 --sync-prefill 0 --timeline
 step http_stages 240 python3 -m server.bench.http_stages --demo 2.9b  # where HTTP time goes,
-# a fresh server's first request (turn 1) included; writes a 5.9 GB random checkpoint (~95 s)
+# a fresh server's first request (turn 1) included; the demo makes its random weights (~11 s)
 step ttft_server 100 python3 -m server.bench ttft --preset 2.9b --repeat 4 --sync-prefill 0
 step host 30 python3 -m server.bench host  # the scheduler's host work (prefix hashes, ...)
 # the skinny-product kernel at a short prompt's rows against cuBLAS (the cached chat turn's
