@@ -7,7 +7,8 @@
 Random weights (``--preset``, default tiny) are generated in memory on the device. Before the
 clock starts the kernels are compiled and the decode graphs captured (``--warmup 0``: not).
 
-N tasks with long prompts are submitted at once to a ``DynamicScheduler``; a progress bar runs
+N tasks with long prompts are submitted at once to a ``DynamicScheduler`` (or one after another,
+``--arrivals-per-s``, to its daemon); a progress bar runs
 while they generate; then the seed's report is printed: input/output tokens, total and output
 throughput, average output per task, the peak pulse, and every resize with its time.
 """
@@ -86,14 +87,29 @@ def run(args) -> dict:
     prompts = build_prompts(args.tasks)
     prompt_tokens = [loader.encode(p) for p in prompts]
     t0 = time.perf_counter()
-    tasks = [sched.new_task(toks, max_tokens=args.max_tokens, temperature=args.temperature,
-                            top_p=args.top_p, top_k=args.top_k, seed=i)
-             for i, toks in enumerate(prompt_tokens)]
-    worker = threading.Thread(target=sched.run)
-    worker.start()
+    tasks = []
+
+    def submit(i: int) -> None:
+        tasks.append(sched.new_task(prompt_tokens[i], max_tokens=args.max_tokens,
+                                    temperature=args.temperature, top_p=args.top_p,
+                                    top_k=args.top_k, seed=i))
+
     stopped = False
-    while worker.is_alive():
-        worker.join(0.5)
+    if args.arrivals_per_s > 0:  # one task every 1 / rate seconds, beside the daemon
+        sched.start_daemon()
+        gap = 1.0 / args.arrivals_per_s
+        for i in range(len(prompt_tokens)):
+            time.sleep(max(0.0, t0 + i * gap - time.perf_counter()))
+            submit(i)
+        alive = lambda: not all(t.is_finished for t in tasks)  # noqa: E731
+    else:  # all at once (the seed's test)
+        for i in range(len(prompt_tokens)):
+            submit(i)
+        worker = threading.Thread(target=sched.run)
+        worker.start()
+        alive = worker.is_alive
+    while alive():
+        time.sleep(0.5)
         if args.deadline and not stopped and time.perf_counter() - t0 > args.deadline:
             stopped = True  # report what was done rather than nothing
             for t in tasks:
@@ -101,16 +117,19 @@ def run(args) -> dict:
         progress(sum(t.is_finished for t in tasks), len(tasks),
                  sum(len(t.output) for t in tasks), t0)
     seconds = time.perf_counter() - t0
+    if args.arrivals_per_s > 0:
+        sched.shutdown()
     sys.stderr.write("\n")
     n_in = sum(map(len, prompt_tokens))
     n_out = sum(len(t.output) for t in tasks)
     peak = max(sched.pulses, key=lambda p: p["tokens"] / p["seconds"], default=None)
     unload = [a - b for a, b in zip(sched.engine.unload_stats, unload0)]
     captures = graphed.captures[n_captures:] if graphed is not None else []
+    steps = sum(p["steps"] for p in sched.pulses) / max(len(sched.pulses), 1)
     return dict(loader=loader, tasks=len(tasks), n_in=n_in, n_out=n_out, seconds=seconds,
                 peak=peak, resizes=list(sched.resizes), memory=device_memory(loader),
                 warm=warm, unload=unload, captures=captures, pulses=len(sched.pulses),
-                stopped=stopped)
+                steps=steps, stopped=stopped)
 
 
 def device_memory(loader) -> str:
@@ -147,7 +166,7 @@ def report(r: dict, args) -> str:
     if r["stopped"]:
         lines.append(f" STOPPED at the --deadline of {args.deadline:.0f} s: every task was stopped")
     lines.append(f" warm-up before the clock: {r['warm']:.1f} s (kernels, decode graphs) · "
-                 f"pulses: {r['pulses']}")
+                 f"pulses: {r['pulses']}, {r['steps']:.1f} steps each on average")
     lines.append(f" state copy-back: {r['unload'][0]} tasks in {r['unload'][1] * 1e3:.0f} ms"
                  f" · graph captures during the run: {len(r['captures'])}"
                  f" ({sum(ms for _, ms in r['captures']):.0f} ms)")
@@ -172,6 +191,9 @@ def parse_args(argv=None):
                    help="seconds after which every task is stopped and the report printed")
     p.add_argument("--warmup", type=int, default=1,
                    help="1: compile kernels and capture graphs before the clock starts")
+    p.add_argument("--arrivals-per-s", type=float, default=0,
+                   help="submit the tasks one after another at this rate (a stream of "
+                        "arrivals) instead of all at once")
     return p.parse_args(argv)
 
 

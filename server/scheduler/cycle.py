@@ -154,7 +154,8 @@ class SlotCycle:
         self.iteration += 1
         n_tok = sum(len(res.tokens[s]) for s in self.decoding)
         active = len(self.decoding)
-        stat = dict(iter=self.iteration, cap=self.capacity, active=active, tokens=n_tok, seconds=dt)
+        stat = dict(iter=self.iteration, cap=self.capacity, active=active, tokens=n_tok,
+                    seconds=dt, steps=steps)
         self.pulses.append(stat)
         now = time.perf_counter()
         level = "INFO" if now - self._last_info >= 1.0 else "DEBUG"  # progress, ~1 line/s
