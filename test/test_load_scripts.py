@@ -1,11 +1,14 @@
 """The load scripts against a real server (tiny random model on the CPU): Locust headless for
-15 s with 16 users, and the async batch script, both with zero failures."""
+15 s with 16 users, and the async batch script, both with zero failures; and the served-
+throughput bench, which starts its own demo server."""
 
 import csv
 import os
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -31,3 +34,23 @@ def test_batch_async_openai_and_tasks(server_url):
                               "--api", api], capture_output=True, text=True, timeout=120)
         assert out.returncode == 0, (api, out.stdout[-2000:], out.stderr[-2000:])
         assert "tok/s" in out.stdout
+
+
+def test_serve_load_script_measures_a_demo_server(tmp_path):
+    """``server/bench/serve_load.sh`` (the served-throughput bench of docs/performance.md)
+    starts a demo server, streams requests at it, prints the client's report and the server's
+    pulses, and stops the server (its port is free again)."""
+    import socket
+
+    from server.bench.chat import free_port
+
+    port = free_port()
+    env = {**os.environ, "PRESET": "tiny", "PORT": str(port), "CONC": "4", "N": "4",
+           "MAX_TOKENS": "8", "OUT": str(tmp_path), "RWKV_DEVICE": "cpu"}
+    out = subprocess.run(["bash", str(ROOT / "server" / "bench" / "serve_load.sh")],
+                         capture_output=True, text=True, timeout=240, env=env)
+    assert out.returncode == 0, (out.stdout + out.stderr)[-3000:]
+    assert "requests      : 4  (errors: 0)" in out.stdout, out.stdout
+    assert "## server pulses during the run" in out.stdout
+    with pytest.raises(ConnectionRefusedError):  # the server is gone
+        socket.create_connection(("127.0.0.1", port), timeout=5).close()
