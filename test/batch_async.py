@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import sys
 import time
@@ -15,6 +16,8 @@ import httpx
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_common import (StreamMeter, format_report, headers_for, parse_args,  # noqa: E402
                           request_for, summarize)
+
+POOL = 32  # connections a client at most
 
 
 async def send_one(client: httpx.AsyncClient, gate: asyncio.Semaphore, args,
@@ -37,15 +40,21 @@ async def send_one(client: httpx.AsyncClient, gate: asyncio.Semaphore, args,
 
 
 async def run_batch_async(args, transport: httpx.AsyncBaseTransport | None = None) -> dict:
-    """Send `args.n` requests, `args.concurrency` at most in flight; return `summarize`'s dict."""
-    limits = httpx.Limits(max_connections=args.concurrency,
-                          max_keepalive_connections=args.concurrency)
+    """Send `args.n` requests, `args.concurrency` at most in flight; return `summarize`'s dict.
+    The connections are spread over clients of at most POOL each: a client scans its whole
+    pool for every request it places, so one client of 256 connections spent most of this
+    process's time there (on a 2-core CPU) and sent its requests late."""
+    pools = -(-args.concurrency // POOL)
+    per_pool = -(-args.concurrency // pools)
+    limits = httpx.Limits(max_connections=per_pool, max_keepalive_connections=per_pool)
     gate = asyncio.Semaphore(args.concurrency)
-    async with httpx.AsyncClient(base_url=args.url, headers=headers_for(args),
-                                 timeout=args.timeout, limits=limits,
-                                 transport=transport) as client:
+    async with contextlib.AsyncExitStack() as stack:
+        clients = [await stack.enter_async_context(httpx.AsyncClient(
+            base_url=args.url, headers=headers_for(args), timeout=args.timeout, limits=limits,
+            transport=transport)) for _ in range(pools)]
         start = time.perf_counter()
-        meters = await asyncio.gather(*(send_one(client, gate, args, i) for i in range(args.n)))
+        meters = await asyncio.gather(*(send_one(clients[i % pools], gate, args, i)
+                                        for i in range(args.n)))
         seconds = time.perf_counter() - start
     return summarize(list(meters), seconds)
 

@@ -137,6 +137,25 @@ def test_batch_async_openai_against_mock():
     assert summarize([], 1.0)["tok_per_s"] == 0.0
 
 
+def test_batch_async_spreads_connections_over_small_pools(monkeypatch):
+    """More requests in flight than one client's pool (batch_async.POOL): several clients of
+    at most POOL connections each carry them (a single pool of hundreds was the client's
+    bottleneck), and every request completes."""
+    made = []
+    real = httpx.AsyncClient
+
+    def counting(*a, **kw):
+        made.append(kw["limits"].max_connections)
+        return real(*a, **kw)
+
+    monkeypatch.setattr(batch_async.httpx, "AsyncClient", counting)
+    args = parse_args("t", ["--n", "100", "--concurrency", "70", "--api", "openai"])
+    figures = asyncio.run(batch_async.run_batch_async(
+        args, transport=httpx.MockTransport(stub_handler)))
+    assert figures["requests"] == 100 and figures["errors"] == 0
+    assert made == [24, 24, 24] and batch_async.POOL == 32
+
+
 class _SSEStub(http.server.BaseHTTPRequestHandler):
     """Streams a fixed Task API reply to any POST."""
 
