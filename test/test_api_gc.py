@@ -59,3 +59,15 @@ def test_a_serving_app_hands_the_gil_over_at_its_setting(tiny_model_path, tmp_pa
             assert sys.getswitchinterval() == pytest.approx(want)
             assert client.get("/health").status_code == 200
         assert sys.getswitchinterval() == before
+    # two apps in one process, the first stopping first: the second keeps serving at the
+    # setting, and the process's own interval comes back when the last one stops
+    settings = Settings(model_path=tiny_model_path, demo=None, device="cpu", api_key=None,
+                        task_db_path=str(tmp_path / "t.db"))
+    first = TestClient(create_app(settings))
+    second = TestClient(create_app(settings))
+    first.__enter__()
+    second.__enter__()
+    first.__exit__(None, None, None)
+    assert sys.getswitchinterval() == pytest.approx(1e-4)
+    second.__exit__(None, None, None)
+    assert sys.getswitchinterval() == before

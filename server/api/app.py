@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gc
 import sys
+import threading
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI, Request
@@ -29,6 +30,37 @@ from server.logger import get_logger, setup_logging
 from server.model.checkpoint import CheckpointError
 
 log = get_logger("api")
+
+
+class _GilHandOver:
+    """The interpreter's GIL hand-over interval while apps serve (``RWKV_GIL_SWITCH_US``).
+
+    The scheduler thread launches each decode step from Python, between the event loop's
+    turns. At Python's default 5 ms hand-over it waited for the GIL while the loop streamed the
+    last pulse's tokens, and the GPU idled: 256 streams at 2.9B decoded 32-34k tok/s a pulse
+    against 36-37k at 0.1 ms (docs/performance.md, session 16). The process's own interval
+    comes back when the last serving app stops (apps in one process may stop in any order)."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._apps = 0
+        self._before = sys.getswitchinterval()
+
+    def enter(self, us: int) -> None:
+        with self._lock:
+            if self._apps == 0:
+                self._before = sys.getswitchinterval()
+            self._apps += 1
+            sys.setswitchinterval(us / 1e6)
+
+    def leave(self) -> None:
+        with self._lock:
+            self._apps -= 1
+            if self._apps == 0:
+                sys.setswitchinterval(self._before)
+
+
+_gil_hand_over = _GilHandOver()
 
 
 def _lifespan(settings, runtime, freeze: bool):
@@ -51,16 +83,11 @@ def _lifespan(settings, runtime, freeze: bool):
         if freeze:
             log.info(f"{freeze_heap():,} start-up objects frozen (full garbage collections "
                      "no longer walk them)")
-        # The scheduler thread launches each decode step from Python, between the event loop's
-        # turns. At Python's default 5 ms hand-over it waited that long for the GIL while the
-        # loop streamed the last pulse's tokens, and the GPU idled: 256 streams at 2.9B decoded
-        # 32-34k tok/s against 36-37k at 0.1 ms (docs/performance.md, session 16).
-        switch = sys.getswitchinterval()
-        sys.setswitchinterval(settings.gil_switch_us / 1e6)
+        _gil_hand_over.enter(settings.gil_switch_us)
         try:
             yield
         finally:
-            sys.setswitchinterval(switch)
+            _gil_hand_over.leave()
             if freeze:
                 gc.unfreeze()
             app.state.task_service.close()
