@@ -54,3 +54,18 @@ def test_serve_load_script_measures_a_demo_server(tmp_path):
     assert "## server pulses during the run" in out.stdout
     with pytest.raises(ConnectionRefusedError):  # the server is gone
         socket.create_connection(("127.0.0.1", port), timeout=5).close()
+
+
+def test_serve_load_script_refuses_a_port_in_use(tmp_path):
+    """A server already on PORT is not measured: the script says so and starts nothing."""
+    import socket
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        env = {**os.environ, "PRESET": "tiny", "PORT": str(port), "OUT": str(tmp_path)}
+        out = subprocess.run(["bash", str(ROOT / "server" / "bench" / "serve_load.sh")],
+                             capture_output=True, text=True, timeout=60, env=env)
+    assert out.returncode == 1 and f"port {port} is in use" in out.stdout, out.stdout
+    assert not list(tmp_path.glob("server-*.log"))  # no server was started

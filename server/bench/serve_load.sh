@@ -5,8 +5,8 @@
 #   PRESET=0.1b PROCS=4 CONC=64 N=64 API=openai bash server/bench/serve_load.sh
 # Settings: PRESET, PORT, PROCS client processes (each a Python process with CONC requests in
 # flight, N requests in all), MAX_TOKENS, API (tasks or openai); the server's RWKV_* settings come
-# from the environment (e.g. RWKV_STATE_DTYPE=fp16). SWITCH_S, when set, starts the server with
-# sys.setswitchinterval(SWITCH_S) (the interpreter's GIL hand-over interval, default 0.005 s).
+# from the environment (e.g. RWKV_STATE_DTYPE=fp16, RWKV_GIL_SWITCH_US=5000). The port must be
+# free (a server already there is not measured); stopping the script stops what it started.
 # Prints each client's report (its whole run: ramp and tail included), the GPU's utilization
 # over the run (nvidia-smi, where there is one) and the server's once-a-second pulse lines
 # (`speed`: tokens over the pulse's own time, at steady load).
@@ -18,35 +18,37 @@ mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 RWKV_TASK_DB_PATH=${RWKV_TASK_DB_PATH:-$OUT/tasks.db}
 cd "$(dirname "$0")/../.."
 LOG="$OUT/server-$PRESET-$PORT.log"
-if [ -n "${SWITCH_S:-}" ]; then
-  python3 -c "import runpy, sys; sys.setswitchinterval($SWITCH_S); \
-sys.argv = ['run.py', '--demo', '$PRESET', '--port', '$PORT']; \
-runpy.run_path('run.py', run_name='__main__')" >"$LOG" 2>&1 &
-else
-  python3 run.py --demo "$PRESET" --port "$PORT" >"$LOG" 2>&1 &
+if python3 -c "import socket; socket.create_connection(('127.0.0.1', $PORT), 1).close()" \
+    2>/dev/null; then
+  echo "port $PORT is in use: stop what serves there or give another PORT"; exit 1
 fi
+SERVER="" SMI="" clients=()
+trap 'kill ${SERVER:+$SERVER} ${SMI:+$SMI} ${clients[@]+"${clients[@]}"} 2>/dev/null' EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+python3 run.py --demo "$PRESET" --port "$PORT" >"$LOG" 2>&1 &
 SERVER=$!
 URL=http://127.0.0.1:$PORT
 up=0
 for _ in $(seq 1 300); do
+  kill -0 $SERVER 2>/dev/null || break  # (its own server, not another on the port)
   if python3 -c "import httpx, sys; sys.exit(httpx.get('$URL/health').status_code != 200)" \
       2>/dev/null; then up=1; break; fi
-  kill -0 $SERVER 2>/dev/null || break
   sleep 1
 done
-if [ $up != 1 ]; then echo "server did not come up; see $LOG"; tail -5 "$LOG"; kill $SERVER; exit 1; fi
-echo "# serve_load: $PRESET, ${SWITCH_S:+switch interval $SWITCH_S s, }$PROCS x $CONC streams" \
-  "($N requests each) of $MAX_TOKENS tokens, $API API; $(date -u +%T)"
+if [ $up != 1 ] || ! kill -0 $SERVER 2>/dev/null; then
+  echo "server did not come up; see $LOG"; tail -5 "$LOG"; exit 1
+fi
+echo "# serve_load: $PRESET, $PROCS x $CONC streams ($N requests each) of $MAX_TOKENS tokens," \
+  "$API API; $(date -u +%T)"
 python3 test/batch_async.py --url "$URL" --n 8 --concurrency 8 --max-tokens 64 --api "$API" \
   >/dev/null 2>&1  # the first requests' one-time costs, outside the timed run
 from=$(wc -l <"$LOG")
-SMI=""
 if command -v nvidia-smi >/dev/null; then  # the GPU's busy share, sampled every 100 ms
   nvidia-smi --query-gpu=utilization.gpu --format=csv,noheader,nounits -lms 100 \
     >"$OUT/util.txt" 2>/dev/null &
   SMI=$!
 fi
-clients=()
 for p in $(seq 1 "$PROCS"); do
   python3 test/batch_async.py --url "$URL" --n "$N" --concurrency "$CONC" \
     --max-tokens "$MAX_TOKENS" --api "$API" >"$OUT/client-$p.log" 2>&1 &
@@ -55,6 +57,7 @@ done
 wait "${clients[@]}"
 if [ -n "$SMI" ]; then
   kill $SMI
+  SMI=""
   python3 -c "
 v = [int(x) for x in open('$OUT/util.txt').read().split() if x.isdigit()]
 busy = sorted(v)
@@ -68,3 +71,4 @@ echo "## server pulses during the run"
 tail -n +"$from" "$LOG" | grep -E "Iter .*speed" | sed -E 's/.*(Iter .*)/\1/'
 kill -INT $SERVER
 wait $SERVER
+SERVER=""
