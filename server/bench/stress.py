@@ -87,30 +87,39 @@ def run(args) -> dict:
     prompts = build_prompts(args.tasks)
     prompt_tokens = [loader.encode(p) for p in prompts]
     t0 = time.perf_counter()
-    tasks = []
+    tasks, finished = [], threading.Semaphore(0)
 
     def submit(i: int) -> None:
         tasks.append(sched.new_task(prompt_tokens[i], max_tokens=args.max_tokens,
                                     temperature=args.temperature, top_p=args.top_p,
-                                    top_k=args.top_k, seed=i))
+                                    top_k=args.top_k, seed=i,
+                                    finish_callback=lambda _: finished.release()))
 
-    stopped = False
+    def past_deadline() -> bool:
+        return bool(args.deadline) and time.perf_counter() - t0 > args.deadline
+
+    stopped, worker = False, None
     if args.arrivals_per_s > 0:  # one task every 1 / rate seconds, beside the daemon
         sched.start_daemon()
         gap = 1.0 / args.arrivals_per_s
         for i in range(len(prompt_tokens)):
             time.sleep(max(0.0, t0 + i * gap - time.perf_counter()))
+            if past_deadline():
+                break  # the rest are never submitted
             submit(i)
-        alive = lambda: not all(t.is_finished for t in tasks)  # noqa: E731
     else:  # all at once (the seed's test)
         for i in range(len(prompt_tokens)):
             submit(i)
-        worker = threading.Thread(target=sched.run)
+        worker = threading.Thread(target=sched.run, daemon=True)
         worker.start()
-        alive = worker.is_alive
-    while alive():
-        time.sleep(0.5)
-        if args.deadline and not stopped and time.perf_counter() - t0 > args.deadline:
+    done = 0
+    while done < len(tasks):
+        if finished.acquire(timeout=0.5):  # (returns as soon as a task finishes)
+            done += 1
+            continue
+        if worker is not None and not worker.is_alive():
+            break  # run() ended with tasks unfinished (it raised): report what was done
+        if past_deadline() and not stopped:
             stopped = True  # report what was done rather than nothing
             for t in tasks:
                 t.stop()
@@ -120,12 +129,14 @@ def run(args) -> dict:
     if args.arrivals_per_s > 0:
         sched.shutdown()
     sys.stderr.write("\n")
-    n_in = sum(map(len, prompt_tokens))
+    n_in = sum(len(prompt_tokens[i]) for i in range(len(tasks)))
     n_out = sum(len(t.output) for t in tasks)
     peak = max(sched.pulses, key=lambda p: p["tokens"] / p["seconds"], default=None)
     unload = [a - b for a, b in zip(sched.engine.unload_stats, unload0)]
     captures = graphed.captures[n_captures:] if graphed is not None else []
     steps = sum(p["steps"] for p in sched.pulses) / max(len(sched.pulses), 1)
+    if len(tasks) < len(prompt_tokens):
+        stopped = True  # (the deadline came before every task had arrived)
     return dict(loader=loader, tasks=len(tasks), n_in=n_in, n_out=n_out, seconds=seconds,
                 peak=peak, resizes=list(sched.resizes), memory=device_memory(loader),
                 warm=warm, unload=unload, captures=captures, pulses=len(sched.pulses),
@@ -164,7 +175,8 @@ def report(r: dict, args) -> str:
         lines.append(f" resize {z['frm']:>4} -> {z['to']:<4} ({z['tasks']} tasks) {z['ms']:.1f} ms")
     lines.append("─" * 60)
     if r["stopped"]:
-        lines.append(f" STOPPED at the --deadline of {args.deadline:.0f} s: every task was stopped")
+        lines.append(f" STOPPED at the --deadline of {args.deadline:g} s: unfinished tasks "
+                     f"were stopped ({r['tasks']} of {args.tasks} submitted)")
     lines.append(f" warm-up before the clock: {r['warm']:.1f} s (kernels, decode graphs) · "
                  f"pulses: {r['pulses']}, {r['steps']:.1f} steps each on average")
     lines.append(f" state copy-back: {r['unload'][0]} tasks in {r['unload'][1] * 1e3:.0f} ms"
