@@ -20,11 +20,15 @@ from bench_common import (StreamMeter, format_report, headers_for, parse_args,  
 POOL = 32  # connections a client at most
 
 
-async def send_one(client: httpx.AsyncClient, gate: asyncio.Semaphore, args,
-                   index: int) -> StreamMeter:
-    """Send request `index` once `gate` admits it and consume its stream."""
+async def send_one(clients: list[httpx.AsyncClient], loads: list[int], gate: asyncio.Semaphore,
+                   args, index: int) -> StreamMeter:
+    """Send request `index` once `gate` admits it, through the client with the fewest requests
+    in flight (`loads`), and consume its stream."""
     path, body = request_for(args.api, index, args.max_tokens, args.temperature, args.model)
     async with gate:
+        k = loads.index(min(loads))  # at most concurrency in flight: no pool is ever short
+        loads[k] += 1
+        client = clients[k]
         meter = StreamMeter(args.api)
         try:
             async with client.stream("POST", path, json=body) as resp:
@@ -36,6 +40,8 @@ async def send_one(client: httpx.AsyncClient, gate: asyncio.Semaphore, args,
                     meter.finish(resp.status_code, (await resp.aread()).decode(errors="replace"))
         except httpx.HTTPError as exc:
             meter.failed(exc)
+        finally:
+            loads[k] -= 1
     return meter
 
 
@@ -53,7 +59,8 @@ async def run_batch_async(args, transport: httpx.AsyncBaseTransport | None = Non
             base_url=args.url, headers=headers_for(args), timeout=args.timeout, limits=limits,
             transport=transport)) for _ in range(pools)]
         start = time.perf_counter()
-        meters = await asyncio.gather(*(send_one(clients[i % pools], gate, args, i)
+        loads = [0] * pools
+        meters = await asyncio.gather(*(send_one(clients, loads, gate, args, i)
                                         for i in range(args.n)))
         seconds = time.perf_counter() - start
     return summarize(list(meters), seconds)

@@ -14,6 +14,7 @@ import re
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import httpx
@@ -154,6 +155,44 @@ def test_batch_async_spreads_connections_over_small_pools(monkeypatch):
         args, transport=httpx.MockTransport(stub_handler)))
     assert figures["requests"] == 100 and figures["errors"] == 0
     assert made == [24, 24, 24] and batch_async.POOL == 32
+
+
+def test_batch_async_keeps_its_concurrency_with_uneven_requests():
+    """A request goes to the client with the fewest in flight, so slow requests never queue
+    inside one client's pool while `--concurrency` allows them to run: 48 slow (0.5 s) and
+    48 fast requests, 64 in flight over two pools of 32, take one slow round, not two (the
+    first form gave request i to client i % 2: client 0 held all 48 slow ones). A real HTTP
+    server: httpx applies its pool limits to real connections only."""
+    from bench_common import CHAT_QUESTIONS
+
+    class Uneven(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802 (stdlib name)
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            if CHAT_QUESTIONS.index(body["messages"][0]["content"]) % 2 == 0:  # even indices
+                time.sleep(0.5)
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.end_headers()
+            self.wfile.write(openai_frames())
+
+        def log_message(self, *args):
+            pass
+
+    class Server(http.server.ThreadingHTTPServer):
+        request_queue_size = 128  # 64 connect at once
+
+    server = Server(("127.0.0.1", 0), Uneven)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        args = parse_args("t", ["--url", url, "--n", "96", "--concurrency", "64",
+                                "--api", "openai"])
+        figures = asyncio.run(batch_async.run_batch_async(args))
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert figures["requests"] == 96 and figures["errors"] == 0
+    assert figures["seconds"] < 0.9, figures["seconds"]
 
 
 class _SSEStub(http.server.BaseHTTPRequestHandler):
