@@ -36,9 +36,10 @@ class _GilHandOver:
     """The interpreter's GIL hand-over interval while apps serve (``RWKV_GIL_SWITCH_US``).
 
     The scheduler thread launches each decode step from Python, between the event loop's
-    turns. At Python's default 5 ms hand-over it waited for the GIL while the loop streamed the
-    last pulse's tokens, and the GPU idled: 256 streams at 2.9B decoded 32-34k tok/s a pulse
-    against 36-37k at 0.1 ms (docs/performance.md, session 16). The process's own interval
+    turns; at Python's default 5 ms hand-over it can wait that long for the GIL while the loop
+    streams the last pulse's tokens (the likely reason for what was measured: 256 streams at
+    2.9B decoded 32-34k tok/s a pulse at 5 ms against 36-37k at 0.1 ms; docs/performance.md,
+    session 16). The process's own interval
     comes back when the last serving app stops (apps in one process may stop in any order)."""
 
     def __init__(self):
