@@ -2,6 +2,8 @@
 
 import time
 
+import pytest
+
 from server.scheduler import DynamicScheduler
 from server.task.task import Task
 
@@ -27,6 +29,34 @@ def test_pulses_ramp_up_after_a_start(tiny_loader):
     # the running task's pulses ramp up with the newcomer's (one pulse for all slots)
     assert [len(c) for c in first][:9] == [1, 2, 4, 8, 8, 1, 2, 4, 8]
     assert sum(map(len, first)) == 40
+
+
+@pytest.mark.parametrize("gap, pulses, firsts", [
+    (0, [1] * 8, [1] * 8),  # the default: every start ramps from 1 step
+    (8, [1, 2, 4, 8, 1, 2, 4, 8], [2, 3, 3, 1, 2, 3, 3, 1])])
+def test_a_stream_of_starts_ramps_the_pulses_per_ramp_gap(tiny_loader, gap, pulses, firsts):
+    """A task starts after each pulse while another decodes. By default each start makes the
+    next pulse 1 step long, for every slot. With ``ramp_gap`` (a benchmark knob: ``stress
+    --ramp-gap``), a start ramps the pulses from 1 again only ``ramp_gap`` steps after the
+    last ramp began; until then the newcomers join the ramp in progress (their first text
+    comes with its next pulse)."""
+    scheduler = DynamicScheduler(tiny_loader, max_batch_size=16, buffer_size=8)
+    scheduler.ramp_gap = gap
+    running, newcomers = [], []
+
+    def on_chunk(tokens):
+        running.append(tokens)
+        if len(running) <= 8:  # a new task after each of the first 8 pulses
+            first = []
+            newcomers.append(first)
+            scheduler.new_task(PROMPT, max_tokens=3, temperature=0.0,
+                               collect_callback=first.append)
+
+    scheduler.new_task(PROMPT, max_tokens=60, temperature=0.8, collect_callback=on_chunk)
+    scheduler.run()
+    assert [len(c) for c in running][:8] == pulses
+    assert [len(f[0]) for f in newcomers] == firsts
+    assert sum(map(len, running)) == 60
 
 
 def test_a_task_added_during_the_idle_check_starts_at_once(tiny_loader, monkeypatch):

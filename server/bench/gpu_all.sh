@@ -12,7 +12,7 @@ mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
 SUM="$OUT/summary.txt"
 
-OPTIONAL="large large_small sample_clustered http_stages chat chat72 gemv152 prefill_gemv ttft_gemv prefill_detail serve"
+OPTIONAL="large large_small sample_clustered http_stages chat chat72 gemv152 prefill_gemv ttft_gemv prefill_detail serve ramp"
 # (the OPTIONAL steps run only when STEPS names them)
 
 wanted() {  # STEPS unset: every step but the OPTIONAL ones; else the steps STEPS names
@@ -77,6 +77,13 @@ step chat 300 python3 -m server.bench.chat --demo 2.9b --repeat 3  # issue 7 ove
 step prefill_detail 120 python3 -m server.bench prefill --preset 2.9b --cases 64x512 --detail
 # served throughput over HTTP: 256 streamed requests of 1,000 tokens against run.py --demo 2.9b
 step serve 150 bash server/bench/serve_load.sh
+# the pulse ramp under a stream of arrivals at batch 1,024 (session 16: 22-48k tok/s a pulse
+# while served streams trickled in): every start ramps (the server's rule) against ramps at
+# least 32 steps apart, 1,024 tasks arriving at 200 a second
+for gap in 0 32; do
+  step ramp 110 python3 -m server.bench stress --preset 2.9b --tasks 1024 --max-batch-size 1024 \
+    --max-tokens 500 --state-dtype fp16 --arrivals-per-s 200 --ramp-gap $gap --deadline 90
+done
 step chat72 560 python3 -m server.bench.chat --demo 7.2b --repeat 3  # the same at the 7.2B shape
 # (the HTTP and host costs are the same, the passes longer)
 # separately (each call is limited to 10 minutes): the skinny-product sweep, the profile and the

@@ -80,6 +80,7 @@ def run(args) -> dict:
 
     loader = load(args)
     sched = DynamicScheduler(loader, max_batch_size=args.max_batch_size, buffer_size=args.buffer_size)
+    sched.ramp_gap = args.ramp_gap
     warm = warm_up(sched, loader) if args.warmup else 0.0
     graphed = getattr(loader.model, "_graphed", None)
     n_captures = len(graphed.captures) if graphed is not None else 0
@@ -203,6 +204,9 @@ def parse_args(argv=None):
                    help="seconds after which every task is stopped and the report printed")
     p.add_argument("--warmup", type=int, default=1,
                    help="1: compile kernels and capture graphs before the clock starts")
+    p.add_argument("--ramp-gap", type=int, default=0,
+                   help="decode steps between two pulse ramps while tasks decode (0: every "
+                        "start ramps the pulses from 1 step, as the server does)")
     p.add_argument("--arrivals-per-s", type=float, default=0,
                    help="submit the tasks one after another at this rate (a stream of "
                         "arrivals) instead of all at once")

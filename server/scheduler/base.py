@@ -62,6 +62,10 @@ class BaseScheduler(SlotCycle):
         self.decoding: set[int] = set()  # slots that are live in the engine
         self.waiting: deque[Task] = deque()
         self._ramp = buffer_size  # steps of the next pulse (1 right after tasks start, see _pulse)
+        # decode steps that must pass between two ramps while tasks decode (0: every start
+        # ramps; a benchmark knob, ``stress --ramp-gap``: docs/performance.md, session 16)
+        self.ramp_gap = 0
+        self._since_ramp = 0  # decode steps since the pulses last ramped from 1
         self._last_info = 0.0  # when a pulse line was last logged at INFO
         self._stops: list[Task] = []  # stop requests not yet applied to slots (any thread appends)
         self._cv = threading.Condition()

@@ -136,8 +136,11 @@ class SlotCycle:
             for t in tasks:
                 t.status = Status.RUNNING
                 t._t_gen = time.perf_counter()
+            # the pulses ramp from 1 step (``_pulse``), unless tasks already decoding ramped
+            # less than ``ramp_gap`` steps ago (then the newcomers join that ramp)
+            if not self.decoding or self._since_ramp >= self.ramp_gap:
+                self._ramp, self._since_ramp = 1, 0
             self.decoding.update(start)
-            self._ramp = 1
 
     def _pulse(self) -> None:
         # Right after tasks start, pulses ramp up 1, 2, 4, ... steps to buffer_size: the first
@@ -148,6 +151,7 @@ class SlotCycle:
         # start; steady decoding runs buffer_size steps a pulse.
         steps = min(self._ramp, self.buffer_size)
         self._ramp = min(2 * steps, self.buffer_size)
+        self._since_ramp += steps
         t0 = time.perf_counter()
         res = self.engine.pulse(steps, before_step=self._apply_stops)
         dt = time.perf_counter() - t0
