@@ -113,19 +113,19 @@ def run(args) -> dict:
             submit(i)
         worker = threading.Thread(target=sched.run, daemon=True)
         worker.start()
-    done = 0
+    done, shown = 0, t0
     while done < len(tasks):
         if finished.acquire(timeout=0.5):  # (returns as soon as a task finishes)
             done += 1
-            continue
-        if worker is not None and not worker.is_alive():
+        elif worker is not None and not worker.is_alive():
             break  # run() ended with tasks unfinished (it raised): report what was done
         if past_deadline() and not stopped:
             stopped = True  # report what was done rather than nothing
             for t in tasks:
                 t.stop()
-        progress(sum(t.is_finished for t in tasks), len(tasks),
-                 sum(len(t.output) for t in tasks), t0)
+        if time.perf_counter() - shown >= 0.5:  # the progress bar, twice a second
+            shown = time.perf_counter()
+            progress(done, len(tasks), sum(len(t.output) for t in tasks), t0)
     seconds = time.perf_counter() - t0
     if args.arrivals_per_s > 0:
         sched.shutdown()
