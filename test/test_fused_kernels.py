@@ -70,6 +70,7 @@ def test_fused_path_in_interpreter():
 # prefill's kernels at T = 1): the output and the new state, for each state dtype, first/later
 # layer, at 5 rows and above SMALL_ROWS (its large-batch launch options), with an inactive row;
 # the benchmark variants that load the state first or loop over a row's heads give the same bits
+# (in every case on CUDA; in the slow interpreter, in the first case only)
 ONE_KERNEL_CHECK = """
 import torch
 from server.model.kernels import decode_triton as d, fused_triton as f, wkv_triton as w
@@ -99,11 +100,12 @@ for B in (5, d.SMALL_ROWS + 3):
             args = (r, k, v, lora, vf, keep, w0, a0, v0, kk, ka, rk, lw, lb, f.DECAY_SCALE, 1e-5)
             got = d.time_mix_decode(S2, *args)
             assert got.dtype == r.dtype and torch.equal(S2[1], S0[1]), "inactive row changed"
-            early = d.time_mix_decode(S3, *args, EARLY=True)
-            assert torch.equal(early, got) and torch.equal(S3, S2), "EARLY changed bits"
-            S4 = S0.clone()  # every head of a row in one program, looping over them
-            looped = d.time_mix_decode(S4, *args, HEADS=H, STAGES=2)
-            assert torch.equal(looped, got) and torch.equal(S4, S2), "HEADS changed bits"
+            if dev == "cuda" or (B == 5 and sdt == torch.float32 and first):
+                early = d.time_mix_decode(S3, *args, EARLY=True)
+                assert torch.equal(early, got) and torch.equal(S3, S2), "EARLY changed bits"
+                S4 = S0.clone()  # every head of a row in one program, looping over them
+                looped = d.time_mix_decode(S4, *args, HEADS=H, STAGES=2)
+                assert torch.equal(looped, got) and torch.equal(S4, S2), "HEADS changed bits"
             for name, want_t, have in (("out", want, got), ("S", S1, S2)):
                 e = ((have.float() - want_t.float()).abs().max()
                      / want_t.float().abs().max()).item()
