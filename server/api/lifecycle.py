@@ -22,13 +22,11 @@ def demo_state_dict(preset: str, device) -> dict:
     checkpoint's are), drawn on ``device`` one tensor at a time: on a GPU the 2.9B preset takes
     seconds where the CPU's generator took most of a ~100 s start (session 16). The values
     depend on the device's generator (gibberish either way)."""
-    from server.model.checkpoint import expected_shapes
-    from server.model.random import PRESETS, make_config, random_tensor
+    from server.model.random import PRESETS, make_random_state_dict
 
     if preset not in PRESETS:
         raise SystemExit(f"Unknown demo preset {preset!r}; choose one of {', '.join(PRESETS)}")
-    shapes = expected_shapes(make_config(*PRESETS[preset]))
-    return {k: random_tensor(k, shape, device=device).cpu() for k, shape in shapes.items()}
+    return make_random_state_dict(*PRESETS[preset], device=device, to="cpu")
 
 
 def load_model(settings):

@@ -95,12 +95,15 @@ def random_tensor(key: str, shape: tuple[int, ...], seed: int = 0,
 
 
 def make_random_state_dict(n_layer: int, n_embd: int, vocab_size: int = VOCAB_SIZE, seed: int = 0,
-                           dtype: torch.dtype = torch.bfloat16,
-                           device="cpu") -> dict[str, torch.Tensor]:
+                           dtype: torch.dtype = torch.bfloat16, device="cpu",
+                           to=None) -> dict[str, torch.Tensor]:
     """A random RWKV-7 state dict with the published key names, shapes and order.
-    (``device`` other than cpu: built there directly, e.g. for large GPU tests.)"""
+    (``device`` other than cpu: built there directly, e.g. for large GPU tests; ``to``: each
+    tensor moved there once drawn, e.g. drawn on a GPU and kept on the CPU.)"""
     cfg = make_config(n_layer, n_embd, vocab_size)
-    return {k: random_tensor(k, s, seed, dtype, device) for k, s in expected_shapes(cfg).items()}
+    to = device if to is None else to
+    return {k: random_tensor(k, s, seed, dtype, device).to(to)
+            for k, s in expected_shapes(cfg).items()}
 
 
 def _parse(argv=None) -> argparse.Namespace:
