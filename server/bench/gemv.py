@@ -11,15 +11,23 @@ copies to defeat the L2 cache (>= 256 MB read per replay). GB/s counts the weigh
 needs (the LoRA stacks: their unpadded parts). ``--sweep`` also times every kernel configuration
 (BLOCK_N, BLOCK_K, warps, stages, split of K; each list settable) and prints the best per case.
 ``--large`` adds batch 256 and 1024 rows of r/k/v as three products against one batched product.
+At many rows (decode at batch 256-1,024):
+
+    python -m server.bench gemv --rows 1024 --split-k        # cuBLAS split over K
+    python -m server.bench gemv --rows 1024,256 --tiles      # the kernel with large tiles
+    python -m server.bench gemv --rows 1024 --tiles --sustain 3   # cuBLAS over 3 s (clocks
+        # under the power limit; wrap in server/bench/with_clocks.sh to see them)
 """
 
 from __future__ import annotations
 
 import argparse
 import itertools
+import time
 
 import torch
 import torch.nn.functional as F
+import triton
 
 from server.bench.common import table
 
@@ -30,8 +38,8 @@ SWEEP = dict(block_n=(16, 32, 64), block_k=(128, 256, 512), warps=(4,), stages=(
              split=(1, 2, 4, 8), block_m=(64,))
 
 
-def graph_time(fn, copies: int, reps: int = 5) -> float:
-    """Microseconds per call of fn(i) (i = weight copy), launched from a CUDA graph."""
+def _graph(fn, copies: int) -> "torch.cuda.CUDAGraph":
+    """A CUDA graph of fn(0), ..., fn(copies - 1) (i = weight copy), replayed once."""
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
@@ -44,6 +52,13 @@ def graph_time(fn, copies: int, reps: int = 5) -> float:
             fn(i)
     g.replay()
     torch.cuda.synchronize()
+    return g
+
+
+def graph_time(fn, copies: int, reps: int = 5) -> float:
+    """Microseconds per call of fn(i) (i = weight copy), launched from a CUDA graph: the best
+    of ``reps`` replays (a burst of a few ms: the GPU at its clocks before any power limit)."""
+    g = _graph(fn, copies)
     t0, t1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     best = float("inf")
     for _ in range(reps):
@@ -53,6 +68,20 @@ def graph_time(fn, copies: int, reps: int = 5) -> float:
         t1.synchronize()
         best = min(best, t0.elapsed_time(t1) * 1e3 / copies)
     return best
+
+
+def sustained_time(fn, copies: int, seconds: float) -> float:
+    """Microseconds per call of fn(i) over ``seconds`` of back-to-back graph replays (the
+    clocks the GPU holds under its power limit, as a long decode run sees them)."""
+    g = _graph(fn, copies)
+    t0 = time.perf_counter()
+    calls = 0
+    while time.perf_counter() - t0 < seconds:
+        for _ in range(8):
+            g.replay()
+        calls += 8 * copies
+        torch.cuda.synchronize()
+    return (time.perf_counter() - t0) * 1e6 / calls
 
 
 def cases(C: int, D: int, V: int, dims: list[int], dt, dev):
@@ -107,7 +136,8 @@ def reference(x, w, epi: int, lim) -> list:
 
 
 def run_case(case, M: int, dt, dev, sweep: list) -> dict:
-    from server.model.kernels.gemv_triton import EPI_ADD, GemvScratch, _config, gemv, split_of
+    from server.model.kernels.gemv_triton import (EPI_ADD, MAX_ROWS, GemvScratch, _config, gemv,
+                                                  split_of)
 
     name, G, N, K, epi, lim, nbytes = case
     copies = max(4, -(-L2_DEFEAT_BYTES // (G * N * K * 2)))
@@ -118,6 +148,9 @@ def run_case(case, M: int, dt, dev, sweep: list) -> dict:
     t_torch = graph_time(lambda i: torch_call(G, M, N, K, epi, x, ws[i], out), copies)
     row["cuBLAS µs"] = f"{t_torch:.1f}"
     row["cuBLAS GB/s"] = f"{nbytes / t_torch / 1e3:.0f}"
+    row["cuBLAS TFLOP/s"] = f"{2 * G * M * N * K / t_torch / 1e6:.0f}"
+    if M > MAX_ROWS:  # beyond the kernel's rows: cuBLAS alone (e.g. decode at batch 1,024)
+        return row
     scratch = GemvScratch(dev, G * (N + 128), M)  # row blocks up to 128
     configs = [_config(M, N, K, G)] + sweep
     best = None
@@ -237,6 +270,108 @@ def split_k_rows(C: int, M: int, dt, dev) -> list[dict]:
     return rows
 
 
+LARGE_CONFIGS = ((128, 64, 8, 3, 128), (256, 64, 8, 3, 128), (128, 64, 4, 4, 128),
+                 (128, 64, 8, 4, 64), (256, 64, 8, 4, 128), (128, 128, 8, 3, 128))
+LORA1_CONFIGS = ((64, 64, 4, 4, 128), (64, 128, 4, 3, 128), (128, 64, 8, 3, 128),
+                 (64, 64, 4, 4, 64), (32, 128, 4, 3, 128), (64, 64, 4, 3, 256))
+LORA2_CONFIGS = ((128, 64, 8, 3, 128), (128, 64, 4, 3, 64), (256, 64, 8, 3, 128),
+                 (64, 64, 4, 3, 128), (128, 128, 8, 2, 128), (128, 32, 4, 3, 128))
+
+
+def triton_large_rows(C: int, M: int, dt, dev, dims: list[int], wanted: list[str],
+                      configs=LARGE_CONFIGS, sustain: float = 0.0) -> list[dict]:
+    """The products of a layer at many rows (decode at batch 1,024): cuBLAS with the forward's
+    element-wise work (``torch_call``; the FFN key's relu^2 as fused.py's one kernel) against
+    the skinny-product kernel's program launched with large tiles (BLOCK_N, BLOCK_K, warps,
+    stages, BLOCK_M), its epilogue folding that work (no split of K), µs from a CUDA graph.
+    The LoRA stages: cuBLAS over the zero-padded stacks (and the first stage's activations, as
+    fused.py runs them) against the kernel stopping at each group's own size (``limits``);
+    TFLOP/s count the unpadded work. ``sustain`` > 0: cuBLAS also over that many seconds of
+    replays (under the power limit; ``configs`` empty: cuBLAS alone)."""
+    from server.model.kernels import fused_triton
+    from server.model.kernels import gemv_triton as gt
+
+    rows = []
+    D = -(-max(dims) // 16) * 16
+    lim1 = torch.tensor([[d, C] for d in dims], dtype=torch.int32, device=dev)
+    lim2 = torch.tensor([[C, d] for d in dims], dtype=torch.int32, device=dev)
+    for name, G, N, K, epi, lim, configs in (
+            ("r,k,v", 3, C, C, gt.EPI_STORE, None, configs),
+            ("output (+=)", 1, C, C, gt.EPI_ADD, None, configs),
+            ("ffn key (relu^2)", 1, 4 * C, C, gt.EPI_RELU2, None, configs),
+            ("ffn value (+=)", 1, C, 4 * C, gt.EPI_ADD, None, configs),
+            ("lora 1st (act)", 4, D, C, gt.EPI_LORA, lim1, LORA1_CONFIGS if configs else ()),
+            ("lora 2nd", 4, C, D, gt.EPI_STORE, lim2, LORA2_CONFIGS if configs else ())):
+        if wanted and not any(name.startswith(w) for w in wanted):
+            continue
+        copies = max(4, -(-L2_DEFEAT_BYTES // (G * N * K * 2)))
+        ws = [torch.randn(G, N, K, device=dev, dtype=dt) * 0.02 for _ in range(copies)]
+        if lim is not None:  # zero-padded stacks, as fused.py makes them
+            for w in ws:
+                for g, (n, k) in enumerate(lim.tolist()):
+                    w[g, n:].zero_()
+                    w[g, :, k:].zero_()
+        x = torch.randn(G, M, K, device=dev, dtype=dt)
+        out = torch.zeros(G, M, N, device=dev, dtype=torch.float32 if epi == gt.EPI_ADD else dt)
+
+        def as_run(i):
+            if epi == gt.EPI_RELU2:
+                return fused_triton.relu_sq_(F.linear(x[0], ws[i][0]))
+            if epi == gt.EPI_ADD:
+                return torch.addmm(out[0], x[0], ws[i][0].t(), out_dtype=torch.float32,
+                                   out=out[0])
+            y = torch.bmm(x, ws[i].transpose(1, 2))
+            return fused_triton.lora_act_(y) if epi == gt.EPI_LORA else y
+
+        t = graph_time(as_run, copies)
+        flop = 2 * M * sum(n * k for n, k in lim.tolist()) / 1e6 if lim is not None else \
+            2 * G * M * N * K / 1e6  # useful work (LoRA: unpadded)
+        row = {"product": name, "rows": M, "cuBLAS µs": f"{t:.1f}",
+               "cuBLAS TFLOP/s": f"{flop / t:.0f}"}
+        if sustain:
+            ts = sustained_time(as_run, copies, sustain)
+            row[f"cuBLAS over {sustain:g} s µs"] = f"{ts:.1f}"
+            row[f"cuBLAS over {sustain:g} s TFLOP/s"] = f"{flop / ts:.0f}"
+        best = None
+        for cfg in configs:
+            bn, bk, warps, stages, bm = cfg
+            nb, mb = triton.cdiv(N, bn), triton.cdiv(M, bm)
+
+            def launch(i):
+                gt._gemv_kernel[(mb * nb, G, 1)](
+                    x, ws[i], out, lim if lim is not None else x, x, x, M, N, K, G, nb, 1, K,
+                    x.stride(0), x.stride(1), ws[i].stride(0), ws[i].stride(1), out.stride(0),
+                    out.stride(1), mb, EPI=epi, LIMITS=lim is not None, BLOCK_N=bn,
+                    BLOCK_K=bk, BLOCK_M=bm, PDL=False, num_warps=warps, num_stages=stages)
+            try:
+                tk = graph_time(launch, copies, reps=3)
+            except Exception as e:  # e.g. out of shared memory
+                print(f"  {name} {cfg}: {type(e).__name__}: {str(e)[:80]}")
+                continue
+            if best is None or tk < best[0]:
+                best = (tk, cfg)
+        if best is not None:
+            row["kernel best µs"] = f"{best[0]:.1f}"
+            row["kernel TFLOP/s"] = f"{flop / best[0]:.0f}"
+            row["(BN, BK, warps, stages, BM)"] = str(best[1])
+            if epi != gt.EPI_ADD:  # the best configuration against fp32 products
+                bn, bk, warps, stages, bm = best[1]
+                got = torch.zeros_like(out)
+                gt._gemv_kernel[(triton.cdiv(M, bm) * triton.cdiv(N, bn), G, 1)](
+                    x, ws[0], got, lim if lim is not None else x, x, x, M, N, K, G,
+                    triton.cdiv(N, bn), 1, K, x.stride(0), x.stride(1), ws[0].stride(0),
+                    ws[0].stride(1), got.stride(0), got.stride(1), triton.cdiv(M, bm), EPI=epi,
+                    LIMITS=lim is not None, BLOCK_N=bn, BLOCK_K=bk, BLOCK_M=bm, PDL=False,
+                    num_warps=warps, num_stages=stages)
+                err = max(((got[g, :, :want.shape[1]].float() - want).abs().max()
+                           / want.abs().max()).item()
+                          for g, want in enumerate(reference(x, ws[0], epi, lim)))
+                row["max rel err"] = f"{err:.1e}"
+        rows.append(row)
+        print(row, flush=True)
+    return rows
+
+
 def dict_table(rows: list[dict]) -> str:
     header = list(dict.fromkeys(k for r in rows for k in r))
     return table(header, [[r.get(k, "") for k in header] for r in rows])
@@ -256,6 +391,11 @@ def main(argv=None) -> None:
     p.add_argument("--large", action="store_true", help="also r/k/v at 32/256/1024 rows")
     p.add_argument("--split-k", action="store_true", help="only: the single products at --rows "
                    "as run against cuBLAS over slices of K (split_k_rows)")
+    p.add_argument("--tiles", action="store_true", help="only: r/k/v, output and FFN products at "
+                   "--rows as cuBLAS runs them against the kernel with large tiles and its "
+                   "epilogues (decode at many rows)")
+    p.add_argument("--sustain", type=float, default=0.0, help="with --tiles: cuBLAS also over "
+                   "this many seconds of back-to-back replays, the kernel's tiles skipped")
     p.add_argument("--products", default="", help="only these products (name prefixes, "
                    "comma-separated, e.g. 'ffn,lora 1st')")
     for key, values in SWEEP.items():
@@ -269,12 +409,15 @@ def main(argv=None) -> None:
     dims = [_lora(1.7, C), _lora(2.5, C), _lora(2.5, C), _lora(5.0, C)]  # v, w, a, g
     D = -(-max(dims) // 16) * 16
     grid = list(itertools.product(*([int(v) for v in getattr(a, k).split(",")] for k in SWEEP)))
-    if a.split_k:
-        rows = [r for m in a.rows.split(",") for r in split_k_rows(C, int(m), dt, dev)]
+    wanted = [w.strip() for w in a.products.split(",") if w.strip()]
+    if a.split_k or a.tiles:
+        rows = [r for m in a.rows.split(",") for r in (
+            split_k_rows(C, int(m), dt, dev) if a.split_k else
+            triton_large_rows(C, int(m), dt, dev, dims, wanted,
+                              () if a.sustain else LARGE_CONFIGS, a.sustain))]
         print(f"\n{torch.cuda.get_device_name()} · {a.preset} · {a.dtype}\n")
         print(dict_table(rows))
         return
-    wanted = [w.strip() for w in a.products.split(",") if w.strip()]
     rows = []
     for case in cases(C, D, a.vocab, dims, dt, dev):
         if wanted and not any(case[0].startswith(w) for w in wanted):
@@ -287,7 +430,10 @@ def main(argv=None) -> None:
     print(dict_table(rows))
     if not wanted:
         print()
-        print(dict_table([pair_row(C, D, dims, int(m), dt, dev) for m in a.rows.split(",")]))
+        from server.model.kernels.gemv_triton import MAX_ROWS
+
+        print(dict_table([pair_row(C, D, dims, int(m), dt, dev) for m in a.rows.split(",")
+                          if int(m) <= MAX_ROWS]))
     if a.large:
         print()
         print(dict_table(large_rows(C, dt, dev)))

@@ -12,7 +12,7 @@ mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
 SUM="$OUT/summary.txt"
 
-OPTIONAL="large large_small sample_clustered http_stages chat chat72 gemv152 prefill_gemv ttft_gemv prefill_detail serve ramp"
+OPTIONAL="large large_small sample_clustered http_stages chat chat72 gemv152 prefill_gemv ttft_gemv prefill_detail serve ramp clocks"
 # (the OPTIONAL steps run only when STEPS names them)
 
 wanted() {  # STEPS unset: every step but the OPTIONAL ones; else the steps STEPS names
@@ -32,7 +32,7 @@ step() {  # step NAME LIMIT_S COMMAND... (output appended to $OUT/NAME.log)
   timeout "$limit" "$@" >>"$OUT/$name.log" 2>&1
   local rc=$?
   echo "=== $name: rc=$rc (end $(date -u +%T))" | tee -a "$SUM"
-  grep -E "^\||passed|failed|error|rel err|STOPPED" "$OUT/$name.log" | tail -n 80 >>"$SUM"
+  grep -E "^\||passed|failed|error|rel err|STOPPED|^clocks:" "$OUT/$name.log" | tail -n 80 >>"$SUM"
 }
 
 { date -u; nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem \
@@ -84,6 +84,13 @@ for gap in 0 32; do
   step ramp 110 python3 -m server.bench stress --preset 2.9b --tasks 1024 --max-batch-size 1024 \
     --max-tokens 500 --state-dtype fp16 --arrivals-per-s 200 --ramp-gap $gap --deadline 90
 done
+# the clocks and power the GPU holds through a long decode run at batch 1,024 and through each
+# product of a layer replayed for 3 s (session 17: the board at its 700 W limit, SM clock below
+# its maximum)
+step clocks 200 bash server/bench/with_clocks.sh python3 -m server.bench decode --preset 2.9b \
+  --batch 1024 --state-dtype fp16 --pulses 20
+step clocks 200 bash server/bench/with_clocks.sh python3 -m server.bench gemv --preset 2.9b \
+  --rows 1024 --tiles --sustain 3
 step chat72 560 python3 -m server.bench.chat --demo 7.2b --repeat 3  # the same at the 7.2B shape
 # (the HTTP and host costs are the same, the passes longer)
 # separately (each call is limited to 10 minutes): the skinny-product sweep, the profile and the
