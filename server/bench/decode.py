@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import time
 
 import torch
 
@@ -23,7 +24,7 @@ from server.bench import common
 
 
 def bench_batch(model, B: int, steps: int, pulses: int, profile: bool = False,
-                timeline: bool = False) -> dict:
+                timeline: bool = False, rest: float = 0.0) -> dict:
     from server.scheduler.engine import RUNNING, BatchEngine
 
     dev = model.device
@@ -41,6 +42,8 @@ def bench_batch(model, B: int, steps: int, pulses: int, profile: bool = False,
         ended = [i for i in slots if res.reason[i] != RUNNING]
         if ended:
             engine.start(ended, [1] * len(ended), [1 << 30] * len(ended))
+        if rest:  # the GPU idle first: a pulse from a cool board (below its power limit)
+            time.sleep(rest)
         dt, res = common.timed(lambda: engine.pulse(steps), dev)
         times.append(dt)
         tokens.append(sum(map(len, res.tokens)))
@@ -85,6 +88,8 @@ def parse_args(argv=None):
     p.add_argument("--dtype", default="fp16")
     p.add_argument("--steps", type=int, default=32)
     p.add_argument("--pulses", type=int, default=4)
+    p.add_argument("--rest", type=float, default=0.0, help="seconds the GPU idles before each "
+                   "timed pulse (with few --steps: pulses too short for the power limit to act)")
     p.add_argument("--fused", type=int, default=1, help="0: plain torch element-wise ops")
     p.add_argument("--graphs", type=int, default=1, help="0: eager decode (no CUDA graph)")
     p.add_argument("--profile", default="", help="batch sizes to profile (eager, by kernel kind)")
@@ -144,12 +149,13 @@ def main(argv=None) -> None:
         decode_triton.STEP_VARIANT = parse_variant(variant)
         rows = []
         print(f"\n## state {sd}, {args.steps} steps a pulse, median of {args.pulses} pulses"
+              + (f" each after {args.rest:g} s idle" if args.rest else "")
               + (f", time mix {variant}" if variant else ""), flush=True)
         for B in map(int, args.batch.split(",")):
             try:
                 r = bench_batch(model, B, args.steps, args.pulses,
                                 profile=str(B) in args.profile.split(","),
-                                timeline=str(B) in args.timeline.split(","))
+                                timeline=str(B) in args.timeline.split(","), rest=args.rest)
             except Exception as e:  # keep the other rows (e.g. out of memory)
                 print(f"batch {B}: failed: {e!r:.300}", flush=True)
                 continue
