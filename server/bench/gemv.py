@@ -295,7 +295,7 @@ def triton_large_rows(C: int, M: int, dt, dev, dims: list[int], wanted: list[str
     D = -(-max(dims) // 16) * 16
     lim1 = torch.tensor([[d, C] for d in dims], dtype=torch.int32, device=dev)
     lim2 = torch.tensor([[C, d] for d in dims], dtype=torch.int32, device=dev)
-    for name, G, N, K, epi, lim, configs in (
+    for name, G, N, K, epi, lim, tiles in (
             ("r,k,v", 3, C, C, gt.EPI_STORE, None, configs),
             ("output (+=)", 1, C, C, gt.EPI_ADD, None, configs),
             ("ffn key (relu^2)", 1, 4 * C, C, gt.EPI_RELU2, None, configs),
@@ -333,7 +333,7 @@ def triton_large_rows(C: int, M: int, dt, dev, dims: list[int], wanted: list[str
             row[f"cuBLAS over {sustain:g} s µs"] = f"{ts:.1f}"
             row[f"cuBLAS over {sustain:g} s TFLOP/s"] = f"{flop / ts:.0f}"
         best = None
-        for cfg in configs:
+        for cfg in tiles:
             bn, bk, warps, stages, bm = cfg
             nb, mb = triton.cdiv(N, bn), triton.cdiv(M, bm)
 
