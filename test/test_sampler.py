@@ -280,9 +280,16 @@ _TOPK = """
 import torch
 from server.model.kernels import sampling_triton as st
 g = torch.Generator().manual_seed(0)
+counts = []  # each _candidates call's counts (topk calls it through the module): the path taken
+_candidates = st._candidates
+def spy(x, k):
+    cand, cnt = _candidates(x, k)
+    counts.append(cnt.clone())
+    return cand, cnt
+st._candidates = spy
 # partial last blocks (V not a multiple), k = 1, 40, 64, tiny rows (one sub-block); -inf and
-# huge values
-for R, V, k in ((3, 5000, 40), (2, 1024, 1), (1, 3000, 64), (2, 16, 1), (1, 1, 1)):
+# huge values (in different rows where R > 1)
+for R, V, k in ((2, 5000, 40), (2, 1024, 1), (1, 3000, 64), (2, 16, 1), (1, 1, 1)):
     x = torch.randn(R, V, generator=g) * 3
     x[0, 17 % V], x[-1, 5 % V] = -float("inf"), 1e30
     v, i = st.topk(x, k)
@@ -294,6 +301,7 @@ x = torch.tensor([[1.0, 3.0, 3.0, -2.0, 3.0, 0.5] * 200, [-5.0, -1.0, -3.0, -1.0
                   [0.25] * 1200, [-float("inf")] * 1200])
 x[3, [7, 900, 11]] = torch.tensor([2.0, 1.0, 2.0])
 v, i = st.topk(x, 8)
+assert counts[-1][2] > st.MAX_CANDIDATES, counts[-1]  # the flat row took the slow path
 assert v[0].tolist() == [3.0] * 8 and i[0].tolist() == [1, 2, 4, 7, 8, 10, 13, 14], i
 assert v[1].tolist() == [-0.5] * 8 and i[1].tolist() == [5 + 6 * j for j in range(8)], (v, i)
 assert v[2].tolist() == [0.25] * 8 and i[2].tolist() == list(range(8)), (v, i)
@@ -301,31 +309,35 @@ assert v[3, :3].tolist() == [2.0, 2.0, 1.0] and i[3, :3].tolist() == [7, 11, 900
 assert v[3, 3:].eq(-float("inf")).all()
 # logits clustered by token id (a context in one script: most blocks of the vocabulary hold
 # unlikely tokens; here 2 of 16 blocks of 1,024 are likely): at most 16 k candidates, no slow
-# path, the values and columns of torch.topk
+# path, the values and columns of torch.topk (k = TOPK_MAX: up to MAX_CANDIDATES candidates)
 x = torch.randn(2, 16384, generator=g) * 2
 x[:, 2048:] -= 8.0
 x[1, 5000:5016] = 20.0  # a sub-block of equal values, the largest
-for k in (50, 64):
-    cand, cnt = st._candidates(x, k)
-    assert (cnt <= 16 * k).all() and (cnt >= k).all(), cnt
-    v, i = st.topk(x, k)
-    want_v, want_i = torch.topk(x, k, dim=1)
-    assert torch.equal(v, want_v) and torch.equal(i[0], want_i[0]), k
-    assert torch.equal(x.gather(1, i), v) and i[1].unique().numel() == k  # ties: any order
-    assert i[1, :16].tolist() == list(range(5000, 5016))  # the equal values, lower column first
+k = st.TOPK_MAX
+v, i = st.topk(x, k)
+cnt = counts[-1]
+assert (cnt <= 16 * k).all() and (cnt >= k).all() and (cnt <= st.MAX_CANDIDATES).all(), cnt
+want_v, want_i = torch.topk(x, k, dim=1)
+assert torch.equal(v, want_v) and torch.equal(i[0], want_i[0]), k
+assert torch.equal(x.gather(1, i), v) and i[1].unique().numel() == k  # ties: any order
+assert i[1, :16].tolist() == list(range(5000, 5016))  # the equal values, lower column first
 # the draw in the last launch: the torch draw's token on the same candidates, for k below and
-# at kmax, top-p off / 0 / between, uniforms at 0, mid and just below 1
+# at kmax (6: a top-k of 8 keys, two past kmax), top-p off / 0 / between, uniforms at 0, mid
+# and just below 1 (one launch: each row its own k, top-p and uniform)
 from server.model.sampler import _draw_prefix
-R, V, kmax = 6, 3000, 40
+V, kmax = 3000, 6
+k = torch.tensor([6, 1, 3, 6, 4, 6, 6, 3, 6])
+top_p = torch.tensor([1.0, 1.0, 0.5, 0.0, 0.9, 0.3, 1.0, 0.5, 0.0])
+hi = 1 - 2 ** -53
+u = torch.tensor([hi, 0.5, hi, 0.0, 0.5, hi, 0.0, 0.5, hi], dtype=torch.float64)
+R = len(k)
+u[[1, 4, 7]] = torch.rand(3, generator=g, dtype=torch.float64)  # mid
 x = torch.randn(R, V, generator=g) * 2
-k = torch.tensor([40, 1, 7, 40, 25, 40])
-top_p = torch.tensor([1.0, 1.0, 0.5, 0.0, 0.9, 0.3])
-for u in (torch.zeros(R, dtype=torch.float64), torch.rand(R, generator=g, dtype=torch.float64),
-          torch.full((R,), 1 - 2 ** -53, dtype=torch.float64)):
-    vals, idx = torch.topk(x, kmax, dim=1)
-    want = idx.gather(1, _draw_prefix(vals, k, top_p, u)[:, None]).squeeze(1)
-    got = st.topk_draw(x, kmax, k, top_p, u)
-    assert torch.equal(got, want), (got, want, u)
+vals, idx = torch.topk(x, kmax, dim=1)
+want = idx.gather(1, _draw_prefix(vals, k, top_p, u)[:, None]).squeeze(1)
+got = st.topk_draw(x, kmax, k, top_p, u)
+assert torch.equal(got, want), (got, want, u)
+assert want[0] == idx[0, -1] and want[3] == idx[3, 0]  # u just below 1: the last; top-p 0
 print("topk ok")
 """
 
@@ -354,10 +366,16 @@ class Interpreted(BatchSampler):  # the CUDA path's kernels, run by Triton's CPU
 
 V = 3000
 logits = torch.randn(7, V, generator=torch.Generator().manual_seed(3)) * 2
-params = dict(temperature=[0.0, 1.0, 0.8, 1.0, 0.7, 1.0, 1.3], top_k=[0, 50, 40, 0, 64, 2000, 1],
+# rows: greedy; top-k (k 5, 4, 6 and 1: the kernels' top-k of 8, the largest k 6; row 2
+# inactive); top-p alone and top-k 2000 (sorted, the torch path)
+params = dict(temperature=[0.0, 1.0, 0.8, 1.0, 0.7, 1.0, 1.3], top_k=[0, 5, 4, 0, 6, 2000, 1],
               top_p=[1.0, 0.9, 1.0, 0.8, 0.5, 1.0, 1.0], seed=[1, 2, 3, 4, 5, 6, 7], presence=0.4,
               repetition=0.2, decay=0.99)
 plain, fused = ts._rows(7, V, **params), ts._rows(7, V, **params)
+P0 = torch.rand(7, V, generator=torch.Generator().manual_seed(4))  # from earlier steps: the
+P0[P0 < 0.9] = 0.0  # inactive row's are not decayed
+for sb in (plain, fused):
+    sb.penalties.copy_(P0)
 active = torch.tensor([True, True, False, True, True, True, True])
 U = BatchSampler(V).uniforms(plain, 3)  # a pulse's uniforms: non-contiguous columns
 for s in range(3):
