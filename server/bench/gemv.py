@@ -332,19 +332,19 @@ def triton_large_rows(C: int, M: int, dt, dev, dims: list[int], wanted: list[str
             ts = sustained_time(as_run, copies, sustain)
             row[f"cuBLAS over {sustain:g} s µs"] = f"{ts:.1f}"
             row[f"cuBLAS over {sustain:g} s TFLOP/s"] = f"{flop / ts:.0f}"
-        best = None
-        for cfg in tiles:
+        def launch(w, o, cfg):  # one product through the kernel's program, split 1
             bn, bk, warps, stages, bm = cfg
             nb, mb = triton.cdiv(N, bn), triton.cdiv(M, bm)
+            gt._gemv_kernel[(mb * nb, G, 1)](
+                x, w, o, lim if lim is not None else x, x, x, M, N, K, G, nb, 1, K,
+                x.stride(0), x.stride(1), w.stride(0), w.stride(1), o.stride(0), o.stride(1),
+                mb, EPI=epi, LIMITS=lim is not None, BLOCK_N=bn, BLOCK_K=bk, BLOCK_M=bm,
+                PDL=False, num_warps=warps, num_stages=stages)
 
-            def launch(i):
-                gt._gemv_kernel[(mb * nb, G, 1)](
-                    x, ws[i], out, lim if lim is not None else x, x, x, M, N, K, G, nb, 1, K,
-                    x.stride(0), x.stride(1), ws[i].stride(0), ws[i].stride(1), out.stride(0),
-                    out.stride(1), mb, EPI=epi, LIMITS=lim is not None, BLOCK_N=bn,
-                    BLOCK_K=bk, BLOCK_M=bm, PDL=False, num_warps=warps, num_stages=stages)
+        best = None
+        for cfg in tiles:
             try:
-                tk = graph_time(launch, copies, reps=3)
+                tk = graph_time(lambda i, c=cfg: launch(ws[i], out, c), copies, reps=3)
             except Exception as e:  # e.g. out of shared memory
                 print(f"  {name} {cfg}: {type(e).__name__}: {str(e)[:80]}")
                 continue
@@ -355,14 +355,8 @@ def triton_large_rows(C: int, M: int, dt, dev, dims: list[int], wanted: list[str
             row["kernel TFLOP/s"] = f"{flop / best[0]:.0f}"
             row["(BN, BK, warps, stages, BM)"] = str(best[1])
             if epi != gt.EPI_ADD:  # the best configuration against fp32 products
-                bn, bk, warps, stages, bm = best[1]
                 got = torch.zeros_like(out)
-                gt._gemv_kernel[(triton.cdiv(M, bm) * triton.cdiv(N, bn), G, 1)](
-                    x, ws[0], got, lim if lim is not None else x, x, x, M, N, K, G,
-                    triton.cdiv(N, bn), 1, K, x.stride(0), x.stride(1), ws[0].stride(0),
-                    ws[0].stride(1), got.stride(0), got.stride(1), triton.cdiv(M, bm), EPI=epi,
-                    LIMITS=lim is not None, BLOCK_N=bn, BLOCK_K=bk, BLOCK_M=bm, PDL=False,
-                    num_warps=warps, num_stages=stages)
+                launch(ws[0], got, best[1])
                 err = max(((got[g, :, :want.shape[1]].float() - want).abs().max()
                            / want.abs().max()).item()
                           for g, want in enumerate(reference(x, ws[0], epi, lim)))
