@@ -228,6 +228,36 @@ def test_pdl_changes_no_bit(monkeypatch):
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_lora_side_stream_changes_no_bit():
+    """At 40 rows (cuBLAS products) the LoRA stages run on a second stream beside the r/k/v
+    product: prefill and decode steps, in CUDA graphs and eager, give the one-stream logits and
+    states bit for bit (a missing fork or join would read a half-written tensor)."""
+    from model_cases import make_case
+
+    from server.model.forward import RWKV7
+
+    case = make_case("c512")
+    V, outs = case.cfg.vocab_size, {}
+    prompts = [[(7 * i + j) % V for j in range(3 + i % 5)] for i in range(40)]
+    for graphs in (True, False):
+        for side in (True, False):
+            model = RWKV7(case.sd, case.cfg, device="cuda", dtype=torch.float16,
+                          state_dtype=torch.float16, cuda_graphs=graphs, fused=True)
+            model._fused.lora_stream = side
+            state = model.new_state(40)
+            got = [model.prefill(prompts, state)]
+            for t in range(4):
+                tok = torch.randint(0, V, (40,), generator=torch.Generator().manual_seed(t))
+                got.append(model.decode(tok, state))
+            outs[graphs, side] = (torch.stack(got).cpu(), state.wkv.cpu(), state.shift.cpu())
+    for graphs in (True, False):
+        on, off = outs[graphs, True], outs[graphs, False]
+        assert all(torch.equal(a, b) for a, b in zip(on, off))
+    assert not torch.equal(outs[True, True][0][1], outs[True, True][0][2])  # steps differ
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_one_kernel_decode_on_cuda(capsys):
     exec(ONE_KERNEL_CHECK, {})
     assert "one kernel ok" in capsys.readouterr().out
