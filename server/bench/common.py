@@ -76,11 +76,21 @@ class DummyTask:
 
 
 
-def gemv_option(parser) -> None:
-    """``--gemv-rows`` (read by ``apply_gemv_rows``)."""
+def product_options(parser) -> None:
+    """``--gemv-rows`` and ``--lora-stream`` (read by ``apply_product_options``)."""
     parser.add_argument("--gemv-rows", type=int, default=0, help="products of up to this many "
                         "rows (<= 256) through the skinny-product kernel instead of cuBLAS "
                         "(default: the server's, 16): a short prompt's pass both ways (CUDA)")
+    parser.add_argument("--lora-stream", type=int, default=1, choices=(0, 1),
+                        help="0: the LoRA stages of cuBLAS passes on the main stream, after "
+                             "the r/k/v product (served: beside it on a second stream; CUDA)")
+
+
+def apply_product_options(model, args) -> None:
+    """``product_options``' flags on the model (defaults: as served)."""
+    apply_gemv_rows(model, args.gemv_rows)
+    if model._fused is not None:
+        model._fused.lora_stream = bool(args.lora_stream)
 
 
 def apply_gemv_rows(model, rows: int) -> None:

@@ -92,8 +92,6 @@ def parse_args(argv=None):
                    "timed pulse (with few --steps: pulses too short for the power limit to act)")
     p.add_argument("--fused", type=int, default=1, help="0: plain torch element-wise ops")
     p.add_argument("--graphs", type=int, default=1, help="0: eager decode (no CUDA graph)")
-    p.add_argument("--lora-stream", type=int, default=1, help="0: the LoRA stages of cuBLAS "
-                   "steps on the main stream, after the r/k/v product (fused.py)")
     p.add_argument("--profile", default="", help="batch sizes to profile (eager, by kernel kind)")
     p.add_argument("--timeline", default="", help="batch sizes whose graph-run steps are "
                    "profiled: kernel time, span and the idle gaps between kernels")
@@ -102,6 +100,7 @@ def parse_args(argv=None):
                    help="launch variants of the decode time mix above 16 rows, each timed in "
                         "the step: ';'-separated, e.g. ';num_warps=1;num_warps=1,HEADS=2,"
                         "STAGES=2' (empty: the server's launch)")
+    common.product_options(p)
     return p.parse_args(argv)
 
 
@@ -140,8 +139,7 @@ def main(argv=None) -> None:
         model._fused = None
     if not args.graphs:
         model._graphed = None
-    if model._fused is not None:
-        model._fused.lora_stream = bool(args.lora_stream)
+    common.apply_product_options(model, args)
     weights = common.memory()["alloc"]
     print(f"# decode · {args.preset} {model.dtype} weights ({weights:.2f} GB on the device) · "
           f"fused={args.fused} graphs={args.graphs} lora-stream={args.lora_stream} · "

@@ -166,10 +166,10 @@ def main(argv=None) -> None:
     p.add_argument("--detail", action="store_true", help="the scheduler case step by step: "
                    "host ms of each step, of its prefill and pulse calls, and the copy-back "
                    "thread's busy time")
-    common.gemv_option(p)
+    common.product_options(p)
     args = p.parse_args(argv)
     model = common.build_model(args.preset, args.device, args.dtype, args.state_dtype)
-    common.apply_gemv_rows(model, args.gemv_rows)
+    common.apply_product_options(model, args)
     for length in filter(None, args.profile.split(",")):
         print(profile_pass(model, int(length)), flush=True)
     params = common.matmul_params(model)

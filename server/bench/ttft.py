@@ -230,7 +230,7 @@ def median_rows(runs: list[list[dict]], names) -> list[dict]:
 def run(args) -> list[dict]:
     """Build the model and both schedulers, run the conversations; rows of the median run."""
     model = common.build_model(args.preset, args.device, args.dtype, args.state_dtype)
-    common.apply_gemv_rows(model, args.gemv_rows)
+    common.apply_product_options(model, args)
     loader = common.BenchLoader(model, f"random-{args.preset}")
     sync = bool(args.sync_prefill)
     probes = {"cache": Probe(model, loader, args.cache_mb, args.buffer_size, sync),
@@ -292,7 +292,7 @@ def parse_args(argv=None):
     p.add_argument("--device", default=None, help="default: cuda if present, else cpu")
     p.add_argument("--dtype", default="fp16", help="fp16|bf16|fp32 (fp16 becomes fp32 on cpu)")
     p.add_argument("--state-dtype", default="fp32")
-    common.gemv_option(p)
+    common.product_options(p)
     p.add_argument("--sync-prefill", type=int, default=1, choices=(0, 1),
                    help="1: synchronise around each engine.prefill call (its device time is "
                         "'prefill model'; the host waits there, which a server does not); 0: "
