@@ -5,7 +5,7 @@ the r/k/v/o and FFN matrix products, the four LoRA first stages as one batched p
 second stages as another (zero-padded to a common width, stacked at load), one `pre_wkv` launch,
 the WKV kernel, one `post_wkv` launch, and in-place residual adds: about 20 launches a layer
 instead of about 75 (kernels: `kernels/fused_triton.py`). Decode steps fold more: pre_wkv, the
-WKV step and post_wkv are one kernel (`kernels/decode_triton.py`). Above 16 rows the products
+WKV step and post_wkv are one kernel (`kernels/decode_triton.py`). Above 4 rows the products
 are cuBLAS's, followed by one in-place activation launch (relu² of the FFN key; tanh/sigmoid of
 two LoRA first stages); there the LoRA stages run on a second stream beside the r/k/v product
 (forked and joined around it, so CUDA graphs capture the two branches).
@@ -28,7 +28,10 @@ from server.model.layer_weights import LayerWeights
 from server.model.reference import GN_EPS, LN_EPS
 
 LORA_ORDER = ("v", "w", "a", "g")  # mixed inputs 2..5 of ln_mix are xv, xw, xa, xg
-GEMV_MAX_ROWS = 16  # half-precision products of at most this many rows: gemv_triton
+# half-precision products of at most this many rows: gemv_triton. Measured on the H200 (decode
+# --preset 2.9b --state-dtype fp16 --gemv-rows 1 against the default 16, cuBLAS with the LoRA
+# side stream): cuBLAS 6-7.5 % faster a step at 8, 12 and 16 rows, the kernel 2-5 % at 2 and 4
+GEMV_MAX_ROWS = 4
 
 
 def fused_default(device: torch.device) -> bool:
