@@ -249,6 +249,7 @@ def test_lora_side_stream_changes_no_bit():
             for t in range(4):
                 tok = torch.randint(0, V, (40,), generator=torch.Generator().manual_seed(t))
                 got.append(model.decode(tok, state))
+            assert hasattr(model._fused._sides, "stream") or not side  # the two-stream form ran
             outs[graphs, side] = (torch.stack(got).cpu(), state.wkv.cpu(), state.shift.cpu())
     for graphs in (True, False):
         on, off = outs[graphs, True], outs[graphs, False]

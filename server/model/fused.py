@@ -17,6 +17,7 @@ into the stack, so the plain path still works (and memory is not doubled).
 from __future__ import annotations
 
 import importlib
+import threading
 import weakref
 from dataclasses import dataclass
 
@@ -134,9 +135,9 @@ class FusedBlocks:
         # (measured on the H200: decode 7.5 % faster at 32 rows, 2 % at 256, the same at 1,024
         # and in prefill); False: one stream (``decode --lora-stream 0``). Read at call time:
         # graphs already captured keep the form they were captured with.
-        cuda = model.device.type == "cuda"  # (the Triton interpreter runs this on the CPU)
-        self.lora_stream = cuda
-        self._side = torch.cuda.Stream(model.device) if cuda else None
+        self.lora_stream = model.device.type == "cuda"  # (the interpreter runs this on CPU)
+        self._sides = threading.local()  # a side stream per thread: one thread's graph capture
+        # never takes in another thread's work
 
     def use_gemv_up_to(self, rows: int) -> None:
         """Run the products of at most ``rows`` rows (<= ``gemv_triton.MAX_ROWS``) through the
@@ -183,8 +184,8 @@ class FusedBlocks:
                 dict(x=xs[2:6], w=st.lora1, epi=self.g.EPI_LORA, limits=st.lim1), self.scratch)
             r, k, v = rkv.unbind(0)
             lora = self.g.gemv(h, st.lora2, limits=st.lim2, scratch=self.scratch)  # [4, R, C]
-        elif self.lora_stream and self._side is not None:
-            r, k, v, lora = self._rkv_lora_overlapped(xs, st)
+        elif self.lora_stream and (side := self._side_stream()) is not None:
+            r, k, v, lora = self._rkv_lora_overlapped(xs, st, side)
         else:
             r, k, v = torch.bmm(xs[:3], st.rkv.transpose(1, 2)).unbind(0)
             lora = self._lora(xs, st)
@@ -214,11 +215,19 @@ class FusedBlocks:
         h = self.k.lora_act_(torch.bmm(xs[2:6], st.lora1.transpose(1, 2), out=h))  # [4, R, D]
         return torch.bmm(h, st.lora2.transpose(1, 2), out=lora)
 
-    def _rkv_lora_overlapped(self, xs: Tensor, st):
+    def _side_stream(self):
+        """This thread's side stream, made at its first eager pass (every capture here follows
+        an eager warm-up; one that did not would run the one-stream form)."""
+        side = getattr(self._sides, "stream", None)
+        if side is None and not torch.cuda.is_current_stream_capturing():
+            side = self._sides.stream = torch.cuda.Stream(self.model.device)
+        return side
+
+    def _rkv_lora_overlapped(self, xs: Tensor, st, side):
         """r, k, v and the LoRA stages, the LoRA chain on the side stream while the r/k/v
         product runs. Its tensors are made on this stream before the fork and freed after the
         join, so the allocator never hands their memory to another stream's work early."""
-        main, side = torch.cuda.current_stream(), self._side
+        main = torch.cuda.current_stream()
         R, D, C = xs.shape[1], st.lora1.shape[1], st.lora2.shape[1]
         h = torch.empty(4, R, D, dtype=xs.dtype, device=xs.device)
         lora = torch.empty(4, R, C, dtype=xs.dtype, device=xs.device)
