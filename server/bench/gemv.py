@@ -101,7 +101,11 @@ def cases(C: int, D: int, V: int, dims: list[int], dt, dev):
 
 
 def torch_call(G, M, N, K, epi, x, w, out):
-    """What fused.py runs for many rows (cuBLAS and the element-wise ops around it)."""
+    """cuBLAS and torch element-wise ops standing in for fused.py's products above its skinny
+    rows, as the ``gemv`` tables of sessions 6-14 timed them. Not fused.py's exact calls: it
+    applies relu² as ``relu_`` + ``mul_`` and the residual add as ``F.linear`` + ``add_``
+    (fused.py: ``relu_sq_``, ``addmm(out_dtype=fp32)``, ``lora_act_``, which ``--tiles``
+    reproduces); kept so those tables' commands still print what they printed."""
     from server.model.kernels import gemv_triton as gt
 
     if G > 1:

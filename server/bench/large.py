@@ -158,9 +158,10 @@ def relu_table(B: int) -> None:
 
 
 def products_table(B: int) -> None:
-    """The step's matrix products as fused.py calls them at more than 16 rows, each over 32
-    layers' weights (2.9B shapes), and the LoRA products split by their own sizes (w, a: 128,
-    v: 96 padded to 128, gate 256) instead of all four padded to the largest (256)."""
+    """The step's matrix products as fused.py calls them above its skinny rows (cuBLAS; here
+    one at a time, without the LoRA side stream), each over 32 layers' weights (2.9B shapes),
+    and the LoRA products split by their own sizes (w, a: 128, v: 96 padded to 128, gate 256)
+    instead of all four padded to the largest (256)."""
     dev, f16, f32 = "cuda", torch.float16, torch.float32
     dims = {"w": 128, "a": 128, "v": 96, "g": 256}
     D, D3 = max(dims.values()), 128
