@@ -37,7 +37,9 @@ def enabled(device: torch.device) -> bool:
     return torch.cuda.get_device_capability(device)[0] >= 9
 
 
-MAX_ROWS = 16  # the small-batch chain: decode steps whose products run through gemv_triton
+# the small-batch chain: decode steps of at most 16 rows (ln_mix, the time mix, and the products
+# while they run through gemv_triton: up to fused.GEMV_MAX_ROWS rows, cuBLAS above; measured so)
+MAX_ROWS = 16
 
 
 def launch_options(device: torch.device, rows: int) -> dict:
