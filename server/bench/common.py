@@ -80,7 +80,8 @@ def product_options(parser) -> None:
     """``--gemv-rows`` and ``--lora-stream`` (read by ``apply_product_options``)."""
     parser.add_argument("--gemv-rows", type=int, default=0, help="products of up to this many "
                         "rows (<= 256) through the skinny-product kernel instead of cuBLAS "
-                        "(default: the server's, 16): a short prompt's pass both ways (CUDA)")
+                        "(default: the server's, fused.GEMV_MAX_ROWS = 4): a short prompt's pass "
+                        "both ways (CUDA)")
     parser.add_argument("--lora-stream", type=int, default=1, choices=(0, 1),
                         help="0: the LoRA stages of cuBLAS passes on the main stream, after "
                              "the r/k/v product (served: beside it on a second stream; CUDA)")
