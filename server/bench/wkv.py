@@ -86,12 +86,23 @@ PREFILL_VARIANTS = [("chunk", {}), ("chunk", {"precision": "ieee"}), ("chunk", {
                     ("chunk", {"rows": 8}), ("chunk", {"rows": 16, "precision": "ieee"}),
                     ("chunk", {"rows": 64}), ("chunk", {"warps": 8}), ("chunk", {"chunk": 32}),
                     ("mixed", {"prep": "tf32x3", "scan": "tf32"}),
-                    ("mixed", {"prep": "tf32", "scan": "tf32x3"}), ("prep", {}), ("seq", {})]
+                    ("mixed", {"prep": "tf32", "scan": "tf32x3"}), ("prep", {}), ("seq", {}),
+                    ("prep", {"warps": 2}), ("prep", {"warps": 8}),
+                    ("prep", {"inv_precision": "ieee"}), ("prep", {"inv_precision": "tf32"}),
+                    ("prep_cfg", {"warps": 2}), ("prep_cfg", {"warps": 8}),
+                    ("prep_cfg", {"inv_precision": "ieee"}),
+                    ("prep_cfg", {"inv_precision": "tf32"})]
 
 
 def _prep_only(S, *xs, **cfg):
     """The chunked form's first (parallel) kernel alone, for the time split."""
     return wt.chunk_prep(*xs, **cfg)
+
+
+def _prep_cfg(S, *xs, **prep):
+    """The chunked form with the prep kernel launched otherwise (``chunk_prep``'s options:
+    warps, the inverse's precision); the scan as served."""
+    return wt.chunk_scan(S, wt.chunk_prep(*xs, **prep), xs[0].shape[1], xs[0].dtype)
 
 
 def _mixed(S, *xs, prep: str, scan: str):
@@ -106,7 +117,8 @@ def prefill_table(shapes=((1, 4096), (64, 512)), graph: bool = False) -> None:
     print("| B | T | state | kernel | config | ms/layer | Mtok/s per layer "
           "| ktok/s for 32 layers | err y |")
     print("|---|---|---|---|---|---|---|---|---|")
-    fns = {"chunk": wt.wkv_chunk_triton, "seq": wt.wkv_seq_triton, "prep": _prep_only, "mixed": _mixed,
+    fns = {"chunk": wt.wkv_chunk_triton, "seq": wt.wkv_seq_triton, "prep": _prep_only,
+           "mixed": _mixed, "prep_cfg": _prep_cfg,
            "wkv_chunk": lambda S, *xs: kernels.wkv_chunk(S, *xs)}
     for B, T in shapes:
         xs = check.random_inputs(B, T, H, torch.float16, "cuda")
@@ -151,6 +163,10 @@ def run_checks(device: str, small: bool) -> bool:
                 cases.append((wt.wkv_chunk_triton, "chunk", B, T, sd, xd, False))
             for name, cfg in (("chunk-ieee", {"precision": "ieee"}), ("chunk32", {"chunk": 32})):
                 cases.append((functools.partial(wt.wkv_chunk_triton, **cfg), name, B, T,
+                              torch.float32, torch.float32, False))
+            for name, cfg in (("prep-inv-ieee", {"inv_precision": "ieee"}),
+                              ("prep-warps2", {"warps": 2})):
+                cases.append((functools.partial(_prep_cfg, **cfg), name, B, T,
                               torch.float32, torch.float32, False))
     ok = True
     print("| case | max rel err y | max rel err S | ok |\n|---|---|---|---|")

@@ -102,8 +102,10 @@ def _load_chunk(r_ptr, w_ptr, k_ptr, v_ptr, kap_ptr, a_ptr, base, c0, T, x_st, i
 @triton.jit
 def _chunk_prep_kernel(r_ptr, w_ptr, k_ptr, v_ptr, kap_ptr, a_ptr, wqb_ptr, yc_ptr, d_ptr, e_ptr,
                        T, H, NC, x_sb, x_st,
-                       N: tl.constexpr, C: tl.constexpr, LOG2C: tl.constexpr, PREC: tl.constexpr):
-    """State-independent part of chunk program_id(1) of head program_id(0) (`_chunk_prep`)."""
+                       N: tl.constexpr, C: tl.constexpr, LOG2C: tl.constexpr, PREC: tl.constexpr,
+                       INV_PREC: tl.constexpr):
+    """State-independent part of chunk program_id(1) of head program_id(0) (`_chunk_prep`);
+    INV_PREC: the precision of the [C, C] squarings of the inverse (PREC as served)."""
     pid_bh = tl.program_id(0)
     c = tl.program_id(1)
     b = (pid_bh // H).to(tl.int64)
@@ -133,8 +135,8 @@ def _chunk_prep_kernel(r_ptr, w_ptr, k_ptr, v_ptr, kap_ptr, a_ptr, wqb_ptr, yc_p
     P = tl.where(t[:, None] == t[None, :], 1.0, 0.0) + A_ab   # (I - A_ab)^-1 by squaring
     Lp = A_ab
     for _ in tl.static_range(LOG2C - 1):
-        Lp = tl.dot(Lp, Lp, input_precision=PREC)
-        P = P + tl.dot(P, Lp, input_precision=PREC)
+        Lp = tl.dot(Lp, Lp, input_precision=INV_PREC)
+        P = P + tl.dot(P, Lp, input_precision=INV_PREC)
     W = tl.dot(P, -kap * tl.exp(g_prev), input_precision=PREC)                  # [C, N]
     U = tl.dot(P, tl.dot(A_ak, v, input_precision=PREC), input_precision=PREC)  # [C, N]
     Q = tl.dot(A_rb, W, r * tl.exp(g), input_precision=PREC)
@@ -262,7 +264,8 @@ def wkv_seq_triton(S: Tensor, r: Tensor, w: Tensor, k: Tensor, v: Tensor,
 
 
 def chunk_prep(r: Tensor, w: Tensor, k: Tensor, v: Tensor, kappa: Tensor, a: Tensor,
-               chunk: int = CHUNK, precision: str = "tf32x3") -> tuple[Tensor, ...]:
+               chunk: int = CHUNK, precision: str = "tf32x3", warps: int = 4,
+               inv_precision: str | None = None) -> tuple[Tensor, ...]:
     """First kernel of the chunked form: every chunk's state-independent tiles, in parallel.
     r..a: [B, T, H, N] -> (WQB [BH, nc, 3, C, N], Yc [BH, nc, C, N], D [BH, nc, N, N],
     e [BH, nc, N]), fp32."""
@@ -273,7 +276,8 @@ def chunk_prep(r: Tensor, w: Tensor, k: Tensor, v: Tensor, kappa: Tensor, a: Ten
     ws = (torch.empty(B * H, nc, 3, chunk, N, **f32), torch.empty(B * H, nc, chunk, N, **f32),
           torch.empty(B * H, nc, N, N, **f32), torch.empty(B * H, nc, N, **f32))
     _chunk_prep_kernel[(B * H, nc)](*xs, *ws, T, H, nc, T * H * N, H * N, N=N, C=chunk,
-                                    LOG2C=chunk.bit_length() - 1, PREC=precision, num_warps=4)
+                                    LOG2C=chunk.bit_length() - 1, PREC=precision,
+                                    INV_PREC=inv_precision or precision, num_warps=warps)
     return ws
 
 
