@@ -32,6 +32,7 @@ LORA_ORDER = ("v", "w", "a", "g")  # mixed inputs 2..5 of ln_mix are xv, xw, xa,
 # half-precision products of at most this many rows: gemv_triton. Measured on the H200 (decode
 # --preset 2.9b --state-dtype fp16 --gemv-rows 1 against the default 16, cuBLAS with the LoRA
 # side stream): cuBLAS 6-7.5 % faster a step at 8, 12 and 16 rows, the kernel 2-5 % at 2 and 4
+# (the 2.9B shape only; other shapes were not timed at these rows)
 GEMV_MAX_ROWS = 4
 
 
