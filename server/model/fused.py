@@ -133,7 +133,7 @@ class FusedBlocks:
                         if self.gemv_rows else None)
         self.f32_out = _f32_products(model.device, model.dtype)
         # cuBLAS passes run the LoRA stages on a second stream beside the r/k/v product
-        # (measured on the H200: decode 7.5 % faster at 32 rows, 2 % at 256, the same at 1,024
+        # (measured on the H200: decode 7.5 % faster at 32 rows, 2.5 % at 256, the same at 1,024
         # and in prefill); False: one stream (``decode --lora-stream 0``). Read at call time:
         # graphs already captured keep the form they were captured with.
         self.lora_stream = model.device.type == "cuda"  # (the interpreter runs this on CPU)

@@ -9,13 +9,12 @@ one tensor-core product a tile. Above 16 rows the input rows are cut into blocks
 launched next to each other (the row block is the grid's fastest axis), so they read the tile
 from HBM about once and from L2 the other times. The decode path uses it up to 4 rows
 (``fused.GEMV_MAX_ROWS``: cuBLAS, with the LoRA stages on a second stream, is faster from 8
-rows); up to
-256 (a short prompt's pass, e.g. a cached chat turn's 152 tokens) it is a candidate against
-cuBLAS, timed by ``python -m server.bench gemv --rows 152,192 --sweep 152,192``, not used by the
-forward until measured faster there (session 14, one row block of all 256 rows: 2x slower than
-cuBLAS at 152 rows, docs/performance.md). A grid axis runs G products of one shape in one
-launch (r, k, v; the LoRA stages). Epilogues fold the neighbouring element-wise work into the
-product:
+rows); up to 256 (a short prompt's pass, e.g. a cached chat turn's 152 tokens) it is a
+candidate against cuBLAS, timed by ``python -m server.bench gemv --rows 152,192 --sweep
+152,192``, not used by the forward until measured faster there (session 14, one row block of
+all 256 rows: 2x slower than cuBLAS at 152 rows, docs/performance.md). A grid axis runs G
+products of one shape in one launch (r, k, v; the LoRA stages). Epilogues fold the
+neighbouring element-wise work into the product:
 
 * ``EPI_STORE``: out = acc, in out's dtype;
 * ``EPI_RELU2``: out = relu(acc)^2 (the FFN key), in out's dtype;
