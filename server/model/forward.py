@@ -12,6 +12,7 @@ the Triton kernels of server/model/kernels on CUDA, wkv.py (same contract) elsew
 
 from __future__ import annotations
 
+import functools
 import math
 
 import torch
@@ -38,19 +39,32 @@ def _normalise(device) -> torch.device:
     return device
 
 
-def _wkv_functions(device: torch.device, impl: str):
+def _wkv_functions(device: torch.device, impl: str, split_invariant: bool):
     """(wkv_step, wkv_chunk): the Triton kernels (server/model/kernels) on CUDA when they import
-    and ``impl`` is "auto" or "triton"; the plain-torch wkv.py otherwise (or for "torch")."""
+    and ``impl`` is "auto" or "triton" (with their ``split_invariant`` option); the plain-torch
+    wkv.py otherwise (or for "torch")."""
     if impl not in ("auto", "torch", "triton"):
         raise ValueError(f"wkv_impl must be auto, torch or triton, not {impl!r}")
     if impl != "torch" and device.type == "cuda":
         from server.model import kernels
 
         if kernels.HAS_TRITON:
-            return kernels.wkv_step, kernels.wkv_chunk
+            chunk = (functools.partial(kernels.wkv_chunk, split_invariant=True)
+                     if split_invariant else kernels.wkv_chunk)
+            return kernels.wkv_step, chunk
     if impl == "triton":
         raise RuntimeError("wkv_impl='triton' needs CUDA and an importable Triton")
     return wkv.wkv_step, wkv.wkv_chunk
+
+
+def _wkv_chunk_tokens(wkv_chunk) -> int:
+    """Tokens per chunk of a WKV prefill function: its sums over a chunk are computed at once,
+    so a pass starting inside a chunk of another cut of the same sequence rounds differently."""
+    if getattr(wkv_chunk, "func", wkv_chunk) is wkv.wkv_chunk:
+        return wkv.SUB
+    from server.model.kernels import wkv_triton
+
+    return wkv_triton.CHUNK
 
 
 def _default_dtype(device: torch.device) -> torch.dtype:
@@ -68,7 +82,8 @@ class RWKV7:
     def __init__(self, state_dict: dict[str, Tensor], cfg: ModelConfig, device="cpu",
                  dtype: torch.dtype | None = None, state_dtype: torch.dtype = torch.float32,
                  prefill_chunk: int | None = None, prefill_tokens: int = 16384,
-                 cuda_graphs: bool = True, wkv_impl: str = "auto", fused: bool | None = None):
+                 cuda_graphs: bool = True, wkv_impl: str = "auto", fused: bool | None = None,
+                 split_invariant: bool = True):
         self.cfg = cfg
         self.device = _normalise(device)
         self.dtype = dtype or _default_dtype(self.device)
@@ -90,7 +105,13 @@ class RWKV7:
                             for n in ("weight", "bias"))
         self.head = state_dict["head.weight"].to(dev, dt)  # [V, C]
         self.wkv_impl = wkv_impl
-        self.wkv_step, self.wkv_chunk = _wkv_functions(self.device, wkv_impl)
+        # split_invariant: prefill gives the same bits however a sequence is cut into passes
+        # at multiples of ``prefill_align`` tokens (the WKV's chunk), so the prefix cache changes
+        # no output (fused.py's sliced FFN value, one ln_mix program per prefill row, the
+        # chunked WKV at every length; the scheduler cuts prompts at such multiples)
+        self.split_invariant = split_invariant
+        self.wkv_step, self.wkv_chunk = _wkv_functions(self.device, wkv_impl, split_invariant)
+        self.prefill_align = _wkv_chunk_tokens(self.wkv_chunk)  # (prefill_chunk: a multiple)
         use_fused = fused_default(self.device) if fused is None else fused
         self._fused = FusedBlocks(self) if use_fused else None
         if self._fused is not None and self.device.type == "cuda":

@@ -165,8 +165,10 @@ class FusedBlocks:
 
     def _mix(self, x: Tensor, ln_w, ln_b, prev: Tensor, write: Tensor, mix: Tensor,
              T: int) -> Tensor:
-        """ln_mix with the shift state ``prev`` updated in place."""
-        return self.k.ln_mix(x, ln_w, ln_b, prev, prev, write, mix, T, LN_EPS, self.model.dtype)
+        """ln_mix with the shift state ``prev`` updated in place (a split-invariant model's
+        prefill rows one program each: a split row reduces its statistics in another order)."""
+        return self.k.ln_mix(x, ln_w, ln_b, prev, prev, write, mix, T, LN_EPS, self.model.dtype,
+                             split=T == 1 or not self.model.split_invariant)
 
     def time_mix(self, i: int, x: Tensor, state, keep8: Tensor | None, write: Tensor, T: int,
                  v_first: Tensor | None) -> Tensor:
@@ -248,6 +250,19 @@ class FusedBlocks:
         else:
             x.add_(F.linear(inp, weight))
 
+    def _add_sliced(self, x: Tensor, inp: Tensor, weight: Tensor) -> None:
+        """``_add_product`` over slices of K as wide as the output, added in order. For few rows
+        cuBLAS splits a long K over the GPU (the FFN value's 4·C up to 192 rows on the H200), so
+        a row's bits depend on how many rows the pass has; with K = C they did not, at 16 to
+        1,886 rows (2.9B's shapes, measured): prefill then gives the same bits however a prompt
+        is cut into passes. Costs 38 against 23 µs at 160 rows, 91 against 78 at 1,024."""
+        n = x.shape[1]
+        if not self.f32_out or x.shape[0] <= self.gemv_rows or inp.shape[1] <= n:
+            return self._add_product(x, inp, weight)
+        for s in range(0, inp.shape[1], n):
+            torch.addmm(x, inp[:, s:s + n], weight[:, s:s + n].t(), out_dtype=torch.float32,
+                        out=x)
+
     def head(self, u: Tensor, weight: Tensor) -> Tensor:
         """fp32 logits u @ weight^T, straight from the product where it can give fp32."""
         if u.shape[0] <= self.gemv_rows:
@@ -265,7 +280,10 @@ class FusedBlocks:
                             scratch=self.scratch)  # [R, 4C]
         else:
             h = self.k.relu_sq_(F.linear(xk, lw.ffn_key))
-        self._add_product(x, h, lw.ffn_value)
+        if T > 1 and self.model.split_invariant:
+            self._add_sliced(x, h, lw.ffn_value)
+        else:
+            self._add_product(x, h, lw.ffn_value)
 
     def forward(self, tokens: Tensor, state, keep: Tensor | None, last: Tensor | None) -> Tensor:
         """Same contract as RWKV7._forward: tokens [B, T]; returns the residual at ``last``."""

@@ -112,16 +112,18 @@ LN_MIX_SPLIT_ROWS = 64
 
 def ln_mix(x: Tensor, ln_w: Tensor, ln_b: Tensor, prev: Tensor, new_prev: Tensor,
            write: Tensor, mix: Tensor, T: int, eps: float, out_dtype: torch.dtype,
-           **variant) -> Tensor:
+           split: bool = True, **variant) -> Tensor:
     """x: [R, C] fp32 (R = B·T rows, row-major by b then t); ln_w, ln_b: [C] fp32;
     prev: [B, C] shift state (read at t = 0); new_prev: [B, C] (gets the LayerNorm output of
     row t = write[b]; write[b] = -1: not written; may be ``prev`` itself); write: [B] int32;
-    mix: [M, C]. Returns [M, R, C]. ``variant``: launch options for benchmarks."""
+    mix: [M, C]. Returns [M, R, C]. ``split``: rows may be split over programs (up to
+    ``LN_MIX_SPLIT_ROWS``; False: a program per row, the same bits at any row count).
+    ``variant``: launch options for benchmarks."""
     R, C = x.shape
     M = mix.shape[0]
     out = torch.empty(M, R, C, dtype=out_dtype, device=x.device)
     block = triton.next_power_of_2(C)
-    chunk = min(LN_MIX_CHUNK, block) if R <= LN_MIX_SPLIT_ROWS else block
+    chunk = min(LN_MIX_CHUNK, block) if split and R <= LN_MIX_SPLIT_ROWS else block
     opts = dict(num_warps=8 if chunk >= 4096 else 4, **pdl.launch_options(x.device, R))
     _ln_mix_kernel[(R, triton.cdiv(C, chunk))](
         x, ln_w, ln_b, prev, new_prev, write, mix, out, T, C, R, eps, M=M,

@@ -99,7 +99,10 @@ def _load_chunk(r_ptr, w_ptr, k_ptr, v_ptr, kap_ptr, a_ptr, base, c0, T, x_st, i
             tl.load(a_ptr + o + j[None, :], mask=m, other=0.0))
 
 
-@triton.jit
+# T and NC are not specialised: Triton compiles a variant for an integer argument equal to 1
+# (or divisible by 16), and the one-chunk variant of the scan gave other bits for the same
+# chunk (fp16 state, measured): a prompt's bits must not depend on how long its pass is
+@triton.jit(do_not_specialize=["T", "NC"])
 def _chunk_prep_kernel(r_ptr, w_ptr, k_ptr, v_ptr, kap_ptr, a_ptr, wqb_ptr, yc_ptr, d_ptr, e_ptr,
                        T, H, NC, x_sb, x_st,
                        N: tl.constexpr, C: tl.constexpr, LOG2C: tl.constexpr, PREC: tl.constexpr,
@@ -170,12 +173,14 @@ def _load_prep(wqb_ptr, yc_ptr, d_ptr, e_ptr, wid, ok, i, j, t, N: tl.constexpr,
             tl.load(e_ptr + wid * N + j, mask=(j * 0 + ok) != 0, other=0.0))
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["T", "NC"])
 def _chunk_scan_kernel(S_ptr, wqb_ptr, yc_ptr, d_ptr, e_ptr, y_ptr,
                        T, H, NC, s_sb, s_sh, x_sb, x_st,
-                       N: tl.constexpr, BV: tl.constexpr, C: tl.constexpr, PREC: tl.constexpr):
+                       N: tl.constexpr, BV: tl.constexpr, C: tl.constexpr, PREC: tl.constexpr,
+                       ROUND: tl.constexpr):
     """Chunk after chunk for BV value rows of one head:
-    y = Q s^T + Yc, then s <- s·diag(e) + (W s^T)^T Bt + D."""
+    y = Q s^T + Yc, then s <- s·diag(e) + (W s^T)^T Bt + D (ROUND: s rounded to the state's
+    dtype after each chunk, as if stored there)."""
     pid_bh = tl.program_id(0)
     b = (pid_bh // H).to(tl.int64)
     h = pid_bh % H
@@ -200,6 +205,8 @@ def _chunk_scan_kernel(S_ptr, wqb_ptr, yc_ptr, d_ptr, e_ptr, y_ptr,
         tl.store(y_ptr + o, y.to(y_ptr.dtype.element_ty), mask=(tt < T)[:, None])
         Xw = tl.dot(W, sT, input_precision=PREC)           # [C, BV]
         s = tl.dot(tl.trans(Xw), Bt, s * e[None, :] + D, input_precision=PREC)
+        if ROUND:
+            s = s.to(S_ptr.dtype.element_ty).to(tl.float32)
     tl.store(s_ptrs, s.to(S_ptr.dtype.element_ty))
 
 
@@ -218,11 +225,13 @@ def _rows_per_program(n_bh: int, device: torch.device, smallest: int) -> int:
     return rows
 
 
-def prefer_chunked(B: int, T: int, H: int, device: torch.device) -> bool:
+def prefer_chunked(B: int, T: int, H: int, device: torch.device,
+                   split_invariant: bool = False) -> bool:
     """Whether the chunked form beats the token loop. Measured on an H200 (H = 40): the chunked
     form is 2.7x faster at B = 1, T = 4096, the token loop 1.7x faster at B = 64, T = 512; the
-    token loop is latency-bound only while B·H programs leave the GPU idle (about B·H <= #SMs)."""
-    return T >= 64 and B * H <= _sm_count(device)
+    token loop is latency-bound only while B·H programs leave the GPU idle (about B·H <= #SMs).
+    ``split_invariant``: below 64 tokens too (``wkv_chunk``'s option)."""
+    return (split_invariant or T >= 64) and B * H <= _sm_count(device)
 
 
 def _state_view(S: Tensor, B: int, H: int) -> Tensor:
@@ -282,8 +291,11 @@ def chunk_prep(r: Tensor, w: Tensor, k: Tensor, v: Tensor, kappa: Tensor, a: Ten
 
 
 def chunk_scan(S: Tensor, ws: tuple[Tensor, ...], T: int, out_dtype: torch.dtype,
-               rows: int | None = None, warps: int = 4, precision: str = "tf32x3") -> Tensor:
-    """Second kernel: chunk after chunk from S [B, H, N, N] (in place) -> y [B, T, H, N]."""
+               rows: int | None = None, warps: int = 4, precision: str = "tf32x3",
+               round_chunks: bool = False) -> Tensor:
+    """Second kernel: chunk after chunk from S [B, H, N, N] (in place) -> y [B, T, H, N].
+    ``round_chunks``: a half-precision S is rounded at every chunk's end, as it is where a pass
+    ends (the same bits however the sequence is cut into passes at multiples of the chunk)."""
     B, H, N = S.shape[0], S.shape[1], S.shape[2]
     nc, chunk = ws[0].shape[1], ws[0].shape[3]
     rows = rows or 32  # measured best at B = 1 and B = 64 (H = 40)
@@ -291,7 +303,8 @@ def chunk_scan(S: Tensor, ws: tuple[Tensor, ...], T: int, out_dtype: torch.dtype
     St = _state_view(S, B, H)
     _chunk_scan_kernel[(B * H, N // rows)](St, *ws, y, T, H, nc, St.stride(0), St.stride(1),
                                            T * H * N, H * N, N=N, BV=rows, C=chunk,
-                                           PREC=precision, num_warps=warps)
+                                           PREC=precision, num_warps=warps,
+                                           ROUND=round_chunks and S.dtype != torch.float32)
     if St is not S:
         S.copy_(St)
     return y
@@ -299,10 +312,12 @@ def chunk_scan(S: Tensor, ws: tuple[Tensor, ...], T: int, out_dtype: torch.dtype
 
 def wkv_chunk_triton(S: Tensor, r: Tensor, w: Tensor, k: Tensor, v: Tensor,
                      kappa: Tensor, a: Tensor, rows: int | None = None, chunk: int = CHUNK,
-                     warps: int = 4, precision: str = "tf32x3") -> Tensor:
+                     warps: int = 4, precision: str = "tf32x3",
+                     round_chunks: bool = False) -> Tensor:
     """T tokens, `chunk` at a time (WY form, two kernels). S: [B, H, N, N]; r..a: [B, T, H, N].
-    precision: tl.dot's input_precision for the fp32 products ("ieee" or "tf32x3")."""
+    precision: tl.dot's input_precision for the fp32 products ("ieee" or "tf32x3");
+    round_chunks: see ``chunk_scan``."""
     if r.shape[1] == 0:
         return torch.empty_like(r)
     ws = chunk_prep(r, w, k, v, kappa, a, chunk, precision)
-    return chunk_scan(S, ws, r.shape[1], r.dtype, rows, warps, precision)
+    return chunk_scan(S, ws, r.shape[1], r.dtype, rows, warps, precision, round_chunks)

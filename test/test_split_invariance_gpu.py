@@ -1,0 +1,61 @@
+"""Prefill on CUDA gives the same bits however a prompt is cut into passes at multiples of the
+WKV chunk (``RWKV7.split_invariant``): what lets the prefix cache resume a prompt without
+changing its outputs (run on the GPU machine: pytest -m gpu)."""
+
+import pytest
+import torch
+
+from server.model.checkpoint import infer_config
+from server.model.forward import RWKV7
+from server.model.random import make_random_state_dict
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA"),
+]
+N_TOKENS = 1886  # issue 7's last chat turn
+# cuts (ascending) of the prompt into passes, all at multiples of 16 tokens; between them:
+# passes of 16 and 32 tokens (graph buckets below 64 rows), of 1,024 (the prefill chunk) and more
+CUTS = [[1728], [1024, 1728], [1040], [16], [1872], [1856], [1792], [32, 48, 1024, 1600]]
+
+
+@pytest.fixture(scope="module")
+def sd():
+    # two layers of the 2.9B model's width: its product shapes (cuBLAS picks kernels by shape)
+    return make_random_state_dict(2, 2560, dtype=torch.float16, device="cuda")
+
+
+def prefill(model: RWKV7, tokens: list[int], cuts: list[int]):
+    state, start = model.new_state(1), 0
+    for end in cuts + [len(tokens)]:
+        logits = model.prefill([tokens[start:end]], state)
+        start = end
+    return logits, state
+
+
+def same(a, b) -> bool:
+    (la, sa), (lb, sb) = a, b
+    return torch.equal(la, lb) and torch.equal(sa.wkv, sb.wkv) and torch.equal(sa.shift, sb.shift)
+
+
+@pytest.mark.parametrize("state_dtype", [torch.float32, torch.float16])
+def test_aligned_cuts_change_no_bit(sd, state_dtype):
+    model = RWKV7(sd, infer_config(sd), device="cuda", dtype=torch.float16,
+                  state_dtype=state_dtype)
+    assert model.split_invariant and model.prefill_align == 16
+    tokens = torch.randint(0, 65536, (N_TOKENS,), generator=torch.Generator().manual_seed(0))
+    tokens = tokens.tolist()
+    whole = prefill(model, tokens, [])
+    for cuts in CUTS:
+        assert same(prefill(model, tokens, cuts), whole), cuts
+
+
+def test_without_it_cuts_change_bits(sd):
+    """The control: the same cuts without split invariance (cuBLAS's split K for few rows, the
+    split LayerNorm rows and the token loop of short passes) change the results."""
+    model = RWKV7(sd, infer_config(sd), device="cuda", dtype=torch.float16,
+                  split_invariant=False)
+    tokens = torch.randint(0, 65536, (N_TOKENS,), generator=torch.Generator().manual_seed(0))
+    tokens = tokens.tolist()
+    whole = prefill(model, tokens, [])
+    assert sum(not same(prefill(model, tokens, cuts), whole) for cuts in CUTS) >= 4
