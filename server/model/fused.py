@@ -34,6 +34,7 @@ LORA_ORDER = ("v", "w", "a", "g")  # mixed inputs 2..5 of ln_mix are xv, xw, xa,
 # side stream): cuBLAS 6-7.5 % faster a step at 8, 12 and 16 rows, the kernel 2-5 % at 2 and 4
 # (the 2.9B shape only; other shapes were not timed at these rows)
 GEMV_MAX_ROWS = 4
+SLICED_BMM_MAX_ROWS = 256  # _add_sliced: the slices as one batched product (measured at 160)
 
 
 def fused_default(device: torch.device) -> bool:
@@ -105,9 +106,13 @@ def _f32_products(device: torch.device, dtype: torch.dtype) -> bool:
         x = torch.randn(32, 64, device=device, generator=g)
         a = torch.randn(32, 128, device=device, generator=g).to(dtype)
         w = torch.randn(64, 128, device=device, generator=g).to(dtype)
-        want = x + a.float() @ w.float().t()
+        prod = a.float() @ w.float().t()
+        want = x + prod
         torch.addmm(x, a, w.t(), out_dtype=torch.float32, out=x)
-        return bool(torch.allclose(x, want, rtol=1e-2, atol=1e-2))
+        parts = torch.bmm(a.view(32, 2, 64).transpose(0, 1), w.view(64, 2, 64).permute(1, 2, 0),
+                          out_dtype=torch.float32)  # _add_sliced's per-slice products
+        return bool(torch.allclose(x, want, rtol=1e-2, atol=1e-2)
+                    and torch.allclose(parts.sum(0), prod, rtol=1e-2, atol=1e-2))
     except (RuntimeError, TypeError):  # an older torch: no out_dtype
         return False
 
@@ -255,10 +260,20 @@ class FusedBlocks:
         cuBLAS splits a long K over the GPU (the FFN value's 4·C up to 192 rows on the H200), so
         a row's bits depend on how many rows the pass has; with K = C they did not, at 16 to
         1,886 rows (2.9B's shapes, measured): prefill then gives the same bits however a prompt
-        is cut into passes. Costs 38 against 23 µs at 160 rows, 91 against 78 at 1,024."""
+        is cut into passes. Up to ``SLICED_BMM_MAX_ROWS`` rows the slices' products are one
+        batched product, then added one by one: the same bits as a product-and-add per slice
+        (measured at 16 to 1,024 rows), 27 against 36 µs at 160 rows, but 106 against 90 at
+        1,024 (one product: 23 and 78)."""
         n = x.shape[1]
-        if not self.f32_out or x.shape[0] <= self.gemv_rows or inp.shape[1] <= n:
+        k = inp.shape[1] // n
+        if not self.f32_out or x.shape[0] <= self.gemv_rows or k < 2 or inp.shape[1] % n:
             return self._add_product(x, inp, weight)
+        if x.shape[0] <= SLICED_BMM_MAX_ROWS:
+            parts = torch.bmm(inp.view(-1, k, n).transpose(0, 1),
+                              weight.view(n, k, n).permute(1, 2, 0), out_dtype=torch.float32)
+            for part in parts:
+                x.add_(part)
+            return
         for s in range(0, inp.shape[1], n):
             torch.addmm(x, inp[:, s:s + n], weight[:, s:s + n].t(), out_dtype=torch.float32,
                         out=x)
