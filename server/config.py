@@ -24,6 +24,13 @@ class Settings(BaseSettings):
     dtype: Literal["auto", "fp16", "bf16", "fp32"] = "auto"
     state_dtype: Literal["fp32", "fp16", "bf16"] = "fp32"
     fused: bool = Field(True, description="fused Triton element-wise kernels on CUDA (false: plain torch)")
+    split_invariant: bool = Field(
+        True, description="prefill gives the same bits however a prompt is cut into passes at "
+        "multiples of the WKV chunk (16 tokens on CUDA, 32 on the CPU), and the prefix state "
+        "cache resumes prompts only there: it changes no output (greedy or seeded). false: a "
+        "cached turn prefills up to 15 (31) fewer tokens and prefill on CUDA is a few % faster, "
+        "but cached prompts may differ from uncached ones in the last bits (and at near-ties, in "
+        "the tokens)")
     pdl: bool = Field(True, description="programmatic dependent launch of the small-batch decode "
                       "kernels on CUDA compute capability >= 9.0 (read from the environment by "
                       "server/model/kernels/pdl.py; validated here)")

@@ -1,6 +1,10 @@
 """Prefix state cache: the cache itself (keys, verification, LRU in bytes, tiers) and the
 scheduler with it (tiny random model, CPU): outputs equal to no cache, only new tokens prefilled,
-one prefill of a prefix shared by concurrent tasks, memory bound under a flood."""
+one prefill of a prefix shared by concurrent tasks, memory bound under a flood.
+
+The scheduler's mechanics are checked here at exact token positions, on a model that is not
+split-invariant (feeds may be cut anywhere: ``align`` 1); test_prefix_cache_exact.py checks the
+default, where cuts and resumed states sit at multiples of the WKV chunk."""
 
 import time
 from array import array
@@ -17,6 +21,11 @@ from server.scheduler.prefix_cache import (ENTRY_OVERHEAD, PrefixCache, common_p
 from server.task.task import Status, Task
 
 SYSTEM = "System: " + "You are a careful assistant; answer briefly and kindly. " * 12
+
+
+@pytest.fixture(autouse=True)
+def cut_anywhere(tiny_loader, monkeypatch):
+    monkeypatch.setattr(tiny_loader.model, "split_invariant", False)
 
 
 def toy_state(value: float) -> State:

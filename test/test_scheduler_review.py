@@ -43,12 +43,14 @@ def run_alone(loader, tokens, **kw) -> list[int]:
 
 
 def test_a_boundary_job_of_a_task_stopped_mid_prompt_and_given_a_new_prompt_still_runs(
-        tiny_loader):
+        tiny_loader, monkeypatch):
     """A chat prompt fed over several steps passes its first turn boundary: the prefiller keeps
     a job computing that boundary's state once the task is past its prefill. The task is
     stopped mid-prompt (its history stays short of the prompt) and its finish_callback gives it
     a new prompt (status PREFILL) without resubmitting it: the job waited for that task
-    forever, so ``run()`` never returned and the scheduler stepped without end."""
+    forever, so ``run()`` never returned and the scheduler stepped without end. (Feeds cut
+    anywhere: the positions below are not multiples of the split-invariant model's 32.)"""
+    monkeypatch.setattr(tiny_loader.model, "split_invariant", False)
     cache = PrefixCache(1 << 22, min_tokens=4)
     sched = DynamicScheduler(tiny_loader, max_batch_size=2, buffer_size=4, prefill_chunk=10,
                              prefix_cache=cache)

@@ -123,10 +123,12 @@ def _cache_health(sch) -> dict:
     tokens prefill actually computed: before the first token (``prefilled_tokens``) and again
     after it (``later_tokens``: turn boundaries kept for the next request) and after a chat
     reply (``warm_tokens``: the reply as the next turn re-sends it; ``warm_dropped``: such
-    histories whose next turn came first and fed them in its own pass)."""
+    histories whose next turn came first and fed them in its own pass); ``align``: prompts are
+    cut and resumed at multiples of it (RWKV_SPLIT_INVARIANT; 1: anywhere)."""
     cache = getattr(sch, "prefix_cache", None)
     stats = cache.stats() if cache is not None else {"enabled": False}
-    return {**stats, "prefilled_tokens": sch.prefiller.prefilled_tokens,
+    return {**stats, "align": sch.prefiller.align,
+            "prefilled_tokens": sch.prefiller.prefilled_tokens,
             "later_tokens": sch.prefiller.later_tokens,
             "warm_tokens": sch.prefiller.warm_tokens,
             "warm_dropped": sch.prefiller.warm_dropped}

@@ -77,7 +77,8 @@ class DummyTask:
 
 
 def product_options(parser) -> None:
-    """``--gemv-rows`` and ``--lora-stream`` (read by ``apply_product_options``)."""
+    """``--gemv-rows``, ``--lora-stream`` and ``--split-invariant`` (read by
+    ``apply_product_options``)."""
     parser.add_argument("--gemv-rows", type=int, default=0, help="products of up to this many "
                         "rows (<= 256) through the skinny-product kernel instead of cuBLAS "
                         "(default: the server's, fused.GEMV_MAX_ROWS = 4): a short prompt's pass "
@@ -85,11 +86,15 @@ def product_options(parser) -> None:
     parser.add_argument("--lora-stream", type=int, default=1, choices=(0, 1),
                         help="0: the LoRA stages of cuBLAS passes on the main stream, after "
                              "the r/k/v product (served: beside it on a second stream; CUDA)")
+    parser.add_argument("--split-invariant", type=int, default=1, choices=(0, 1),
+                        help="0: prefill without split invariance (RWKV_SPLIT_INVARIANT=false: "
+                             "the FFN value in one product, short passes' own kernels)")
 
 
 def apply_product_options(model, args) -> None:
     """``product_options``' flags on the model (defaults: as served)."""
     apply_gemv_rows(model, args.gemv_rows)
+    model.set_split_invariant(bool(args.split_invariant))
     if model._fused is not None:
         model._fused.lora_stream = bool(args.lora_stream)
 

@@ -39,10 +39,11 @@ step() {  # step NAME LIMIT_S COMMAND... (output appended to $OUT/NAME.log)
     --format=csv; python3 -c "import torch, triton; print('torch', torch.__version__, \
 'triton', triton.__version__)"; git log -1 --format='commit %h %s' 2>/dev/null; } | tee -a "$SUM"
 
-step tests 220 python3 -m pytest -m gpu -q -s -p no:cacheprovider -rA test/test_model_gpu.py \
+step tests 300 python3 -m pytest -m gpu -q -s -p no:cacheprovider -rA test/test_model_gpu.py \
   test/test_fused_kernels.py test/test_prefix_cache_gpu.py test/test_copyback.py \
   test/test_sampler.py test/test_pulse_kernels.py test/test_gemv.py \
-  test/test_engine_no_wait_gpu.py -k "not every_preset"
+  test/test_engine_no_wait_gpu.py test/test_split_invariance_gpu.py test/test_wkv_kernels.py \
+  -k "not every_preset"
 step decode 110 python3 -m server.bench decode --preset 2.9b --batch 1,4,16,32,256,1024 \
   --state-dtype fp16,fp32 --pulses 3
 step sample 60 python3 -m server.bench sample --batch 1,32,256,1024

@@ -122,6 +122,12 @@ class RWKV7:
         self._graphed_prefill = (GraphedPrefill(self._forward, self.new_state)
                                  if use_graphs else None)
 
+    def set_split_invariant(self, on: bool) -> None:
+        """Switch split invariance (the constructor's ``split_invariant``; benchmarks time both
+        ways). Graphs already captured keep the form they were captured with."""
+        self.split_invariant = on
+        self.wkv_step, self.wkv_chunk = _wkv_functions(self.device, self.wkv_impl, on)
+
     def _check_fused(self) -> None:
         """Keep the fused kernels only if they compile and agree with the plain path."""
         try:

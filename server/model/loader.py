@@ -51,11 +51,13 @@ class RWKV070ModelLoader:
     fp32 on CPU) with a WKV state in ``state_dtype`` (default fp32), plus the tokenizer at
     ``vocab_path`` (default: eof_v20230424.txt at the repository root).
     ``state_dict``: the checkpoint's tensors already in memory (``model_path`` then only names
-    the model; the demo's random weights), checked as a file's are.
+    the model; the demo's random weights), checked as a file's are. ``split_invariant``: see
+    ``RWKV7`` (prefill's bits independent of how a prompt is cut into passes).
     Raises CheckpointError for a missing or bad checkpoint."""
 
     def __init__(self, model_path, vocab_path=None, device=None, dtype=None, state_dtype=None,
-                 fused: bool | None = None, state_dict: dict | None = None):
+                 fused: bool | None = None, state_dict: dict | None = None,
+                 split_invariant: bool = True):
         from server.logger import replace_default_sink
         from server.model.tokenizer import ReusingEncoder, Tokenizer
 
@@ -67,7 +69,8 @@ class RWKV070ModelLoader:
         else:
             sd, self.cfg = state_dict, check_state_dict(state_dict, self.name)
         self.model = RWKV7(sd, self.cfg, device=parse_device(device), dtype=parse_dtype(dtype),
-                           state_dtype=parse_dtype(state_dtype) or torch.float32, fused=fused)
+                           state_dtype=parse_dtype(state_dtype) or torch.float32, fused=fused,
+                           split_invariant=split_invariant)
         del sd
         self.tokenizer = Tokenizer(vocab_path)
         self._encoder = ReusingEncoder(self.tokenizer)

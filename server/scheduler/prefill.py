@@ -50,6 +50,17 @@ those tokens itself, in its own pass: one call instead of two.
 
 ``on_release`` stores a finishing task's state under its whole ``history`` (a conversation's turn
 boundary, or a completion the client extends), unless the task says ``cache_finish = False``.
+
+**exact** (a split-invariant model, the default: ``align`` = its ``prefill_align``, else 1):
+the model's prefill gives the same bits however a sequence is cut into passes at multiples of
+``align`` tokens, so the prefiller cuts and resumes only there: a feed cut by the budget ends at
+a multiple of ``align`` (the rest waits for the next step), branch points and ``later`` points
+move down to one, a lookup resumes only such a state (or the whole prompt, with its logits), a
+next-turn prefix is stored at the multiple before its end, states no lookup would resume are not
+kept, and ``on_release`` keeps nothing (decode computed the generated tokens' state, with other
+bits than a prefill of them). A task that came with history of another length computes without
+storing until a jump replaces its state (``_Seq.canonical``). A cached prompt then ends in the
+bits an uncached one does (docs/prefix_cache.md).
 """
 
 from __future__ import annotations
@@ -116,6 +127,10 @@ class _Seq:
     missed: bool = False  # the first lookup missed (and no hit since); not counted yet
     counted: bool = False  # its hit or miss is counted (once: the counters never go down)
     waited: bool = False  # skipped the last round: another task was computing its checkpoint
+    # its state is what a prefill from its origin computes (the cut rule kept: ``align``); not
+    # for a task that came with history of another length (decoded, or cut elsewhere) until a
+    # jump replaces its state: nothing it computes is stored
+    canonical: bool = True
 
     @property
     def end(self) -> int:
@@ -154,14 +169,33 @@ class Prefiller:
         self._warm: deque[tuple[str, array, float]] = deque(maxlen=WARM_MAX)
         self.warm_tokens = 0  # tokens run through the model for next-turn prefixes
         self.warm_dropped = 0  # next-turn prefixes whose request came first and fed them
+        self._step_budget = 0  # this step's whole budget (``run``)
 
     @property
     def caching(self) -> bool:
         return self.cache is not None and self.cache.enabled
 
+    @property
+    def align(self) -> int:
+        """Feeds are cut, and states resumed, only at multiples of this many tokens (1:
+        anywhere): a split-invariant model's prefill then gives the same bits as without the
+        cache (module docstring, "exact")."""
+        model = getattr(self.engine, "model", None)
+        return model.prefill_align if getattr(model, "split_invariant", False) else 1
+
+    def _cut(self, h: int, n: int) -> int:
+        """``n`` tokens from ``h``, cut back so that the feed ends at a multiple of ``align``;
+        0 when that leaves none (the next step feeds it), unless a whole step's budget is
+        smaller than ``align``: then ``n``, progress before exactness."""
+        end = h + n
+        if end % self.align == 0 or end - end % self.align > h:
+            return n - end % self.align
+        return n if self._step_budget < self.align else 0
+
     # ---- one scheduler step ----------------------------------------------------------------
     def run(self, work: list[tuple[int, object]], budget: int) -> None:
         """Feed ``work`` (``(slot, task)`` with ``len(pending) > 1``) up to ``budget`` tokens."""
+        self._step_budget = budget
         if not self.caching:
             return self._plain(work, budget)
         self._seqs = {id(t): s for _, t in work if (s := self._seqs.get(id(t))) and s.fits(t)}
@@ -182,7 +216,7 @@ class Prefiller:
             first = self._feed(plan)
             for slot, task, s, _ in plan:
                 h = len(task.history)
-                if s is None:
+                if s is None or not s.canonical:
                     continue
                 if slot in first:  # the whole prompt, with its last token's logits
                     self._store(slot, s.origin, s.hashes, s.tokens, len(s.tokens),
@@ -222,7 +256,11 @@ class Prefiller:
                 n = target - h
             if budget <= 0:
                 continue
-            n = self._with_last(task, min(n, budget), budget)
+            if n > budget:  # cut by the budget: at a multiple of ``align``
+                n = self._cut(len(task.history), budget)
+                if n <= 0:
+                    continue
+            n = self._with_last(task, n, budget)
             if key is not None:
                 claimed[key] = len(plan)
             plan.append((slot, task, s, n))
@@ -247,7 +285,7 @@ class Prefiller:
         copy of its state now (the start of the later pass)."""
         for slot, task, s, n in plan:
             h = len(task.history)
-            passed = s.later_between(h, h + n) if s is not None else []
+            passed = s.later_between(h, h + n) if s is not None and s.canonical else []
             if passed:
                 for p in passed:
                     s.later.remove(p)
@@ -320,20 +358,20 @@ class Prefiller:
     def _warm_one(self, origin: str, tokens: array) -> None:
         if not self.cache.enabled:
             return
-        n_all = len(tokens)
+        n_all = len(tokens) - len(tokens) % self.align  # (the next turn feeds the rest)
         hashes = prefix_hashes(tokens, self._known_hashes(self._shares(tokens)))
         key = self.cache.key(origin, hashes, n_all)
         found = None if self.cache.contains(key) else self.cache.lookup(
-            origin, hashes, tokens, 0, n_all - 1)
+            origin, hashes, tokens, 0, n_all - 1, align=self.align)
         if found is None or n_all - found[0] > WARM_TOKENS:
             return
         n, cached = found[0], found[1]
         state = cached.to(device=self.engine.device)  # a host-tier entry comes to the device
         if state is cached:
             state = cached.clone()  # the cache's own tensors are never written
-        self.engine.model.prefill([tokens[n:].tolist()], state, logits=False)
+        self.engine.model.prefill([tokens[n:n_all].tolist()], state, logits=False)
         self.warm_tokens += n_all - n
-        self.cache.insert(key, tokens, state)
+        self.cache.insert(key, tokens[:n_all], state)
 
     def _drop_warm_for(self, s: _Seq) -> None:
         """Drop the queued next-turn prefixes that ``s`` starts with (its request came before
@@ -371,7 +409,12 @@ class Prefiller:
     def _plain(self, work, budget: int) -> None:
         plan = []
         for slot, task in work:
-            n = self._with_last(task, min(len(task.pending) - 1, budget), budget)
+            n = len(task.pending) - 1
+            if n > budget:
+                n = self._cut(len(task.history), budget)
+                if n <= 0:
+                    continue
+            n = self._with_last(task, n, budget)
             if n > 0:
                 plan.append((slot, task, None, n))
                 budget -= n
@@ -387,7 +430,8 @@ class Prefiller:
             return s
         tokens = array("I", task.history + task.pending)
         shares = self._shares(tokens)
-        s = _Seq(task, origin, tokens, prefix_hashes(tokens, self._known_hashes(shares)))
+        s = _Seq(task, origin, tokens, prefix_hashes(tokens, self._known_hashes(shares)),
+                 canonical=len(task.history) % self.align == 0)
         self._choose_points(s, len(task.history), shares)
         self._seqs[id(task)] = s
         self._recent.append((origin, tokens, s.hashes))
@@ -408,17 +452,19 @@ class Prefiller:
         """Checkpoints of a new sequence (see the module docstring); tells sequences in flight
         about the branch points they share with it. A branch point just after a turn boundary
         (closer than ``min_tokens``) is moved to the boundary: the state worth sharing."""
-        gap = self.cache.min_tokens
+        gap, align = self.cache.min_tokens, self.align
         lo = max(start, gap - 1)
         ids = np.frombuffer(s.tokens, dtype=np.uint32)[lo + 1:s.end]
-        turns = (np.flatnonzero(ids == TURN_TOKEN) + lo + 1).tolist()
+        turns = [q - q % align for q in (np.flatnonzero(ids == TURN_TOKEN) + lo + 1).tolist()]
+        turns = [q for q in turns if q > start]
 
         def point(m: int) -> int:  # a branch just after a turn boundary: the boundary
+            m -= m % align
             return max((q for q in turns if 0 <= m - q < gap), default=m)
 
         branch = []
         for origin, m, _ in shares:  # recent sequences
-            if origin == s.origin and lo < m < s.end:
+            if origin == s.origin and lo < m < s.end and point(m) > start:
                 branch.append(point(m))
         for other in list(self._seqs.values())[-IN_FLIGHT:]:
             if other.origin == s.origin:
@@ -438,13 +484,14 @@ class Prefiller:
         s.looked, pos = True, len(task.history)
         whole = len(s.tokens)  # the whole prompt, with logits: only for a task that decodes
         hi = whole if self._decodes(task) else s.end
-        found = (self.cache.lookup(s.origin, s.hashes, s.tokens, pos, hi, logits_at=whole)
-                 if pos < s.end else None)
+        found = (self.cache.lookup(s.origin, s.hashes, s.tokens, pos, hi, logits_at=whole,
+                                   align=self.align) if pos < s.end else None)
         if found is None:
             s.missed = s.missed or first  # counted when it feeds (a waiter may hit first)
             return
         n, state, logits = found
         self.engine.state.assign([slot], state)
+        s.canonical = True
         if n == whole:  # its last token is consumed too: the first token comes from the logits
             self.engine.set_first(slot, logits)
         k = min(n, s.end) - pos  # (the last token stays pending: it becomes current_token)
@@ -459,14 +506,19 @@ class Prefiller:
     def _store(self, slot: int, origin: str, hashes: array, tokens: array, n: int,
                logits=None) -> None:
         key = self.cache.key(origin, hashes, n)
-        if n < self.cache.min_tokens or self.cache.contains(key):
+        if n < self.cache.min_tokens or self.cache.contains(key) or (
+                n % self.align and logits is None):  # (never resumed: lookup's ``align``)
             return
         self.cache.insert(key, tokens[:n], self.engine.state.select([slot]),
                           None if logits is None else logits.clone(), defer=True)
 
     def on_release(self, slots: list[int], tasks: list) -> None:
-        """Finishing tasks (their slots still hold their state): keep ``history``'s state."""
-        if not self.caching:
+        """Finishing tasks (their slots still hold their state): keep ``history``'s state
+        (not with ``align`` > 1: decode computes the generated tokens' state with other bits
+        than a prefill of them, so resuming it would change the next request's output)."""
+        if not self.caching or self.align > 1:
+            for task in tasks:
+                self._seqs.pop(id(task), None)
             return
         for slot, task in zip(slots, tasks):
             self._seqs.pop(id(task), None)

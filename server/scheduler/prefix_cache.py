@@ -161,10 +161,11 @@ class PrefixCache:
 
     # ---- lookups -----------------------------------------------------------------------
     def lookup(self, origin: str, hashes: array, tokens: array, lo: int, hi: int,
-               logits_at: int | None = None):
+               logits_at: int | None = None, align: int = 1):
         """The longest cached prefix ``tokens[:n]`` with ``lo < n <= hi`` (at ``n == logits_at``
-        only an entry with logits): ``(n, state, logits)`` (the cache's own tensors: read them,
-        never write them; logits None unless kept) or None."""
+        only an entry with logits), ``n`` a multiple of ``align`` unless it is ``logits_at``:
+        ``(n, state, logits)`` (the cache's own tensors: read them, never write them; logits
+        None unless kept) or None."""
         with self._lock:
             lengths = self._lengths.get(origin)
             if not lengths:
@@ -177,7 +178,7 @@ class PrefixCache:
             for n in candidates:
                 if n <= lo:
                     break
-                if n == seen:
+                if n == seen or (n % align and n != logits_at):
                     continue
                 seen = n
                 entry = self._lru.get((origin, n, hashes[n]))

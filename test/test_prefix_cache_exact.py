@@ -1,0 +1,95 @@
+"""The prefix cache on a split-invariant model (the default, RWKV_SPLIT_INVARIANT): feeds are
+cut and states resumed only at multiples of the WKV chunk (``Prefiller.align``: 32 tokens on the
+CPU), so a prompt resumed from the cache ends in the very bits of one computed without it
+(tiny random model, CPU, fp32; the CUDA side: test_split_invariance_gpu.py)."""
+
+import pytest
+import torch
+from model_cases import state_gap
+
+from server.scheduler import DynamicScheduler
+from server.scheduler.prefill import Prefiller
+from server.scheduler.prefix_cache import PrefixCache
+from server.task.task import Task
+
+SYSTEM = "System: " + "You are a careful assistant; answer briefly and kindly. " * 12
+
+
+def chat(i: int) -> str:
+    return f"{SYSTEM}\n\nUser: question {i}: what is {i} plus {i}?\n\nAssistant:"
+
+
+def run(loader, prompts, cache=None, max_tokens=6, prefill_chunk=4096):
+    """Tasks of ``prompts`` one after another through one scheduler (greedy)."""
+    sched = DynamicScheduler(loader, max_batch_size=4, buffer_size=4, prefix_cache=cache,
+                             prefill_chunk=prefill_chunk)
+    tasks = []
+    for p in prompts:
+        task = Task(loader.encode(p), max_tokens=max_tokens, temperature=0.0)
+        task.cache_origin = ""
+        sched.add_task(task)
+        sched.run()
+        tasks.append(task)
+    return tasks, sched
+
+
+def same_state(a, b) -> bool:
+    return torch.equal(a.wkv, b.wkv) and torch.equal(a.shift, b.shift)
+
+
+def test_align_is_the_wkv_chunk(tiny_loader):
+    _, sched = run(tiny_loader, [], PrefixCache(8 << 20))
+    assert tiny_loader.model.split_invariant and sched.prefiller.align == 32
+
+
+@pytest.mark.parametrize("invariant", [True, False])
+def test_resumed_prompt_ends_in_the_same_bits(tiny_loader, monkeypatch, invariant):
+    """The next turn of a chat resumes from the cached first turn: its final state (prompt and
+    six decoded tokens) is bit for bit the uncached one's. Without split invariance it resumes
+    inside a chunk (where the first prompt ended) and its bits differ."""
+    monkeypatch.setattr(tiny_loader.model, "split_invariant", invariant)
+    first = chat(0)
+    second = first + " Sure.\n\nUser: and twice that?\n\nAssistant:"
+    (plain,), _ = run(tiny_loader, [second])
+    (_, cached), sched = run(tiny_loader, [first, second], PrefixCache(64 << 20))
+    stats = sched.prefix_cache.stats()
+    assert stats["hits"] == 1 and (stats["tokens_saved"] % 32 == 0) == invariant
+    assert cached.output == plain.output
+    assert same_state(cached.state, plain.state) == invariant
+
+
+def test_kept_states_are_resumable_and_exact(tiny_loader):
+    """Every state the cache keeps sits at a multiple of ``align`` (or is a whole prompt with its
+    logits, used only for that prompt again) and is exactly what one pass computes; a finished
+    task's decoded state is not kept (decode rounds otherwise than prefill)."""
+    prompts = [chat(0), chat(1), chat(1) + " Sure.\n\nUser: and twice that?\n\nAssistant:"]
+    tasks, sched = run(tiny_loader, prompts, PrefixCache(64 << 20))
+    entries = [e for _, e in sched.prefix_cache._lru.items()]
+    assert entries and all(len(e.tokens) % 32 == 0 or e.logits is not None for e in entries)
+    assert not any(list(e.tokens) == t.history for e in entries for t in tasks)
+    for e in entries:
+        assert state_gap(tiny_loader.model, e.tokens, e.state, rtol=0, atol=0) is None
+
+
+@pytest.mark.parametrize("budget", [40, 100])
+def test_budget_cuts_keep_the_bits(tiny_loader, budget):
+    """A small per-step budget cuts a prompt into several feeds, each ending at a multiple of
+    ``align``: the prompt's state is the one-pass state, bit for bit."""
+    (one,), _ = run(tiny_loader, [chat(2)], max_tokens=0)
+    (cut,), _ = run(tiny_loader, [chat(2)], PrefixCache(64 << 20), max_tokens=0,
+                    prefill_chunk=budget)
+    assert cut.history == one.history and same_state(cut.state, one.state)
+
+
+def test_cut_points():
+    p = Prefiller.__new__(Prefiller)
+    p.engine = type("E", (), {"model": type("M", (), {"split_invariant": True,
+                                                      "prefill_align": 32})()})()
+    assert p.align == 32
+    p._step_budget = 4096
+    assert p._cut(0, 40) == 32 and p._cut(10, 40) == 22 and p._cut(32, 64) == 64
+    assert p._cut(32, 8) == 0  # a step's leftover budget: the next step goes on from 32
+    p._step_budget = 20
+    assert p._cut(0, 20) == 20  # a step's budget under a chunk: progress, not exactness
+    p.engine.model.split_invariant = False
+    assert p.align == 1 and p._cut(10, 37) == 37
