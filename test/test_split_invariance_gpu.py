@@ -59,3 +59,44 @@ def test_without_it_cuts_change_bits(sd):
     tokens = tokens.tolist()
     whole = prefill(model, tokens, [])
     assert sum(not same(prefill(model, tokens, cuts), whole) for cuts in CUTS) >= 4
+
+
+@pytest.mark.parametrize("invariant", [True, False])
+def test_a_resumed_chat_ends_in_the_uncached_bits(sd, invariant):
+    """Through the scheduler and the prefix cache (fp16 fused path, graphs): the next turn of a
+    chat resumes from the cached first turn and ends, prompt and six decoded tokens, in the
+    bits of the same prompt computed without the cache; without split invariance it does not."""
+    from server.model.loader import RWKV070ModelLoader
+    from server.scheduler import DynamicScheduler
+    from server.scheduler.prefix_cache import PrefixCache
+    from server.task.task import Task
+
+    loader = RWKV070ModelLoader("split-invariance.pth", state_dict={k: v.cpu() for k, v in
+                                                                 sd.items()},
+                                device="cuda", dtype="fp16", split_invariant=invariant)
+    gen = torch.Generator().manual_seed(1)
+    first = torch.randint(300, 60000, (700,), generator=gen).tolist()
+    first[200] = first[650] = 261  # turn boundaries ("\n\n"): kept for later requests
+    second = first + torch.randint(300, 60000, (150,), generator=gen).tolist()
+
+    def run(prompts, cache):
+        sched = DynamicScheduler(loader, max_batch_size=2, buffer_size=4, prefix_cache=cache)
+        tasks = []
+        for p in prompts:
+            task = Task(list(p), max_tokens=6, temperature=0.0)
+            task.cache_origin = ""
+            sched.add_task(task)
+            sched.run()
+            tasks.append(task)
+        return tasks[-1], sched
+
+    plain, _ = run([second], None)
+    cached, sched = run([first, second], PrefixCache(1 << 30))
+    assert plain.wait(60) and cached.wait(60)  # (their states copied home)
+    stats = sched.prefix_cache.stats()
+    assert stats["hits"] == 1 and (stats["tokens_saved"] % 16 == 0) == invariant
+    bits = torch.equal(cached.state.wkv, plain.state.wkv) and torch.equal(
+        cached.state.shift, plain.state.shift)
+    assert bits == invariant
+    if invariant:
+        assert cached.output == plain.output
