@@ -93,3 +93,30 @@ def test_cut_points():
     assert p._cut(0, 20) == 20  # a step's budget under a chunk: progress, not exactness
     p.engine.model.split_invariant = False
     assert p.align == 1 and p._cut(10, 37) == 37
+
+
+def test_lookup_resumes_only_aligned_states_or_the_whole_prompt():
+    """``PrefixCache.lookup(align=...)``: the longest prefix at a multiple of ``align``, or the
+    whole prompt (``logits_at``) when its entry has logits."""
+    from array import array
+
+    from server.model.state import State
+    from server.scheduler.prefix_cache import prefix_hashes
+
+    cache = PrefixCache(1 << 20, min_tokens=2)
+    seq = array("I", range(100, 160))
+    hashes = prefix_hashes(seq)
+
+    def put(n, logits=None):
+        state = State(torch.zeros(2, 2, 1, 8), torch.zeros(2, 1, 2, 4, 4))
+        assert cache.insert(cache.key("", hashes, n), seq[:n], state, logits)
+
+    for n in (16, 40, 50):
+        put(n)
+    put(60, logits=torch.zeros(8))
+    look = lambda hi, at=None, align=16: cache.lookup(  # noqa: E731
+        "", hashes, seq, 0, hi, logits_at=at, align=align)
+    assert look(55)[0] == 16  # 40 and 50 are not multiples of 16
+    assert look(55, align=1)[0] == 50
+    assert look(60, at=60)[0] == 60  # the whole prompt, with its logits
+    assert look(59)[0] == 16
