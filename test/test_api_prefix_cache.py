@@ -284,14 +284,37 @@ def test_a_limit_smaller_than_one_state_turns_the_cache_off(tiny_loader):
     from server.model.state import State
 
     def settings(mb):
-        return SimpleNamespace(state_cache_mb=mb, state_cache_device_fraction=0.5)
+        return SimpleNamespace(state_cache_mb=mb, state_cache_device_fraction=0.5,
+                               prefill_chunk=4096)
 
     two_mb = State(torch.zeros(1, 2, 1, 8), torch.zeros(1, 1, 8, 256, 256))  # 2 MB of wkv
     big = SimpleNamespace(model=SimpleNamespace(device=torch.device("cpu"),
-                                                new_state=lambda batch: two_mb))
+                                                new_state=lambda batch: two_mb,
+                                                split_invariant=True, prefill_align=16))
     assert make_prefix_cache(settings(1), big) is None
     assert make_prefix_cache(settings(3), big).enabled
     assert make_prefix_cache(settings(1), tiny_loader).enabled  # its state: 66 KB
+
+
+@pytest.mark.parametrize("chunk", [16, 32])
+def test_a_step_budget_under_the_wkv_chunk_is_warned_of(tiny_loader, chunk):
+    """RWKV_PREFILL_CHUNK below the split-invariant model's multiple (32 on the CPU): prompts
+    fed over several steps are cut inside chunks, where the cache's exactness does not hold;
+    the start says so (and not at 32)."""
+    from types import SimpleNamespace
+
+    from loguru import logger
+
+    from server.api.lifecycle import make_prefix_cache
+
+    lines = []
+    sink = logger.add(lines.append, level="WARNING", format="{message}")
+    try:
+        make_prefix_cache(SimpleNamespace(state_cache_mb=8, state_cache_device_fraction=0.5,
+                                          prefill_chunk=chunk), tiny_loader)
+    finally:
+        logger.remove(sink)
+    assert any("RWKV_PREFILL_CHUNK=16" in line for line in lines) == (chunk == 16)
 
 
 def test_metrics_series(on):
