@@ -464,8 +464,8 @@ class Prefiller:
 
         branch = []
         for origin, m, _ in shares:  # recent sequences
-            if origin == s.origin and lo < m < s.end and point(m) > start:
-                branch.append(point(m))
+            if origin == s.origin and lo < m < s.end and (p := point(m)) > start:
+                branch.append(p)
         for other in list(self._seqs.values())[-IN_FLIGHT:]:
             if other.origin == s.origin:
                 m = common_prefix(s.hashes, other.hashes)
@@ -516,15 +516,12 @@ class Prefiller:
         """Finishing tasks (their slots still hold their state): keep ``history``'s state
         (not with ``align`` > 1: decode computes the generated tokens' state with other bits
         than a prefill of them, so resuming it would change the next request's output)."""
-        if not self.caching or self.align > 1:
-            for task in tasks:
-                self._seqs.pop(id(task), None)
-            return
+        keep = self.caching and self.align == 1
         for slot, task in zip(slots, tasks):
             self._seqs.pop(id(task), None)
             origin = getattr(task, "cache_origin", None)
             n = len(task.history)
-            if origin is None or not getattr(task, "cache_finish", True) \
+            if not keep or origin is None or not getattr(task, "cache_finish", True) \
                     or n < self.cache.min_tokens:
                 continue
             tokens = array("I", task.history)
