@@ -261,9 +261,9 @@ class FusedBlocks:
         a row's bits depend on how many rows the pass has; with K = C they did not, at 16 to
         1,886 rows (2.9B's shapes, measured): prefill then gives the same bits however a prompt
         is cut into passes. Up to ``SLICED_BMM_MAX_ROWS`` rows the slices' products are one
-        batched product, then added one by one: the same bits as a product-and-add per slice
-        (measured at 16 to 1,024 rows), 27 against 36 µs at 160 rows, but 106 against 90 at
-        1,024 (one product: 23 and 78)."""
+        batched product, then added in order in one launch (``add_parts_``): the same bits as
+        a product-and-add per slice (measured at 16 to 1,024 rows), 27 against 36 µs at 160
+        rows for the products, but 106 against 90 at 1,024 (one product: 23 and 78)."""
         n = x.shape[1]
         k = inp.shape[1] // n
         if not self.f32_out or x.shape[0] <= self.gemv_rows or k < 2 or inp.shape[1] % n:
@@ -271,8 +271,7 @@ class FusedBlocks:
         if x.shape[0] <= SLICED_BMM_MAX_ROWS:
             parts = torch.bmm(inp.view(-1, k, n).transpose(0, 1),
                               weight.view(n, k, n).permute(1, 2, 0), out_dtype=torch.float32)
-            for part in parts:
-                x.add_(part)
+            self.k.add_parts_(x, parts)
             return
         for s in range(0, inp.shape[1], n):
             torch.addmm(x, inp[:, s:s + n], weight[:, s:s + n].t(), out_dtype=torch.float32,

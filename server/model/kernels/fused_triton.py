@@ -14,6 +14,8 @@ Math is fp32; inputs and outputs keep the storage dtypes stated below.
 * `post_wkv`: per-head GroupNorm of y, + bonus·v, times the gate.
 * `relu_sq_`, `lora_act_`: in-place activations after cuBLAS products (one launch and one pass
   over the tensor instead of two: relu then square; tanh and sigmoid of two LoRA stages).
+* `add_parts_`: x += parts[0] + parts[1] + ... in fp32, added one after another (the bits of
+  as many in-place adds, in one launch).
 """
 
 import math
@@ -271,3 +273,27 @@ def lora_act_(h: Tensor) -> Tensor:
     _activate_kernel[(triton.cdiv(n, _ACT_BLOCK), 2)](h, n, n, OP=1, BLOCK=_ACT_BLOCK,
                                                        num_warps=_ACT_WARPS)
     return h
+
+
+@triton.jit(do_not_specialize=["n"])
+def _add_parts_kernel(x_ptr, parts_ptr, n, K: tl.constexpr, BLOCK: tl.constexpr):
+    """x[o] <- (((x[o] + parts[0, o]) + parts[1, o]) + ...) for the BLOCK offsets o of this
+    program (fp32, one rounding an add)."""
+    o = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    m = o < n
+    acc = tl.load(x_ptr + o, mask=m, other=0.0)
+    for i in tl.static_range(K):
+        acc = acc + tl.load(parts_ptr + i * n + o, mask=m, other=0.0)
+    tl.store(x_ptr + o, acc, mask=m)
+
+
+def add_parts_(x: Tensor, parts: Tensor) -> Tensor:
+    """x <- x + parts[0] + parts[1] + ... in place, added in that order: the same bits as
+    ``for p in parts: x.add_(p)`` in one launch. x: [R, C] fp32 contiguous; parts: [K, R, C]
+    fp32 contiguous. Returns x."""
+    assert x.is_contiguous() and parts.is_contiguous() and parts.shape[1:] == x.shape
+    assert x.dtype == parts.dtype == torch.float32
+    n = x.numel()
+    _add_parts_kernel[(triton.cdiv(n, _ACT_BLOCK),)](x, parts, n, K=parts.shape[0],
+                                                     BLOCK=_ACT_BLOCK, num_warps=_ACT_WARPS)
+    return x
