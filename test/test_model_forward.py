@@ -177,7 +177,7 @@ def test_half_precision_on_cpu_is_finite_and_close(case, dtype, tol):
 
 def test_single_sequence_prefill_padded_to_its_bucket_is_unchanged():
     """GraphedPrefill's padded pass (run eagerly here; on CUDA it is replayed from a graph per
-    power-of-two bucket): lengths across buckets and several chunks give the same state, logits
+    length bucket): lengths across buckets and several chunks give the same state, logits
     and next decode step as the unpadded pass, starting from a nonzero state."""
     from server.model.checkpoint import infer_config
     from server.model.cuda_graph import GraphedPrefill
@@ -206,11 +206,12 @@ def test_single_sequence_prefill_padded_to_its_bucket_is_unchanged():
         for b, lb, db in states[1:]:
             for x, y in ((a.wkv, b.wkv), (a.shift, b.shift), (la, lb), (da, db)):
                 assert torch.allclose(x, y, rtol=1e-5, atol=1e-5), n
-    assert sorted(padded._graphed_prefill.graphs) == [16, 32, 64]  # buckets used
+    assert sorted(padded._graphed_prefill.graphs) == [16, 32, 48]  # buckets used
     assert all(g.graph is None for g in fallback._graphed_prefill.graphs.values())
     bucket = padded._graphed_prefill.bucket
-    assert [bucket(n) for n in (1, 16, 17, 65, 189, 200, 256, 257, 512, 513, 554, 768, 1000)] == \
-        [16, 16, 32, 96, 192, 224, 256, 288, 512, 768, 768, 768, 1024]
+    assert [bucket(n) for n in (1, 16, 17, 65, 152, 158, 189, 200, 256, 257, 512, 513, 554,
+                                768, 1000)] == \
+        [16, 16, 32, 80, 160, 160, 192, 208, 256, 288, 512, 768, 768, 768, 1024]
 
 
 def test_one_head_model_prefills_rows_together():

@@ -144,8 +144,7 @@ PrefillFn = Callable[[Tensor, State, Tensor, Tensor], Tensor]  # (tokens, state,
 
 class GraphedPrefill:
     """Prefill passes of one sequence replayed from CUDA graphs, one graph per length
-    bucket (powers of two from ``MIN_BUCKET`` to ``FINE``, multiples of ``FINE`` up to
-    ``STEP``, then multiples of ``STEP`` up to the
+    bucket (``bucket``: steps of 16 tokens up to 256, of 32 up to 512, then of 256 up to the
     model's prefill chunk). An eager pass is bound by the
     host's launch rate (~20-25 ms for a 2.9B model whatever the length, measured on the H200),
     which dominated the time to first token of short prompts and cached chat turns.
@@ -155,10 +154,9 @@ class GraphedPrefill:
     of its bucket. Graphs work on a private one-row state: the caller's state (any address) is
     copied in and back around the replay. ``graphs=False`` runs the same padded pass eagerly."""
 
-    MIN_BUCKET = 16
-    FINE = 32
+    # (up to this many tokens, buckets this many apart), then multiples of STEP
+    FINE = ((256, 16), (512, 32))
     STEP = 256
-    FINE_UP_TO = 512
 
     def __init__(self, forward: PrefillFn, new_state: Callable[[int], State], graphs: bool = True):
         self._forward = weakref.WeakMethod(forward) if hasattr(forward, "__self__") else (
@@ -170,16 +168,19 @@ class GraphedPrefill:
         self._lock = threading.Lock()
 
     def bucket(self, n: int) -> int:
-        """Powers of two up to ``FINE``, multiples of it up to ``FINE_UP_TO``, then multiples
-        of ``STEP``: padding costs compute in proportion (a pass of 554 tokens padded to 1,024
-        took ~2x its time; a 189-token pass padded to 256 took 7.4 ms, its kernels 5.5 ms
-        unpadded: H200, 2.9B), while each bucket is one more graph to capture at start. A
-        cached chat turn's pass is its new message (~150 tokens in ``server.bench ttft``): steps
-        of 32 up to 512 pad it by 16 tokens on average instead of 32."""
-        if n <= self.FINE:
-            return max(self.MIN_BUCKET, 1 << (n - 1).bit_length())
-        step = self.FINE if n <= self.FINE_UP_TO else self.STEP
-        return -(-n // step) * step
+        """Multiples of 16 up to 256 tokens, of 32 up to 512, then of ``STEP``: padding costs
+        compute in proportion (a pass of 554 tokens padded to 1,024 took ~2x its time; a
+        189-token pass padded to 256 took 7.4 ms, its kernels 5.5 ms unpadded: H200, 2.9B),
+        while each bucket is one more graph to capture at start. A cached chat turn's pass is
+        its new message and up to 15 tokens fed again (~150-170 tokens in ``server.bench
+        ttft``): steps of 16 pad it by 8 tokens on average, and 16 is the split-invariant
+        model's alignment on CUDA (a multiple of it is never padded)."""
+        for up_to, step in self.FINE:
+            if n <= up_to:
+                break
+        else:
+            step = self.STEP
+        return max(1, -(-n // step)) * step
 
     def _step(self, g: _PrefillGraph, state: State) -> Tensor:
         T = g.tokens.shape[1]
