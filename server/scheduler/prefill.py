@@ -455,12 +455,15 @@ class Prefiller:
         gap, align = self.cache.min_tokens, self.align
         lo = max(start, gap - 1)
         ids = np.frombuffer(s.tokens, dtype=np.uint32)[lo + 1:s.end]
-        turns = [q - q % align for q in (np.flatnonzero(ids == TURN_TOKEN) + lo + 1).tolist()]
-        turns = [q for q in turns if q > start]
+        raw = (np.flatnonzero(ids == TURN_TOKEN) + lo + 1).tolist()  # just after each "\n\n"
+        turns = [q for q in (q - q % align for q in raw) if q > start]
 
-        def point(m: int) -> int:  # a branch just after a turn boundary: the boundary
-            m -= m % align
-            return max((q for q in turns if 0 <= m - q < gap), default=m)
+        def point(m: int) -> int:
+            """A branch just after a turn boundary: the boundary (told apart before aligning:
+            a fork a few tokens after a boundary, aligned, may fall a chunk past it; a chat's
+            next turn sent at once then stopped there, one model call more)."""
+            q = max((q for q in raw if 0 <= m - q < gap), default=m)
+            return q - q % align
 
         branch = []
         for origin, m, _ in shares:  # recent sequences
