@@ -19,10 +19,11 @@ N_TOKENS = 1886  # issue 7's last chat turn
 CUTS = [[1728], [1024, 1728], [1040], [16], [1872], [1856], [1792], [32, 48, 1024, 1600]]
 
 
-@pytest.fixture(scope="module")
-def sd():
-    # two layers of the 2.9B model's width: its product shapes (cuBLAS picks kernels by shape)
-    return make_random_state_dict(2, 2560, dtype=torch.float16, device="cuda")
+@pytest.fixture(scope="module", params=[2560, 4096], ids=["2.9b", "7.2b"])
+def sd(request):
+    # two layers of the 2.9B and of the 7.2B model's width: their product shapes (cuBLAS picks
+    # kernels by shape)
+    return make_random_state_dict(2, request.param, dtype=torch.float16, device="cuda")
 
 
 def prefill(model: RWKV7, tokens: list[int], cuts: list[int]):

@@ -116,6 +116,8 @@ class RWKV7:
         self._fused = FusedBlocks(self) if use_fused else None
         if self._fused is not None and self.device.type == "cuda":
             self._check_fused()
+        if split_invariant:
+            self.set_split_invariant(True)  # (checked on CUDA)
         use_graphs = cuda_graphs and self.device.type == "cuda"
         self._graphed = GraphedDecode(self._decode_step, max_graphs=16) if use_graphs else None
         # single-sequence prefill passes from graphs too (an eager pass is launch-bound)
@@ -124,7 +126,24 @@ class RWKV7:
 
     def set_split_invariant(self, on: bool) -> None:
         """Switch split invariance (the constructor's ``split_invariant``; benchmarks time both
-        ways). Graphs already captured keep the form they were captured with."""
+        ways). On CUDA it needs the fused path's products in a form that keeps a row's bits at
+        every row count (``FusedBlocks.check_split_invariance``, chosen once); where there is
+        none (or no fused path) prefill runs without it, with a warning: the prefix cache then
+        resumes anywhere, and a cached prompt's outputs may differ from an uncached one's
+        where logits nearly tie. Graphs already captured keep the form they were captured
+        with."""
+        if on and self.device.type == "cuda":
+            fused = self._fused
+            if fused is None or not fused.check_split_invariance():
+                why = ("no fused CUDA path" if fused is None else
+                       "the matrix products change a row's bits with the row count")
+                logger.warning(f"split-invariant prefill is not possible here ({why}): "
+                               "prefilling without it (prefix-cached prompts may give other "
+                               "outputs than uncached ones where logits nearly tie)")
+                on = False
+            else:
+                logger.info("split-invariant prefill: the residual products over "
+                            f"{fused.slices} slices of K")
         self.split_invariant = on
         self.wkv_step, self.wkv_chunk = _wkv_functions(self.device, self.wkv_impl, on)
 

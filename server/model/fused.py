@@ -144,6 +144,9 @@ class FusedBlocks:
         self.lora_stream = model.device.type == "cuda"  # (the interpreter runs this on CPU)
         self._sides = threading.local()  # a side stream per thread: one thread's graph capture
         # never takes in another thread's work
+        # slices of K of the residual products in a split-invariant prefill, by product
+        # (``check_split_invariance``; None: not chosen yet, {}: none keeps the bits here)
+        self.slices: dict[str, int] | None = None
 
     def use_gemv_up_to(self, rows: int) -> None:
         """Run the products of at most ``rows`` rows (<= ``gemv_triton.MAX_ROWS``) through the
@@ -213,7 +216,7 @@ class FusedBlocks:
                 y = m.wkv_chunk(S, *(t.view(B, T, H, N) for t in (r, w, kk, vv, kap, a)))
             out = self.k.post_wkv(y.contiguous().view(R, C), vv, lora[3], bonus, lw.lnx_w,
                                   lw.lnx_b, GN_EPS, m.dtype)
-        self._add_product(x, out, lw.wo)
+        self._add_residual(x, out, lw.wo, "output", T)
         return v if v_first is None else v_first
 
     def _lora(self, xs: Tensor, st, h: Tensor | None = None,
@@ -255,27 +258,45 @@ class FusedBlocks:
         else:
             x.add_(F.linear(inp, weight))
 
-    def _add_sliced(self, x: Tensor, inp: Tensor, weight: Tensor) -> None:
-        """``_add_product`` over slices of K as wide as the output, added in order. For few rows
-        cuBLAS splits a long K over the GPU (the FFN value's 4·C up to 192 rows on the H200), so
-        a row's bits depend on how many rows the pass has; with K = C they did not, at 16 to
-        1,886 rows (2.9B's shapes, measured): prefill then gives the same bits however a prompt
-        is cut into passes. Up to ``SLICED_BMM_MAX_ROWS`` rows the slices' products are one
+    def _add_sliced(self, x: Tensor, inp: Tensor, weight: Tensor, slices: int) -> None:
+        """``_add_product`` over ``slices`` slices of K, added in order (1: one product): a
+        split-invariant prefill's residual products, in the form ``row_invariance`` chose,
+        whose rows keep their bits at every row count (cuBLAS otherwise splits a long K over
+        the GPU for few rows). Up to ``SLICED_BMM_MAX_ROWS`` rows the slices' products are one
         batched product, then added in order in one launch (``add_parts_``): the same bits as
-        a product-and-add per slice (measured at 16 to 1,024 rows), 27 against 36 µs at 160
-        rows for the products, but 106 against 90 at 1,024 (one product: 23 and 78)."""
-        n = x.shape[1]
-        k = inp.shape[1] // n
-        if not self.f32_out or x.shape[0] <= self.gemv_rows or k < 2 or inp.shape[1] % n:
+        a product-and-add per slice (measured at 16 to 1,024 rows, 2.9B's FFN value), 27
+        against 36 µs at 160 rows for the products, but 106 against 90 at 1,024."""
+        N, K = weight.shape
+        if slices < 2 or not self.f32_out or x.shape[0] <= self.gemv_rows:
             return self._add_product(x, inp, weight)
+        n = K // slices
         if x.shape[0] <= SLICED_BMM_MAX_ROWS:
-            parts = torch.bmm(inp.view(-1, k, n).transpose(0, 1),
-                              weight.view(n, k, n).permute(1, 2, 0), out_dtype=torch.float32)
+            parts = torch.bmm(inp.view(-1, slices, n).transpose(0, 1),
+                              weight.view(N, slices, n).permute(1, 2, 0), out_dtype=torch.float32)
             self.k.add_parts_(x, parts)
             return
-        for s in range(0, inp.shape[1], n):
+        for s in range(0, K, n):
             torch.addmm(x, inp[:, s:s + n], weight[:, s:s + n].t(), out_dtype=torch.float32,
                         out=x)
+
+    def _add_residual(self, x: Tensor, inp: Tensor, weight: Tensor, name: str, T: int) -> None:
+        """A product added into the residual: in a split-invariant prefill pass, over the slices
+        of K chosen for it (``slices``), else as one product."""
+        if T > 1 and self.model.split_invariant:  # (slices not chosen: the CPU's interpreter)
+            self._add_sliced(x, inp, weight, self.slices.get(name, 1) if self.slices else 1)
+        else:
+            self._add_product(x, inp, weight)
+
+    def check_split_invariance(self) -> bool:
+        """Choose the residual products' slices of K for a split-invariant prefill on this GPU
+        (``row_invariance.choose_slices``; once). False when its products cannot keep a row's
+        bits at every row count here (no fp32-output products: an older torch; or no form
+        found): the model then prefills without split invariance."""
+        if self.slices is None:
+            from server.model.row_invariance import choose_slices
+
+            self.slices = choose_slices(self) if self.f32_out else {}
+        return bool(self.slices)
 
     def head(self, u: Tensor, weight: Tensor) -> Tensor:
         """fp32 logits u @ weight^T, straight from the product where it can give fp32."""
@@ -294,10 +315,7 @@ class FusedBlocks:
                             scratch=self.scratch)  # [R, 4C]
         else:
             h = self.k.relu_sq_(F.linear(xk, lw.ffn_key))
-        if T > 1 and self.model.split_invariant:
-            self._add_sliced(x, h, lw.ffn_value)
-        else:
-            self._add_product(x, h, lw.ffn_value)
+        self._add_residual(x, h, lw.ffn_value, "ffn_value", T)
 
     def forward(self, tokens: Tensor, state, keep: Tensor | None, last: Tensor | None) -> Tensor:
         """Same contract as RWKV7._forward: tokens [B, T]; returns the residual at ``last``."""

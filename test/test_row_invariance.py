@@ -1,0 +1,61 @@
+"""row_invariance: the forms of the prefill's products chosen so that a row keeps its bits at
+every row count (split-invariant prefill on CUDA; the real products are checked on the GPU:
+test_split_invariance_gpu.py). Here a stand-in for the fused blocks whose products change a
+row's bits for few rows, as cuBLAS's split K does, unless run over enough slices."""
+
+from types import SimpleNamespace
+
+import torch
+
+from server.model import row_invariance
+
+
+class Blocks:
+    """A FusedBlocks stand-in: ``split[name]``: slices below which a residual product rounds
+    otherwise at fewer than 64 rows (None: at any slices); ``lora_splits``: the LoRA stages do."""
+
+    def __init__(self, split: dict, lora_splits: bool = False, C: int = 64):
+        g = torch.Generator().manual_seed(0)
+        w = lambda *s: torch.randn(*s, generator=g)  # noqa: E731
+        lw = SimpleNamespace(wo=w(C, C), ffn_value=w(C, 4 * C), ffn_key=w(4 * C, C))
+        self.model = SimpleNamespace(layers=[lw], prefill_chunk=200, device=torch.device("cpu"),
+                                     dtype=torch.float32)
+        self.stacks = [SimpleNamespace(rkv=w(3, C, C))]
+        self.split, self.lora_splits, self.calls = split, lora_splits, []
+        self.names = {id(lw.wo): "output", id(lw.ffn_value): "ffn_value"}
+
+    def _lora(self, xs, st):
+        out = xs[2:6] * 2
+        return out + 1e-3 if self.lora_splits and xs.shape[1] < 64 else out
+
+    def _add_sliced(self, out, t, w, s):
+        name = self.names[id(w)]
+        self.calls.append((name, s))
+        out += t @ w.t()
+        need = self.split[name]
+        if t.shape[0] < 64 and (need is None or s < need):
+            out += 1e-3  # other bits for few rows
+
+
+def test_fewest_slices_that_keep_every_row():
+    blocks = Blocks({"output": 2, "ffn_value": 4})
+    assert row_invariance.choose_slices(blocks) == {"output": 2, "ffn_value": 4}
+    tried = {name: sorted({s for n, s in blocks.calls if n == name}) for name in blocks.names.values()}
+    assert tried == {"output": [1, 2], "ffn_value": [1, 2, 4]}  # the fewest first
+    assert row_invariance.choose_slices(Blocks({"output": 1, "ffn_value": 1})) == {
+        "output": 1, "ffn_value": 1}
+
+
+def test_no_form_found_means_no_split_invariance():
+    assert row_invariance.choose_slices(Blocks({"output": None, "ffn_value": 1})) is None
+    assert row_invariance.choose_slices(Blocks({"output": 1, "ffn_value": 1},
+                                               lora_splits=True)) is None
+
+
+def test_same_rows_compares_every_multiple_of_the_step():
+    x = torch.randn(100, 8)
+    assert row_invariance.same_rows(lambda t: t * 3, x)
+    seen = []
+    row_invariance.same_rows(lambda t: seen.append(t.shape[0]) or t, x)
+    assert seen == [100, 16, 32, 48, 64, 80, 96]
+    assert not row_invariance.same_rows(lambda t: t + (t.shape[0] == 48), x)
