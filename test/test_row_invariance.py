@@ -59,3 +59,23 @@ def test_same_rows_compares_every_multiple_of_the_step():
     row_invariance.same_rows(lambda t: seen.append(t.shape[0]) or t, x)
     assert seen == [100, 16, 32, 48, 64, 80, 96]
     assert not row_invariance.same_rows(lambda t: t + (t.shape[0] == 48), x)
+
+
+def test_the_fused_blocks_choose_once_and_say_when_they_cannot():
+    """``FusedBlocks.check_split_invariance``: the choice is made once; without fp32-output
+    products (an older torch) or without a form that keeps the bits it says no (the model then
+    prefills without split invariance, with a warning)."""
+    from server.model.fused import FusedBlocks
+
+    blocks = Blocks({"output": 2, "ffn_value": 1})
+    blocks.slices, blocks.f32_out = None, True
+    assert FusedBlocks.check_split_invariance(blocks)
+    assert blocks.slices == {"output": 2, "ffn_value": 1}
+    n = len(blocks.calls)
+    assert FusedBlocks.check_split_invariance(blocks) and len(blocks.calls) == n  # not again
+    for f32_out, split in ((False, {"output": 1, "ffn_value": 1}),
+                           (True, {"output": None, "ffn_value": 1})):
+        blocks = Blocks(split)
+        blocks.slices, blocks.f32_out = None, f32_out
+        assert not FusedBlocks.check_split_invariance(blocks) and blocks.slices == {}
+        assert not FusedBlocks.check_split_invariance(blocks)

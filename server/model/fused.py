@@ -295,7 +295,7 @@ class FusedBlocks:
         if self.slices is None:
             from server.model.row_invariance import choose_slices
 
-            self.slices = choose_slices(self) if self.f32_out else {}
+            self.slices = (choose_slices(self) if self.f32_out else None) or {}
         return bool(self.slices)
 
     def head(self, u: Tensor, weight: Tensor) -> Tensor:
