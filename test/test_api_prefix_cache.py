@@ -98,6 +98,7 @@ def test_ten_turn_chat_prefills_only_the_new_messages(on, off, tiny_tokenizer):
         reply = chat(on, messages, max_tokens=32, **GREEDY)
         after = cache(on)
         fed = after["prefilled_tokens"] - before["prefilled_tokens"]
+        assert after["prefill_calls"] - before["prefill_calls"] == 1  # one model call
         later = after["later_tokens"] - before["later_tokens"]  # this prompt's last boundary
         assert reply == chat(off, messages, max_tokens=32, **GREEDY)  # outputs equal
         last = down(len(tokens) - 1 - tokens[::-1].index(TURN))
@@ -330,6 +331,7 @@ def test_metrics_series(on):
         assert f"\n{series} " in text, series
     assert f"\nrwkv_prefix_cache_hits_total {float(h['hits'])}\n" in text
     assert f"\nrwkv_prefill_tokens_total {float(h['prefilled_tokens'])}\n" in text
+    assert f"\nrwkv_prefill_calls_total {float(h['prefill_calls'])}\n" in text
     assert f"\nrwkv_prefill_later_tokens_total {float(h['later_tokens'])}\n" in text
     assert f"\nrwkv_prefill_warm_dropped_total {float(h['warm_dropped'])}\n" in text
 

@@ -5,7 +5,7 @@ from server.bench.chat import median_rows, pooled
 
 
 def _run(ons: list[float], offs: list[float], equal=True) -> list[dict]:
-    return [{"turn": i + 1, "prompt_tokens": 100 * (i + 1), "prefilled_on": 50,
+    return [{"turn": i + 1, "prompt_tokens": 100 * (i + 1), "prefilled_on": 50, "calls_on": 1,
              "ttft_on_s": on / 1e3, "ttft_off_s": off / 1e3, "equal": equal}
             for i, (on, off) in enumerate(zip(ons, offs))]
 

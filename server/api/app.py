@@ -120,7 +120,8 @@ def _health(request: Request) -> dict:
 
 def _cache_health(sch) -> dict:
     """Prefix cache figures (``enabled: false`` when RWKV_STATE_CACHE_MB is 0) and the prompt
-    tokens prefill actually computed: before the first token (``prefilled_tokens``) and again
+    tokens prefill actually computed: before the first token (``prefilled_tokens``, in
+    ``prefill_calls`` model calls: one a chat turn, when nothing stops it) and again
     after it (``later_tokens``: turn boundaries kept for the next request) and after a chat
     reply (``warm_tokens``: the reply as the next turn re-sends it; ``warm_dropped``: such
     histories whose next turn came first and fed them in its own pass); ``align``: prompts are
@@ -129,6 +130,7 @@ def _cache_health(sch) -> dict:
     stats = cache.stats() if cache is not None else {"enabled": False}
     return {**stats, "align": sch.prefiller.align,
             "prefilled_tokens": sch.prefiller.prefilled_tokens,
+            "prefill_calls": sch.prefiller.prefill_calls,
             "later_tokens": sch.prefiller.later_tokens,
             "warm_tokens": sch.prefiller.warm_tokens,
             "warm_dropped": sch.prefiller.warm_dropped}

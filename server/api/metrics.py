@@ -76,6 +76,9 @@ class _RuntimeCollector:
                                   value=st["generated_tokens"])
         yield CounterMetricFamily("rwkv_prefill_tokens", "Prompt tokens computed by prefill",
                                   value=sch.prefiller.prefilled_tokens)
+        yield CounterMetricFamily("rwkv_prefill_calls", "Model calls that prefilled those tokens "
+                                  "(a call feeds its round's tasks together)",
+                                  value=sch.prefiller.prefill_calls)
         yield CounterMetricFamily("rwkv_prefill_later_tokens",
                                   "Prompt tokens computed again after the first token (turn "
                                   "boundaries kept for the next request)",

@@ -10,7 +10,9 @@ of ``--turns`` turns whose prompt grows to about ``--target`` tokens (system pro
 messages, plus each reply) is sent to both, turn by turn: ``/v1/chat/completions``, streaming,
 greedy, direct answers. Time to first token (TTFT) = request sent -> first SSE chunk carrying
 text (the first pulse's tokens; ``RWKV_BUFFER_SIZE`` tokens per pulse). Replies must be equal.
-Each row: prompt tokens, tokens the cached server actually prefilled (``/health``), TTFT on/off.
+Each row: prompt tokens, tokens the cached server actually prefilled before the first token
+and in how many model calls (``/health``: one a turn unless a checkpoint stops the feed), TTFT
+on/off.
 """
 
 from __future__ import annotations
@@ -88,8 +90,10 @@ def ask(client: httpx.Client, messages: list, max_tokens: int) -> tuple[float, s
     return first if first is not None else time.perf_counter() - t0, "".join(parts)
 
 
-def prefilled(client: httpx.Client) -> int:
-    return client.get("/health").json()["prefix_cache"].get("prefilled_tokens", 0)
+def prefilled(client: httpx.Client) -> tuple[int, int]:
+    """(prompt tokens prefill computed, its model calls) so far, from ``/health``."""
+    cache = client.get("/health").json()["prefix_cache"]
+    return cache.get("prefilled_tokens", 0), cache.get("prefill_calls", 0)
 
 
 def run_chat(on: httpx.Client, off: httpx.Client, tokenizer, args,
@@ -108,21 +112,22 @@ def run_chat(on: httpx.Client, off: httpx.Client, tokenizer, args,
         if flip != (turn % 2 == 1):
             ttft_off, reply_off = ask(off, messages, args.max_tokens)
         ttft_on, reply = ask(on, messages, args.max_tokens)
-        fed = prefilled(on) - before
+        fed, calls = (a - b for a, b in zip(prefilled(on), before))
         if flip == (turn % 2 == 1):
             ttft_off, reply_off = ask(off, messages, args.max_tokens)
         rows.append({"turn": turn + 1, "prompt_tokens": n_prompt, "prefilled_on": fed,
+                     "calls_on": calls,
                      "ttft_on_s": ttft_on, "ttft_off_s": ttft_off, "equal": reply == reply_off})
         print(row_line(rows[-1]), flush=True)
         chat.reply(reply)
     return rows
 
 
-HEADER = "turn  prompt  prefilled  TTFT on ms  TTFT off ms   ratio  equal"
+HEADER = "turn  prompt  prefilled  calls  TTFT on ms  TTFT off ms   ratio  equal"
 
 
 def row_line(r: dict) -> str:
-    return (f"{r['turn']:>4} {r['prompt_tokens']:>7} {r['prefilled_on']:>9} "
+    return (f"{r['turn']:>4} {r['prompt_tokens']:>7} {r['prefilled_on']:>9} {r['calls_on']:>6} "
             f"{r['ttft_on_s'] * 1000:>10.1f} {r['ttft_off_s'] * 1000:>11.1f} "
             f"{r['ttft_off_s'] / r['ttft_on_s']:>7.1f}x {str(r['equal']):>6}")
 

@@ -160,6 +160,7 @@ class Prefiller:
         self.engine = engine
         self.cache = cache
         self.prefilled_tokens = 0  # tokens run through the model by prefill (all tasks)
+        self.prefill_calls = 0  # model calls of those (each feeds a round's tasks together)
         self._seqs: dict[int, _Seq] = {}  # id(task) -> _Seq, tasks still prefilling
         self._recent: deque[tuple[str, array, array]] = deque(maxlen=RECENT)  # origin, tokens,
         # hashes
@@ -398,6 +399,7 @@ class Prefiller:
         t0 = time.perf_counter()
         self.engine.prefill([p[0] for p in plan], [p[1].pending[:p[3]] for p in plan], first)
         dt = time.perf_counter() - t0
+        self.prefill_calls += 1
         for slot, task, _, n in plan:
             fed = n - (slot in first)
             task.history.extend(task.pending[:fed])
