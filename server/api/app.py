@@ -121,7 +121,8 @@ def _health(request: Request) -> dict:
 def _cache_health(sch) -> dict:
     """Prefix cache figures (``enabled: false`` when RWKV_STATE_CACHE_MB is 0) and the prompt
     tokens prefill actually computed: before the first token (``prefilled_tokens``, in
-    ``prefill_calls`` model calls: one a chat turn, when nothing stops it) and again
+    ``prefill_calls`` calls of the engine's prefill: one a chat turn, when no checkpoint stops
+    it) and again
     after it (``later_tokens``: turn boundaries kept for the next request) and after a chat
     reply (``warm_tokens``: the reply as the next turn re-sends it; ``warm_dropped``: such
     histories whose next turn came first and fed them in its own pass); ``align``: prompts are

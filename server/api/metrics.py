@@ -76,8 +76,8 @@ class _RuntimeCollector:
                                   value=st["generated_tokens"])
         yield CounterMetricFamily("rwkv_prefill_tokens", "Prompt tokens computed by prefill",
                                   value=sch.prefiller.prefilled_tokens)
-        yield CounterMetricFamily("rwkv_prefill_calls", "Model calls that prefilled those tokens "
-                                  "(a call feeds its round's tasks together)",
+        yield CounterMetricFamily("rwkv_prefill_calls", "Prefill calls that computed those "
+                                  "tokens (a call feeds its round's tasks together)",
                                   value=sch.prefiller.prefill_calls)
         yield CounterMetricFamily("rwkv_prefill_later_tokens",
                                   "Prompt tokens computed again after the first token (turn "

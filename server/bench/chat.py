@@ -11,8 +11,8 @@ messages, plus each reply) is sent to both, turn by turn: ``/v1/chat/completions
 greedy, direct answers. Time to first token (TTFT) = request sent -> first SSE chunk carrying
 text (the first pulse's tokens; ``RWKV_BUFFER_SIZE`` tokens per pulse). Replies must be equal.
 Each row: prompt tokens, tokens the cached server actually prefilled before the first token
-and in how many model calls (``/health``: one a turn unless a checkpoint stops the feed), TTFT
-on/off.
+and in how many prefill calls (``/health``: one a turn unless a checkpoint stops the feed),
+TTFT on/off.
 """
 
 from __future__ import annotations

@@ -160,7 +160,8 @@ class Prefiller:
         self.engine = engine
         self.cache = cache
         self.prefilled_tokens = 0  # tokens run through the model by prefill (all tasks)
-        self.prefill_calls = 0  # model calls of those (each feeds a round's tasks together)
+        self.prefill_calls = 0  # engine.prefill calls of those (a round's tasks together; a
+        # call is a model pass per prefill chunk of its longest prompt)
         self._seqs: dict[int, _Seq] = {}  # id(task) -> _Seq, tasks still prefilling
         self._recent: deque[tuple[str, array, array]] = deque(maxlen=RECENT)  # origin, tokens,
         # hashes
