@@ -79,3 +79,30 @@ def test_the_fused_blocks_choose_once_and_say_when_they_cannot():
         blocks.slices, blocks.f32_out = None, f32_out
         assert not FusedBlocks.check_split_invariance(blocks) and blocks.slices == {}
         assert not FusedBlocks.check_split_invariance(blocks)
+
+
+def _tiny_model(**kw):
+    from server.model.checkpoint import infer_config
+    from server.model.forward import RWKV7
+    from server.model.random import make_random_state_dict
+
+    sd = make_random_state_dict(2, 128, 512, seed=3)
+    return RWKV7(sd, infer_config(sd), **kw)
+
+
+def test_the_plain_forward_checks_its_products_on_this_machine(monkeypatch):
+    """The CPU's products (this machine's BLAS) keep a row's bits at every multiple of 32 rows,
+    so the model is split-invariant; a BLAS that split K for few rows (a stand-in) makes it
+    prefill without split invariance."""
+    model = _tiny_model()
+    assert row_invariance.plain_products_invariant(model) and model.split_invariant
+    real = torch.nn.functional.linear
+
+    def few_rows_otherwise(x, w):
+        out = real(x, w)
+        return out + 1e-3 if x.shape[0] < 64 else out
+
+    monkeypatch.setattr(row_invariance.F, "linear", few_rows_otherwise)
+    assert not row_invariance.plain_products_invariant(model)
+    assert not _tiny_model().split_invariant
+    assert not _tiny_model(split_invariant=False).split_invariant

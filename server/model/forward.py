@@ -20,7 +20,7 @@ import torch.nn.functional as F
 from loguru import logger
 from torch import Tensor
 
-from server.model import wkv
+from server.model import row_invariance, wkv
 from server.model.checkpoint import ModelConfig
 from server.model.cuda_graph import GraphedDecode, GraphedPrefill
 from server.model.fused import FusedBlocks, check_fused, fused_default
@@ -116,8 +116,9 @@ class RWKV7:
         self._fused = FusedBlocks(self) if use_fused else None
         if self._fused is not None and self.device.type == "cuda":
             self._check_fused()
+        self._rows_kept: bool | None = None  # (``_products_keep_rows``)
         if split_invariant:
-            self.set_split_invariant(True)  # (checked on CUDA)
+            self.set_split_invariant(True)  # (checked)
         use_graphs = cuda_graphs and self.device.type == "cuda"
         self._graphed = GraphedDecode(self._decode_step, max_graphs=16) if use_graphs else None
         # single-sequence prefill passes from graphs too (an eager pass is launch-bound)
@@ -126,26 +127,36 @@ class RWKV7:
 
     def set_split_invariant(self, on: bool) -> None:
         """Switch split invariance (the constructor's ``split_invariant``; benchmarks time both
-        ways). On CUDA it needs the fused path's products in a form that keeps a row's bits at
-        every row count (``FusedBlocks.check_split_invariance``, chosen once); where there is
-        none (or no fused path) prefill runs without it, with a warning: the prefix cache then
-        resumes anywhere, and a cached prompt's outputs may differ from an uncached one's
-        where logits nearly tie. Graphs already captured keep the form they were captured
-        with."""
-        if on and self.device.type == "cuda":
-            fused = self._fused
-            if fused is None or not fused.check_split_invariance():
-                why = ("no fused CUDA path" if fused is None else
-                       "the matrix products change a row's bits with the row count")
-                logger.warning(f"split-invariant prefill is not possible here ({why}): "
-                               "prefilling without it (prefix-cached prompts may give other "
-                               "outputs than uncached ones where logits nearly tie)")
-                on = False
-            else:
-                logger.info("split-invariant prefill: the residual products over "
-                            f"{fused.slices} slices of K")
+        ways). It needs matrix products that keep a row's bits at every row count of a pass,
+        checked here once (``row_invariance``: on CUDA the fused path's form is chosen, the
+        plain path's products are checked as they run); where they do not, prefill runs
+        without it, with a warning: the prefix cache then resumes anywhere, and a cached
+        prompt's outputs may differ from an uncached one's where logits nearly tie. Graphs
+        already captured keep the form they were captured with."""
+        if on and not self._products_keep_rows():
+            logger.warning("split-invariant prefill is not possible here (the matrix products "
+                           "change a row's bits with the row count): prefilling without it "
+                           "(prefix-cached prompts may give other outputs than uncached ones "
+                           "where logits nearly tie)")
+            on = False
         self.split_invariant = on
         self.wkv_step, self.wkv_chunk = _wkv_functions(self.device, self.wkv_impl, on)
+
+    def _products_keep_rows(self) -> bool:
+        """Whether this model's prefill products give a row the same bits at every row count
+        (``row_invariance``; the answer is kept)."""
+        if self._rows_kept is None:
+            fused = self._fused
+            if fused is None:
+                self._rows_kept = row_invariance.plain_products_invariant(self)
+            elif self.device.type == "cuda":
+                self._rows_kept = fused.check_split_invariance()
+                if self._rows_kept:
+                    logger.info("split-invariant prefill: the residual products over "
+                                f"{fused.slices} slices of K")
+            else:  # the fused path under Triton's CPU interpreter (tests)
+                self._rows_kept = True
+        return self._rows_kept
 
     def _check_fused(self) -> None:
         """Keep the fused kernels only if they compile and agree with the plain path."""

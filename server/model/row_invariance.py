@@ -14,13 +14,19 @@ batched product of fp32 parts (a batched product was never split), added in orde
 every row count a single-sequence pass can have (multiples of 16 up to the model's prefill
 chunk: the CUDA graphs' buckets and the prefiller's cuts) and compares each result with the
 same rows of the largest, for 1, 2, 4, ... slices until one form keeps every bit; it checks the
-other products as they run. Run once, when the model is built."""
+other products as they run. Run once, when the model is built.
+
+The plain forward (forward.py: the CPU, or CUDA without the fused path) has no such choice:
+``plain_products_invariant`` checks its products as they run, at every multiple of the
+model's ``prefill_align`` up to its prefill chunk. A CPU's BLAS may also split a long K over
+its threads for few rows, depending on the machine and its thread count."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 
 SLICE_COUNTS = (1, 2, 4, 8, 16)  # tried in turn: the fewest slices that keep the bits
@@ -73,3 +79,23 @@ def choose_slices(blocks) -> dict[str, int] | None:
             return None
         slices[name] = found
     return slices
+
+
+def plain_products_invariant(model) -> bool:
+    """Whether every matrix product of ``model``'s plain forward (``F.linear`` of the r/k/v,
+    output and FFN weights, ``x @ W`` of the LoRA stages) gives a row the same bits at every
+    row count a pass can have (multiples of ``model.prefill_align`` up to its prefill chunk).
+    Layer 1 is checked (layer 0 has no value LoRA; the others have its shapes)."""
+    lw = model.layers[min(1, len(model.layers) - 1)]
+    step = model.prefill_align
+    rows = model.prefill_chunk - model.prefill_chunk % step
+    gen = torch.Generator(device=model.device).manual_seed(0)
+    forms = [(lambda t, w=w: F.linear(t, w), w.shape[1])
+             for w in (lw.wr, lw.wk, lw.wv, lw.wo, lw.ffn_key, lw.ffn_value)]
+    forms += [(lambda t, w=w: t @ w, w.shape[0])
+              for w in (lw.w1, lw.w2, lw.a1, lw.a2, lw.g1, lw.g2, lw.v1, lw.v2) if w is not None]
+    for fn, k in forms:
+        x = (torch.randn(rows, k, device=model.device, generator=gen) * 0.5).to(model.dtype)
+        if not same_rows(fn, x, step):
+            return False
+    return True
