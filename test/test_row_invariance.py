@@ -90,19 +90,35 @@ def _tiny_model(**kw):
     return RWKV7(sd, infer_config(sd), **kw)
 
 
-def test_the_plain_forward_checks_its_products_on_this_machine(monkeypatch):
-    """The CPU's products (this machine's BLAS) keep a row's bits at every multiple of 32 rows,
-    so the model is split-invariant; a BLAS that split K for few rows (a stand-in) makes it
-    prefill without split invariance."""
+def test_the_plain_forward_chooses_its_products_slices(monkeypatch):
+    """The plain forward (the CPU) chooses a form of each product that keeps a row's bits at
+    every multiple of 32 rows: on this machine the tiny model's products as they are; with a
+    BLAS stand-in whose ``F.linear`` changes rows below 64, two slices of K for those (then a
+    batched product), and the model stays split-invariant, its outputs the same (to rounding);
+    when the batched product changes rows too, no form: no split invariance."""
     model = _tiny_model()
-    assert row_invariance.plain_products_invariant(model) and model.split_invariant
-    real = torch.nn.functional.linear
+    assert model.split_invariant and set(model._slices.values()) == {1}
+    tokens = [[(7 * i) % 500 + 1 for i in range(70)]]
+    want = model.new_state(1)
+    model.prefill(tokens, want, logits=False)
+    real_linear, real_bmm = torch.nn.functional.linear, torch.bmm
 
-    def few_rows_otherwise(x, w):
-        out = real(x, w)
-        return out + 1e-3 if x.shape[0] < 64 else out
+    def few_rows_otherwise(fn):
+        def wrapped(x, w):
+            out = fn(x, w)
+            return out + 1e-3 if x.shape[-2] < 64 else out
+        return wrapped
 
-    monkeypatch.setattr(row_invariance.F, "linear", few_rows_otherwise)
-    assert not row_invariance.plain_products_invariant(model)
-    assert not _tiny_model().split_invariant
+    monkeypatch.setattr(row_invariance.F, "linear", few_rows_otherwise(real_linear))
+    model = _tiny_model()
+    assert model.split_invariant
+    assert {n: s for n, s in model._slices.items() if s > 1} == {
+        n: 2 for n in row_invariance.LINEAR}
+    got = model.new_state(1)
+    model.prefill(tokens, got, logits=False)  # (the state: the head's product is not sliced)
+    assert torch.allclose(got.wkv, want.wkv, rtol=1e-4, atol=1e-5)
+    assert torch.allclose(got.shift, want.shift, rtol=1e-4, atol=1e-5)
+    monkeypatch.setattr(row_invariance.torch, "bmm", few_rows_otherwise(real_bmm))
+    model = _tiny_model()
+    assert row_invariance.plain_slices(model) is None and not model.split_invariant
     assert not _tiny_model(split_invariant=False).split_invariant

@@ -117,6 +117,7 @@ class RWKV7:
         if self._fused is not None and self.device.type == "cuda":
             self._check_fused()
         self._rows_kept: bool | None = None  # (``_products_keep_rows``)
+        self._slices: dict[str, int] = {}  # the plain forward's products: slices of K, by weight
         if split_invariant:
             self.set_split_invariant(True)  # (checked)
         use_graphs = cuda_graphs and self.device.type == "cuda"
@@ -148,7 +149,11 @@ class RWKV7:
         if self._rows_kept is None:
             fused = self._fused
             if fused is None:
-                self._rows_kept = row_invariance.plain_products_invariant(self)
+                self._slices = row_invariance.plain_slices(self) or {}
+                self._rows_kept = bool(self._slices)
+                if any(s > 1 for s in self._slices.values()):
+                    logger.info("split-invariant prefill: products over slices of K "
+                                f"{ {k: s for k, s in self._slices.items() if s > 1} }")
             elif self.device.type == "cuda":
                 self._rows_kept = fused.check_split_invariance()
                 if self._rows_kept:
@@ -307,23 +312,24 @@ class RWKV7:
         u = F.layer_norm(x, (C,), lw.ln1_w, lw.ln1_b, LN_EPS).to(dt)
         d = self._shift(u, state.shift[i, 0], keep, last)
         xr, xw, xk, xv, xa, xg = (u + d * lw.mix.view(6, 1, 1, C)).unbind(0)
-        r, k, v = F.linear(xr, lw.wr), F.linear(xk, lw.wk), F.linear(xv, lw.wv)
-        w = lw.w0 + torch.tanh(xw @ lw.w1) @ lw.w2
+        mm = functools.partial(self._product, lw, T)
+        r, k, v = mm("wr", xr), mm("wk", xk), mm("wv", xv)
+        w = lw.w0 + mm("w2", torch.tanh(mm("w1", xw)))
         w = torch.exp(-DECAY_SCALE * torch.sigmoid(w.float()))  # [B, T, C] in (0, 1)
-        a = torch.sigmoid((lw.a0 + (xa @ lw.a1) @ lw.a2).float())
-        g = torch.sigmoid(xg @ lw.g1) @ lw.g2
+        a = torch.sigmoid((lw.a0 + mm("a2", mm("a1", xa))).float())
+        g = mm("g2", torch.sigmoid(mm("g1", xg)))
         kappa = F.normalize(k.float().view(B, T, H, N) * lw.k_k, dim=-1)  # [B, T, H, N]
         k = k.float() * (1 + (a - 1) * lw.k_a.view(C))
         if v_first is None:
             v_first = v
         else:
-            v = v + (v_first - v) * torch.sigmoid(lw.v0 + (xv @ lw.v1) @ lw.v2)
+            v = v + (v_first - v) * torch.sigmoid(lw.v0 + mm("v2", mm("v1", xv)))
         y = self._wkv(state.wkv[i], r, w, k, v, kappa, a.view(B, T, H, N), keep)
         # reshape: with one head the WKV output can be a non-viewable slice (C = 64, 2+ rows)
         y = F.group_norm(y.float().reshape(B * T, C), H, lw.lnx_w, lw.lnx_b, GN_EPS).view(B, T, C)
         bonus = (r.float() * k * lw.r_k).view(B, T, H, N).sum(-1, keepdim=True)  # [B, T, H, 1]
         y = y + (bonus * v.float().view(B, T, H, N)).view(B, T, C)
-        return x + F.linear((y * g.float()).to(dt), lw.wo).float(), v_first
+        return x + mm("wo", (y * g.float()).to(dt)).float(), v_first
 
     def _wkv(self, S: Tensor, r, w, k, v, kappa, a, keep) -> Tensor:
         """Mask non-advancing positions to identity steps, then run the recurrence on S [B,H,N,N]."""
@@ -343,8 +349,16 @@ class RWKV7:
         C = x.shape[-1]
         u = F.layer_norm(x, (C,), lw.ln2_w, lw.ln2_b, LN_EPS).to(self.dtype)
         d = self._shift(u, state.shift[i, 1], keep, last)
-        h = torch.relu(F.linear(u + d * lw.ffn_x_k, lw.ffn_key)) ** 2  # [B, T, 4C]
-        return x + F.linear(h, lw.ffn_value).float()
+        T = x.shape[1]
+        h = torch.relu(self._product(lw, T, "ffn_key", u + d * lw.ffn_x_k)) ** 2  # [B, T, 4C]
+        return x + self._product(lw, T, "ffn_value", h).float()
+
+    def _product(self, lw: LayerWeights, T: int, name: str, x: Tensor) -> Tensor:
+        """x times layer weight ``name`` (``row_invariance.product``): in a split-invariant
+        prefill pass over the slices of K chosen for it, else as one product."""
+        slices = self._slices.get(name, 1) if T > 1 and self.split_invariant else 1
+        return row_invariance.product(x, getattr(lw, name), name in row_invariance.LINEAR,
+                                      slices)
 
     def _logits(self, x: Tensor) -> Tensor:
         """x: [B, C] fp32 residual -> logits [B, V] fp32."""

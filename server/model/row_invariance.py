@@ -16,10 +16,11 @@ chunk: the CUDA graphs' buckets and the prefiller's cuts) and compares each resu
 same rows of the largest, for 1, 2, 4, ... slices until one form keeps every bit; it checks the
 other products as they run. Run once, when the model is built.
 
-The plain forward (forward.py: the CPU, or CUDA without the fused path) has no such choice:
-``plain_products_invariant`` checks its products as they run, at every multiple of the
-model's ``prefill_align`` up to its prefill chunk. A CPU's BLAS may also split a long K over
-its threads for few rows, depending on the machine and its thread count."""
+The plain forward (forward.py: the CPU, or CUDA without the fused path) gets the same choice
+for each of its products (``plain_slices``), at every multiple of the model's
+``prefill_align`` up to its prefill chunk: a CPU's BLAS may change a row's bits with the row
+count too (measured on the 2-core CPU machine: products with K = 1,024 at 32-128 of 256 rows;
+over two slices of 512 they kept their bits, in the same time)."""
 
 from __future__ import annotations
 
@@ -81,21 +82,48 @@ def choose_slices(blocks) -> dict[str, int] | None:
     return slices
 
 
-def plain_products_invariant(model) -> bool:
-    """Whether every matrix product of ``model``'s plain forward (``F.linear`` of the r/k/v,
-    output and FFN weights, ``x @ W`` of the LoRA stages) gives a row the same bits at every
-    row count a pass can have (multiples of ``model.prefill_align`` up to its prefill chunk).
-    Layer 1 is checked (layer 0 has no value LoRA; the others have its shapes)."""
+LINEAR = ("wr", "wk", "wv", "wo", "ffn_key", "ffn_value")  # F.linear(x, W): W is [N, K]
+LORA = ("w1", "w2", "a1", "a2", "g1", "g2", "v1", "v2")  # x @ W: W is [K, N]
+
+
+def product(x: Tensor, w: Tensor, linear: bool, slices: int = 1) -> Tensor:
+    """The plain forward's product ``F.linear(x, w)`` (``linear``) or ``x @ w``, over
+    ``slices`` slices of K: their products (one batched product) added in order in fp32, then
+    rounded to x's dtype (1: the product itself)."""
+    if slices == 1:
+        return F.linear(x, w) if linear else x @ w
+    k = x.shape[-1]
+    n = k // slices
+    ws = (w.reshape(w.shape[0], slices, n).permute(1, 2, 0) if linear
+          else w.reshape(slices, n, -1))  # (a copy only for a non-contiguous view)
+    parts = torch.bmm(x.reshape(-1, slices, n).transpose(0, 1), ws)  # [slices, R, N]
+    out = parts[0].float()
+    for part in parts[1:]:
+        out = out + part.float()
+    return out.to(x.dtype).view(*x.shape[:-1], -1)
+
+
+def plain_slices(model) -> dict[str, int] | None:
+    """{weight name: s}: for each product of ``model``'s plain forward (``LINEAR``, ``LORA``),
+    the fewest slices of K (``SLICE_COUNTS``) over which ``product`` gives a row the same bits
+    at every row count a pass can have (multiples of ``model.prefill_align`` up to its prefill
+    chunk); None when one has no such form. Layer 1 is checked (layer 0 has no value LoRA; the
+    others have its shapes)."""
     lw = model.layers[min(1, len(model.layers) - 1)]
     step = model.prefill_align
     rows = model.prefill_chunk - model.prefill_chunk % step
     gen = torch.Generator(device=model.device).manual_seed(0)
-    forms = [(lambda t, w=w: F.linear(t, w), w.shape[1])
-             for w in (lw.wr, lw.wk, lw.wv, lw.wo, lw.ffn_key, lw.ffn_value)]
-    forms += [(lambda t, w=w: t @ w, w.shape[0])
-              for w in (lw.w1, lw.w2, lw.a1, lw.a2, lw.g1, lw.g2, lw.v1, lw.v2) if w is not None]
-    for fn, k in forms:
+    chosen = {}
+    for name in LINEAR + LORA:
+        w = getattr(lw, name)
+        if w is None:
+            continue
+        linear = name in LINEAR
+        k = w.shape[1] if linear else w.shape[0]
         x = (torch.randn(rows, k, device=model.device, generator=gen) * 0.5).to(model.dtype)
-        if not same_rows(fn, x, step):
-            return False
-    return True
+        found = next((s for s in SLICE_COUNTS if k % s == 0 and same_rows(
+            lambda t, s=s: product(t, w, linear, s), x, step)), None)
+        if found is None:
+            return None
+        chosen[name] = found
+    return chosen
