@@ -118,6 +118,8 @@ def test_the_plain_forward_chooses_its_products_slices(monkeypatch):
     model.prefill(tokens, got, logits=False)  # (the state: the head's product is not sliced)
     assert torch.allclose(got.wkv, want.wkv, rtol=1e-4, atol=1e-5)
     assert torch.allclose(got.shift, want.shift, rtol=1e-4, atol=1e-5)
+    # half-precision weights: only the whole product (parts would be rounded before the sum)
+    assert not _tiny_model(dtype=torch.bfloat16).split_invariant
     monkeypatch.setattr(row_invariance.torch, "bmm", few_rows_otherwise(real_bmm))
     model = _tiny_model()
     assert row_invariance.plain_slices(model) is None and not model.split_invariant
