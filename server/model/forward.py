@@ -112,12 +112,14 @@ class RWKV7:
         self.split_invariant = split_invariant
         self.wkv_step, self.wkv_chunk = _wkv_functions(self.device, wkv_impl, split_invariant)
         self.prefill_align = _wkv_chunk_tokens(self.wkv_chunk)  # (prefill_chunk: a multiple)
+        self._rows_kept: bool | None = None  # (``_products_keep_rows``)
+        # the plain forward's products: slices of K, by weight (before ``_check_fused``, which
+        # runs the plain forward)
+        self._slices: dict[str, int] = {}
         use_fused = fused_default(self.device) if fused is None else fused
         self._fused = FusedBlocks(self) if use_fused else None
         if self._fused is not None and self.device.type == "cuda":
             self._check_fused()
-        self._rows_kept: bool | None = None  # (``_products_keep_rows``)
-        self._slices: dict[str, int] = {}  # the plain forward's products: slices of K, by weight
         if split_invariant:
             self.set_split_invariant(True)  # (checked)
         use_graphs = cuda_graphs and self.device.type == "cuda"
