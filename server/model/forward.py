@@ -107,8 +107,9 @@ class RWKV7:
         self.wkv_impl = wkv_impl
         # split_invariant: prefill gives the same bits however a sequence is cut into passes
         # at multiples of ``prefill_align`` tokens (the WKV's chunk), so the prefix cache changes
-        # no output (fused.py's sliced FFN value, one ln_mix program per prefill row, the
-        # chunked WKV at every length; the scheduler cuts prompts at such multiples)
+        # no output (products over the slices of K that keep a row's bits, row_invariance.py;
+        # one ln_mix program per prefill row; the chunked WKV at every length; the scheduler
+        # cuts prompts at such multiples)
         self.split_invariant = split_invariant
         self.wkv_step, self.wkv_chunk = _wkv_functions(self.device, wkv_impl, split_invariant)
         self.prefill_align = _wkv_chunk_tokens(self.wkv_chunk)  # (prefill_chunk: a multiple)
