@@ -124,3 +124,18 @@ def test_the_plain_forward_chooses_its_products_slices(monkeypatch):
     model = _tiny_model()
     assert row_invariance.plain_slices(model) is None and not model.split_invariant
     assert not _tiny_model(split_invariant=False).split_invariant
+
+
+def test_a_product_over_slices_is_the_product():
+    """``product`` over 1, 2 or 4 slices of K: the same values (to fp32 rounding) for both
+    weight layouts and for 2-D and 3-D inputs, in the input's dtype."""
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(2, 5, 64, generator=g)
+    w_lin, w_mat = torch.randn(24, 64, generator=g), torch.randn(64, 24, generator=g)
+    for w, linear in ((w_lin, True), (w_mat, False)):
+        want = x @ (w.t() if linear else w)
+        for s in (1, 2, 4):
+            for inp in (x, x.reshape(10, 64)):
+                got = row_invariance.product(inp, w, linear, s)
+                assert got.shape == (*inp.shape[:-1], 24) and got.dtype == inp.dtype
+                assert torch.allclose(got, want.reshape(got.shape), rtol=1e-5, atol=1e-5), s
