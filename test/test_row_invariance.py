@@ -18,7 +18,8 @@ class Blocks:
         g = torch.Generator().manual_seed(0)
         w = lambda *s: torch.randn(*s, generator=g)  # noqa: E731
         lw = SimpleNamespace(wo=w(C, C), ffn_value=w(C, 4 * C), ffn_key=w(4 * C, C))
-        self.model = SimpleNamespace(layers=[lw], prefill_chunk=200, device=torch.device("cpu"),
+        self.model = SimpleNamespace(layers=[lw], prefill_chunk=200, prefill_align=16,
+                                     device=torch.device("cpu"),
                                      dtype=torch.float32)
         self.stacks = [SimpleNamespace(rkv=w(3, C, C))]
         self.split, self.lora_splits, self.calls = split, lora_splits, []

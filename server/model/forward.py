@@ -113,10 +113,9 @@ class RWKV7:
         self.split_invariant = split_invariant
         self.wkv_step, self.wkv_chunk = _wkv_functions(self.device, wkv_impl, split_invariant)
         self.prefill_align = _wkv_chunk_tokens(self.wkv_chunk)  # (prefill_chunk: a multiple)
-        self._rows_kept: bool | None = None  # (``_products_keep_rows``)
-        # the plain forward's products: slices of K, by weight (before ``_check_fused``, which
-        # runs the plain forward)
-        self._slices: dict[str, int] = {}
+        # the plain forward's products: slices of K, by weight (None: not chosen yet; set
+        # before ``_check_fused``, which runs the plain forward)
+        self._slices: dict[str, int] | None = None
         use_fused = fused_default(self.device) if fused is None else fused
         self._fused = FusedBlocks(self) if use_fused else None
         if self._fused is not None:  # (on the CPU only under Triton's interpreter: tests)
@@ -147,24 +146,24 @@ class RWKV7:
         self.wkv_step, self.wkv_chunk = _wkv_functions(self.device, self.wkv_impl, on)
 
     def _products_keep_rows(self) -> bool:
-        """Whether this model's prefill products give a row the same bits at every row count
-        (``row_invariance``; the answer is kept)."""
-        if self._rows_kept is None:
-            fused = self._fused
-            if fused is None:
+        """Whether this model's prefill products give a row the same bits at every row count,
+        in the form chosen for them (``row_invariance``: the fused path's residual products on
+        CUDA, every product of the plain forward; chosen once, then kept)."""
+        fused = self._fused
+        if fused is not None and self.device.type != "cuda":
+            return True  # the fused path under Triton's CPU interpreter (tests)
+        first = (self._slices if fused is None else fused.slices) is None
+        if fused is not None:
+            kept, chosen = fused.check_split_invariance(), fused.slices
+        else:
+            if first:
                 self._slices = row_invariance.plain_slices(self) or {}
-                self._rows_kept = bool(self._slices)
-                if any(s > 1 for s in self._slices.values()):
-                    logger.info("split-invariant prefill: products over slices of K "
-                                f"{ {k: s for k, s in self._slices.items() if s > 1} }")
-            elif self.device.type == "cuda":
-                self._rows_kept = fused.check_split_invariance()
-                if self._rows_kept:
-                    logger.info("split-invariant prefill: the residual products over "
-                                f"{fused.slices} slices of K")
-            else:  # the fused path under Triton's CPU interpreter (tests)
-                self._rows_kept = True
-        return self._rows_kept
+            kept, chosen = bool(self._slices), self._slices
+        if first and kept:
+            sliced = {name: n for name, n in chosen.items() if n > 1}
+            logger.info(f"split-invariant prefill: products over slices of K {sliced or '-'} "
+                        "(the others whole)")
+        return kept
 
     def _check_fused(self) -> None:
         """Keep the fused kernels only if they compile and agree with the plain path."""
@@ -359,7 +358,8 @@ class RWKV7:
     def _product(self, lw: LayerWeights, T: int, name: str, x: Tensor) -> Tensor:
         """x times layer weight ``name`` (``row_invariance.product``): in a split-invariant
         prefill pass over the slices of K chosen for it, else as one product."""
-        slices = self._slices.get(name, 1) if T > 1 and self.split_invariant else 1
+        slices = (self._slices.get(name, 1) if T > 1 and self.split_invariant and self._slices
+                  else 1)
         return row_invariance.product(x, getattr(lw, name), name in row_invariance.LINEAR,
                                       slices)
 

@@ -43,6 +43,30 @@ def same_rows(fn: Callable[[Tensor], Tensor], x: Tensor, step: int = ROW_STEP) -
                for r in range(step, n, step))
 
 
+def _inputs(model):
+    """(step, rand): the row counts to check are the multiples of ``step`` (the model's
+    ``prefill_align``: where the prefiller cuts) below ``rows`` (its prefill chunk, cut to a
+    multiple), and ``rand(*lead, k)`` draws seeded inputs [*lead, rows, k] in its dtype."""
+    step = model.prefill_align
+    rows = model.prefill_chunk - model.prefill_chunk % step
+    gen = torch.Generator(device=model.device).manual_seed(0)
+
+    def rand(*shape) -> Tensor:
+        shape = (*shape[:-1], rows, shape[-1])
+        return (torch.randn(*shape, device=model.device, generator=gen) * 0.5).to(model.dtype)
+
+    return step, rand
+
+
+def _fewest_slices(fn: Callable[[Tensor, int], Tensor], x: Tensor, counts, step: int
+                   ) -> int | None:
+    """The fewest slices s of ``counts`` (dividing x's K) over which ``fn(rows, s)`` keeps
+    every row of ``x`` (``same_rows``); None: none does."""
+    k = x.shape[-1]
+    return next((s for s in counts if k % s == 0
+                 and same_rows(lambda t, s=s: fn(t, s), x, step)), None)
+
+
 def choose_slices(blocks) -> dict[str, int] | None:
     """{"output": s, "ffn_value": s}: the fewest slices of K (``SLICE_COUNTS``) that keep each
     residual product's rows exact at every row count; None when a product has no such form (or
@@ -51,31 +75,23 @@ def choose_slices(blocks) -> dict[str, int] | None:
     layers have the same shapes)."""
     m = blocks.model
     lw, st = m.layers[0], blocks.stacks[0]
-    R = m.prefill_chunk - m.prefill_chunk % ROW_STEP
-    gen = torch.Generator(device=m.device).manual_seed(0)
-
-    def rand(*shape) -> Tensor:
-        return (torch.randn(*shape, device=m.device, generator=gen) * 0.5).to(m.dtype)
-
+    step, rand = _inputs(m)
     C = lw.wo.shape[0]
     others = [  # as fused.py runs them
-        (lambda t: torch.bmm(t, st.rkv.transpose(1, 2)), rand(3, R, C)),
-        (lambda t: torch.nn.functional.linear(t, lw.ffn_key), rand(R, C)),
-        (lambda t: blocks._lora(t, st), rand(6, R, C)),  # (the mixes: v, w, a, g are 2..5)
+        (lambda t: torch.bmm(t, st.rkv.transpose(1, 2)), rand(3, C)),
+        (lambda t: torch.nn.functional.linear(t, lw.ffn_key), rand(C)),
+        (lambda t: blocks._lora(t, st), rand(6, C)),  # (the mixes: v, w, a, g are 2..5)
     ]
-    if not all(same_rows(fn, x) for fn, x in others):
+    if not all(same_rows(fn, x, step) for fn, x in others):
         return None
     slices = {}
     for name, w in (("output", lw.wo), ("ffn_value", lw.ffn_value)):
-        x = rand(R, w.shape[1])
-
-        def product(t: Tensor, s: int) -> Tensor:
+        def product(t: Tensor, s: int, w=w) -> Tensor:
             out = torch.zeros(t.shape[0], w.shape[0], device=t.device)
             blocks._add_sliced(out, t, w, s)
             return out
 
-        found = next((s for s in SLICE_COUNTS
-                      if w.shape[1] % s == 0 and same_rows(lambda t: product(t, s), x)), None)
+        found = _fewest_slices(product, rand(w.shape[1]), SLICE_COUNTS, step)
         if found is None:
             return None
         slices[name] = found
@@ -113,9 +129,7 @@ def plain_slices(model) -> dict[str, int] | None:
     1,211-1,231 tok/s prefill over slices against 1,959-1,984 whole, logits 1.35e-2 from fp32
     against 1.12e-2), so there only the whole product is tried."""
     lw = model.layers[min(1, len(model.layers) - 1)]
-    step = model.prefill_align
-    rows = model.prefill_chunk - model.prefill_chunk % step
-    gen = torch.Generator(device=model.device).manual_seed(0)
+    step, rand = _inputs(model)
     counts = SLICE_COUNTS if model.dtype == torch.float32 else (1,)
     chosen = {}
     for name in LINEAR + LORA:
@@ -123,10 +137,9 @@ def plain_slices(model) -> dict[str, int] | None:
         if w is None:
             continue
         linear = name in LINEAR
-        k = w.shape[1] if linear else w.shape[0]
-        x = (torch.randn(rows, k, device=model.device, generator=gen) * 0.5).to(model.dtype)
-        found = next((s for s in counts if k % s == 0 and same_rows(
-            lambda t, s=s: product(t, w, linear, s), x, step)), None)
+        x = rand(w.shape[1] if linear else w.shape[0])
+        found = _fewest_slices(lambda t, s, w=w, linear=linear: product(t, w, linear, s), x,
+                               counts, step)
         if found is None:
             return None
         chosen[name] = found
