@@ -258,16 +258,24 @@ class Prefiller:
                 n = target - h
             if budget <= 0:
                 continue
-            if n > budget:  # cut by the budget: at a multiple of ``align``
-                n = self._cut(len(task.history), budget)
-                if n <= 0:
-                    continue
-            n = self._with_last(task, n, budget)
+            n = self._fit(task, n, budget)
+            if n <= 0:
+                continue
             if key is not None:
                 claimed[key] = len(plan)
             plan.append((slot, task, s, n))
             budget -= n
         return plan
+
+    def _fit(self, task, n: int, budget: int) -> int:
+        """Tokens of ``task`` to feed this round: ``n``, cut by the budget at a multiple of
+        ``align`` (``_cut``; 0: none this step), plus its last token where ``_with_last``
+        allows it."""
+        if n > budget:
+            n = self._cut(len(task.history), budget)
+            if n <= 0:
+                return 0
+        return self._with_last(task, n, budget)
 
     @staticmethod
     def _decodes(task) -> bool:
@@ -412,12 +420,7 @@ class Prefiller:
     def _plain(self, work, budget: int) -> None:
         plan = []
         for slot, task in work:
-            n = len(task.pending) - 1
-            if n > budget:
-                n = self._cut(len(task.history), budget)
-                if n <= 0:
-                    continue
-            n = self._with_last(task, n, budget)
+            n = self._fit(task, len(task.pending) - 1, budget)
             if n > 0:
                 plan.append((slot, task, None, n))
                 budget -= n
