@@ -88,7 +88,7 @@ def product_options(parser) -> None:
                              "the r/k/v product (served: beside it on a second stream; CUDA)")
     parser.add_argument("--split-invariant", type=int, default=1, choices=(0, 1),
                         help="0: prefill without split invariance (RWKV_SPLIT_INVARIANT=false: "
-                             "the FFN value in one product, short passes' own kernels)")
+                             "every product whole, short passes' own kernels)")
 
 
 def apply_product_options(model, args) -> None:
