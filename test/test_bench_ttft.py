@@ -22,10 +22,11 @@ def test_rows_cache_vs_no_cache(rows):
     assert prompts == sorted(prompts) and prompts[-1] > 400
     # every prompt token, its last too (the first token is sampled from the prefill pass)
     assert rows[0]["cache"]["prefilled"] == rows[0]["nocache"]["prefilled"] == prompts[0]
-    # one call too: its boundaries (the system prompt's end, the last) computed after the
-    # first token, from the start
+    # one call too: its last boundary handed out by that call, its first one (the end of the
+    # system prompt) computed after the first token, from the start
     assert rows[0]["cache"]["rounds"] == 1
-    assert prompts[0] - 16 - SUB < rows[0]["cache"]["later"] < prompts[0]
+    assert rows[0]["cache"]["later"] % SUB == 0
+    assert 0 < rows[0]["cache"]["later"] < prompts[0] - 16 - SUB
     for prev, r in zip(rows, rows[1:]):  # later turns: from the end of the previous reply
         assert r["nocache"]["prefilled"] == r["prompt"]
         new = r["prompt"] - prev["prompt"]
@@ -35,9 +36,10 @@ def test_rows_cache_vs_no_cache(rows):
         # (resumed at a multiple of the WKV chunk: split invariance, the default)
         resumed = prev["next_prefix"] - prev["next_prefix"] % SUB
         assert r["cache"]["prefilled"] == r["prompt"] - resumed < new + 16 + SUB
-        # one call before the first token; this turn's last boundary computed after it
+        # one call before the first token, which hands out this turn's last boundary too:
+        # nothing is computed twice
         assert r["cache"]["rounds"] == 1 and r["nocache"]["rounds"] == 1
-        assert 0 < r["cache"]["later"] < r["cache"]["prefilled"]
+        assert r["cache"]["later"] == 0
         assert r["nocache"]["later"] == 0
     for r in rows:
         for name in ("cache", "nocache"):

@@ -316,8 +316,8 @@ def test_next_chat_turn_prefills_in_one_call_before_its_first_token(tiny_loader)
     cache = PrefixCache(64 << 20)
     sched = DynamicScheduler(tiny_loader, max_batch_size=4, buffer_size=4, prefix_cache=cache)
     calls, real = [], sched.engine.prefill
-    sched.engine.prefill = lambda slots, lists, first=(): (calls.append(len(lists[0])),
-                                                           real(slots, lists, first))
+    sched.engine.prefill = lambda slots, lists, first=(), mid=0: (
+        calls.append(len(lists[0])), real(slots, lists, first, mid))[1]
 
     def boundary_cached(tokens, n) -> bool:
         arr = array("I", tokens)
@@ -659,11 +659,11 @@ def test_feed_fault_after_a_deferred_job_keeps_the_cache_exact(tiny_loader):
     sched.run()
     real, calls = sched.engine.prefill, []
 
-    def failing(slots, lists, first=()):
+    def failing(slots, lists, first=(), mid=0):
         calls.append(1)
         if len(calls) == 1:
             raise RuntimeError("feed fault")
-        return real(slots, lists, first)
+        return real(slots, lists, first, mid)
 
     sched.engine.prefill = failing
     sched.add_task(tasks[1])

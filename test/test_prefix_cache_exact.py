@@ -3,13 +3,15 @@ cut and states resumed only at multiples of the WKV chunk (``Prefiller.align``: 
 CPU), so a prompt resumed from the cache ends in the very bits of one computed without it
 (tiny random model, CPU, fp32; the CUDA side: test_split_invariance_gpu.py)."""
 
+from array import array
+
 import pytest
 import torch
 from model_cases import state_gap
 
 from server.scheduler import DynamicScheduler
 from server.scheduler.prefill import Prefiller
-from server.scheduler.prefix_cache import PrefixCache
+from server.scheduler.prefix_cache import PrefixCache, prefix_hashes
 from server.task.task import Task
 
 SYSTEM = "System: " + "You are a careful assistant; answer briefly and kindly. " * 12
@@ -155,8 +157,8 @@ def test_a_next_turn_sent_at_once_prefills_in_one_call(tiny_loader):
     sched = DynamicScheduler(tiny_loader, max_batch_size=4, buffer_size=4,
                              prefix_cache=PrefixCache(64 << 20))
     calls, real = [], sched.engine.prefill
-    sched.engine.prefill = lambda slots, lists, first=(): (calls.append(len(lists[0])),
-                                                           real(slots, lists, first))
+    sched.engine.prefill = lambda slots, lists, first=(), mid=0: (
+        calls.append(len(lists[0])), real(slots, lists, first, mid))[1]
     tasks = []
     for tokens in (first, second):
         calls.clear()
@@ -170,3 +172,46 @@ def test_a_next_turn_sent_at_once_prefills_in_one_call(tiny_loader):
     assert calls[:2] == [len(second) - start, "first token"], calls
     (plain,), _ = run(tiny_loader, [second])
     assert tasks[1].output == plain.output
+
+
+def test_a_turns_last_boundary_comes_out_of_its_pass(tiny_loader):
+    """A chat turn's pass hands out the state at its last turn boundary as it passes it
+    (``RWKV7.prefill``'s ``mid``): the boundary is cached when the first token arrives, only the
+    first boundary (the system prompt's end) is computed again after it, and every entry holds
+    the bits one pass up to there computes. Two chats fed in one batched pass still compute
+    their boundaries after the first token (the export is a single sequence's)."""
+    from server.api.chat import build_chat_prompt
+
+    msgs = [{"role": "system", "content": SYSTEM},
+            {"role": "user", "content": "question 0: what is 0+0? " * 12}]
+    first = tiny_loader.encode(build_chat_prompt(msgs, think=False))
+    bound = max(i for i, t in enumerate(first) if t == 261) + 1  # after its last "\n\n"
+    system_end = first.index(261) + 1
+    last = bound - bound % 32
+    assert last > system_end  # two boundaries in different chunks
+    cache = PrefixCache(64 << 20)
+    sched = DynamicScheduler(tiny_loader, max_batch_size=4, buffer_size=4, prefix_cache=cache)
+    key = cache.key("", prefix_hashes(array("I", first)), last)
+    seen = []
+    task = Task(first, max_tokens=6, temperature=0.0,
+                collect_callback=lambda toks: seen.append(cache.contains(key)))
+    task.cache_origin, task.cache_finish = "", False  # as the server's chat tasks
+    sched.add_task(task)
+    sched.run()
+    pre = sched.prefiller
+    assert seen[0] and pre.exported == 1
+    assert pre.later_tokens == system_end - system_end % 32  # from the start, the first only
+    assert all(state_gap(tiny_loader.model, e.tokens, e.state, rtol=0, atol=0) is None
+               for _, e in cache._lru.items())
+    (plain,), _ = run(tiny_loader, [first])
+    assert task.output == plain.output
+    # two chats in one round: one batched pass, no export
+    later0 = pre.later_tokens
+    tasks = [Task(tiny_loader.encode(build_chat_prompt(
+        [{"role": "system", "content": f"{i}: {SYSTEM}"}, msgs[1]], think=False)),
+        max_tokens=2, temperature=0.0) for i in (7, 8)]
+    for t in tasks:
+        t.cache_origin, t.cache_finish = "", False
+        sched.add_task(t)
+    sched.run()
+    assert pre.exported == 1 and pre.later_tokens > later0

@@ -200,9 +200,9 @@ class Chaos:
         eng = self.sched.engine
         prefill, pulse = eng.prefill, eng.pulse
 
-        def faulty_prefill(slots, token_lists, first=()):
+        def faulty_prefill(slots, token_lists, first=(), mid=0):
             self.fault("prefill", 0.02)
-            return prefill(slots, token_lists, first)
+            return prefill(slots, token_lists, first, mid)
 
         def faulty_pulse(steps, before_step=None):
             def before():

@@ -123,7 +123,8 @@ def _cache_health(sch) -> dict:
     tokens prefill actually computed: before the first token (``prefilled_tokens``, in
     ``prefill_calls`` calls of the engine's prefill: one a chat turn, when no checkpoint stops
     it) and again
-    after it (``later_tokens``: turn boundaries kept for the next request) and after a chat
+    after it (``later_tokens``: turn boundaries kept for the next request, when the pass that
+    passed them could not hand them out: ``boundaries_kept`` counts those it did) and after a chat
     reply (``warm_tokens``: the reply as the next turn re-sends it; ``warm_dropped``: such
     histories whose next turn came first and fed them in its own pass); ``align``: prompts are
     cut and resumed at multiples of it (RWKV_SPLIT_INVARIANT; 1: anywhere)."""
@@ -133,6 +134,7 @@ def _cache_health(sch) -> dict:
             "prefilled_tokens": sch.prefiller.prefilled_tokens,
             "prefill_calls": sch.prefiller.prefill_calls,
             "later_tokens": sch.prefiller.later_tokens,
+            "boundaries_kept": sch.prefiller.exported,
             "warm_tokens": sch.prefiller.warm_tokens,
             "warm_dropped": sch.prefiller.warm_dropped}
 

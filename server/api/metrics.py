@@ -83,6 +83,9 @@ class _RuntimeCollector:
                                   "Prompt tokens computed again after the first token (turn "
                                   "boundaries kept for the next request)",
                                   value=sch.prefiller.later_tokens)
+        yield CounterMetricFamily("rwkv_prefill_boundaries_kept",
+                                  "Turn boundaries a prefill pass handed out as it passed them "
+                                  "(not computed again)", value=sch.prefiller.exported)
         yield CounterMetricFamily("rwkv_prefill_warm_tokens",
                                   "Tokens computed after a chat reply: the history the next "
                                   "turn re-sends, cached before it arrives",

@@ -11,7 +11,8 @@ server's chat tasks (prefix-cache origin, no state kept at the end of the reply)
 here is the scheduler's part of a request's, from ``add_task`` to the callback with its first
 token. Per turn: prompt tokens, tokens the cached scheduler prefilled before the first token and
 in how many model calls (``rounds``: its prefill stops at each checkpoint), tokens it computed
-again after the first token (``later``: the turn boundary kept for the next turn) and after the
+again after the first token (``later``: turn boundaries kept for later requests that the
+pass itself did not hand out, e.g. the first turn's system prompt end) and after the
 reply (``after reply``: the history with the reply as the next turn re-sends it, computed
 before that turn is sent, as a server does in a user's reading and typing time), TTFT with
 and without the cache (median of ``--repeat`` conversations, each with its own system prompt,
@@ -60,14 +61,15 @@ class Probe:
         engine = self.sched.engine
         real = engine.prefill
 
-        def timed_prefill(slots, token_lists, first=()):
+        def timed_prefill(slots, token_lists, first=(), mid=0):
             if sync:  # the pass's device time, at the cost of waiting for it here
-                t, _ = common.timed(lambda: real(slots, token_lists, first), dev)
+                t, kept = common.timed(lambda: real(slots, token_lists, first, mid), dev)
             else:  # as a server runs it: the host goes on while the device works
                 t0 = time.perf_counter()
-                real(slots, token_lists, first)
+                kept = real(slots, token_lists, first, mid)
                 t = time.perf_counter() - t0
             self.calls.append(t)
+            return kept
 
         engine.prefill = timed_prefill  # the Prefiller calls it through the engine
         self.sched.start_daemon()

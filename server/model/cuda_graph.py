@@ -135,11 +135,20 @@ class GraphedDecode:
 class _PrefillGraph:
     graph: torch.cuda.CUDAGraph | None  # None: run eagerly (CPU; tests of the padding)
     tokens: Tensor  # [1, T] long, static input (padded)
-    n: Tensor  # [1] long: valid tokens
+    nm: Tensor  # [2] long: valid tokens, and the export point (``mid``; 0: none)
     x: Tensor | None  # [1, C] float32, static output
 
+    @property
+    def n(self) -> Tensor:
+        return self.nm[:1]
 
-PrefillFn = Callable[[Tensor, State, Tensor, Tensor], Tensor]  # (tokens, state, keep, last) -> x
+    @property
+    def mid(self) -> Tensor:
+        return self.nm[1:]
+
+
+# (tokens, state, keep, last, mid, mid_state) -> x
+PrefillFn = Callable[[Tensor, State, Tensor, Tensor, Tensor, State], Tensor]
 
 
 class GraphedPrefill:
@@ -152,7 +161,9 @@ class GraphedPrefill:
     The pass is padded to its bucket with identity steps (``keep`` false past ``n``; the state
     and the token-shift vectors are taken at token ``n - 1``), so one graph serves every length
     of its bucket. Graphs work on a private one-row state: the caller's state (any address) is
-    copied in and back around the replay. ``graphs=False`` runs the same padded pass eagerly."""
+    copied in and back around the replay. ``graphs=False`` runs the same padded pass eagerly.
+    The export point (``mid``: the state after that many tokens, ``RWKV7.prefill``) is an input
+    of every graph: a private one-row state receives it, copied out when one was asked for."""
 
     # (up to this many tokens, buckets this many apart), then multiples of STEP
     FINE = ((256, 16), (512, 32))
@@ -164,6 +175,7 @@ class GraphedPrefill:
         self.new_state, self.use_graphs = new_state, graphs
         self.graphs: dict[int, _PrefillGraph] = {}
         self.state: State | None = None
+        self.mid_state: State | None = None  # the export's, when captured
         self.pool = None
         self._lock = threading.Lock()
 
@@ -182,41 +194,48 @@ class GraphedPrefill:
             step = self.STEP
         return max(1, -(-n // step)) * step
 
-    def _step(self, g: _PrefillGraph, state: State) -> Tensor:
+    def _step(self, g: _PrefillGraph, state: State, mid_state: State | None) -> Tensor:
         T = g.tokens.shape[1]
         keep = torch.arange(T, device=g.tokens.device)[None, :] < g.n[:, None]
-        return self._forward()(g.tokens, state, keep, g.n - 1)
+        return self._forward()(g.tokens, state, keep, g.n - 1, g.mid, mid_state)
 
-    def __call__(self, tokens: list[int], state: State) -> Tensor:
-        """Feed ``tokens`` into ``state`` (one row, in place); returns x at the last token.
+    def __call__(self, tokens: list[int], state: State, mid: int = 0,
+                 mid_state: State | None = None) -> Tensor:
+        """Feed ``tokens`` into ``state`` (one row, in place); returns x at the last token;
+        ``mid`` > 0: the state after that many tokens into ``mid_state`` too.
         Calls from several threads take turns (the graphs share one private state)."""
         with self._lock:
-            return self._run(tokens, state)
+            return self._run(tokens, state, mid, mid_state)
 
-    def _run(self, tokens: list[int], state: State) -> Tensor:
+    def _run(self, tokens: list[int], state: State, mid: int, mid_state: State | None) -> Tensor:
         n, dev = len(tokens), state.device
         T = self.bucket(n)
-        host = torch.zeros(T + 1, dtype=torch.long, pin_memory=dev.type == "cuda")
+        host = torch.zeros(T + 2, dtype=torch.long, pin_memory=dev.type == "cuda")
         host[:n] = torch.as_tensor(tokens, dtype=torch.long)
         host[T] = n
+        if mid_state is None:
+            mid = 0
+        host[T + 1] = mid
         g = self.graphs.get(T)
         if g is None:
             g = self._make(T, dev)
         g.tokens.copy_(host[:T].view(1, T), non_blocking=True)
-        g.n.copy_(host[T:], non_blocking=True)
+        g.nm.copy_(host[T:], non_blocking=True)
         if g.graph is None:
-            return self._step(g, state)
+            return self._step(g, state, mid_state if mid else None)
         self.state.shift.copy_(state.shift)
         self.state.wkv.copy_(state.wkv)
         g.graph.replay()
         state.shift.copy_(self.state.shift)
         state.wkv.copy_(self.state.wkv)
+        if mid:
+            mid_state.assign([0], self.mid_state)
         return g.x.clone()
 
     def _make(self, T: int, dev) -> _PrefillGraph:
         with torch.inference_mode(False):
             g = _PrefillGraph(None, torch.zeros(1, T, dtype=torch.long, device=dev),
-                              torch.ones(1, dtype=torch.long, device=dev), None)
+                              torch.tensor([1, 0], dtype=torch.long, device=dev), None)
         if self.use_graphs:
             t0 = time.perf_counter()
             try:
@@ -236,16 +255,16 @@ class GraphedPrefill:
     def _capture(self, g: _PrefillGraph, dev) -> None:
         if self.state is None:
             with torch.inference_mode(False):
-                self.state = self.new_state(1)
+                self.state, self.mid_state = self.new_state(1), self.new_state(1)
         side = torch.cuda.Stream(dev)
         side.wait_stream(torch.cuda.current_stream(dev))
         with torch.cuda.stream(side):  # warm-up (kernel compilation, library init)
             for _ in range(2):
-                self._step(g, self.state)
+                self._step(g, self.state, self.mid_state)
         torch.cuda.current_stream(dev).wait_stream(side)
         if self.pool is None:
             self.pool = torch.cuda.graph_pool_handle()
         graph = torch.cuda.CUDAGraph()
         with capturing(graph, self.pool):
-            g.x = self._step(g, self.state)
+            g.x = self._step(g, self.state, self.mid_state)
         g.graph = graph

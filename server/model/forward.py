@@ -223,26 +223,45 @@ class RWKV7:
 
     @torch.no_grad()
     def prefill(self, token_lists: list[list[int]], state: State,
-                logits: bool = True) -> Tensor | None:
+                logits: bool = True, mid: int = 0, mid_state: State | None = None
+                ) -> Tensor | None:
         """Row i of ``state`` <- sequence i, continuing from what the row holds (in place).
         Prompts may have different lengths (none empty). Returns the logits after each
-        sequence's last token: [n, V] float32 (``logits=False``: None, the head is skipped)."""
+        sequence's last token: [n, V] float32 (``logits=False``: None, the head is skipped).
+        ``mid`` > 0 (one sequence; a multiple of ``prefill_align`` below its length) with
+        ``mid_state`` (one row): mid_state <- the state after the first ``mid`` tokens, the
+        bits ``prefill(tokens[:mid])`` leaves (a split-invariant model; else within its
+        rounding), from the same passes: a turn boundary inside a chat's new message is kept
+        without computing it again."""
         n = len(token_lists)
         self._check(state, n)
         lens = [len(t) for t in token_lists]
         if n == 0 or min(lens) == 0:
             raise ValueError("prefill needs at least one sequence and no empty sequence")
+        if mid:
+            self._check_mid(lens, mid, mid_state)
         order = sorted(range(n), key=lambda i: -lens[i])  # longest first
         x_last = torch.empty(n, self.cfg.n_embd, dtype=torch.float32, device=self.device)
         for off in range(0, lens[order[0]], self.prefill_chunk):
+            if mid and mid == off:  # a pass boundary: the state as the previous pass left it
+                mid_state.assign([0], state)
             rows = [i for i in order if lens[i] > off]
             per_pass = max(1, self.prefill_tokens // min(self.prefill_chunk, lens[rows[0]] - off))
+            at = mid - off if 0 < mid - off < self.prefill_chunk else 0
             for g in range(0, len(rows), per_pass):
                 group = rows[g:g + per_pass]
                 if len(group) == n:  # every row: work on the state itself, in natural order
                     group = list(range(n))
-                self._prefill_pass(token_lists, group, off, state, x_last)
+                self._prefill_pass(token_lists, group, off, state, x_last, at, mid_state)
         return self._logits(x_last) if logits else None
+
+    def _check_mid(self, lens: list[int], mid: int, mid_state: State | None) -> None:
+        align = self.prefill_align  # (the WKV hands out states where its chunks end)
+        if len(lens) != 1 or not 0 < mid < lens[0] or mid % align:
+            raise ValueError(f"prefill's mid must be a multiple of {align} inside one "
+                             f"sequence (got {mid} for lengths {lens})")
+        if mid_state is None or mid_state.batch_size != 1 or mid_state.device != self.device:
+            raise ValueError("prefill's mid needs a one-row mid_state on the model's device")
 
     # ---- internals ---------------------------------------------------------------------
     def _check(self, state: State, batch: int) -> None:
@@ -252,16 +271,17 @@ class RWKV7:
             raise ValueError(f"state is on {state.device}, the model on {self.device}")
 
     def _prefill_pass(self, token_lists, rows: list[int], off: int, state: State,
-                      x_last: Tensor) -> None:
-        """Tokens off..off+chunk of sequences ``rows`` into their state rows."""
+                      x_last: Tensor, mid: int = 0, mid_state: State | None = None) -> None:
+        """Tokens off..off+chunk of sequences ``rows`` into their state rows (``mid`` > 0:
+        the state after that many of them into ``mid_state``; one sequence)."""
         chunk = self.prefill_chunk
         parts = [token_lists[i][off:off + chunk] for i in rows]
         in_place = rows == list(range(state.batch_size))
         sub = state if in_place else state.select(rows)
         if len(rows) == 1 and self._graphed_prefill is not None:
-            x = self._graphed_prefill(parts[0], sub)  # [1, C]
+            x = self._graphed_prefill(parts[0], sub, mid, mid_state if mid else None)  # [1, C]
         else:
-            x = self._forward_padded(parts, sub)  # [rows, C]
+            x = self._forward_padded(parts, sub, mid, mid_state if mid else None)  # [rows, C]
         if not in_place:
             state.assign(rows, sub)
         done = [j for j, i in enumerate(rows) if len(token_lists[i]) <= off + chunk]
@@ -271,7 +291,8 @@ class RWKV7:
             dst = to_device([rows[j] for j in done], self.device)
             x_last.index_copy_(0, dst, x[to_device(done, self.device)])
 
-    def _forward_padded(self, parts: list[list[int]], state: State) -> Tensor:
+    def _forward_padded(self, parts: list[list[int]], state: State, mid: int = 0,
+                        mid_state: State | None = None) -> Tensor:
         """Sequences of unequal lengths (padded with identity steps) through the layers."""
         widths = [len(p) for p in parts]
         T = max(widths)
@@ -280,26 +301,39 @@ class RWKV7:
             tok[j, :len(p)] = torch.as_tensor(p, dtype=torch.long)
         w = to_device(widths, self.device)
         keep = None if min(widths) == T else torch.arange(T, device=self.device) < w[:, None]
-        return self._forward(to_device(tok, self.device), state, keep, w - 1)
+        at = to_device([mid], self.device) if mid else None
+        return self._forward(to_device(tok, self.device), state, keep, w - 1, at, mid_state)
 
     def _forward(self, tokens: Tensor, state: State, keep: Tensor | None,
-                 last: Tensor | None) -> Tensor:
+                 last: Tensor | None, mid: Tensor | None = None,
+                 mid_state: State | None = None) -> Tensor:
         """tokens: [B, T]; keep: [B, T] bool (None = all valid); last: [B] index of each row's
-        last valid token (None = T - 1). Returns the residual at ``last``: [B, C] float32."""
+        last valid token (None = T - 1). Returns the residual at ``last``: [B, C] float32.
+        ``mid`` ([1] long tensor on the device, one sequence: B = 1) and ``mid_state`` (one
+        row): the state after the first ``mid[0]`` tokens (a positive multiple of
+        ``prefill_align`` below T) goes to mid_state, the bits a pass ending there leaves.
+        Both the fused and the plain forward read ``mid`` on the device (a graph's input)."""
+        if mid is None or tokens.shape[1] == 1:
+            mid_state = None
         if self._fused is not None:
-            return self._fused.forward(tokens, state, keep, last)
+            return self._fused.forward(tokens, state, keep, last, mid, mid_state)
         x = self.emb[tokens].float()  # [B, T, C] residual stream, fp32
         v_first = None
         for i, lw in enumerate(self.layers):
-            x, v_first = self._time_mix(lw, x, state, i, keep, last, v_first)
-            x = self._channel_mix(lw, x, state, i, keep, last)
+            x, v_first = self._time_mix(lw, x, state, i, keep, last, v_first, mid, mid_state)
+            x = self._channel_mix(lw, x, state, i, keep, last, mid, mid_state)
         if last is None:
             return x[:, -1]
         return x[torch.arange(x.shape[0], device=x.device), last]
 
-    def _shift(self, u: Tensor, prev: Tensor, keep, last) -> Tensor:
-        """Token shift: returns d = previous - u [B, T, C] and stores the new ``prev`` in place."""
+    def _shift(self, u: Tensor, prev: Tensor, keep, last, mid=None,
+               mid_prev: Tensor | None = None) -> Tensor:
+        """Token shift: returns d = previous - u [B, T, C] and stores the new ``prev`` in place
+        (and row ``mid[0] - 1``'s into ``mid_prev``: ``_forward``'s export)."""
         d = torch.cat([prev.unsqueeze(1), u[:, :-1]], 1) - u
+        if mid_prev is not None:  # (on the device: no wait for it, a graph may capture it)
+            row = u.index_select(1, (mid - 1).clamp(min=0))[:, 0]
+            mid_prev.copy_(torch.where(mid > 0, row, mid_prev))
         if last is not None:
             prev.copy_(u[torch.arange(u.shape[0], device=u.device), last])
         elif keep is not None:  # decode with inactive rows
@@ -308,11 +342,13 @@ class RWKV7:
             prev.copy_(u[:, -1])
         return d
 
-    def _time_mix(self, lw: LayerWeights, x, state, i, keep, last, v_first):
+    def _time_mix(self, lw: LayerWeights, x, state, i, keep, last, v_first, mid=None,
+                  mid_state=None):
         B, T, C = x.shape
         H, N, dt = self.cfg.n_head, self.cfg.head_size, self.dtype
         u = F.layer_norm(x, (C,), lw.ln1_w, lw.ln1_b, LN_EPS).to(dt)
-        d = self._shift(u, state.shift[i, 0], keep, last)
+        d = self._shift(u, state.shift[i, 0], keep, last, mid,
+                        None if mid_state is None else mid_state.shift[i, 0])
         xr, xw, xk, xv, xa, xg = (u + d * lw.mix.view(6, 1, 1, C)).unbind(0)
         mm = functools.partial(self._product, lw, T)
         r, k, v = mm("wr", xr), mm("wk", xk), mm("wv", xv)
@@ -326,15 +362,17 @@ class RWKV7:
             v_first = v
         else:
             v = v + (v_first - v) * torch.sigmoid(lw.v0 + mm("v2", mm("v1", xv)))
-        y = self._wkv(state.wkv[i], r, w, k, v, kappa, a.view(B, T, H, N), keep)
+        y = self._wkv(state.wkv[i], r, w, k, v, kappa, a.view(B, T, H, N), keep,
+                      {} if mid_state is None else dict(mid=mid, S_mid=mid_state.wkv[i]))
         # reshape: with one head the WKV output can be a non-viewable slice (C = 64, 2+ rows)
         y = F.group_norm(y.float().reshape(B * T, C), H, lw.lnx_w, lw.lnx_b, GN_EPS).view(B, T, C)
         bonus = (r.float() * k * lw.r_k).view(B, T, H, N).sum(-1, keepdim=True)  # [B, T, H, 1]
         y = y + (bonus * v.float().view(B, T, H, N)).view(B, T, C)
         return x + mm("wo", (y * g.float()).to(dt)).float(), v_first
 
-    def _wkv(self, S: Tensor, r, w, k, v, kappa, a, keep) -> Tensor:
-        """Mask non-advancing positions to identity steps, then run the recurrence on S [B,H,N,N]."""
+    def _wkv(self, S: Tensor, r, w, k, v, kappa, a, keep, export: dict) -> Tensor:
+        """Mask non-advancing positions to identity steps, then run the recurrence on S [B,H,N,N]
+        (``export``: ``mid`` and ``S_mid`` for ``wkv_chunk``)."""
         B, T, C = r.shape
         H, N = self.cfg.n_head, self.cfg.head_size
         if keep is not None:
@@ -345,12 +383,14 @@ class RWKV7:
         r, w, k, v = (t.view(B, T, H, N) for t in (r, w, k, v))
         if T == 1:
             return self.wkv_step(S, *(t[:, 0] for t in (r, w, k, v, kappa, a))).view(B, 1, C)
-        return self.wkv_chunk(S, r, w, k, v, kappa, a).reshape(B, T, C)
+        return self.wkv_chunk(S, r, w, k, v, kappa, a, **export).reshape(B, T, C)
 
-    def _channel_mix(self, lw: LayerWeights, x, state, i, keep, last):
+    def _channel_mix(self, lw: LayerWeights, x, state, i, keep, last, mid=None,
+                     mid_state=None):
         C = x.shape[-1]
         u = F.layer_norm(x, (C,), lw.ln2_w, lw.ln2_b, LN_EPS).to(self.dtype)
-        d = self._shift(u, state.shift[i, 1], keep, last)
+        d = self._shift(u, state.shift[i, 1], keep, last, mid,
+                        None if mid_state is None else mid_state.shift[i, 1])
         T = x.shape[1]
         h = torch.relu(self._product(lw, T, "ffn_key", u + d * lw.ffn_x_k)) ** 2  # [B, T, 4C]
         return x + self._product(lw, T, "ffn_value", h).float()

@@ -172,21 +172,24 @@ class FusedBlocks:
         return torch.full((B,), T - 1, dtype=torch.int32, device=device)
 
     def _mix(self, x: Tensor, ln_w, ln_b, prev: Tensor, write: Tensor, mix: Tensor,
-             T: int) -> Tensor:
+             T: int, mid=None, mid_prev: Tensor | None = None) -> Tensor:
         """ln_mix with the shift state ``prev`` updated in place (a split-invariant model's
-        prefill rows one program each: a split row reduces its statistics in another order)."""
+        prefill rows one program each: a split row reduces its statistics in another order);
+        ``mid``, ``mid_prev``: ``forward``'s export."""
         return self.k.ln_mix(x, ln_w, ln_b, prev, prev, write, mix, T, LN_EPS, self.model.dtype,
-                             split=T == 1 or not self.model.split_invariant)
+                             split=T == 1 or not self.model.split_invariant, mid=mid,
+                             mid_prev=mid_prev)
 
     def time_mix(self, i: int, x: Tensor, state, keep8: Tensor | None, write: Tensor, T: int,
-                 v_first: Tensor | None) -> Tensor:
+                 v_first: Tensor | None, mid=None, mid_state=None) -> Tensor:
         """x: [R, C] fp32 residual (updated in place); keep8: [R] int8 or None.
         Returns v_first (the first layer's value, [R, C])."""
         m, lw, st = self.model, self.model.layers[i], self.stacks[i]
         R, C = x.shape
         B = R // T
         H, N = m.cfg.n_head, m.cfg.head_size
-        xs = self._mix(x, lw.ln1_w, lw.ln1_b, state.shift[i, 0], write, st.mix_att, T)
+        xs = self._mix(x, lw.ln1_w, lw.ln1_b, state.shift[i, 0], write, st.mix_att, T, mid,
+                       None if mid_state is None else mid_state.shift[i, 0])
         if R <= self.gemv_rows:
             # r/k/v and the LoRA first stages read the same mixes: one launch (the short LoRA
             # programs fill in beside the long r/k/v ones)
@@ -213,7 +216,9 @@ class FusedBlocks:
             if T == 1:
                 y = m.wkv_step(S, *(t.view(B, H, N) for t in (r, w, kk, vv, kap, a)))
             else:
-                y = m.wkv_chunk(S, *(t.view(B, T, H, N) for t in (r, w, kk, vv, kap, a)))
+                y = m.wkv_chunk(S, *(t.view(B, T, H, N) for t in (r, w, kk, vv, kap, a)),
+                                **({} if mid_state is None else
+                                   dict(mid=mid, S_mid=mid_state.wkv[i])))
             out = self.k.post_wkv(y.contiguous().view(R, C), vv, lora[3], bonus, lw.lnx_w,
                                   lw.lnx_b, GN_EPS, m.dtype)
         self._add_residual(x, out, lw.wo, "output", T)
@@ -307,9 +312,11 @@ class FusedBlocks:
             return torch.mm(u, weight.t(), out_dtype=torch.float32)
         return F.linear(u, weight).float()
 
-    def channel_mix(self, i: int, x: Tensor, state, write: Tensor, T: int) -> None:
+    def channel_mix(self, i: int, x: Tensor, state, write: Tensor, T: int, mid=None,
+                    mid_state=None) -> None:
         lw, st = self.model.layers[i], self.stacks[i]
-        xk = self._mix(x, lw.ln2_w, lw.ln2_b, state.shift[i, 1], write, st.mix_ffn, T)[0]
+        xk = self._mix(x, lw.ln2_w, lw.ln2_b, state.shift[i, 1], write, st.mix_ffn, T, mid,
+                       None if mid_state is None else mid_state.shift[i, 1])[0]
         if x.shape[0] <= self.gemv_rows:
             h = self.g.gemv(xk, lw.ffn_key, epi=self.g.EPI_RELU2,
                             scratch=self.scratch)  # [R, 4C]
@@ -317,16 +324,19 @@ class FusedBlocks:
             h = self.k.relu_sq_(F.linear(xk, lw.ffn_key))
         self._add_residual(x, h, lw.ffn_value, "ffn_value", T)
 
-    def forward(self, tokens: Tensor, state, keep: Tensor | None, last: Tensor | None) -> Tensor:
+    def forward(self, tokens: Tensor, state, keep: Tensor | None, last: Tensor | None,
+                mid: Tensor | None = None, mid_state=None) -> Tensor:
         """Same contract as RWKV7._forward: tokens [B, T]; returns the residual at ``last``."""
         B, T = tokens.shape
         x = self.model.emb[tokens.reshape(-1)].float()  # [R, C] fp32 residual
         write = self.write_index(B, T, keep, last, x.device)
         keep8 = None if keep is None else keep.reshape(-1).to(torch.int8)
         v_first = None
+        if mid is None or T == 1:
+            mid_state = None
         for i in range(len(self.model.layers)):
-            v_first = self.time_mix(i, x, state, keep8, write, T, v_first)
-            self.channel_mix(i, x, state, write, T)
+            v_first = self.time_mix(i, x, state, keep8, write, T, v_first, mid, mid_state)
+            self.channel_mix(i, x, state, write, T, mid, mid_state)
         x = x.view(B, T, -1)
         if last is None:
             return x[:, -1]

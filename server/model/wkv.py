@@ -75,10 +75,13 @@ def _chunk_terms(r, lw, k, v, na, b):
 
 
 def wkv_chunk(S: Tensor, r: Tensor, w: Tensor, k: Tensor, v: Tensor, kappa: Tensor,
-              a: Tensor) -> Tensor:
+              a: Tensor, mid: Tensor | None = None, S_mid: Tensor | None = None) -> Tensor:
     """T tokens in order, exactly. S: [B, H, N, N] (in place); r, w, k, v, kappa, a:
     [B, T, H, N] -> y [B, T, H, N] in r's dtype. The sequence is cut into SUB-token chunks whose
-    terms are computed all at once; only S is carried from chunk to chunk (S <- S·M + D)."""
+    terms are computed all at once; only S is carried from chunk to chunk (S <- S·M + D).
+    ``mid`` ([1] integer tensor, one sequence) and ``S_mid`` (like S): S_mid gets the state
+    after the first ``mid`` tokens when ``mid`` is a positive multiple of SUB below T, as a call
+    ending there would leave S (untouched otherwise: ``mid_export``)."""
     B, T, H, N = r.shape
     pad = (-T) % SUB  # padded with identity steps: w = 1, everything else 0
     n = (T + pad) // SUB
@@ -90,10 +93,31 @@ def wkv_chunk(S: Tensor, r: Tensor, w: Tensor, k: Tensor, v: Tensor, kappa: Tens
 
     r32, lw, k32, v32, kap = (prep(x) for x in (r, torch.log(w.to(s.dtype)), k, v, kappa))
     R, Y0, M, D = _chunk_terms(r32, lw, k32, v32, -kap, kap * prep(a))
-    starts = []
+    starts, export = [], mid_export(mid, S_mid, SUB)
     for c in range(n):
         starts.append(s)
         s = s @ M[:, :, c] + D[:, :, c]
+        export(c + 1, s)
     y = R @ torch.stack(starts, 2).mT + Y0  # [B, H, n, SUB, N(value)]
     S.copy_(s)
     return y.reshape(B, H, n * SUB, N)[:, :, :T].transpose(1, 2).to(r.dtype)
+
+
+def mid_export(mid: Tensor | None, S_mid: Tensor | None, chunk: int):
+    """``export(c, s)``, called with the math state ``s`` after each ``c`` chunks of ``chunk``
+    tokens: copies it into ``S_mid`` (cast as a call's end casts S) where ``c · chunk`` is
+    ``mid[0]``. Outside a CUDA graph's capture ``mid`` is read once (a CPU tensor costs
+    nothing); while capturing, a device-side select per chunk (the position is an input of the
+    graph). A no-op without ``mid``."""
+    if mid is None or S_mid is None:
+        return lambda c, s: None
+    if mid.device.type == "cuda" and torch.cuda.is_current_stream_capturing():
+        def export(c: int, s: Tensor) -> None:
+            S_mid.copy_(torch.where(mid[0] == c * chunk, s.to(S_mid.dtype), S_mid))
+        return export
+    m = int(mid[0])
+
+    def export_at(c: int, s: Tensor) -> None:
+        if c * chunk == m:
+            S_mid.copy_(s)
+    return export_at

@@ -28,11 +28,13 @@ after exactly ``history``) is *eligible*. Its sequence ``history + pending`` is 
 * **later**: the first and the last ``\\n\\n`` token (chat turn boundaries: the end of a system
   prompt, which other chats load; the conversation up to the last message, which the next turn
   re-sends) are wanted by *later* requests, not this one, so feeding does not stop there unless
-  a task in flight shares them (then they are branch points): the round that passes them keeps
-  a copy of the state it started from, and after a step's pulse, once the task is past its
-  prefill (its first token out), ``run_later`` computes the boundary states from that copy in
-  passes of their own and stores them. Every chat turn prefills in one call before its first
-  token, and the boundaries after it (at most ``LATER_MAX`` such jobs wait; a feed that would
+  a task in flight shares them (then they are branch points). A round of one task takes the last
+  one it passes out of its own pass (``_export_point``: ``RWKV7.prefill``'s ``mid``, the bits a
+  pass ending there leaves) and stores it; for the others the round keeps a copy of the state
+  it started from, and after a step's pulse, once the task is past its prefill (its first token
+  out), ``run_later`` computes the boundary states from that copy in passes of their own and
+  stores them. Every chat turn prefills in one call before its first token, and a later turn's
+  new message is computed once (at most ``LATER_MAX`` such jobs wait; a feed that would
   add one more stops at its first boundary instead, a checkpoint like the others);
 * **one leader per prefix**: in a round, only the first task heading for a given checkpoint key
   feeds; the others wait, and jump from the cache once the leader has stored it (a shared system
@@ -167,6 +169,7 @@ class Prefiller:
         # hashes
         self._later: deque[_Later] = deque(maxlen=LATER_MAX)
         self.later_tokens = 0  # tokens run through the model by run_later (computed twice)
+        self.exported = 0  # later points kept by the pass that passed them (none computed twice)
         # (origin, tokens, due: time.monotonic() from which run_later may compute it)
         self._warm: deque[tuple[str, array, float]] = deque(maxlen=WARM_MAX)
         self.warm_tokens = 0  # tokens run through the model for next-turn prefixes
@@ -214,8 +217,9 @@ class Prefiller:
                     self.cache.count_lookup(hit=False)
                     s.counted = True
             budget -= sum(n for *_, n in plan)
+            mid = self._export_point(plan)
             self._keep_later(plan)
-            first = self._feed(plan)
+            first = self._feed(plan, mid)
             for slot, task, s, _ in plan:
                 h = len(task.history)
                 if s is None or not s.canonical:
@@ -289,6 +293,22 @@ class Prefiller:
         if n == len(task.pending) - 1 and n < budget and self._decodes(task):
             return n + 1
         return n
+
+    def _export_point(self, plan) -> int:
+        """A round of one task whose feed passes ``later`` points: the last of them (a chat's
+        latest turn boundary) comes out of the round's own pass (``RWKV7.prefill``'s ``mid``,
+        the same bits as a pass ending there): taken from the later points, so no later job
+        computes it again. Returns its position in the feed (0: none)."""
+        chunk = getattr(getattr(self.engine, "model", None), "prefill_align", 0)
+        if len(plan) != 1 or not chunk:
+            return 0
+        slot, task, s, n = plan[0]
+        h = len(task.history)
+        passed = s.later_between(h, h + n) if s is not None and s.canonical else []
+        if not passed or (passed[-1] - h) % chunk:  # (a pass hands out states at its WKV
+            return 0  # chunks' ends; a split-invariant model's points are all there)
+        s.later.remove(passed[-1])
+        return passed[-1] - h
 
     def _keep_later(self, plan) -> None:
         """Before a round: for each task whose feed passes one of its ``later`` points, keep a
@@ -400,14 +420,20 @@ class Prefiller:
         self._later.clear()
         self._warm.clear()
 
-    def _feed(self, plan) -> set[int]:
+    def _feed(self, plan, mid: int = 0) -> set[int]:
         """Feed ``n`` tokens of each planned task; ``n == len(pending)`` feeds its last token too
         (its slot's first token then comes from this pass; the token stays ``pending``). Returns
-        those slots."""
+        those slots. ``mid`` > 0 (a plan of one task, ``_export_point``): the state after that
+        many of its tokens goes to the cache."""
         first = {slot for slot, task, _, n in plan if n == len(task.pending)}
         t0 = time.perf_counter()
-        self.engine.prefill([p[0] for p in plan], [p[1].pending[:p[3]] for p in plan], first)
+        kept = self.engine.prefill([p[0] for p in plan], [p[1].pending[:p[3]] for p in plan],
+                                   first, mid)
         dt = time.perf_counter() - t0
+        if kept is not None:
+            _, task, s, _ = plan[0]
+            self.exported += 1
+            self._store_state(s.origin, s.hashes, s.tokens, len(task.history) + mid, kept)
         self.prefill_calls += 1
         for slot, task, _, n in plan:
             fed = n - (slot in first)
@@ -514,11 +540,19 @@ class Prefiller:
 
     def _store(self, slot: int, origin: str, hashes: array, tokens: array, n: int,
                logits=None) -> None:
+        self._store_state(origin, hashes, tokens, n, lambda: self.engine.state.select([slot]),
+                          logits)
+
+    def _store_state(self, origin: str, hashes: array, tokens: array, n: int, state,
+                     logits=None) -> None:
+        """The cache keeps ``state`` (a one-row State, or a function making one) after
+        ``tokens[:n]`` (with the logits after them, if given), unless it has it or could never
+        resume it."""
         key = self.cache.key(origin, hashes, n)
         if n < self.cache.min_tokens or self.cache.contains(key) or (
                 n % self.align and logits is None):  # (never resumed: lookup's ``align``)
             return
-        self.cache.insert(key, tokens[:n], self.engine.state.select([slot]),
+        self.cache.insert(key, tokens[:n], state() if callable(state) else state,
                           None if logits is None else logits.clone(), defer=True)
 
     def on_release(self, slots: list[int], tasks: list) -> None:

@@ -32,15 +32,20 @@ def wkv_step(S: Tensor, r: Tensor, w: Tensor, k: Tensor, v: Tensor,
 
 
 def wkv_chunk(S: Tensor, r: Tensor, w: Tensor, k: Tensor, v: Tensor,
-              kappa: Tensor, a: Tensor, split_invariant: bool = False) -> Tensor:
+              kappa: Tensor, a: Tensor, split_invariant: bool = False,
+              mid: Tensor | None = None, S_mid: Tensor | None = None) -> Tensor:
     """T tokens for B sequences of equal length: S [B, H, N, N] (in place),
     r..a [B, T, H, N] -> y [B, T, H, N]. ``split_invariant``: a sequence gets the same bits
     however it is cut into calls at multiples of the chunk (wkv_triton.CHUNK): the chunked form
     at every length where it applies, not only from ``prefer_chunked``'s 64 tokens (the token
-    loop rounds differently), and a half-precision S rounded at every chunk's end."""
+    loop rounds differently), and a half-precision S rounded at every chunk's end.
+    ``mid`` ([1] integer tensor on S's device, read there: a CUDA graph's input) and ``S_mid``
+    (like S): S_mid gets the state after the first ``mid[0]`` tokens, as a call ending there
+    leaves S (the chunked form: only where a chunk ends); untouched when none does."""
     if not _use_triton(S):
-        return wkv_chunk_ref(S, r, w, k, v, kappa, a)
+        return wkv_chunk_ref(S, r, w, k, v, kappa, a, mid, S_mid)
     B, T, H, _ = r.shape
     if prefer_chunked(B, T, H, r.device, split_invariant):
-        return wkv_chunk_triton(S, r, w, k, v, kappa, a, round_chunks=split_invariant)
-    return wkv_seq_triton(S, r, w, k, v, kappa, a)
+        return wkv_chunk_triton(S, r, w, k, v, kappa, a, round_chunks=split_invariant,
+                                mid=mid, S_mid=S_mid)
+    return wkv_seq_triton(S, r, w, k, v, kappa, a, mid=mid, S_mid=S_mid)

@@ -45,11 +45,22 @@ def _row_stats(x, m, C, eps):
 
 
 @triton.jit
+def _ln_row(x_ptr, q, C, full, fm, c, m, lw, lb, eps, dtype):
+    """Columns c of row q's LayerNorm output (statistics from the whole row), in dtype."""
+    mean_q, rstd_q = _row_stats(tl.load(x_ptr + q * C + full, mask=fm, other=0.0), fm, C, eps)
+    xq = tl.load(x_ptr + q * C + c, mask=m, other=0.0)
+    return ((xq - mean_q) * rstd_q * lw + lb).to(dtype)
+
+
+@triton.jit
 def _ln_mix_kernel(x_ptr, lnw_ptr, lnb_ptr, prev_ptr, newprev_ptr, write_ptr, mix_ptr, out_ptr,
+                   mid_ptr, midprev_ptr,
                    T, C, R, eps, M: tl.constexpr, MP: tl.constexpr, BLOCK: tl.constexpr,
-                   CHUNK: tl.constexpr, PDL: tl.constexpr):
+                   CHUNK: tl.constexpr, PDL: tl.constexpr, MID: tl.constexpr):
     """A program per (row, CHUNK columns): the row's LayerNorm statistics from the whole row,
-    the mixes of its own columns (so the shift state it reads and writes is its own too)."""
+    the mixes of its own columns (so the shift state it reads and writes is its own too).
+    MID: the shift state after mid_ptr[0] tokens (row mid - 1's output; one sequence) goes to
+    midprev too."""
     pdl.enter(PDL)
     p = tl.program_id(0).to(tl.int64)
     b = p // T
@@ -95,12 +106,14 @@ def _ln_mix_kernel(x_ptr, lnw_ptr, lnb_ptr, prev_ptr, newprev_ptr, write_ptr, mi
     if (t == 0) & (wt == 0):  # this row (every active decode row): u, computed above
         tl.store(newprev_ptr + b * C + c, u.to(newprev_ptr.dtype.element_ty), mask=m)
     elif (t == 0) & (wt > 0):
-        q = p + wt  # row (b, write[b])
-        mean_q, rstd_q = _row_stats(tl.load(x_ptr + q * C + full, mask=fm, other=0.0), fm, C,
-                                    eps)
-        xq = tl.load(x_ptr + q * C + c, mask=m, other=0.0)
-        uq = ((xq - mean_q) * rstd_q * lw + lb).to(out_ptr.dtype.element_ty)
+        uq = _ln_row(x_ptr, p + wt, C, full, fm, c, m, lw, lb, eps,  # row (b, write[b])
+                     out_ptr.dtype.element_ty)
         tl.store(newprev_ptr + b * C + c, uq.to(newprev_ptr.dtype.element_ty), mask=m)
+    if MID:
+        wm = tl.load(mid_ptr) - 1
+        if (t == 0) & (wm >= 0):
+            um = _ln_row(x_ptr, p + wm, C, full, fm, c, m, lw, lb, eps, out_ptr.dtype.element_ty)
+            tl.store(midprev_ptr + b * C + c, um.to(midprev_ptr.dtype.element_ty), mask=m)
 
 
 # ln_mix at up to LN_MIX_SPLIT_ROWS rows (decode at small batch): a program per 512 columns of a
@@ -114,12 +127,15 @@ LN_MIX_SPLIT_ROWS = 64
 
 def ln_mix(x: Tensor, ln_w: Tensor, ln_b: Tensor, prev: Tensor, new_prev: Tensor,
            write: Tensor, mix: Tensor, T: int, eps: float, out_dtype: torch.dtype,
-           split: bool = True, **variant) -> Tensor:
+           split: bool = True, mid: Tensor | None = None, mid_prev: Tensor | None = None,
+           **variant) -> Tensor:
     """x: [R, C] fp32 (R = B·T rows, row-major by b then t); ln_w, ln_b: [C] fp32;
     prev: [B, C] shift state (read at t = 0); new_prev: [B, C] (gets the LayerNorm output of
     row t = write[b]; write[b] = -1: not written; may be ``prev`` itself); write: [B] int32;
     mix: [M, C]. Returns [M, R, C]. ``split``: rows may be split over programs (up to
     ``LN_MIX_SPLIT_ROWS``; False: a program per row, the same bits at any row count).
+    ``mid`` ([1] integer tensor, one sequence) and ``mid_prev`` ([1, C]): mid_prev gets the
+    shift state a pass of the first ``mid[0]`` rows leaves (none when ``mid[0]`` < 1).
     ``variant``: launch options for benchmarks."""
     R, C = x.shape
     M = mix.shape[0]
@@ -127,9 +143,11 @@ def ln_mix(x: Tensor, ln_w: Tensor, ln_b: Tensor, prev: Tensor, new_prev: Tensor
     block = triton.next_power_of_2(C)
     chunk = min(LN_MIX_CHUNK, block) if split and R <= LN_MIX_SPLIT_ROWS else block
     opts = dict(num_warps=8 if chunk >= 4096 else 4, **pdl.launch_options(x.device, R))
+    has_mid = mid is not None and mid_prev is not None
     _ln_mix_kernel[(R, triton.cdiv(C, chunk))](
-        x, ln_w, ln_b, prev, new_prev, write, mix, out, T, C, R, eps, M=M,
-        MP=triton.next_power_of_2(M), BLOCK=block, CHUNK=chunk, **{**opts, **variant})
+        x, ln_w, ln_b, prev, new_prev, write, mix, out, mid if has_mid else write,
+        mid_prev if has_mid else new_prev, T, C, R, eps, M=M, MP=triton.next_power_of_2(M),
+        BLOCK=block, CHUNK=chunk, MID=has_mid, **{**opts, **variant})
     return out
 
 

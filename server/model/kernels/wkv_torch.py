@@ -18,6 +18,8 @@ it exists so that the algebra of those kernels is checked on the CPU.
 import torch
 from torch import Tensor
 
+from server.model.wkv import mid_export
+
 CHUNK = 16  # tokens per chunk of the WY form (the Triton kernel's too)
 
 
@@ -45,11 +47,16 @@ def wkv_step_ref(S: Tensor, r: Tensor, w: Tensor, k: Tensor, v: Tensor,
 
 
 def wkv_chunk_ref(S: Tensor, r: Tensor, w: Tensor, k: Tensor, v: Tensor,
-                  kappa: Tensor, a: Tensor) -> Tensor:
-    """T steps in order. S: [B, H, N, N] (in place); r..a: [B, T, H, N] -> y [B, T, H, N]."""
+                  kappa: Tensor, a: Tensor, mid: Tensor | None = None,
+                  S_mid: Tensor | None = None) -> Tensor:
+    """T steps in order. S: [B, H, N, N] (in place); r..a: [B, T, H, N] -> y [B, T, H, N].
+    ``mid``, ``S_mid``: the state after ``mid[0]`` tokens copied out (``wkv.mid_export``)."""
     s = S.to(_math_dtype(S))
     xs = [x.to(s.dtype) for x in (r, w, k, v, kappa, a)]
-    ys = [_step(s, *(x[:, t] for x in xs)) for t in range(r.shape[1])]
+    export, ys = mid_export(mid, S_mid, 1), []
+    for t in range(r.shape[1]):
+        ys.append(_step(s, *(x[:, t] for x in xs)))
+        export(t + 1, s)
     S.copy_(s)
     return torch.stack(ys, 1).to(r.dtype)
 

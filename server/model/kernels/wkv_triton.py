@@ -58,20 +58,24 @@ def _load_token(r_ptr, w_ptr, k_ptr, v_ptr, kap_ptr, a_ptr, o, t, T, i, j):
 
 
 @triton.jit
-def _recurrent_kernel(S_ptr, r_ptr, w_ptr, k_ptr, v_ptr, kap_ptr, a_ptr, y_ptr,
+def _recurrent_kernel(S_ptr, r_ptr, w_ptr, k_ptr, v_ptr, kap_ptr, a_ptr, y_ptr, mid_ptr, M_ptr,
                       T, H, s_sb, s_sh, x_sb, x_st,
-                      N: tl.constexpr, BI: tl.constexpr):
+                      N: tl.constexpr, BI: tl.constexpr, MID: tl.constexpr):
     pid_bh = tl.program_id(0)
     b = (pid_bh // H).to(tl.int64)
     h = pid_bh % H
     i = tl.program_id(1) * BI + tl.arange(0, BI)          # value rows of this program
     j = tl.arange(0, N)                                    # key columns
-    s_ptrs = S_ptr + b * s_sb + h * s_sh + i[:, None] * N + j[None, :]
+    s_off = b * s_sb + h * s_sh + i[:, None] * N + j[None, :]
+    s_ptrs = S_ptr + s_off
     base = b * x_sb + h * N
     # token t's vectors are loaded during step t - 1 (their latency hides behind its math)
     r_n, w_n, k_n, v_n, kap_n, a_n = _load_token(r_ptr, w_ptr, k_ptr, v_ptr, kap_ptr, a_ptr,
                                                  base, 0, T, i, j)
     s = tl.load(s_ptrs).to(tl.float32)                     # [BI, N]
+    mid = -1
+    if MID:  # the state after mid tokens goes to M too
+        mid = tl.load(mid_ptr)
     for t in range(T):
         r, w, k = r_n.to(tl.float32), w_n.to(tl.float32), k_n.to(tl.float32)
         v, kap, a = v_n.to(tl.float32), kap_n.to(tl.float32), a_n.to(tl.float32)
@@ -82,6 +86,8 @@ def _recurrent_kernel(S_ptr, r_ptr, w_ptr, k_ptr, v_ptr, kap_ptr, a_ptr, y_ptr,
         s = s * w[None, :] - sk[:, None] * (kap * a)[None, :] + v[:, None] * k[None, :]
         y = tl.sum(s * r[None, :], axis=1)                 # [BI]
         tl.store(y_ptr + o + i, y.to(y_ptr.dtype.element_ty))
+        if t + 1 == mid:
+            tl.store(M_ptr + s_off, s.to(M_ptr.dtype.element_ty))
     tl.store(s_ptrs, s.to(S_ptr.dtype.element_ty))
 
 
@@ -174,26 +180,31 @@ def _load_prep(wqb_ptr, yc_ptr, d_ptr, e_ptr, wid, ok, i, j, t, N: tl.constexpr,
 
 
 @triton.jit(do_not_specialize=["T", "NC"])
-def _chunk_scan_kernel(S_ptr, wqb_ptr, yc_ptr, d_ptr, e_ptr, y_ptr,
+def _chunk_scan_kernel(S_ptr, wqb_ptr, yc_ptr, d_ptr, e_ptr, y_ptr, mid_ptr, M_ptr,
                        T, H, NC, s_sb, s_sh, x_sb, x_st,
                        N: tl.constexpr, BV: tl.constexpr, C: tl.constexpr, PREC: tl.constexpr,
-                       ROUND: tl.constexpr):
+                       ROUND: tl.constexpr, MID: tl.constexpr):
     """Chunk after chunk for BV value rows of one head:
     y = Q s^T + Yc, then s <- s·diag(e) + (W s^T)^T Bt + D (ROUND: s rounded to the state's
-    dtype after each chunk, as if stored there)."""
+    dtype after each chunk, as if stored there). MID: the state after mid_ptr[0] tokens (a
+    multiple of C) is stored into M (laid out as S) as well."""
     pid_bh = tl.program_id(0)
     b = (pid_bh // H).to(tl.int64)
     h = pid_bh % H
     i = tl.program_id(1) * BV + tl.arange(0, BV)          # value rows of this program
     j = tl.arange(0, N)
     t = tl.arange(0, C)
-    s_ptrs = S_ptr + b * s_sb + h * s_sh + i[:, None] * N + j[None, :]
+    s_off = b * s_sb + h * s_sh + i[:, None] * N + j[None, :]
+    s_ptrs = S_ptr + s_off
     wid = pid_bh.to(tl.int64) * NC
     base = b * x_sb + h * N
     # chunk c's tiles are loaded during chunk c - 1
     W_n, Q_n, B_n, Y_n, D_n, e_n = _load_prep(wqb_ptr, yc_ptr, d_ptr, e_ptr, wid, NC > 0,
                                               i, j, t, N, C)
     s = tl.load(s_ptrs).to(tl.float32)                     # [BV, N]
+    mid = -1
+    if MID:
+        mid = tl.load(mid_ptr)
     for c in range(NC):
         W, Q, Bt, Yc, D, e = W_n, Q_n, B_n, Y_n, D_n, e_n
         W_n, Q_n, B_n, Y_n, D_n, e_n = _load_prep(wqb_ptr, yc_ptr, d_ptr, e_ptr, wid + c + 1,
@@ -207,6 +218,8 @@ def _chunk_scan_kernel(S_ptr, wqb_ptr, yc_ptr, d_ptr, e_ptr, y_ptr,
         s = tl.dot(tl.trans(Xw), Bt, s * e[None, :] + D, input_precision=PREC)
         if ROUND:
             s = s.to(S_ptr.dtype.element_ty).to(tl.float32)
+        if (c + 1) * C == mid:
+            tl.store(M_ptr + s_off, s.to(M_ptr.dtype.element_ty))
     tl.store(s_ptrs, s.to(S_ptr.dtype.element_ty))
 
 
@@ -255,20 +268,39 @@ def wkv_step_triton(S: Tensor, r: Tensor, w: Tensor, k: Tensor, v: Tensor,
     return wkv_seq_triton(S, *xs, rows=rows, warps=warps).squeeze(1)
 
 
+def _mid_args(St: Tensor, mid: Tensor | None, S_mid: Tensor | None) -> tuple:
+    """The kernels' (mid_ptr, M, MID) for ``mid``/``S_mid`` (``wkv_chunk``): M laid out as the
+    state view St (S_mid itself, or a copy of it that ``_mid_back`` copies back)."""
+    if mid is None or S_mid is None:
+        return St, St, False
+    if S_mid.dtype == St.dtype and S_mid.stride() == St.stride():
+        return mid, S_mid, True
+    return mid, torch.empty_like(St).copy_(S_mid), True
+
+
+def _mid_back(M: Tensor, S_mid: Tensor | None) -> None:
+    if S_mid is not None and M is not S_mid:
+        S_mid.copy_(M)
+
+
 def wkv_seq_triton(S: Tensor, r: Tensor, w: Tensor, k: Tensor, v: Tensor,
                    kappa: Tensor, a: Tensor, rows: int | None = None,
-                   warps: int | None = None) -> Tensor:
-    """T tokens one at a time, S in registers. S: [B, H, N, N]; r..a: [B, T, H, N]."""
+                   warps: int | None = None, mid: Tensor | None = None,
+                   S_mid: Tensor | None = None) -> Tensor:
+    """T tokens one at a time, S in registers. S: [B, H, N, N]; r..a: [B, T, H, N].
+    ``mid``, ``S_mid``: see ``kernels.wkv_chunk``."""
     B, T, H, N = r.shape
     rows = rows or _rows_per_program(B * H, r.device, 8)
     xs = tuple(x.contiguous() for x in (r, w, k, v, kappa, a))
     y = torch.empty_like(xs[0])
     St = _state_view(S, B, H)
-    _recurrent_kernel[(B * H, N // rows)](St, *xs, y, T, H, St.stride(0), St.stride(1),
-                                          T * H * N, H * N, N=N, BI=rows,
-                                          num_warps=warps or max(1, rows // 16))
+    mid_ptr, M, has_mid = _mid_args(St, mid, S_mid)
+    _recurrent_kernel[(B * H, N // rows)](St, *xs, y, mid_ptr, M, T, H, St.stride(0),
+                                          St.stride(1), T * H * N, H * N, N=N, BI=rows,
+                                          MID=has_mid, num_warps=warps or max(1, rows // 16))
     if St is not S:
         S.copy_(St)
+    _mid_back(M, S_mid if has_mid else None)
     return y
 
 
@@ -292,32 +324,39 @@ def chunk_prep(r: Tensor, w: Tensor, k: Tensor, v: Tensor, kappa: Tensor, a: Ten
 
 def chunk_scan(S: Tensor, ws: tuple[Tensor, ...], T: int, out_dtype: torch.dtype,
                rows: int | None = None, warps: int = 4, precision: str = "tf32x3",
-               round_chunks: bool = False) -> Tensor:
+               round_chunks: bool = False, mid: Tensor | None = None,
+               S_mid: Tensor | None = None) -> Tensor:
     """Second kernel: chunk after chunk from S [B, H, N, N] (in place) -> y [B, T, H, N].
     ``round_chunks``: a half-precision S is rounded at every chunk's end, as it is where a pass
-    ends (the same bits however the sequence is cut into passes at multiples of the chunk)."""
+    ends (the same bits however the sequence is cut into passes at multiples of the chunk).
+    ``mid``, ``S_mid``: see ``kernels.wkv_chunk``."""
     B, H, N = S.shape[0], S.shape[1], S.shape[2]
     nc, chunk = ws[0].shape[1], ws[0].shape[3]
     rows = rows or 32  # measured best at B = 1 and B = 64 (H = 40)
     y = torch.empty(B, T, H, N, device=S.device, dtype=out_dtype)
     St = _state_view(S, B, H)
-    _chunk_scan_kernel[(B * H, N // rows)](St, *ws, y, T, H, nc, St.stride(0), St.stride(1),
-                                           T * H * N, H * N, N=N, BV=rows, C=chunk,
-                                           PREC=precision, num_warps=warps,
-                                           ROUND=round_chunks and S.dtype != torch.float32)
+    mid_ptr, M, has_mid = _mid_args(St, mid, S_mid)
+    _chunk_scan_kernel[(B * H, N // rows)](St, *ws, y, mid_ptr, M, T, H, nc, St.stride(0),
+                                           St.stride(1), T * H * N, H * N, N=N, BV=rows,
+                                           C=chunk, PREC=precision, num_warps=warps,
+                                           ROUND=round_chunks and S.dtype != torch.float32,
+                                           MID=has_mid)
     if St is not S:
         S.copy_(St)
+    _mid_back(M, S_mid if has_mid else None)
     return y
 
 
 def wkv_chunk_triton(S: Tensor, r: Tensor, w: Tensor, k: Tensor, v: Tensor,
                      kappa: Tensor, a: Tensor, rows: int | None = None, chunk: int = CHUNK,
                      warps: int = 4, precision: str = "tf32x3",
-                     round_chunks: bool = False) -> Tensor:
+                     round_chunks: bool = False, mid: Tensor | None = None,
+                     S_mid: Tensor | None = None) -> Tensor:
     """T tokens, `chunk` at a time (WY form, two kernels). S: [B, H, N, N]; r..a: [B, T, H, N].
     precision: tl.dot's input_precision for the fp32 products ("ieee" or "tf32x3");
-    round_chunks: see ``chunk_scan``."""
+    round_chunks, mid, S_mid: see ``chunk_scan``."""
     if r.shape[1] == 0:
         return torch.empty_like(r)
     ws = chunk_prep(r, w, k, v, kappa, a, chunk, precision)
-    return chunk_scan(S, ws, r.shape[1], r.dtype, rows, warps, precision, round_chunks)
+    return chunk_scan(S, ws, r.shape[1], r.dtype, rows, warps, precision, round_chunks,
+                      mid, S_mid)

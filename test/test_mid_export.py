@@ -1,0 +1,134 @@
+"""``RWKV7.prefill(..., mid=m, mid_state=...)``: the state after the first m tokens of a pass,
+handed out by the same pass, equals bit for bit the state a prefill of those m tokens leaves
+(a split-invariant model), and the pass's own results do not change. The prefiller keeps a chat
+turn's boundary this way instead of computing the turn's new message a second time."""
+
+import pytest
+import torch
+from model_cases import one_thread, run_interpreted
+
+from server.model.checkpoint import infer_config
+from server.model.cuda_graph import GraphedPrefill
+from server.model.forward import RWKV7
+from server.model.random import make_random_state_dict
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _one_thread():
+    with one_thread():
+        yield
+
+
+def _compare(m, toks, mid, seed=1):
+    """(logits, state, state) of a pass with the export, and those without plus the state
+    after ``toks[:mid]`` alone, from the same random start state."""
+    start = m.new_state(1)
+    start.wkv.normal_(generator=torch.Generator().manual_seed(seed))
+    start.shift.normal_(generator=torch.Generator().manual_seed(seed + 1))
+    a, out = start.clone(), m.new_state(1)
+    la = m.prefill([toks], a, mid=mid, mid_state=out)
+    b = start.clone()
+    lb = m.prefill([toks], b)
+    c = start.clone()
+    m.prefill([toks[:mid]], c, logits=False)
+    return [torch.equal(la, lb), torch.equal(a.wkv, b.wkv), torch.equal(a.shift, b.shift),
+            torch.equal(out.wkv, c.wkv), torch.equal(out.shift, c.shift)]
+
+
+@pytest.mark.parametrize("padded", [False, True])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_export_inside_a_pass_and_at_a_pass_boundary(dtype, padded):
+    """prefill_chunk 64, 150 tokens: exports inside the first, second and last pass and at a
+    boundary between passes (64, 128); ``padded``: GraphedPrefill's padded pass (eager here)."""
+    sd = make_random_state_dict(2, 128, 512, seed=3)
+    m = RWKV7(sd, infer_config(sd), dtype=dtype, prefill_chunk=64)
+    assert m.split_invariant and m.prefill_align == 32
+    if padded:
+        m._graphed_prefill = GraphedPrefill(m._forward, m.new_state, graphs=False)
+    toks = torch.randint(0, 500, (150,), generator=torch.Generator().manual_seed(0)).tolist()
+    for mid in (32, 64, 96, 128):
+        assert all(_compare(m, toks, mid)), mid
+
+
+def test_bad_export_points_are_refused():
+    sd = make_random_state_dict(1, 64, 300, seed=1)
+    m = RWKV7(sd, infer_config(sd), dtype=torch.float32)
+    out, st = m.new_state(1), m.new_state(2)
+    for mid, rows in ((16, 1), (64, 1), (96, 1), (32, 2)):  # unaligned, at/after the end, 2 rows
+        with pytest.raises(ValueError, match="mid"):
+            m.prefill([list(range(1, 65))] * rows, st if rows == 2 else m.new_state(1),
+                      mid=mid, mid_state=out)
+    with pytest.raises(ValueError, match="mid_state"):
+        m.prefill([list(range(1, 65))], m.new_state(1), mid=32, mid_state=m.new_state(2))
+
+
+# the CUDA path's kernels in Triton's interpreter: ln_mix's export (the fused forward, with the
+# plain torch WKV on the CPU) and the chunked and token-loop WKV kernels' export
+_INTERPRETED = """
+import torch
+from server.model.checkpoint import infer_config
+from server.model.cuda_graph import GraphedPrefill
+from server.model.forward import RWKV7
+from server.model.kernels import wkv_triton as w
+from server.model.random import make_random_state_dict
+sd = make_random_state_dict(2, 128, 512, seed=3)
+m = RWKV7(sd, infer_config(sd), dtype=torch.float32, prefill_chunk=64, fused=True)
+assert m._fused is not None
+m._graphed_prefill = GraphedPrefill(m._forward, m.new_state, graphs=False)
+toks = torch.randint(0, 500, (100,), generator=torch.Generator().manual_seed(0)).tolist()
+for mid in (32, 64):
+    start = m.new_state(1)
+    start.wkv.normal_(generator=torch.Generator().manual_seed(1))
+    a, out, b, c = start.clone(), m.new_state(1), start.clone(), start.clone()
+    la = m.prefill([toks], a, mid=mid, mid_state=out)
+    lb = m.prefill([toks], b)
+    m.prefill([toks[:mid]], c, logits=False)
+    ok = [torch.equal(la, lb), torch.equal(a.wkv, b.wkv), torch.equal(a.shift, b.shift),
+          torch.equal(out.wkv, c.wkv), torch.equal(out.shift, c.shift)]
+    assert all(ok), (mid, ok)
+g = torch.Generator().manual_seed(2)
+B, T, H, N = 1, 40, 2, 64
+for sdt in (torch.float32, torch.float16):
+    xs = [torch.randn(B, T, H, N, generator=g) * 0.5 for _ in range(6)]
+    xs[1] = torch.sigmoid(xs[1]) * 0.5 + 0.45  # the decay
+    xs[4] = torch.nn.functional.normalize(xs[4], dim=-1)
+    xs[5] = torch.sigmoid(xs[5])
+    S0 = (torch.randn(B, H, N, N, generator=g) * 0.3).to(sdt)
+    for run, mid in ((lambda S, x, **kw: w.wkv_chunk_triton(S, *x, round_chunks=True, **kw), 32),
+                     (lambda S, x, **kw: w.wkv_seq_triton(S, *x, **kw), 23)):
+        S1, S2, S_mid = S0.clone(), S0.clone(), torch.zeros_like(S0)
+        y1 = run(S1, xs, mid=torch.tensor([mid]), S_mid=S_mid)
+        y2 = run(S2, xs)
+        S3 = S0.clone()
+        run(S3, [x[:, :mid] for x in xs])
+        assert torch.equal(y1, y2) and torch.equal(S1, S2), sdt
+        assert torch.equal(S_mid, S3), (sdt, mid)
+        S_none = torch.full_like(S0, 7.0)  # a point no chunk ends at: untouched
+        run(S0.clone(), xs, mid=torch.tensor([31 if mid == 32 else 0]), S_mid=S_none)
+        assert (S_none == 7.0).all()
+print("export ok")
+"""
+
+
+def test_export_in_the_cuda_kernels_interpreted():
+    pytest.importorskip("triton")
+    out = run_interpreted(_INTERPRETED, timeout=400)
+    assert "export ok" in out.stdout, out.stdout + out.stderr
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.parametrize("form", ["fused", "plain", "torch_wkv"])
+def test_export_on_cuda_in_graphs(form):
+    """On CUDA, from captured prefill graphs (the export point is a graph input): fused
+    kernels, the plain forward with the Triton WKV, and with the torch WKV (a device-side
+    select per chunk while capturing); fp16 weights and state."""
+    sd = make_random_state_dict(2, 256, 512, seed=3)
+    m = RWKV7(sd, infer_config(sd), device="cuda", dtype=torch.float16,
+              state_dtype=torch.float16, prefill_chunk=128, fused=form == "fused",
+              wkv_impl="torch" if form == "torch_wkv" else "auto")
+    assert m._graphed_prefill is not None and (m._fused is not None) == (form == "fused")
+    toks = torch.randint(0, 500, (300,), generator=torch.Generator().manual_seed(0)).tolist()
+    for mid in (m.prefill_align, 64, 128, 160, 288 - 288 % m.prefill_align):
+        assert all(_compare(m, toks, mid)), (form, mid)
+    assert any(g.graph is not None for g in m._graphed_prefill.graphs.values())
