@@ -6,7 +6,8 @@ from server.bench.chat import median_rows, pooled
 
 def _run(ons: list[float], offs: list[float], equal=True) -> list[dict]:
     return [{"turn": i + 1, "prompt_tokens": 100 * (i + 1), "prefilled_on": 50, "calls_on": 1,
-             "ttft_on_s": on / 1e3, "ttft_off_s": off / 1e3, "equal": equal}
+             "ttft_on_s": on / 1e3, "ttft_off_s": off / 1e3, "next_on_s": 2 * on / 1e3,
+             "next_off_s": float("nan") if i == 2 else 3 * off / 1e3, "equal": equal}
             for i, (on, off) in enumerate(zip(ons, offs))]
 
 
@@ -26,3 +27,7 @@ def test_pooled_skips_the_first_turn_and_pools_the_conversations():
     assert "cache on median 11.0 ms (quartiles 10.0-12.0, 6 turns)" in line
     assert "cache off median 41.0 ms" in line
     assert "no turns" in pooled(runs, first_turn=9)
+    # the time to the next text chunk; a turn without one (NaN) left out
+    nxt = pooled(runs, measure="next")
+    assert nxt.startswith("next text chunk, ") and "cache on median 22.0 ms" in nxt
+    assert "cache off median 150.0 ms (quartiles 66.0-156.0, 4 turns)" in nxt

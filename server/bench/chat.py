@@ -12,7 +12,9 @@ greedy, direct answers. Time to first token (TTFT) = request sent -> first SSE c
 text (the first pulse's tokens; ``RWKV_BUFFER_SIZE`` tokens per pulse). Replies must be equal.
 Each row: prompt tokens, tokens the cached server actually prefilled before the first token
 and in how many prefill calls (``/health``: one a turn unless a checkpoint stops the feed),
-TTFT on/off.
+the prompt tokens it computed again after the first token (``again``: turn boundaries its
+passes did not hand out), TTFT on/off, and the time from the first text chunk to the next
+(``next``: the second pulse, and any work the scheduler does between them) on/off.
 """
 
 from __future__ import annotations
@@ -71,11 +73,12 @@ def wait_until_served(url: str, proc: subprocess.Popen | None = None, log: Path 
     raise SystemExit(f"server did not start in {seconds:.0f} s{see}")
 
 
-def ask(client: httpx.Client, messages: list, max_tokens: int) -> tuple[float, str]:
-    """``(seconds to the first text chunk, reply)`` of one streamed, greedy chat request."""
+def ask(client: httpx.Client, messages: list, max_tokens: int) -> tuple[float, float, str]:
+    """``(seconds to the first text chunk, seconds from it to the next one, reply)`` of one
+    streamed, greedy chat request (the second figure NaN when no second text chunk came)."""
     body = {"model": "rwkv-7", "messages": messages, "max_tokens": max_tokens, "stream": True,
             "temperature": 0, "reasoning_effort": "none"}
-    t0, first, parts = time.perf_counter(), None, []
+    t0, first, second, parts = time.perf_counter(), None, None, []
     with client.stream("POST", "/v1/chat/completions", json=body) as r:
         r.raise_for_status()
         for line in r.iter_lines():
@@ -84,16 +87,21 @@ def ask(client: httpx.Client, messages: list, max_tokens: int) -> tuple[float, s
             choices = json.loads(line[6:]).get("choices") or [{}]
             delta, done = choices[0].get("delta", {}), choices[0].get("finish_reason")
             text = delta.get("content") or delta.get("reasoning_content") or ""
+            if first is not None and second is None and text:
+                second = time.perf_counter() - t0 - first
             if first is None and (text or done):
                 first = time.perf_counter() - t0
             parts.append(delta.get("content") or "")
-    return first if first is not None else time.perf_counter() - t0, "".join(parts)
+    first = first if first is not None else time.perf_counter() - t0
+    return first, float("nan") if second is None else second, "".join(parts)
 
 
-def prefilled(client: httpx.Client) -> tuple[int, int]:
-    """(prompt tokens prefill computed, its model calls) so far, from ``/health``."""
+def prefilled(client: httpx.Client) -> tuple[int, int, int]:
+    """(prompt tokens prefill computed, its model calls, tokens computed again after first
+    tokens) so far, from ``/health``."""
     cache = client.get("/health").json()["prefix_cache"]
-    return cache.get("prefilled_tokens", 0), cache.get("prefill_calls", 0)
+    return (cache.get("prefilled_tokens", 0), cache.get("prefill_calls", 0),
+            cache.get("later_tokens", 0))
 
 
 def run_chat(on: httpx.Client, off: httpx.Client, tokenizer, args,
@@ -110,26 +118,30 @@ def run_chat(on: httpx.Client, off: httpx.Client, tokenizer, args,
         n_prompt = len(tokenizer.encode(build_chat_prompt(messages, think=False)))
         before = prefilled(on)
         if flip != (turn % 2 == 1):
-            ttft_off, reply_off = ask(off, messages, args.max_tokens)
-        ttft_on, reply = ask(on, messages, args.max_tokens)
-        fed, calls = (a - b for a, b in zip(prefilled(on), before))
+            ttft_off, next_off, reply_off = ask(off, messages, args.max_tokens)
+        ttft_on, next_on, reply = ask(on, messages, args.max_tokens)
+        fed, calls, again = (a - b for a, b in zip(prefilled(on), before))
         if flip == (turn % 2 == 1):
-            ttft_off, reply_off = ask(off, messages, args.max_tokens)
+            ttft_off, next_off, reply_off = ask(off, messages, args.max_tokens)
         rows.append({"turn": turn + 1, "prompt_tokens": n_prompt, "prefilled_on": fed,
-                     "calls_on": calls,
-                     "ttft_on_s": ttft_on, "ttft_off_s": ttft_off, "equal": reply == reply_off})
+                     "calls_on": calls, "again_on": again,
+                     "ttft_on_s": ttft_on, "ttft_off_s": ttft_off, "next_on_s": next_on,
+                     "next_off_s": next_off, "equal": reply == reply_off})
         print(row_line(rows[-1]), flush=True)
         chat.reply(reply)
     return rows
 
 
-HEADER = "turn  prompt  prefilled  calls  TTFT on ms  TTFT off ms   ratio  equal"
+HEADER = ("turn  prompt  prefilled  calls  again  TTFT on ms  TTFT off ms   ratio  "
+          "next on ms  next off ms  equal")
 
 
 def row_line(r: dict) -> str:
     return (f"{r['turn']:>4} {r['prompt_tokens']:>7} {r['prefilled_on']:>9} {r['calls_on']:>6} "
-            f"{r['ttft_on_s'] * 1000:>10.1f} {r['ttft_off_s'] * 1000:>11.1f} "
-            f"{r['ttft_off_s'] / r['ttft_on_s']:>7.1f}x {str(r['equal']):>6}")
+            f"{r.get('again_on', 0):>6} {r['ttft_on_s'] * 1000:>10.1f} "
+            f"{r['ttft_off_s'] * 1000:>11.1f} {r['ttft_off_s'] / r['ttft_on_s']:>7.1f}x "
+            f"{r.get('next_on_s', float('nan')) * 1000:>11.1f} "
+            f"{r.get('next_off_s', float('nan')) * 1000:>12.1f} {str(r['equal']):>6}")
 
 
 def median_rows(runs: list[list[dict]]) -> list[dict]:
@@ -138,27 +150,31 @@ def median_rows(runs: list[list[dict]]) -> list[dict]:
     rows = []
     for turn in zip(*runs):
         row = dict(turn[0])
-        for key in ("ttft_on_s", "ttft_off_s"):
-            row[key] = sorted(r[key] for r in turn)[len(turn) // 2]
+        for key in ("ttft_on_s", "ttft_off_s", "next_on_s", "next_off_s"):
+            if key in row:
+                row[key] = sorted(r[key] for r in turn)[len(turn) // 2]
         row["equal"] = all(r["equal"] for r in turn)
         rows.append(row)
     return rows
 
 
-def pooled(runs: list[list[dict]], first_turn: int = 2) -> str:
-    """One line per server: the median and quartiles of every turn's TTFT from ``first_turn``
-    on, over all conversations. The cached turns prefill about the same number of tokens, so
-    their pooled median is a steadier measure for comparing builds than one turn's median
-    (the uncached figures grow with the prompt; given for completeness)."""
+def pooled(runs: list[list[dict]], first_turn: int = 2, measure: str = "ttft") -> str:
+    """One line per server: the median and quartiles of every turn's TTFT (``measure``
+    "next": the time from the first text chunk to the next) from ``first_turn`` on, over all
+    conversations. The cached turns prefill about the same number of tokens, so their pooled
+    median is a steadier measure for comparing builds than one turn's median (the uncached
+    figures grow with the prompt; given for completeness)."""
     def line(key: str) -> str:
-        xs = sorted(r[key] * 1e3 for run in runs for r in run if r["turn"] >= first_turn)
+        xs = sorted(r[key] * 1e3 for run in runs for r in run
+                    if r["turn"] >= first_turn and r.get(key) == r.get(key))  # (not NaN)
         if not xs:
             return "no turns"
         q = [xs[min(len(xs) - 1, int(f * len(xs)))] for f in (0.25, 0.5, 0.75)]
         return f"median {q[1]:.1f} ms (quartiles {q[0]:.1f}-{q[2]:.1f}, {len(xs)} turns)"
 
-    return (f"turns {first_turn}+ of all conversations: cache on {line('ttft_on_s')}; "
-            f"cache off {line('ttft_off_s')}")
+    what = "" if measure == "ttft" else "next text chunk, "
+    return (f"{what}turns {first_turn}+ of all conversations: cache on "
+            f"{line(measure + '_on_s')}; cache off {line(measure + '_off_s')}")
 
 
 def main(argv=None) -> None:
@@ -215,6 +231,7 @@ def main(argv=None) -> None:
         for r in rows:
             print(row_line(r))
     print(pooled(runs))
+    print(pooled(runs, measure="next"))
     last = rows[-1]
     print(f"last turn: {last['prompt_tokens']} prompt tokens, {last['prefilled_on']} prefilled "
           f"with the cache; TTFT {last['ttft_on_s'] * 1000:.1f} ms vs "
