@@ -19,34 +19,40 @@ def _one_thread():
         yield
 
 
-def _compare(m, toks, mid, seed=1):
-    """(logits, state, state) of a pass with the export, and those without plus the state
-    after ``toks[:mid]`` alone, from the same random start state."""
+def _compare(m, toks, mids, seed=1):
+    """Whether a prefill of ``toks`` exporting the states after ``mids`` (a position or a list)
+    gives the logits and state of one without, and each exported state that of a prefill of
+    ``toks[:mid]`` alone, from the same random start state."""
+    mids = [mids] if isinstance(mids, int) else mids
     start = m.new_state(1)
     for i, t in enumerate((start.wkv, start.shift)):  # (drawn on the CPU: the same on CUDA)
         t.copy_(torch.randn(t.shape, generator=torch.Generator().manual_seed(seed + i)))
-    a, out = start.clone(), m.new_state(1)
-    la = m.prefill([toks], a, mid=mid, mid_state=out)
+    a, out = start.clone(), m.new_state(len(mids))
+    la = m.prefill([toks], a, mid=mids if len(mids) > 1 else mids[0], mid_state=out)
     b = start.clone()
-    lb = m.prefill([toks], b)
-    c = start.clone()
-    m.prefill([toks[:mid]], c, logits=False)
-    return [torch.equal(la, lb), torch.equal(a.wkv, b.wkv), torch.equal(a.shift, b.shift),
-            torch.equal(out.wkv, c.wkv), torch.equal(out.shift, c.shift)]
+    same = [torch.equal(la, m.prefill([toks], b)), torch.equal(a.wkv, b.wkv),
+            torch.equal(a.shift, b.shift)]
+    for k, mid in enumerate(mids):
+        c = start.clone()
+        m.prefill([toks[:mid]], c, logits=False)
+        got = out.select([k])
+        same += [torch.equal(got.wkv, c.wkv), torch.equal(got.shift, c.shift)]
+    return same
 
 
 @pytest.mark.parametrize("padded", [False, True])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_export_inside_a_pass_and_at_a_pass_boundary(dtype, padded):
     """prefill_chunk 64, 150 tokens: exports inside the first, second and last pass and at a
-    boundary between passes (64, 128); ``padded``: GraphedPrefill's padded pass (eager here)."""
+    boundary between passes (64, 128), one or two a call (in one pass or in two);
+    ``padded``: GraphedPrefill's padded pass (eager here)."""
     sd = make_random_state_dict(2, 128, 512, seed=3)
     m = RWKV7(sd, infer_config(sd), dtype=dtype, prefill_chunk=64)
     assert m.split_invariant and m.prefill_align == 32
     if padded:
         m._graphed_prefill = GraphedPrefill(m._forward, m.new_state, graphs=False)
     toks = torch.randint(0, 500, (150,), generator=torch.Generator().manual_seed(0)).tolist()
-    for mid in (32, 64, 96, 128):
+    for mid in (32, 64, 96, 128, [32, 96], [64, 128], [96, 128]):
         assert all(_compare(m, toks, mid)), mid
 
 
@@ -54,11 +60,12 @@ def test_bad_export_points_are_refused():
     sd = make_random_state_dict(1, 64, 300, seed=1)
     m = RWKV7(sd, infer_config(sd), dtype=torch.float32)
     out, st = m.new_state(1), m.new_state(2)
-    for mid, rows in ((16, 1), (64, 1), (96, 1), (32, 2)):  # unaligned, at/after the end, 2 rows
+    # unaligned, at/after the end, two sequences, three points
+    for mid, rows in ((16, 1), (64, 1), (96, 1), (32, 2), ([32, 32, 32], 1)):
         with pytest.raises(ValueError, match="mid"):
             m.prefill([list(range(1, 65))] * rows, st if rows == 2 else m.new_state(1),
                       mid=mid, mid_state=out)
-    with pytest.raises(ValueError, match="mid_state"):
+    with pytest.raises(ValueError, match="mid_state"):  # a row per point
         m.prefill([list(range(1, 65))], m.new_state(1), mid=32, mid_state=m.new_state(2))
 
 
@@ -76,16 +83,19 @@ m = RWKV7(sd, infer_config(sd), dtype=torch.float32, prefill_chunk=64, fused=Tru
 assert m._fused is not None
 m._graphed_prefill = GraphedPrefill(m._forward, m.new_state, graphs=False)
 toks = torch.randint(0, 500, (100,), generator=torch.Generator().manual_seed(0)).tolist()
-for mid in (32, 64):
+for mids in ([32], [64], [32, 96]):
     start = m.new_state(1)
     start.wkv.normal_(generator=torch.Generator().manual_seed(1))
-    a, out, b, c = start.clone(), m.new_state(1), start.clone(), start.clone()
-    la = m.prefill([toks], a, mid=mid, mid_state=out)
+    a, out, b = start.clone(), m.new_state(len(mids)), start.clone()
+    la = m.prefill([toks], a, mid=mids, mid_state=out)
     lb = m.prefill([toks], b)
-    m.prefill([toks[:mid]], c, logits=False)
-    ok = [torch.equal(la, lb), torch.equal(a.wkv, b.wkv), torch.equal(a.shift, b.shift),
-          torch.equal(out.wkv, c.wkv), torch.equal(out.shift, c.shift)]
-    assert all(ok), (mid, ok)
+    ok = [torch.equal(la, lb), torch.equal(a.wkv, b.wkv), torch.equal(a.shift, b.shift)]
+    for k, mid in enumerate(mids):
+        c = start.clone()
+        m.prefill([toks[:mid]], c, logits=False)
+        got = out.select([k])
+        ok += [torch.equal(got.wkv, c.wkv), torch.equal(got.shift, c.shift)]
+    assert all(ok), (mids, ok)
 g = torch.Generator().manual_seed(2)
 B, T, H, N = 1, 40, 2, 64
 for sdt in (torch.float32, torch.float16):
@@ -94,15 +104,18 @@ for sdt in (torch.float32, torch.float16):
     xs[4] = torch.nn.functional.normalize(xs[4], dim=-1)
     xs[5] = torch.sigmoid(xs[5])
     S0 = (torch.randn(B, H, N, N, generator=g) * 0.3).to(sdt)
-    for run, mid in ((lambda S, x, **kw: w.wkv_chunk_triton(S, *x, round_chunks=True, **kw), 32),
-                     (lambda S, x, **kw: w.wkv_seq_triton(S, *x, **kw), 23)):
-        S1, S2, S_mid = S0.clone(), S0.clone(), torch.zeros_like(S0)
-        y1 = run(S1, xs, mid=torch.tensor([mid]), S_mid=S_mid)
+    for run, mids in ((lambda S, x, **kw: w.wkv_chunk_triton(S, *x, round_chunks=True, **kw),
+                       [32, 16]),
+                      (lambda S, x, **kw: w.wkv_seq_triton(S, *x, **kw), [23, 5])):
+        S1, S2 = S0.clone(), S0.clone()
+        S_mid = torch.zeros(len(mids), H, N, N, dtype=sdt)
+        y1 = run(S1, xs, mid=torch.tensor(mids), S_mid=S_mid)
         y2 = run(S2, xs)
-        S3 = S0.clone()
-        run(S3, [x[:, :mid] for x in xs])
         assert torch.equal(y1, y2) and torch.equal(S1, S2), sdt
-        assert torch.equal(S_mid, S3), (sdt, mid)
+        for k, mid in enumerate(mids):
+            S3 = S0.clone()
+            run(S3, [x[:, :mid] for x in xs])
+            assert torch.equal(S_mid[k:k + 1], S3), (sdt, mid)
         S_none = torch.full_like(S0, 7.0)  # a point no chunk ends at: untouched
         run(S0.clone(), xs, mid=torch.tensor([31 if mid == 32 else 0]), S_mid=S_none)
         assert (S_none == 7.0).all()
@@ -129,6 +142,7 @@ def test_export_on_cuda_in_graphs(form):
               wkv_impl="torch" if form == "torch_wkv" else "auto")
     assert m._graphed_prefill is not None and (m._fused is not None) == (form == "fused")
     toks = torch.randint(0, 500, (300,), generator=torch.Generator().manual_seed(0)).tolist()
-    for mid in (m.prefill_align, 64, 128, 160, 288 - 288 % m.prefill_align):
+    top = 288 - 288 % m.prefill_align
+    for mid in (m.prefill_align, 64, 128, 160, top, [64, 160], [128, top]):
         assert all(_compare(m, toks, mid)), (form, mid)
     assert any(g.graph is not None for g in m._graphed_prefill.graphs.values())

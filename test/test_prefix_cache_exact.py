@@ -174,12 +174,12 @@ def test_a_next_turn_sent_at_once_prefills_in_one_call(tiny_loader):
     assert tasks[1].output == plain.output
 
 
-def test_a_turns_last_boundary_comes_out_of_its_pass(tiny_loader):
-    """A chat turn's pass hands out the state at its last turn boundary as it passes it
-    (``RWKV7.prefill``'s ``mid``): the boundary is cached when the first token arrives, only the
-    first boundary (the system prompt's end) is computed again after it, and every entry holds
-    the bits one pass up to there computes. Two chats fed in one batched pass still compute
-    their boundaries after the first token (the export is a single sequence's)."""
+def test_a_turns_boundaries_come_out_of_its_pass(tiny_loader):
+    """A chat turn's pass hands out the states at its turn boundaries (the system prompt's end
+    and the last one) as it passes them (``RWKV7.prefill``'s ``mid``): both are cached when the
+    first token arrives, nothing is computed again after it, and every entry holds the bits one
+    pass up to there computes. Two chats fed in one batched pass still compute their
+    boundaries after the first token (the export is a single sequence's)."""
     from server.api.chat import build_chat_prompt
 
     msgs = [{"role": "system", "content": SYSTEM},
@@ -191,16 +191,16 @@ def test_a_turns_last_boundary_comes_out_of_its_pass(tiny_loader):
     assert last > system_end  # two boundaries in different chunks
     cache = PrefixCache(64 << 20)
     sched = DynamicScheduler(tiny_loader, max_batch_size=4, buffer_size=4, prefix_cache=cache)
-    key = cache.key("", prefix_hashes(array("I", first)), last)
+    hashes = prefix_hashes(array("I", first))
+    keys = [cache.key("", hashes, n) for n in (system_end - system_end % 32, last)]
     seen = []
     task = Task(first, max_tokens=6, temperature=0.0,
-                collect_callback=lambda toks: seen.append(cache.contains(key)))
+                collect_callback=lambda toks: seen.append([cache.contains(k) for k in keys]))
     task.cache_origin, task.cache_finish = "", False  # as the server's chat tasks
     sched.add_task(task)
     sched.run()
     pre = sched.prefiller
-    assert seen[0] and pre.exported == 1
-    assert pre.later_tokens == system_end - system_end % 32  # from the start, the first only
+    assert seen[0] == [True, True] and pre.exported == 2 and pre.later_tokens == 0
     assert all(state_gap(tiny_loader.model, e.tokens, e.state, rtol=0, atol=0) is None
                for _, e in cache._lru.items())
     (plain,), _ = run(tiny_loader, [first])
@@ -214,4 +214,4 @@ def test_a_turns_last_boundary_comes_out_of_its_pass(tiny_loader):
         t.cache_origin, t.cache_finish = "", False
         sched.add_task(t)
     sched.run()
-    assert pre.exported == 1 and pre.later_tokens > later0
+    assert pre.exported == 2 and pre.later_tokens > later0

@@ -135,18 +135,16 @@ class GraphedDecode:
 class _PrefillGraph:
     graph: torch.cuda.CUDAGraph | None  # None: run eagerly (CPU; tests of the padding)
     tokens: Tensor  # [1, T] long, static input (padded)
-    nm: Tensor  # [2] long: valid tokens, and the export point (``mid``; 0: none)
+    nm: Tensor  # [1 + MID_POINTS] long: valid tokens, then the export points (``mid``; 0: none)
     x: Tensor | None  # [1, C] float32, static output
 
     @property
     def n(self) -> Tensor:
         return self.nm[:1]
 
-    @property
-    def mid(self) -> Tensor:
-        return self.nm[1:]
 
 
+MID_POINTS = 2  # states a prefill pass hands out at most (``RWKV7.prefill``'s ``mid``)
 # (tokens, state, keep, last, mid, mid_state) -> x
 PrefillFn = Callable[[Tensor, State, Tensor, Tensor, Tensor, State], Tensor]
 
@@ -162,8 +160,9 @@ class GraphedPrefill:
     and the token-shift vectors are taken at token ``n - 1``), so one graph serves every length
     of its bucket. Graphs work on a private one-row state: the caller's state (any address) is
     copied in and back around the replay. ``graphs=False`` runs the same padded pass eagerly.
-    The export point (``mid``: the state after that many tokens, ``RWKV7.prefill``) is an input
-    of every graph: a private one-row state receives it, copied out when one was asked for."""
+    The export points (``mid``: the states after that many tokens, ``RWKV7.prefill``) are an
+    input of every graph: a private state of MID_POINTS rows receives them, copied out where
+    asked for."""
 
     # (up to this many tokens, buckets this many apart), then multiples of STEP
     FINE = ((256, 16), (512, 32))
@@ -197,25 +196,28 @@ class GraphedPrefill:
     def _step(self, g: _PrefillGraph, state: State, mid_state: State | None) -> Tensor:
         T = g.tokens.shape[1]
         keep = torch.arange(T, device=g.tokens.device)[None, :] < g.n[:, None]
-        return self._forward()(g.tokens, state, keep, g.n - 1, g.mid, mid_state)
+        mid = None if mid_state is None else g.nm[1:1 + mid_state.batch_size]
+        return self._forward()(g.tokens, state, keep, g.n - 1, mid, mid_state)
 
-    def __call__(self, tokens: list[int], state: State, mid: int = 0,
+    def __call__(self, tokens: list[int], state: State, mid: list[int] = (),
                  mid_state: State | None = None) -> Tensor:
         """Feed ``tokens`` into ``state`` (one row, in place); returns x at the last token;
-        ``mid`` > 0: the state after that many tokens into ``mid_state`` too.
-        Calls from several threads take turns (the graphs share one private state)."""
+        for each k with ``mid[k]`` > 0, the state after that many tokens into row k of
+        ``mid_state`` too. Calls from several threads take turns (the graphs share one
+        private state)."""
         with self._lock:
-            return self._run(tokens, state, mid, mid_state)
+            return self._run(tokens, state, list(mid) if mid_state is not None else [],
+                             mid_state)
 
-    def _run(self, tokens: list[int], state: State, mid: int, mid_state: State | None) -> Tensor:
+    def _run(self, tokens: list[int], state: State, mid: list[int],
+             mid_state: State | None) -> Tensor:
         n, dev = len(tokens), state.device
         T = self.bucket(n)
-        host = torch.zeros(T + 2, dtype=torch.long, pin_memory=dev.type == "cuda")
+        host = torch.zeros(T + 1 + MID_POINTS, dtype=torch.long, pin_memory=dev.type == "cuda")
         host[:n] = torch.as_tensor(tokens, dtype=torch.long)
         host[T] = n
-        if mid_state is None:
-            mid = 0
-        host[T + 1] = mid
+        if mid:
+            host[T + 1:T + 1 + len(mid)] = torch.as_tensor(mid, dtype=torch.long)
         g = self.graphs.get(T)
         if g is None:
             g = self._make(T, dev)
@@ -228,14 +230,17 @@ class GraphedPrefill:
         g.graph.replay()
         state.shift.copy_(self.state.shift)
         state.wkv.copy_(self.state.wkv)
-        if mid:
-            mid_state.assign([0], self.mid_state)
+        for k, m in enumerate(mid):
+            if m:
+                mid_state.shift[:, :, k].copy_(self.mid_state.shift[:, :, k])
+                mid_state.wkv[:, k].copy_(self.mid_state.wkv[:, k])
         return g.x.clone()
 
     def _make(self, T: int, dev) -> _PrefillGraph:
         with torch.inference_mode(False):
             g = _PrefillGraph(None, torch.zeros(1, T, dtype=torch.long, device=dev),
-                              torch.tensor([1, 0], dtype=torch.long, device=dev), None)
+                              torch.tensor([1] + [0] * MID_POINTS, dtype=torch.long,
+                                           device=dev), None)
         if self.use_graphs:
             t0 = time.perf_counter()
             try:
@@ -255,7 +260,7 @@ class GraphedPrefill:
     def _capture(self, g: _PrefillGraph, dev) -> None:
         if self.state is None:
             with torch.inference_mode(False):
-                self.state, self.mid_state = self.new_state(1), self.new_state(1)
+                self.state, self.mid_state = self.new_state(1), self.new_state(MID_POINTS)
         side = torch.cuda.Stream(dev)
         side.wait_stream(torch.cuda.current_stream(dev))
         with torch.cuda.stream(side):  # warm-up (kernel compilation, library init)

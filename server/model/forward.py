@@ -22,7 +22,7 @@ from torch import Tensor
 
 from server.model import row_invariance, wkv
 from server.model.checkpoint import ModelConfig
-from server.model.cuda_graph import GraphedDecode, GraphedPrefill
+from server.model.cuda_graph import MID_POINTS, GraphedDecode, GraphedPrefill
 from server.model.fused import FusedBlocks, check_fused, fused_default
 from server.model.layer_weights import LayerWeights, layer_weights
 from server.model.reference import GN_EPS, LN_EPS
@@ -223,31 +223,35 @@ class RWKV7:
 
     @torch.no_grad()
     def prefill(self, token_lists: list[list[int]], state: State,
-                logits: bool = True, mid: int = 0, mid_state: State | None = None
-                ) -> Tensor | None:
+                logits: bool = True, mid: int | list[int] = 0,
+                mid_state: State | None = None) -> Tensor | None:
         """Row i of ``state`` <- sequence i, continuing from what the row holds (in place).
         Prompts may have different lengths (none empty). Returns the logits after each
         sequence's last token: [n, V] float32 (``logits=False``: None, the head is skipped).
-        ``mid`` > 0 (one sequence; a multiple of ``prefill_align`` below its length) with
-        ``mid_state`` (one row): mid_state <- the state after the first ``mid`` tokens, the
-        bits ``prefill(tokens[:mid])`` leaves (a split-invariant model; else within its
-        rounding), from the same passes: a turn boundary inside a chat's new message is kept
-        without computing it again."""
+        ``mid`` (one sequence: a position, or up to ``MID_POINTS`` of them, each a multiple of
+        ``prefill_align`` inside it) with ``mid_state`` (a row per position): row k <- the
+        state after the first ``mid[k]`` tokens, the bits ``prefill(tokens[:mid[k]])`` leaves
+        (a split-invariant model; else within its rounding), from the same passes: a chat
+        turn's boundaries inside its new message are kept without computing them again."""
         n = len(token_lists)
         self._check(state, n)
         lens = [len(t) for t in token_lists]
         if n == 0 or min(lens) == 0:
             raise ValueError("prefill needs at least one sequence and no empty sequence")
-        if mid:
-            self._check_mid(lens, mid, mid_state)
+        mids = [mid] if isinstance(mid, int) else list(mid)
+        if any(mids):
+            self._check_mid(lens, mids, mid_state)
+        else:
+            mids = []
         order = sorted(range(n), key=lambda i: -lens[i])  # longest first
         x_last = torch.empty(n, self.cfg.n_embd, dtype=torch.float32, device=self.device)
         for off in range(0, lens[order[0]], self.prefill_chunk):
-            if mid and mid == off:  # a pass boundary: the state as the previous pass left it
-                mid_state.assign([0], state)
+            for k, m in enumerate(mids):  # a pass boundary: the state the previous pass left
+                if m == off:
+                    mid_state.assign([k], state)
             rows = [i for i in order if lens[i] > off]
             per_pass = max(1, self.prefill_tokens // min(self.prefill_chunk, lens[rows[0]] - off))
-            at = mid - off if 0 < mid - off < self.prefill_chunk else 0
+            at = [m - off if 0 < m - off < self.prefill_chunk else 0 for m in mids]
             for g in range(0, len(rows), per_pass):
                 group = rows[g:g + per_pass]
                 if len(group) == n:  # every row: work on the state itself, in natural order
@@ -255,13 +259,16 @@ class RWKV7:
                 self._prefill_pass(token_lists, group, off, state, x_last, at, mid_state)
         return self._logits(x_last) if logits else None
 
-    def _check_mid(self, lens: list[int], mid: int, mid_state: State | None) -> None:
+    def _check_mid(self, lens: list[int], mids: list[int], mid_state: State | None) -> None:
         align = self.prefill_align  # (the WKV hands out states where its chunks end)
-        if len(lens) != 1 or not 0 < mid < lens[0] or mid % align:
-            raise ValueError(f"prefill's mid must be a multiple of {align} inside one "
-                             f"sequence (got {mid} for lengths {lens})")
-        if mid_state is None or mid_state.batch_size != 1 or mid_state.device != self.device:
-            raise ValueError("prefill's mid needs a one-row mid_state on the model's device")
+        if len(lens) != 1 or not 0 < len(mids) <= MID_POINTS or any(
+                not 0 < m < lens[0] or m % align for m in mids):
+            raise ValueError(f"prefill's mid must be 1-{MID_POINTS} multiples of {align} "
+                             f"inside one sequence (got {mids} for lengths {lens})")
+        if mid_state is None or mid_state.batch_size != len(mids) or \
+                mid_state.device != self.device:
+            raise ValueError("prefill's mid needs a mid_state with a row per position on the "
+                             "model's device")
 
     # ---- internals ---------------------------------------------------------------------
     def _check(self, state: State, batch: int) -> None:
@@ -271,17 +278,21 @@ class RWKV7:
             raise ValueError(f"state is on {state.device}, the model on {self.device}")
 
     def _prefill_pass(self, token_lists, rows: list[int], off: int, state: State,
-                      x_last: Tensor, mid: int = 0, mid_state: State | None = None) -> None:
-        """Tokens off..off+chunk of sequences ``rows`` into their state rows (``mid`` > 0:
-        the state after that many of them into ``mid_state``; one sequence)."""
+                      x_last: Tensor, mid: list[int] = (), mid_state: State | None = None
+                      ) -> None:
+        """Tokens off..off+chunk of sequences ``rows`` into their state rows (``mid``: for
+        each k with mid[k] > 0 the state after that many of them into row k of ``mid_state``;
+        one sequence)."""
         chunk = self.prefill_chunk
         parts = [token_lists[i][off:off + chunk] for i in rows]
         in_place = rows == list(range(state.batch_size))
         sub = state if in_place else state.select(rows)
+        if not any(mid):
+            mid, mid_state = (), None
         if len(rows) == 1 and self._graphed_prefill is not None:
-            x = self._graphed_prefill(parts[0], sub, mid, mid_state if mid else None)  # [1, C]
+            x = self._graphed_prefill(parts[0], sub, list(mid), mid_state)  # [1, C]
         else:
-            x = self._forward_padded(parts, sub, mid, mid_state if mid else None)  # [rows, C]
+            x = self._forward_padded(parts, sub, mid, mid_state)  # [rows, C]
         if not in_place:
             state.assign(rows, sub)
         done = [j for j, i in enumerate(rows) if len(token_lists[i]) <= off + chunk]
@@ -291,7 +302,7 @@ class RWKV7:
             dst = to_device([rows[j] for j in done], self.device)
             x_last.index_copy_(0, dst, x[to_device(done, self.device)])
 
-    def _forward_padded(self, parts: list[list[int]], state: State, mid: int = 0,
+    def _forward_padded(self, parts: list[list[int]], state: State, mid: list[int] = (),
                         mid_state: State | None = None) -> Tensor:
         """Sequences of unequal lengths (padded with identity steps) through the layers."""
         widths = [len(p) for p in parts]
@@ -301,7 +312,7 @@ class RWKV7:
             tok[j, :len(p)] = torch.as_tensor(p, dtype=torch.long)
         w = to_device(widths, self.device)
         keep = None if min(widths) == T else torch.arange(T, device=self.device) < w[:, None]
-        at = to_device([mid], self.device) if mid else None
+        at = to_device(list(mid), self.device) if mid_state is not None else None
         return self._forward(to_device(tok, self.device), state, keep, w - 1, at, mid_state)
 
     def _forward(self, tokens: Tensor, state: State, keep: Tensor | None,
@@ -309,10 +320,10 @@ class RWKV7:
                  mid_state: State | None = None) -> Tensor:
         """tokens: [B, T]; keep: [B, T] bool (None = all valid); last: [B] index of each row's
         last valid token (None = T - 1). Returns the residual at ``last``: [B, C] float32.
-        ``mid`` ([1] long tensor on the device, one sequence: B = 1) and ``mid_state`` (one
-        row): the state after the first ``mid[0]`` tokens (a positive multiple of
-        ``prefill_align`` below T) goes to mid_state, the bits a pass ending there leaves.
-        Both the fused and the plain forward read ``mid`` on the device (a graph's input)."""
+        ``mid`` ([K] long tensor on the device, one sequence: B = 1) and ``mid_state`` (K rows):
+        for each k with mid[k] > 0 (a multiple of ``prefill_align`` below T) the state after
+        the first mid[k] tokens goes to row k, the bits a pass ending there leaves. Both the
+        fused and the plain forward read ``mid`` on the device (a graph's input)."""
         if mid is None or tokens.shape[1] == 1:
             mid_state = None
         if self._fused is not None:
@@ -329,11 +340,11 @@ class RWKV7:
     def _shift(self, u: Tensor, prev: Tensor, keep, last, mid=None,
                mid_prev: Tensor | None = None) -> Tensor:
         """Token shift: returns d = previous - u [B, T, C] and stores the new ``prev`` in place
-        (and row ``mid[0] - 1``'s into ``mid_prev``: ``_forward``'s export)."""
+        (and row ``mid[k] - 1``'s into row k of ``mid_prev``: ``_forward``'s export)."""
         d = torch.cat([prev.unsqueeze(1), u[:, :-1]], 1) - u
         if mid_prev is not None:  # (on the device: no wait for it, a graph may capture it)
-            row = u.index_select(1, (mid - 1).clamp(min=0))[:, 0]
-            mid_prev.copy_(torch.where(mid > 0, row, mid_prev))
+            rows = u[0].index_select(0, (mid - 1).clamp(min=0))  # [K, C] (one sequence)
+            mid_prev.copy_(torch.where((mid > 0)[:, None], rows, mid_prev))
         if last is not None:
             prev.copy_(u[torch.arange(u.shape[0], device=u.device), last])
         elif keep is not None:  # decode with inactive rows

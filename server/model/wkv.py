@@ -79,9 +79,9 @@ def wkv_chunk(S: Tensor, r: Tensor, w: Tensor, k: Tensor, v: Tensor, kappa: Tens
     """T tokens in order, exactly. S: [B, H, N, N] (in place); r, w, k, v, kappa, a:
     [B, T, H, N] -> y [B, T, H, N] in r's dtype. The sequence is cut into SUB-token chunks whose
     terms are computed all at once; only S is carried from chunk to chunk (S <- S·M + D).
-    ``mid`` ([1] integer tensor, one sequence) and ``S_mid`` (like S): S_mid gets the state
-    after the first ``mid`` tokens when ``mid`` is a positive multiple of SUB below T, as a call
-    ending there would leave S (untouched otherwise: ``mid_export``)."""
+    ``mid`` ([K] integer tensor, one sequence) and ``S_mid`` ([K, H, N, N]): row k of S_mid gets
+    the state after the first ``mid[k]`` tokens when that is a positive multiple of SUB, as a
+    call ending there would leave S (untouched otherwise: ``mid_export``)."""
     B, T, H, N = r.shape
     pad = (-T) % SUB  # padded with identity steps: w = 1, everything else 0
     n = (T + pad) // SUB
@@ -104,20 +104,23 @@ def wkv_chunk(S: Tensor, r: Tensor, w: Tensor, k: Tensor, v: Tensor, kappa: Tens
 
 
 def mid_export(mid: Tensor | None, S_mid: Tensor | None, chunk: int):
-    """``export(c, s)``, called with the math state ``s`` after each ``c`` chunks of ``chunk``
-    tokens: copies it into ``S_mid`` (cast as a call's end casts S) where ``c · chunk`` is
-    ``mid[0]``. Outside a CUDA graph's capture ``mid`` is read once (a CPU tensor costs
-    nothing); while capturing, a device-side select per chunk (the position is an input of the
-    graph). A no-op without ``mid``."""
+    """``export(c, s)``, called with the math state ``s`` ([1, H, N, N]: one sequence) after
+    each ``c`` chunks of ``chunk`` tokens: copies it into row k of ``S_mid`` (cast as a call's
+    end casts S) where ``c · chunk`` is ``mid[k]`` (``mid``: [K] positions, one row each).
+    Outside a CUDA graph's capture ``mid`` is read once (a CPU tensor costs nothing); while
+    capturing, a device-side select per chunk (the positions are an input of the graph). A
+    no-op without ``mid``."""
     if mid is None or S_mid is None:
         return lambda c, s: None
     if mid.device.type == "cuda" and torch.cuda.is_current_stream_capturing():
         def export(c: int, s: Tensor) -> None:
-            S_mid.copy_(torch.where(mid[0] == c * chunk, s.to(S_mid.dtype), S_mid))
+            hit = (mid == c * chunk).view(-1, 1, 1, 1)
+            S_mid.copy_(torch.where(hit, s.to(S_mid.dtype), S_mid))
         return export
-    m = int(mid[0])
+    points = mid.tolist()
 
     def export_at(c: int, s: Tensor) -> None:
-        if c * chunk == m:
-            S_mid.copy_(s)
+        for k, m in enumerate(points):
+            if c * chunk == m:
+                S_mid[k:k + 1].copy_(s)
     return export_at

@@ -275,16 +275,16 @@ class BatchEngine:
     # ---- compute -----------------------------------------------------------------------
     @torch.no_grad()
     def prefill(self, slots: list[int], token_lists: list[list[int]], first=(),
-                mid: int = 0):
+                mid: list[int] = ()):
         """Feed ``token_lists[i]`` into the state of ``slots[i]`` (in place). For the slots in
         ``first`` the list ends with the prompt's last token: its logits are kept for the next
         pulse (module docstring); ``start`` then gets that token as ``current`` as usual.
-        ``mid`` > 0 (one slot): returns the state after that many of its tokens (a new one-row
-        State, ``RWKV7.prefill``), else None."""
+        ``mid`` (one slot: positions in its tokens, ``RWKV7.prefill``): returns the states
+        after them (a new State, a row per position), else None."""
         sub = self.state.select(slots)
-        kept = self.model.new_state(1) if mid else None
+        kept = self.model.new_state(len(mid)) if mid else None
         logits = self.model.prefill(token_lists, sub, logits=bool(first),
-                                    **({"mid": mid, "mid_state": kept} if mid else {}))
+                                    **({"mid": list(mid), "mid_state": kept} if mid else {}))
         self.state.assign(slots, sub)
         for j, slot in enumerate(slots):
             if slot in first:

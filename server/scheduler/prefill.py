@@ -28,14 +28,15 @@ after exactly ``history``) is *eligible*. Its sequence ``history + pending`` is 
 * **later**: the first and the last ``\\n\\n`` token (chat turn boundaries: the end of a system
   prompt, which other chats load; the conversation up to the last message, which the next turn
   re-sends) are wanted by *later* requests, not this one, so feeding does not stop there unless
-  a task in flight shares them (then they are branch points). A round of one task takes the last
-  one it passes out of its own pass (``_export_point``: ``RWKV7.prefill``'s ``mid``, the bits a
-  pass ending there leaves) and stores it; for the others the round keeps a copy of the state
-  it started from, and after a step's pulse, once the task is past its prefill (its first token
-  out), ``run_later`` computes the boundary states from that copy in passes of their own and
-  stores them. Every chat turn prefills in one call before its first token, and a later turn's
-  new message is computed once (at most ``LATER_MAX`` such jobs wait; a feed that would
-  add one more stops at its first boundary instead, a checkpoint like the others);
+  a task in flight shares them (then they are branch points). A round of one task takes the
+  ones it passes out of its own pass (``_export_points``: ``RWKV7.prefill``'s ``mid``, the bits
+  a pass ending there leaves) and stores them; a round of several tasks (one batched pass) keeps
+  a copy of the state each started from, and after a step's pulse, once the task is past its
+  prefill (its first token out), ``run_later`` computes the boundary states from that copy in
+  passes of their own and stores them. Every chat turn prefills in one call before its first
+  token, and computes its tokens once when it is fed alone (at most ``LATER_MAX`` later jobs
+  wait; a feed that would add one more stops at its first boundary instead, a checkpoint like
+  the others);
 * **one leader per prefix**: in a round, only the first task heading for a given checkpoint key
   feeds; the others wait, and jump from the cache once the leader has stored it (a shared system
   prompt is prefilled once even when 64 requests arrive together).
@@ -75,6 +76,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from server.logger import get_logger
+from server.model.cuda_graph import MID_POINTS
 from server.model.tokenizer import common_prefix_length
 from server.scheduler.prefix_cache import PrefixCache, common_prefix, prefix_hashes
 from server.task.task import Status
@@ -217,7 +219,7 @@ class Prefiller:
                     self.cache.count_lookup(hit=False)
                     s.counted = True
             budget -= sum(n for *_, n in plan)
-            mid = self._export_point(plan)
+            mid = self._export_points(plan)
             self._keep_later(plan)
             first = self._feed(plan, mid)
             for slot, task, s, _ in plan:
@@ -294,21 +296,23 @@ class Prefiller:
             return n + 1
         return n
 
-    def _export_point(self, plan) -> int:
-        """A round of one task whose feed passes ``later`` points: the last of them (a chat's
-        latest turn boundary) comes out of the round's own pass (``RWKV7.prefill``'s ``mid``,
-        the same bits as a pass ending there): taken from the later points, so no later job
-        computes it again. Returns its position in the feed (0: none)."""
+    def _export_points(self, plan) -> list[int]:
+        """A round of one task whose feed passes ``later`` points (a chat's first and last turn
+        boundaries): they come out of the round's own pass (``RWKV7.prefill``'s ``mid``, the
+        same bits as a pass ending there), taken from the later points, so no later job computes
+        them again. Returns their positions in the feed (none: [])."""
         chunk = getattr(getattr(self.engine, "model", None), "prefill_align", 0)
         if len(plan) != 1 or not chunk:
-            return 0
+            return []
         slot, task, s, n = plan[0]
         h = len(task.history)
         passed = s.later_between(h, h + n) if s is not None and s.canonical else []
-        if not passed or (passed[-1] - h) % chunk:  # (a pass hands out states at its WKV
-            return 0  # chunks' ends; a split-invariant model's points are all there)
-        s.later.remove(passed[-1])
-        return passed[-1] - h
+        # (a pass hands out states where its WKV chunks end: a split-invariant model's points
+        # are all there)
+        points = [p for p in passed if (p - h) % chunk == 0][-MID_POINTS:]
+        for p in points:
+            s.later.remove(p)
+        return [p - h for p in points]
 
     def _keep_later(self, plan) -> None:
         """Before a round: for each task whose feed passes one of its ``later`` points, keep a
@@ -420,11 +424,11 @@ class Prefiller:
         self._later.clear()
         self._warm.clear()
 
-    def _feed(self, plan, mid: int = 0) -> set[int]:
+    def _feed(self, plan, mid: list[int] = ()) -> set[int]:
         """Feed ``n`` tokens of each planned task; ``n == len(pending)`` feeds its last token too
         (its slot's first token then comes from this pass; the token stays ``pending``). Returns
-        those slots. ``mid`` > 0 (a plan of one task, ``_export_point``): the state after that
-        many of its tokens goes to the cache."""
+        those slots. ``mid`` (a plan of one task, ``_export_points``): the states after those
+        many of its tokens go to the cache."""
         first = {slot for slot, task, _, n in plan if n == len(task.pending)}
         t0 = time.perf_counter()
         kept = self.engine.prefill([p[0] for p in plan], [p[1].pending[:p[3]] for p in plan],
@@ -432,8 +436,10 @@ class Prefiller:
         dt = time.perf_counter() - t0
         if kept is not None:
             _, task, s, _ = plan[0]
-            self.exported += 1
-            self._store_state(s.origin, s.hashes, s.tokens, len(task.history) + mid, kept)
+            self.exported += len(mid)
+            for k, m in enumerate(mid):
+                self._store_state(s.origin, s.hashes, s.tokens, len(task.history) + m,
+                                  kept if len(mid) == 1 else lambda k=k: kept.select([k]))
         self.prefill_calls += 1
         for slot, task, _, n in plan:
             fed = n - (slot in first)

@@ -59,8 +59,8 @@ def _ln_mix_kernel(x_ptr, lnw_ptr, lnb_ptr, prev_ptr, newprev_ptr, write_ptr, mi
                    CHUNK: tl.constexpr, PDL: tl.constexpr, MID: tl.constexpr):
     """A program per (row, CHUNK columns): the row's LayerNorm statistics from the whole row,
     the mixes of its own columns (so the shift state it reads and writes is its own too).
-    MID: the shift state after mid_ptr[0] tokens (row mid - 1's output; one sequence) goes to
-    midprev too."""
+    MID (0-2, one sequence): the shift state after mid_ptr[k] tokens (row mid_ptr[k] - 1's
+    output) goes to row k of midprev ([MID, C]) too."""
     pdl.enter(PDL)
     p = tl.program_id(0).to(tl.int64)
     b = p // T
@@ -109,11 +109,11 @@ def _ln_mix_kernel(x_ptr, lnw_ptr, lnb_ptr, prev_ptr, newprev_ptr, write_ptr, mi
         uq = _ln_row(x_ptr, p + wt, C, full, fm, c, m, lw, lb, eps,  # row (b, write[b])
                      out_ptr.dtype.element_ty)
         tl.store(newprev_ptr + b * C + c, uq.to(newprev_ptr.dtype.element_ty), mask=m)
-    if MID:
-        wm = tl.load(mid_ptr) - 1
+    for k in tl.static_range(MID):
+        wm = tl.load(mid_ptr + k) - 1
         if (t == 0) & (wm >= 0):
             um = _ln_row(x_ptr, p + wm, C, full, fm, c, m, lw, lb, eps, out_ptr.dtype.element_ty)
-            tl.store(midprev_ptr + b * C + c, um.to(midprev_ptr.dtype.element_ty), mask=m)
+            tl.store(midprev_ptr + k * C + c, um.to(midprev_ptr.dtype.element_ty), mask=m)
 
 
 # ln_mix at up to LN_MIX_SPLIT_ROWS rows (decode at small batch): a program per 512 columns of a
@@ -134,8 +134,9 @@ def ln_mix(x: Tensor, ln_w: Tensor, ln_b: Tensor, prev: Tensor, new_prev: Tensor
     row t = write[b]; write[b] = -1: not written; may be ``prev`` itself); write: [B] int32;
     mix: [M, C]. Returns [M, R, C]. ``split``: rows may be split over programs (up to
     ``LN_MIX_SPLIT_ROWS``; False: a program per row, the same bits at any row count).
-    ``mid`` ([1] integer tensor, one sequence) and ``mid_prev`` ([1, C]): mid_prev gets the
-    shift state a pass of the first ``mid[0]`` rows leaves (none when ``mid[0]`` < 1).
+    ``mid`` ([K] integer tensor, K <= 2, one sequence) and ``mid_prev`` ([K, C] contiguous):
+    row k of mid_prev gets the shift state a pass of the first ``mid[k]`` rows leaves (none
+    when ``mid[k]`` < 1).
     ``variant``: launch options for benchmarks."""
     R, C = x.shape
     M = mix.shape[0]
@@ -143,11 +144,13 @@ def ln_mix(x: Tensor, ln_w: Tensor, ln_b: Tensor, prev: Tensor, new_prev: Tensor
     block = triton.next_power_of_2(C)
     chunk = min(LN_MIX_CHUNK, block) if split and R <= LN_MIX_SPLIT_ROWS else block
     opts = dict(num_warps=8 if chunk >= 4096 else 4, **pdl.launch_options(x.device, R))
-    has_mid = mid is not None and mid_prev is not None
+    n_mid = 0 if mid is None or mid_prev is None else mid.shape[0]
+    if n_mid and (mid_prev.shape != (n_mid, C) or mid_prev.stride(0) != C or R != T):
+        raise ValueError("ln_mix's export: one sequence, a contiguous [K, C] mid_prev")
     _ln_mix_kernel[(R, triton.cdiv(C, chunk))](
-        x, ln_w, ln_b, prev, new_prev, write, mix, out, mid if has_mid else write,
-        mid_prev if has_mid else new_prev, T, C, R, eps, M=M, MP=triton.next_power_of_2(M),
-        BLOCK=block, CHUNK=chunk, MID=has_mid, **{**opts, **variant})
+        x, ln_w, ln_b, prev, new_prev, write, mix, out, mid if n_mid else write,
+        mid_prev if n_mid else new_prev, T, C, R, eps, M=M, MP=triton.next_power_of_2(M),
+        BLOCK=block, CHUNK=chunk, MID=n_mid, **{**opts, **variant})
     return out
 
 

@@ -58,8 +58,31 @@ def _load_token(r_ptr, w_ptr, k_ptr, v_ptr, kap_ptr, a_ptr, o, t, T, i, j):
 
 
 @triton.jit
+def _mid_points(mid_ptr, MID: tl.constexpr):
+    """The export positions (``wkv_chunk``'s ``mid``): up to two, -1 where none."""
+    m0 = -1
+    m1 = -1
+    if MID >= 1:
+        m0 = tl.load(mid_ptr)
+    if MID >= 2:
+        m1 = tl.load(mid_ptr + 1)
+    return m0, m1
+
+
+@triton.jit
+def _mid_store(M_ptr, m_sk, s_off, s, done, m0, m1, MID: tl.constexpr):
+    """s (the state after ``done`` tokens) into M's row k where ``done`` is export point k."""
+    if MID >= 1:
+        if done == m0:
+            tl.store(M_ptr + s_off, s.to(M_ptr.dtype.element_ty))
+    if MID >= 2:
+        if done == m1:
+            tl.store(M_ptr + m_sk + s_off, s.to(M_ptr.dtype.element_ty))
+
+
+@triton.jit
 def _recurrent_kernel(S_ptr, r_ptr, w_ptr, k_ptr, v_ptr, kap_ptr, a_ptr, y_ptr, mid_ptr, M_ptr,
-                      T, H, s_sb, s_sh, x_sb, x_st,
+                      T, H, s_sb, s_sh, x_sb, x_st, m_sk,
                       N: tl.constexpr, BI: tl.constexpr, MID: tl.constexpr):
     pid_bh = tl.program_id(0)
     b = (pid_bh // H).to(tl.int64)
@@ -73,9 +96,7 @@ def _recurrent_kernel(S_ptr, r_ptr, w_ptr, k_ptr, v_ptr, kap_ptr, a_ptr, y_ptr, 
     r_n, w_n, k_n, v_n, kap_n, a_n = _load_token(r_ptr, w_ptr, k_ptr, v_ptr, kap_ptr, a_ptr,
                                                  base, 0, T, i, j)
     s = tl.load(s_ptrs).to(tl.float32)                     # [BI, N]
-    mid = -1
-    if MID:  # the state after mid tokens goes to M too
-        mid = tl.load(mid_ptr)
+    m0, m1 = _mid_points(mid_ptr, MID)  # the states after m0 and m1 tokens go to M too
     for t in range(T):
         r, w, k = r_n.to(tl.float32), w_n.to(tl.float32), k_n.to(tl.float32)
         v, kap, a = v_n.to(tl.float32), kap_n.to(tl.float32), a_n.to(tl.float32)
@@ -86,8 +107,7 @@ def _recurrent_kernel(S_ptr, r_ptr, w_ptr, k_ptr, v_ptr, kap_ptr, a_ptr, y_ptr, 
         s = s * w[None, :] - sk[:, None] * (kap * a)[None, :] + v[:, None] * k[None, :]
         y = tl.sum(s * r[None, :], axis=1)                 # [BI]
         tl.store(y_ptr + o + i, y.to(y_ptr.dtype.element_ty))
-        if t + 1 == mid:
-            tl.store(M_ptr + s_off, s.to(M_ptr.dtype.element_ty))
+        _mid_store(M_ptr, m_sk, s_off, s, t + 1, m0, m1, MID)
     tl.store(s_ptrs, s.to(S_ptr.dtype.element_ty))
 
 
@@ -181,13 +201,13 @@ def _load_prep(wqb_ptr, yc_ptr, d_ptr, e_ptr, wid, ok, i, j, t, N: tl.constexpr,
 
 @triton.jit(do_not_specialize=["T", "NC"])
 def _chunk_scan_kernel(S_ptr, wqb_ptr, yc_ptr, d_ptr, e_ptr, y_ptr, mid_ptr, M_ptr,
-                       T, H, NC, s_sb, s_sh, x_sb, x_st,
+                       T, H, NC, s_sb, s_sh, x_sb, x_st, m_sk,
                        N: tl.constexpr, BV: tl.constexpr, C: tl.constexpr, PREC: tl.constexpr,
                        ROUND: tl.constexpr, MID: tl.constexpr):
     """Chunk after chunk for BV value rows of one head:
     y = Q s^T + Yc, then s <- s·diag(e) + (W s^T)^T Bt + D (ROUND: s rounded to the state's
-    dtype after each chunk, as if stored there). MID: the state after mid_ptr[0] tokens (a
-    multiple of C) is stored into M (laid out as S) as well."""
+    dtype after each chunk, as if stored there). MID (0-2, one sequence): the state after
+    mid_ptr[k] tokens (a multiple of C) is stored into row k of M (laid out as S) as well."""
     pid_bh = tl.program_id(0)
     b = (pid_bh // H).to(tl.int64)
     h = pid_bh % H
@@ -202,9 +222,7 @@ def _chunk_scan_kernel(S_ptr, wqb_ptr, yc_ptr, d_ptr, e_ptr, y_ptr, mid_ptr, M_p
     W_n, Q_n, B_n, Y_n, D_n, e_n = _load_prep(wqb_ptr, yc_ptr, d_ptr, e_ptr, wid, NC > 0,
                                               i, j, t, N, C)
     s = tl.load(s_ptrs).to(tl.float32)                     # [BV, N]
-    mid = -1
-    if MID:
-        mid = tl.load(mid_ptr)
+    m0, m1 = _mid_points(mid_ptr, MID)
     for c in range(NC):
         W, Q, Bt, Yc, D, e = W_n, Q_n, B_n, Y_n, D_n, e_n
         W_n, Q_n, B_n, Y_n, D_n, e_n = _load_prep(wqb_ptr, yc_ptr, d_ptr, e_ptr, wid + c + 1,
@@ -218,8 +236,7 @@ def _chunk_scan_kernel(S_ptr, wqb_ptr, yc_ptr, d_ptr, e_ptr, y_ptr, mid_ptr, M_p
         s = tl.dot(tl.trans(Xw), Bt, s * e[None, :] + D, input_precision=PREC)
         if ROUND:
             s = s.to(S_ptr.dtype.element_ty).to(tl.float32)
-        if (c + 1) * C == mid:
-            tl.store(M_ptr + s_off, s.to(M_ptr.dtype.element_ty))
+        _mid_store(M_ptr, m_sk, s_off, s, (c + 1) * C, m0, m1, MID)
     tl.store(s_ptrs, s.to(S_ptr.dtype.element_ty))
 
 
@@ -269,13 +286,17 @@ def wkv_step_triton(S: Tensor, r: Tensor, w: Tensor, k: Tensor, v: Tensor,
 
 
 def _mid_args(St: Tensor, mid: Tensor | None, S_mid: Tensor | None) -> tuple:
-    """The kernels' (mid_ptr, M, MID) for ``mid``/``S_mid`` (``wkv_chunk``): M laid out as the
-    state view St (S_mid itself, or a copy of it that ``_mid_back`` copies back)."""
+    """The kernels' (mid_ptr, M, MID) for ``mid``/``S_mid`` (``wkv_chunk``): M's rows laid out
+    as the state view St's one row (S_mid itself, or a copy that ``_mid_back`` copies back)."""
     if mid is None or S_mid is None:
-        return St, St, False
-    if S_mid.dtype == St.dtype and S_mid.stride() == St.stride():
-        return mid, S_mid, True
-    return mid, torch.empty_like(St).copy_(S_mid), True
+        return St, St, 0
+    K = mid.shape[0]
+    if St.shape[0] != 1 or not 0 < K <= 2 or S_mid.shape[0] != K:
+        raise ValueError(f"wkv export: one sequence and 1-2 points with a state row each "
+                         f"(got {St.shape[0]} sequences, {K} points, {S_mid.shape[0]} rows)")
+    if S_mid.dtype == St.dtype and S_mid.stride()[1:] == St.stride()[1:]:
+        return mid, S_mid, K
+    return mid, torch.empty((K, *St.shape[1:]), dtype=St.dtype, device=St.device).copy_(S_mid), K
 
 
 def _mid_back(M: Tensor, S_mid: Tensor | None) -> None:
@@ -294,13 +315,14 @@ def wkv_seq_triton(S: Tensor, r: Tensor, w: Tensor, k: Tensor, v: Tensor,
     xs = tuple(x.contiguous() for x in (r, w, k, v, kappa, a))
     y = torch.empty_like(xs[0])
     St = _state_view(S, B, H)
-    mid_ptr, M, has_mid = _mid_args(St, mid, S_mid)
+    mid_ptr, M, n_mid = _mid_args(St, mid, S_mid)
     _recurrent_kernel[(B * H, N // rows)](St, *xs, y, mid_ptr, M, T, H, St.stride(0),
-                                          St.stride(1), T * H * N, H * N, N=N, BI=rows,
-                                          MID=has_mid, num_warps=warps or max(1, rows // 16))
+                                          St.stride(1), T * H * N, H * N, M.stride(0), N=N,
+                                          BI=rows, MID=n_mid,
+                                          num_warps=warps or max(1, rows // 16))
     if St is not S:
         S.copy_(St)
-    _mid_back(M, S_mid if has_mid else None)
+    _mid_back(M, S_mid if n_mid else None)
     return y
 
 
@@ -335,15 +357,15 @@ def chunk_scan(S: Tensor, ws: tuple[Tensor, ...], T: int, out_dtype: torch.dtype
     rows = rows or 32  # measured best at B = 1 and B = 64 (H = 40)
     y = torch.empty(B, T, H, N, device=S.device, dtype=out_dtype)
     St = _state_view(S, B, H)
-    mid_ptr, M, has_mid = _mid_args(St, mid, S_mid)
+    mid_ptr, M, n_mid = _mid_args(St, mid, S_mid)
     _chunk_scan_kernel[(B * H, N // rows)](St, *ws, y, mid_ptr, M, T, H, nc, St.stride(0),
-                                           St.stride(1), T * H * N, H * N, N=N, BV=rows,
-                                           C=chunk, PREC=precision, num_warps=warps,
+                                           St.stride(1), T * H * N, H * N, M.stride(0), N=N,
+                                           BV=rows, C=chunk, PREC=precision, num_warps=warps,
                                            ROUND=round_chunks and S.dtype != torch.float32,
-                                           MID=has_mid)
+                                           MID=n_mid)
     if St is not S:
         S.copy_(St)
-    _mid_back(M, S_mid if has_mid else None)
+    _mid_back(M, S_mid if n_mid else None)
     return y
 
 
