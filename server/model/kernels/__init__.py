@@ -39,9 +39,10 @@ def wkv_chunk(S: Tensor, r: Tensor, w: Tensor, k: Tensor, v: Tensor,
     however it is cut into calls at multiples of the chunk (wkv_triton.CHUNK): the chunked form
     at every length where it applies, not only from ``prefer_chunked``'s 64 tokens (the token
     loop rounds differently), and a half-precision S rounded at every chunk's end.
-    ``mid`` ([1] integer tensor on S's device, read there: a CUDA graph's input) and ``S_mid``
-    (like S): S_mid gets the state after the first ``mid[0]`` tokens, as a call ending there
-    leaves S (the chunked form: only where a chunk ends); untouched when none does."""
+    ``mid`` (one sequence: a [K] integer tensor, K <= 2, on S's device, read there: a CUDA
+    graph's input) and ``S_mid`` ([K, H, N, N]): row k gets the state after the first
+    ``mid[k]`` tokens, as a call ending there leaves S (the chunked form: only where a chunk
+    ends); untouched where none does."""
     if not _use_triton(S):
         return wkv_chunk_ref(S, r, w, k, v, kappa, a, mid, S_mid)
     B, T, H, _ = r.shape

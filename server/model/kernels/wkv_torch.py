@@ -50,7 +50,8 @@ def wkv_chunk_ref(S: Tensor, r: Tensor, w: Tensor, k: Tensor, v: Tensor,
                   kappa: Tensor, a: Tensor, mid: Tensor | None = None,
                   S_mid: Tensor | None = None) -> Tensor:
     """T steps in order. S: [B, H, N, N] (in place); r..a: [B, T, H, N] -> y [B, T, H, N].
-    ``mid``, ``S_mid``: the state after ``mid[0]`` tokens copied out (``wkv.mid_export``)."""
+    ``mid``, ``S_mid``: the state after ``mid[k]`` tokens copied into row k
+    (``wkv.mid_export``)."""
     s = S.to(_math_dtype(S))
     xs = [x.to(s.dtype) for x in (r, w, k, v, kappa, a)]
     export, ys = mid_export(mid, S_mid, 1), []
