@@ -215,3 +215,38 @@ def test_a_turns_boundaries_come_out_of_its_pass(tiny_loader):
         sched.add_task(t)
     sched.run()
     assert pre.exported == 2 and pre.later_tokens > later0
+
+
+def test_a_lone_feed_passes_its_boundaries_with_the_deferred_jobs_full(tiny_loader):
+    """With LATER_MAX deferred jobs waiting (chats fed together in one batched pass), a chat fed
+    alone still prefills in one call: its pass hands its boundaries out, so it needs no job
+    and does not stop at them (it did: a stop is one more call before the first token)."""
+    from server.api.chat import build_chat_prompt
+    from server.scheduler.prefill import LATER_MAX
+
+    def prompt(c: int) -> list[int]:
+        return tiny_loader.encode(build_chat_prompt(
+            [{"role": "system", "content": f"{c}: {SYSTEM}"},
+             {"role": "user", "content": f"chat {c}: " + "what next? " * 12}], think=False))
+
+    sched = DynamicScheduler(tiny_loader, max_batch_size=16, buffer_size=4,
+                             prefix_cache=PrefixCache(64 << 20))
+    for c in range(LATER_MAX + 2):  # admitted together: one batched pass, deferred jobs
+        task = Task(prompt(c), max_tokens=1, temperature=0.0)
+        task.cache_origin, task.cache_finish = "", False
+        sched.add_task(task)
+    sched._admit()
+    sched._prefill()
+    pre = sched.prefiller
+    assert len(pre._later) == LATER_MAX
+    calls, exported = pre.prefill_calls, pre.exported
+    alone = Task(prompt(99), max_tokens=1, temperature=0.0)
+    alone.cache_origin, alone.cache_finish = "", False
+    sched.add_task(alone)
+    sched._admit()
+    sched._prefill()
+    assert pre.prefill_calls == calls + 1 and pre.exported == exported + 2
+    assert alone.status.name == "RUNNING" and len(pre._later) == LATER_MAX  # first token out
+    sched.run()
+    (plain,), _ = run(tiny_loader, [prompt(99)], max_tokens=1)
+    assert alone.output == plain.output

@@ -235,9 +235,13 @@ class Prefiller:
     def _plan(self, seqs, budget: int) -> list[tuple]:
         """``(slot, task, seq, n)`` to feed this round: up to each task's next checkpoint, one
         task per checkpoint key. A feed that would pass a ``later`` point when ``LATER_MAX``
-        jobs already wait stops there instead (a checkpoint: one more call, not a lost state)."""
+        jobs already wait stops there instead (a checkpoint: one more call, not a lost state),
+        unless it is the round's only feed (its pass hands the points out: ``_export_points``)."""
         plan, claimed = [], {}  # claimed: checkpoint key -> index in plan (or None)
         room = LATER_MAX - len(self._later)  # deferred jobs this round may add without a drop
+        # one task to feed, on a split-invariant model: its later points (multiples of align
+        # from an aligned start) come out of its own pass and need no deferred job
+        alone = self.align > 1 and sum(len(t.pending) > 1 for _, t, _ in seqs) == 1
         for slot, task, s in seqs:
             n = len(task.pending) - 1
             if n <= 0:
@@ -248,7 +252,7 @@ class Prefiller:
                 target = s.next_point(h)
                 key = self.cache.key(s.origin, s.hashes, target)
                 passed = s.later_between(h, min(target, h + budget))
-                if passed and room <= 0 and key not in claimed:  # no room to defer it: a stop
+                if passed and room <= 0 and not alone and key not in claimed:  # no room: a stop
                     target = passed[0]
                     key = self.cache.key(s.origin, s.hashes, target)
                 s.waited = key in claimed
@@ -259,7 +263,7 @@ class Prefiller:
                         plan[j] = (lead_slot, lead, lead_s, min(lead_n, len(lead.pending) - 1))
                     continue
                 claimed[key] = None
-                if passed and target > passed[0]:
+                if passed and target > passed[0] and not alone:
                     room -= 1  # _keep_later keeps a job for it
                 n = target - h
             if budget <= 0:
