@@ -200,7 +200,7 @@ def test_a_turns_boundaries_come_out_of_its_pass(tiny_loader):
     sched.add_task(task)
     sched.run()
     pre = sched.prefiller
-    assert seen[0] == [True, True] and pre.exported == 2 and pre.later_tokens == 0
+    assert seen[0] == [True, True] and pre.boundaries_kept == 2 and pre.later_tokens == 0
     assert all(state_gap(tiny_loader.model, e.tokens, e.state, rtol=0, atol=0) is None
                for _, e in cache._lru.items())
     (plain,), _ = run(tiny_loader, [first])
@@ -214,7 +214,7 @@ def test_a_turns_boundaries_come_out_of_its_pass(tiny_loader):
         t.cache_origin, t.cache_finish = "", False
         sched.add_task(t)
     sched.run()
-    assert pre.exported == 2 and pre.later_tokens > later0
+    assert pre.boundaries_kept == 2 and pre.later_tokens > later0
 
 
 def test_a_lone_feed_passes_its_boundaries_with_the_deferred_jobs_full(tiny_loader):
@@ -239,13 +239,13 @@ def test_a_lone_feed_passes_its_boundaries_with_the_deferred_jobs_full(tiny_load
     sched._prefill()
     pre = sched.prefiller
     assert len(pre._later) == LATER_MAX
-    calls, exported = pre.prefill_calls, pre.exported
+    calls, kept = pre.prefill_calls, pre.boundaries_kept
     alone = Task(prompt(99), max_tokens=1, temperature=0.0)
     alone.cache_origin, alone.cache_finish = "", False
     sched.add_task(alone)
     sched._admit()
     sched._prefill()
-    assert pre.prefill_calls == calls + 1 and pre.exported == exported + 2
+    assert pre.prefill_calls == calls + 1 and pre.boundaries_kept == kept + 2
     assert alone.status.name == "RUNNING" and len(pre._later) == LATER_MAX  # first token out
     sched.run()
     (plain,), _ = run(tiny_loader, [prompt(99)], max_tokens=1)

@@ -134,7 +134,7 @@ def _cache_health(sch) -> dict:
             "prefilled_tokens": sch.prefiller.prefilled_tokens,
             "prefill_calls": sch.prefiller.prefill_calls,
             "later_tokens": sch.prefiller.later_tokens,
-            "boundaries_kept": sch.prefiller.exported,
+            "boundaries_kept": sch.prefiller.boundaries_kept,
             "warm_tokens": sch.prefiller.warm_tokens,
             "warm_dropped": sch.prefiller.warm_dropped}
 

@@ -85,7 +85,7 @@ class _RuntimeCollector:
                                   value=sch.prefiller.later_tokens)
         yield CounterMetricFamily("rwkv_prefill_boundaries_kept",
                                   "Turn boundaries a prefill pass handed out as it passed them "
-                                  "(not computed again)", value=sch.prefiller.exported)
+                                  "(not computed again)", value=sch.prefiller.boundaries_kept)
         yield CounterMetricFamily("rwkv_prefill_warm_tokens",
                                   "Tokens computed after a chat reply: the history the next "
                                   "turn re-sends, cached before it arrives",

@@ -171,7 +171,7 @@ class Prefiller:
         # hashes
         self._later: deque[_Later] = deque(maxlen=LATER_MAX)
         self.later_tokens = 0  # tokens run through the model by run_later (computed twice)
-        self.exported = 0  # later points kept by the pass that passed them (none computed twice)
+        self.boundaries_kept = 0  # later points handed out by the pass that passed them
         # (origin, tokens, due: time.monotonic() from which run_later may compute it)
         self._warm: deque[tuple[str, array, float]] = deque(maxlen=WARM_MAX)
         self.warm_tokens = 0  # tokens run through the model for next-turn prefixes
@@ -440,7 +440,7 @@ class Prefiller:
         dt = time.perf_counter() - t0
         if kept is not None:
             _, task, s, _ = plan[0]
-            self.exported += len(mid)
+            self.boundaries_kept += len(mid)
             for k, m in enumerate(mid):
                 self._store_state(s.origin, s.hashes, s.tokens, len(task.history) + m,
                                   kept if len(mid) == 1 else lambda k=k: kept.select([k]))
