@@ -143,7 +143,6 @@ class _PrefillGraph:
         return self.nm[:1]
 
 
-
 MID_POINTS = 2  # states a prefill pass hands out at most (``RWKV7.prefill``'s ``mid``)
 # (tokens, state, keep, last, mid, mid_state) -> x
 PrefillFn = Callable[[Tensor, State, Tensor, Tensor, Tensor, State], Tensor]

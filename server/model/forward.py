@@ -373,17 +373,17 @@ class RWKV7:
             v_first = v
         else:
             v = v + (v_first - v) * torch.sigmoid(lw.v0 + mm("v2", mm("v1", xv)))
-        y = self._wkv(state.wkv[i], r, w, k, v, kappa, a.view(B, T, H, N), keep,
-                      {} if mid_state is None else dict(mid=mid, S_mid=mid_state.wkv[i]))
+        y = self._wkv(state.wkv[i], r, w, k, v, kappa, a.view(B, T, H, N), keep, mid,
+                      None if mid_state is None else mid_state.wkv[i])
         # reshape: with one head the WKV output can be a non-viewable slice (C = 64, 2+ rows)
         y = F.group_norm(y.float().reshape(B * T, C), H, lw.lnx_w, lw.lnx_b, GN_EPS).view(B, T, C)
         bonus = (r.float() * k * lw.r_k).view(B, T, H, N).sum(-1, keepdim=True)  # [B, T, H, 1]
         y = y + (bonus * v.float().view(B, T, H, N)).view(B, T, C)
         return x + mm("wo", (y * g.float()).to(dt)).float(), v_first
 
-    def _wkv(self, S: Tensor, r, w, k, v, kappa, a, keep, export: dict) -> Tensor:
+    def _wkv(self, S: Tensor, r, w, k, v, kappa, a, keep, mid=None, S_mid=None) -> Tensor:
         """Mask non-advancing positions to identity steps, then run the recurrence on S [B,H,N,N]
-        (``export``: ``mid`` and ``S_mid`` for ``wkv_chunk``)."""
+        (``mid``, ``S_mid``: ``wkv_chunk``'s export)."""
         B, T, C = r.shape
         H, N = self.cfg.n_head, self.cfg.head_size
         if keep is not None:
@@ -394,7 +394,7 @@ class RWKV7:
         r, w, k, v = (t.view(B, T, H, N) for t in (r, w, k, v))
         if T == 1:
             return self.wkv_step(S, *(t[:, 0] for t in (r, w, k, v, kappa, a))).view(B, 1, C)
-        return self.wkv_chunk(S, r, w, k, v, kappa, a, **export).reshape(B, T, C)
+        return self.wkv_chunk(S, r, w, k, v, kappa, a, mid=mid, S_mid=S_mid).reshape(B, T, C)
 
     def _channel_mix(self, lw: LayerWeights, x, state, i, keep, last, mid=None,
                      mid_state=None):

@@ -217,8 +217,7 @@ class FusedBlocks:
                 y = m.wkv_step(S, *(t.view(B, H, N) for t in (r, w, kk, vv, kap, a)))
             else:
                 y = m.wkv_chunk(S, *(t.view(B, T, H, N) for t in (r, w, kk, vv, kap, a)),
-                                **({} if mid_state is None else
-                                   dict(mid=mid, S_mid=mid_state.wkv[i])))
+                                mid=mid, S_mid=None if mid_state is None else mid_state.wkv[i])
             out = self.k.post_wkv(y.contiguous().view(R, C), vv, lora[3], bonus, lw.lnx_w,
                                   lw.lnx_b, GN_EPS, m.dtype)
         self._add_residual(x, out, lw.wo, "output", T)

@@ -79,7 +79,7 @@ def choose_slices(blocks) -> dict[str, int] | None:
     C = lw.wo.shape[0]
     others = [  # as fused.py runs them
         (lambda t: torch.bmm(t, st.rkv.transpose(1, 2)), rand(3, C)),
-        (lambda t: torch.nn.functional.linear(t, lw.ffn_key), rand(C)),
+        (lambda t: F.linear(t, lw.ffn_key), rand(C)),
         (lambda t: blocks._lora(t, st), rand(6, C)),  # (the mixes: v, w, a, g are 2..5)
     ]
     if not all(same_rows(fn, x, step) for fn, x in others):

@@ -283,8 +283,8 @@ class BatchEngine:
         after them (a new State, a row per position), else None."""
         sub = self.state.select(slots)
         kept = self.model.new_state(len(mid)) if mid else None
-        logits = self.model.prefill(token_lists, sub, logits=bool(first),
-                                    **({"mid": list(mid), "mid_state": kept} if mid else {}))
+        logits = self.model.prefill(token_lists, sub, logits=bool(first), mid=list(mid),
+                                    mid_state=kept)
         self.state.assign(slots, sub)
         for j, slot in enumerate(slots):
             if slot in first:

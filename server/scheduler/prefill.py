@@ -443,7 +443,7 @@ class Prefiller:
             self.boundaries_kept += len(mid)
             for k, m in enumerate(mid):
                 self._store_state(s.origin, s.hashes, s.tokens, len(task.history) + m,
-                                  kept if len(mid) == 1 else lambda k=k: kept.select([k]))
+                                  lambda k=k: kept if len(mid) == 1 else kept.select([k]))
         self.prefill_calls += 1
         for slot, task, _, n in plan:
             fed = n - (slot in first)
@@ -555,14 +555,14 @@ class Prefiller:
 
     def _store_state(self, origin: str, hashes: array, tokens: array, n: int, state,
                      logits=None) -> None:
-        """The cache keeps ``state`` (a one-row State, or a function making one) after
-        ``tokens[:n]`` (with the logits after them, if given), unless it has it or could never
-        resume it."""
+        """The cache keeps the one-row State ``state()`` makes (called only when it is kept)
+        after ``tokens[:n]`` (with the logits after them, if given), unless it has it or could
+        never resume it."""
         key = self.cache.key(origin, hashes, n)
         if n < self.cache.min_tokens or self.cache.contains(key) or (
                 n % self.align and logits is None):  # (never resumed: lookup's ``align``)
             return
-        self.cache.insert(key, tokens[:n], state() if callable(state) else state,
+        self.cache.insert(key, tokens[:n], state(),
                           None if logits is None else logits.clone(), defer=True)
 
     def on_release(self, slots: list[int], tasks: list) -> None:
