@@ -95,12 +95,19 @@ def main(argv=None) -> None:
     import uvicorn
 
     from server.api.app import create_app
-    from server.api.http_protocol import with_header_timeout
+    from server.api.http_protocol import DrainingServer, with_header_timeout
 
-    uvicorn.run(create_app(settings, freeze_heap=True), host=settings.host, port=settings.port,
-                log_config=None,
-                timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
-                http=with_header_timeout(settings.header_timeout_s))
+    app = create_app(settings, freeze_heap=True)
+    config = uvicorn.Config(app, host=settings.host, port=settings.port, log_config=None,
+                            timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
+                            http=with_header_timeout(settings.header_timeout_s))
+    server = DrainingServer(config, on_exit=app.state.drain.begin)
+    try:  # as uvicorn.run: Ctrl-C comes back as KeyboardInterrupt once the server has stopped
+        server.run()
+    except KeyboardInterrupt:
+        pass
+    if not server.started:  # the start failed (logged): uvicorn.run's exit status
+        sys.exit(3)
 
 
 def check_port(host: str, port: int, log) -> None:

@@ -6,6 +6,8 @@ another thread); everything else — routes, splitter, SSE — is the real serve
 """
 
 import json
+import threading
+import time
 
 import openai
 import pytest
@@ -235,3 +237,39 @@ def test_completion_keeps_leading_whitespace(http, sdk, script):
     script(">  Hi.")  # chat: the answer still starts at its first word
     assert sdk.chat.completions.create(model="rwkv-7", messages=MSGS).choices[0].message.content \
         == "Hi."
+
+
+@pytest.mark.parametrize("path", ["/v1/chat/completions", "/v1/completions"])
+def test_shutdown_ends_a_plain_request_with_its_text_and_refuses_new_ones(http, server, script,
+                                                                          path):
+    """When the server is asked to stop (``Drain.begin``, as run.py's server calls it on
+    SIGTERM), a non-stream request in flight stops its task and answers 200 with the text so
+    far, as a stream ends, instead of generating on until uvicorn's graceful-shutdown limit
+    cancels it with a bare 500; requests that come after that are refused with a 503."""
+    fake = script("word " * 5000, per_pulse=1, delay=0.005)  # ~25 s if nobody stops it
+    body = ({"messages": MSGS} if path.endswith("chat/completions") else {"prompt": "Hi"})
+    body = {**body, "model": "rwkv-7", "max_tokens": 5000}
+    drain, out = server.app.state.drain, {}
+    reader = threading.Thread(target=lambda: out.setdefault("r", http.post(path, json=body)))
+    reader.start()
+    try:
+        deadline = time.monotonic() + 10
+        while not (fake.tasks and len(fake.tasks[0].get_all_tokens()) >= 4):
+            assert time.monotonic() < deadline, "the request did not start generating"
+            time.sleep(0.01)
+        t0 = time.monotonic()
+        drain.begin()
+        reader.join(10)
+        assert not reader.is_alive(), "the plain request went on generating"
+        r = out["r"]
+        assert r.status_code == 200 and time.monotonic() - t0 < 5, r.text
+        choice = r.json()["choices"][0]
+        text = choice["message"]["content"] if "message" in choice else choice["text"]
+        assert text.startswith("word word") and text.count("word") < 5000
+        assert fake.tasks[0].is_finished and fake.tasks[0].stop_requested
+        late = http.post(path, json=body)
+        assert late.status_code == 503 and late.headers["retry-after"] == "1"
+        assert late.json()["error"]["code"] == "server_shutting_down"
+        assert len(fake.tasks) == 1  # refused before any task was queued
+    finally:
+        drain.event.clear()  # the module's server serves the other tests

@@ -31,6 +31,19 @@ def srv(start_server):
     srv.stop()  # free its memory for the rest of the session
 
 
+class PlainReader(threading.Thread):
+    """One non-stream request in the background; its reply in ``response``."""
+
+    def __init__(self, url: str, path: str, body: dict):
+        super().__init__(daemon=True)
+        self.url, self.path, self.body = url, path, body
+        self.response: httpx.Response | None = None
+
+    def run(self) -> None:
+        with httpx.Client(base_url=self.url, timeout=60) as c:
+            self.response = c.post(self.path, json=self.body)
+
+
 def _result(http, tid: str, timeout: float = 30) -> str:
     deadline = time.monotonic() + timeout
     while not (r := http.get(f"/v1/tasks/{tid}/get_result").json())["finished"]:
@@ -136,23 +149,38 @@ def test_sigterm_drains_streams_flushes_and_exits(srv):
                StreamReader(srv.url, "/v1/tasks/tmp", task_body(40000)),
                StreamReader(srv.url, "/v1/chat/completions", chat_body(40000, n=2)),
                StreamReader(srv.url, "/v1/completions", {"prompt": "Once", "max_tokens": 40000})]
-    for r in readers:
+    plain = [PlainReader(srv.url, "/v1/chat/completions", chat_body(40000)),
+             PlainReader(srv.url, "/v1/completions", {"prompt": "Once", "max_tokens": 40000})]
+    for r in readers + plain:
         r.start()
+    for r in readers:
         assert r.started.wait(30)
+    deadline = time.monotonic() + 30
+    while http.get("/health").json()["active"] < 7:  # 5 streamed tasks and the 2 plain ones
+        assert time.monotonic() < deadline, "the requests are not all generating"
+        time.sleep(0.05)
     time.sleep(0.3)
     t0 = time.monotonic()
     rc = srv.stop(signal.SIGTERM)
     exit_s = time.monotonic() - t0
-    for r in readers:
+    for r in readers + plain:
         r.join(10)
         assert not r.is_alive()
     assert check_task_stream(readers[0].events) == "" and check_task_stream(readers[1].events) == ""
     assert check_chat_stream(readers[2].events, 2) == ""
     assert check_chat_stream(readers[3].events, 1) == ""
+    # plain requests end too, with the text so far (not a 500 at the graceful limit)
+    for r in plain:
+        assert r.response.status_code == 200, r.response.text
+        choice = r.response.json()["choices"][0]
+        assert (choice.get("text") or choice["message"]["content"]
+                or choice["message"].get("reasoning_content"))
+    assert "Exception in ASGI application" not in srv.log()
     # uvicorn re-raises the signal once its graceful shutdown is done: -15 is a clean exit
     assert rc == -signal.SIGTERM and "Finished server process" in srv.log()
     assert exit_s < DRAIN_LIMIT_S and "Shutdown complete" in srv.log()
-    print(f"\nSIGTERM with 4 open streams (5 tasks): all ended with their final event, "
+    print(f"\nSIGTERM with 4 open streams (5 tasks) and 2 plain requests: all ended with their "
+          f"final event or reply, "
           f"clean exit after {exit_s:.2f} s")
     srv.start()
     tid = readers[0].events[0]["task_id"]  # the persistent task was flushed with its text

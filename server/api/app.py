@@ -8,6 +8,7 @@ included) and the OpenAI routes.
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import sys
 import threading
@@ -25,6 +26,7 @@ from server.api.middleware import (ApiKeyMiddleware, BodyLimitMiddleware, CORSMi
                                    error_body)
 from server.api.routes import openai, states, tasks
 from server.api.safe_json import validation_error_reply
+from server.api.stopping import Drain
 from server.api.task_service import TaskService
 from server.logger import get_logger, setup_logging
 from server.model.checkpoint import CheckpointError
@@ -74,6 +76,7 @@ def _lifespan(settings, runtime, freeze: bool):
             log.error(f"Cannot load the model: {e}")
             raise SystemExit(2) from None
         app.state.runtime = rt
+        app.state.drain.bind(asyncio.get_running_loop())
         app.state.metrics.runtime = rt
         app.state.task_service = TaskService(rt)
         log.info(f"Serving {rt.loader.name} (max batch {settings.max_batch_size}, "
@@ -169,6 +172,7 @@ def create_app(settings=None, runtime=None, freeze_heap: bool = False) -> FastAP
     app.include_router(tasks.router)
     app.include_router(states.router)
     app.state.metrics = Metrics()
+    app.state.drain = Drain()  # begun by the server when it is asked to shut down (run.py)
     app.add_api_route("/metrics", metrics_endpoint, methods=["GET"], tags=["server"],
                       summary="Prometheus metrics (API key rule as other routes)")
     # added innermost first: metrics end up outermost, then CORS

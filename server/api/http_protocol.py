@@ -1,4 +1,5 @@
-"""uvicorn's HTTP/1.1 protocol (h11) with a deadline for every request head.
+"""How ``run.py`` runs uvicorn: its HTTP/1.1 protocol (h11) with a deadline for every request
+head, and a server that tells the app when it is asked to stop (``DrainingServer``).
 
 uvicorn closes an idle keep-alive connection ``timeout_keep_alive`` seconds after a response, but
 it sets no deadline before the first request, and any byte received cancels that timer: a client
@@ -12,7 +13,10 @@ not limited by it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import h11
+import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 
@@ -54,3 +58,17 @@ def with_header_timeout(seconds: float) -> type[HeaderTimeoutH11Protocol]:
     """The protocol class for ``uvicorn.run(http=...)`` with a head deadline of ``seconds``."""
     return type("HeaderTimeoutH11Protocol", (HeaderTimeoutH11Protocol,),
                 {"header_timeout": float(seconds)})
+
+
+class DrainingServer(uvicorn.Server):
+    """uvicorn's server (what ``uvicorn.run`` runs for one process), calling ``on_exit`` when it
+    is asked to stop (SIGTERM, Ctrl-C), in the signal handler after uvicorn's own: the app's
+    ``Drain.begin``, so that plain requests end now with what they have (``stopping.Drain``)."""
+
+    def __init__(self, config: uvicorn.Config, on_exit: Callable[[], None]):
+        super().__init__(config)
+        self._on_exit = on_exit
+
+    def handle_exit(self, sig, frame) -> None:
+        super().handle_exit(sig, frame)
+        self._on_exit()

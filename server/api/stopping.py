@@ -73,3 +73,35 @@ def stop_in_background(tasks) -> None:
     reaper = loop.create_task(_reap(tasks))
     _reapers.add(reaper)
     reaper.add_done_callback(_reapers.discard)
+
+
+class Drain:
+    """Set once the server is asked to shut down (``run.py``'s uvicorn server calls ``begin``
+    from its signal handler). Streams end on sse-starlette's own shutdown signal; plain
+    (non-stream) OpenAI requests wait on this one: they stop their tasks and answer with the
+    text so far, as a stream ends, instead of generating on until uvicorn's graceful-shutdown
+    limit cancels them (a bare 500 and a traceback). Requests that come after it are refused
+    (503)."""
+
+    def __init__(self):
+        self.event = asyncio.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def bind(self, loop: asyncio.AbstractEventLoop) -> None:
+        """The loop the app serves on (its lifespan's): ``begin`` wakes it from any thread."""
+        self._loop = loop
+
+    def begin(self) -> None:
+        """Any thread, or a signal handler: start draining (once the app is serving)."""
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(self.event.set)
+
+    @property
+    def draining(self) -> bool:
+        return self.event.is_set()
+
+    async def stop_when_draining(self, tasks) -> None:
+        """Stop ``tasks`` (in the background, until they finish) once draining begins."""
+        await self.event.wait()
+        stop_in_background(tasks)

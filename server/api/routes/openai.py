@@ -96,9 +96,14 @@ def _check_vocab(tokens: list[int], rt, param: str) -> None:
         raise OpenAIError(400, past_vocab_message(bad, vocab), param=param)
 
 
-async def _submit(rt, tasks, stream: bool) -> None:
-    """Enqueue the request's tasks (503 if the queue is full). For a stream, return once the
-    first is under way (``UnderWay``): its response is built while the device computes."""
+async def _submit(request: Request, rt, tasks, stream: bool) -> None:
+    """Enqueue the request's tasks (503 if the queue is full or the server is shutting down).
+    For a stream, return once the first is under way (``UnderWay``): its response is built
+    while the device computes."""
+    if request.app.state.drain.draining:
+        raise OpenAIError(503, "The server is shutting down; retry shortly.",
+                          type="server_error", code="server_shutting_down",
+                          headers={"Retry-After": "1"})
     started = UnderWay(tasks[0]) if stream else None
     try:
         submit(rt.scheduler, tasks)
@@ -146,13 +151,17 @@ async def _watch_disconnect(request: Request, choices: list[Choice]) -> None:
 
 
 async def _run_to_end(request: Request, rt, choices: list[Choice]) -> None:
-    """Non-stream: run every choice to its end; a client that leaves stops the tasks."""
-    watcher = asyncio.create_task(_watch_disconnect(request, choices))
+    """Non-stream: run every choice to its end; a client that leaves stops the tasks, and so
+    does a shutdown (``Drain``: the reply then carries the text so far, as a stream ends)."""
+    tasks = [c.task for c in choices]
+    watchers = [asyncio.create_task(_watch_disconnect(request, choices)),
+                asyncio.create_task(request.app.state.drain.stop_when_draining(tasks))]
     try:
         async for _ in run_choices(choices, rt.loader.tokenizer):
             pass  # each choice collects its pieces
     finally:
-        watcher.cancel()
+        for w in watchers:
+            w.cancel()
     failed = [c.error for c in choices if c.error]
     if failed:
         # not retried: the SDKs retry a 500 twice, each a whole generation again (OPENAI_COMPAT
@@ -235,7 +244,7 @@ async def chat_completions(request: Request):
                for i, t in enumerate(tasks)]
     if len(choices) == 1 and rt.settings.chat_warm_next_turn and template_id(req.model) is None:
         choices[0].on_finish = _warm_next_turn(rt, req, tools if offer else None)
-    await _submit(rt, tasks, req.stream)
+    await _submit(request, rt, tasks, req.stream)
     reply = _reply(rt, req, "chatcmpl", len(tokens))
     if req.stream:
         return _sse(chat_events(reply, choices, rt.loader.tokenizer), choices)
@@ -311,7 +320,7 @@ async def completions(request: Request):
         choices += [Choice(i * n + j, t, OutputSplitter("text", req.stop_list),
                            echo=utf8_safe(text) if req.echo else "") for j, t in enumerate(tasks)]
     await prepare_tasks(rt, tpl, [c.task for c in choices])  # prefix cache; the template
-    await _submit(rt, [c.task for c in choices], req.stream)
+    await _submit(request, rt, [c.task for c in choices], req.stream)
     reply = _reply(rt, req, "cmpl", sum(len(t) for _, t in prompts))
     if req.stream:
         return _sse(completion_events(reply, choices, rt.loader.tokenizer), choices)
