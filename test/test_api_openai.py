@@ -14,7 +14,7 @@ import httpx
 import openai
 import pytest
 
-from server.api.chat import build_chat_prompt
+from server.api.chat import build_chat_prompt, fim_prompt
 from openai_helpers import sdk, stream_chunks  # noqa: F401 (a fixture)
 
 MSGS = [{"role": "user", "content": "Tell me a story."}]
@@ -303,6 +303,31 @@ def test_completions_stop(sdk):
     assert cut.text == full[: full.find(stop)] and cut.finish_reason == "stop"
 
 
+def test_completions_suffix_fills_in_the_middle(http, sdk, tiny_loader):
+    """``suffix`` (code-completion clients send it): the prompt becomes the fill-in-the-middle
+    prompt of ``/v1/tasks/fim``, so the completion is what the model writes between prompt and
+    suffix; ``echo`` still gives the prompt as sent. It was ignored before (session 22)."""
+    prefix, suffix = "def add(a, b):\n    ", "\n    return c\n"
+    fim = fim_prompt(prefix, suffix)
+    assert fim.startswith("✿prefix✿✿suffix✿" + suffix) and fim.endswith("✿middle✿" + prefix)
+    want = complete(sdk, prompt=fim).choices[0].text
+    r = complete(sdk, prompt=prefix, suffix=suffix)
+    assert r.choices[0].text == want != complete(sdk, prompt=prefix).choices[0].text
+    assert r.usage.prompt_tokens == len(tiny_loader.encode(fim))
+    echo = complete(sdk, prompt=[prefix, prefix], suffix=suffix, echo=True)
+    assert [c.text for c in echo.choices] == [prefix + want] * 2
+    task = http.post("/v1/tasks/fim", json={"prefix": prefix, "suffix": suffix, "max_tokens": 6,
+                                            "temperature": 1.0, "top_p": 1.0, "seed": 11})
+    tid = task.json()["task_id"]
+    deadline = time.monotonic() + 30
+    while not (res := http.get(f"/v1/tasks/{tid}/get_result").json())["finished"]:
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    assert res["result"] == want  # the Task API's fim: the same prompt
+    assert_error(http.post("/v1/completions", json={"prompt": [1, 2], "suffix": "x",
+                                                    "max_tokens": 2}), 400, param="suffix")
+
+
 def test_completions_max_completion_tokens_wins(http):
     # API.md lists max_completion_tokens for the whole OpenAI API: completions ignored it
     r = http.post("/v1/completions", json={"prompt": "Once upon", "max_tokens": 20,
@@ -344,6 +369,11 @@ def test_completions_refusals(http, body, param):
      "tool_choice"),
     (json.dumps({"messages": MSGS, "tools": [{"type": "function", "function": {"name": "f"}}],
                  "tool_choice": {"type": "function", "function": "f"}}).encode(), "tool_choice"),
+    # accepted before session 22: a text part without text (read as empty)
+    (json.dumps({"messages": [{"role": "user", "content": [{"type": "text"}]}]}).encode(),
+     "messages.0.content.0.text"),
+    (json.dumps({"messages": [{"role": "user", "content": [{"type": "text", "text": None}]}]}
+                ).encode(), "messages.0.content.0.text"),
     # brackets nested deeper than json.loads can recurse were a 500 (RecursionError)
     (b'{"messages": ' + b"[" * 100000 + b"]" * 100000 + b"}", None),
     (b'{"messages": [{"role": "user", "content": "x"}], "user": ' + b'{"a": ' * 5000 + b"1"

@@ -62,7 +62,11 @@ def content_text(content, param: str) -> str:
         if isinstance(part, str):
             texts.append(part)
         elif kind in _TEXT_PARTS or (kind is None and isinstance(part, dict) and "text" in part):
-            texts.append(str(part.get("text") or part.get("refusal") or ""))
+            key = "refusal" if kind == "refusal" else "text"
+            if not isinstance(part.get(key), str):  # missing or null: OpenAI refuses it too
+                raise ChatError(f"a {kind or 'text'} content part needs a string '{key}'",
+                                f"{param}.{i}.{key}")
+            texts.append(part[key])
         elif kind in ("image_url", "input_image", "image"):
             raise ChatError("Image inputs are not supported: this is a text-only model "
                             f"(found an '{kind}' content part)", f"{param}.{i}")
@@ -133,6 +137,12 @@ def history_text(messages: list, tools: list[ToolSpec] | None = None, tool_choic
     """The text every later prompt of this conversation starts with: its turns and the
     separator before the next one (``messages`` ending with the reply, as clients re-send it)."""
     return "\n\n".join(chat_turns(messages, tools, tool_choice)) + "\n\n"
+
+
+def fim_prompt(prefix: str, suffix: str) -> str:
+    """The fill-in-the-middle prompt (rwkv_lightning's format): the model writes the text
+    between ``prefix`` and ``suffix`` (``/v1/tasks/fim``; ``suffix`` of ``/v1/completions``)."""
+    return f"✿prefix✿✿suffix✿{suffix}✿middle✿{prefix}"
 
 
 def wants_think(reasoning_effort, default: bool) -> bool:

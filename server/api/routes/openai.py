@@ -27,7 +27,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from sse_starlette.sse import EventSourceResponse, ServerSentEvent
 
-from server.api.chat import ChatError, build_chat_prompt, history_text, wants_think
+from server.api.chat import ChatError, build_chat_prompt, fim_prompt, history_text, wants_think
 from server.api.bridge import UnderWay
 from server.api.completion import Choice, make_tasks, run_choices, submit
 from server.api.deps import get_runtime
@@ -269,11 +269,13 @@ def _warm_next_turn(rt, req, tools):
 
 
 # ---- completions -------------------------------------------------------------------------------
-async def _prompt_tokens(rt, prompt, n: int, tpl=None) -> list[tuple[str, list[int]]]:
+async def _prompt_tokens(rt, prompt, n: int, tpl=None,
+                         suffix: str | None = None) -> list[tuple[str, list[int]]]:
     """``(text, tokens)`` per prompt: a string, strings, token ids or lists of token ids; 400
     before any encoding when the prompts × ``n`` choices are too many, and when a prompt is
     too long (``_check_length``; a list of ids before its ids are checked and decoded: a
-    million took ~0.2 s)."""
+    million took ~0.2 s). ``suffix``: each (text) prompt is the prefix of a fill-in-the-middle
+    prompt (``fim_prompt``) whose tokens are returned with the prompt's own text."""
     if isinstance(prompt, str) or (prompt and isinstance(prompt[0], int)):
         prompt = [prompt]
     if not prompt:
@@ -281,11 +283,14 @@ async def _prompt_tokens(rt, prompt, n: int, tpl=None) -> list[tuple[str, list[i
     if len(prompt) * n > MAX_CHOICES:
         raise OpenAIError(400, f"at most {MAX_CHOICES} choices per request (prompts × n)",
                           param="n")
+    if suffix and not all(isinstance(p, str) for p in prompt):
+        raise OpenAIError(400, "suffix needs text prompts: a prompt of token ids cannot be "
+                          "placed before it", param="suffix")
     vocab, limit = rt.loader.cfg.vocab_size, rt.settings.max_prompt_tokens
     out = []
     for i, p in enumerate(prompt):
         if isinstance(p, str):
-            tokens = await encode(rt.loader, p)
+            tokens = await encode(rt.loader, fim_prompt(p, suffix) if suffix else p)
             _check_length(len(tokens), limit, "prompt", tpl)
             _check_vocab(tokens, rt, "prompt")
             out.append((p, tokens))
@@ -312,7 +317,7 @@ async def completions(request: Request):
     if req.best_of is not None and req.best_of < n:
         raise OpenAIError(400, "best_of must be greater than or equal to n", param="best_of")
     tpl = await find_template(rt, req.model)  # "rwkv-7:_template"
-    prompts = await _prompt_tokens(rt, req.prompt, n, tpl)
+    prompts = await _prompt_tokens(rt, req.prompt, n, tpl, req.suffix)
     params = sampling_params(req, rt.settings)
     choices = []
     for i, (text, toks) in enumerate(prompts):

@@ -112,6 +112,7 @@ class CompletionRequest(_Request):
     # list[str] failed on each of them first); the route checks the length before the ids
     prompt: str | TokenIds | _first_error(str) | _first_error(TokenIds)
     echo: bool | None = False
+    suffix: str | None = None  # text after the completion: the prompt is filled in between
     best_of: int | None = Field(None, ge=1)
     logprobs: int | None = None
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Depends, HTTPException, Query, Request
 
 from server.api.bridge import wait_finished
+from server.api.chat import fim_prompt
 from server.api.schemas.tasks import (ContinueRequest, CreateRequest, FimRequest, TaskInfo,
                                       TaskList, TaskResponseModel)
 from server.api.task_service import TASK_NOT_FOUND, TaskService, invalid, is_busy
@@ -66,8 +67,7 @@ async def fill_in_middle(body: FimRequest, svc: TaskService = Depends(get_servic
     """Fill in the middle (temporary task)."""
     if not body.prefix and not body.suffix:
         raise invalid("prefix", "prefix and suffix must not both be empty", "")
-    prompt = f"✿prefix✿✿suffix✿{body.suffix}✿middle✿{body.prefix}"
-    return await _create(svc, body, prompt, tmp=True)
+    return await _create(svc, body, fim_prompt(body.prefix, body.suffix), tmp=True)
 
 
 @router.get("/list", response_model=TaskList)
