@@ -269,6 +269,13 @@ def test_import_errors(on, tiny_loader):
     H, N = cfg.n_head, cfg.head_size
     ok = on.post("/v1/tasks/import_state", params={"name": "tuned"}, content=pth((H, N, N)))
     assert ok.status_code == 200 and ok.json()["format"] == "state-tuning"
+    # a state-tuning state has no next token: a fork needs a prompt (it was a 200 and an empty
+    # result, session 22); with one it generates, and a prefill-only copy needs none
+    r = on.post("/v1/tasks/_tuned/fork", json={"max_tokens": 8})
+    assert r.status_code == 422 and "give a prompt" in r.text, r.text
+    assert stream_text(on, "/v1/tasks/_tuned/fork", {"prompt": "Hi", "max_tokens": 4,
+                                                     "temperature": 0}) != ""
+    assert on.post("/v1/tasks/_tuned/fork", json={"max_tokens": 0}).status_code == 200
     for data, status, words in ((pth((H + 1, N, N)), 422, "has shape [3, 64, 64]"),
                                 (pth((H, N, N), layers=5), 422, "the loaded model has 2 layers"),
                                 (b"garbage" * 9, 400, "not a state file"), (b"", 400, "Empty")):

@@ -101,6 +101,12 @@ def _resume(svc: TaskService, task: Task, tokens: list[int], body: ContinueReque
     prompt again (a review, session 14). The prompt's length counts the tokens the task has
     not fed yet (``check_prompt_length``: a template's from a state exported mid-prompt)."""
     params = svc.sampling(body, defaults=False)
+    if (not tokens and task.current_token is None and not task.pending
+            and params.get("max_tokens", task.max_tokens) > 0):
+        # (an imported state-tuning file, or a state exported without its next token): the
+        # round would end at once with nothing generated
+        raise invalid("prompt", f"{task.task_id} has no token to generate from (its state came "
+                      "without one, e.g. an imported state): give a prompt", body.prompt)
     svc.check_prompt_length(len(tokens), len(task.pending))
     svc.check_params(task, params)
     svc.check_room()
