@@ -92,6 +92,7 @@ def main(argv=None) -> None:
             sys.exit(2)
 
     check_port(settings.host, settings.port, log)  # before the model loads (minutes, GBs)
+    check_task_db(settings.task_db_path, log)  # (the same)
     import uvicorn
 
     from server.api.app import create_app
@@ -108,6 +109,19 @@ def main(argv=None) -> None:
         pass
     if not server.started:  # the start failed (logged): uvicorn.run's exit status
         sys.exit(3)
+
+
+def check_task_db(path: str, log) -> None:
+    """Exit with one line if the task database cannot be opened (not SQLite, damaged header,
+    another program's table, a directory, not writable): the store opens only after the model
+    has loaded. Opening makes a missing file, as the server would."""
+    from server.task.store import TaskStore, TaskStoreError
+
+    try:
+        TaskStore(path).close()
+    except TaskStoreError as e:
+        log.error(f"Cannot start: {e}")
+        sys.exit(2)
 
 
 def check_port(host: str, port: int, log) -> None:

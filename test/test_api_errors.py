@@ -157,6 +157,28 @@ def test_file_that_is_no_checkpoint_fails_fast(tmp_path):
         assert "Cannot load the model" in out and says in out.lower() and path.name in out
 
 
+def test_unusable_task_database_fails_fast(tmp_path):
+    """A task database that cannot be opened (not SQLite, another program's ``tasks`` table, a
+    directory): one line naming the file and RWKV_TASK_DB_PATH, exit code 2, before the model
+    loads (it was a 46-line start-up traceback after it, naming neither; session 22)."""
+    import sqlite3
+
+    from server_harness import ROOT, SERVER_ENV, free_port
+
+    text = tmp_path / "text.db"
+    text.write_text("not a database\n" * 200)
+    other = tmp_path / "other.db"
+    with sqlite3.connect(other) as db:
+        db.execute("CREATE TABLE tasks (id INTEGER, name TEXT)")
+    for path, says in ((text, "not a database"), (other, "columns"), (tmp_path, "open")):
+        env = {**os.environ, **SERVER_ENV, "RWKV_TASK_DB_PATH": str(path)}
+        cmd = [sys.executable, "run.py", "--demo", "tiny", "--port", str(free_port())]
+        p = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+        out = p.stdout + p.stderr
+        assert p.returncode == 2 and "Traceback" not in out and "Loading" not in out, out[-2000:]
+        assert str(path) in out and "RWKV_TASK_DB_PATH" in out and says in out, out[-2000:]
+
+
 def test_unknown_demo_preset_fails_fast():
     """``run.py --demo PRESET`` with a preset that does not exist: one line naming the presets and
     exit code 2, before the server starts (not a start-up traceback)."""

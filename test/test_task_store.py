@@ -155,3 +155,50 @@ def test_sqlite_rows_hold_json_and_bytes(tmp_path):
     assert kinds == ("text", "blob")
     row_meta, row_blob = db.execute("SELECT meta, blob FROM tasks").fetchone()
     assert same_task(decode_task(row_meta, row_blob), make_task(4, dtype=torch.bfloat16))
+
+
+def test_a_database_that_cannot_be_used_is_named(tmp_path):
+    """Not SQLite, another program's ``tasks`` table, a directory: ``TaskStoreError`` naming the
+    file, the variable and what to do (sqlite3's bare errors reached the start-up as a
+    traceback; session 22). ``run.py`` checks it before the model loads (test_api_errors.py)."""
+    from server.task.store import TaskStoreError
+
+    text = tmp_path / "text.db"
+    text.write_text("not a database\n" * 200)
+    other = tmp_path / "other.db"
+    with sqlite3.connect(other) as db:
+        db.execute("CREATE TABLE tasks (id INTEGER, name TEXT)")
+    for path, says in ((text, "file is not a database"), (other, "('id', 'name')"),
+                       (tmp_path, "unable to open")):
+        with pytest.raises(TaskStoreError) as e:
+            TaskStore(path)
+        msg = str(e.value)
+        assert str(path) in msg and "RWKV_TASK_DB_PATH" in msg and says in msg, msg
+    TaskStore(tmp_path / "new.db").close()  # a missing file is made
+
+
+def test_a_database_failing_under_a_request_is_a_500_naming_it(tiny_model_path, tmp_path,
+                                                                monkeypatch):
+    """A file damaged while serving (reads raise ``sqlite3.DatabaseError``): the Task API answers
+    500 with a message naming the database and what to do, not "Internal server error:
+    DatabaseError" (session 22's QA: a file with corrupt interior pages passed the start)."""
+    import httpx
+    from openai_helpers import LiveServer
+
+    from server.config import Settings
+
+    settings = Settings(model_path=tiny_model_path, demo=None, device="cpu", api_key=None,
+                        task_db_path=str(tmp_path / "tasks.db"), verbose=False)
+    with LiveServer(settings) as srv:
+        store = srv.runtime.manager.store
+
+        def damaged(*a, **k):
+            raise sqlite3.DatabaseError("database disk image is malformed")
+
+        monkeypatch.setattr(store, "get", damaged)
+        monkeypatch.setattr(store, "get_meta", damaged)
+        monkeypatch.setattr(store, "contains", damaged)
+        r = httpx.get(f"{srv.url}/v1/tasks/TASK_{'0' * 32}/get_result", timeout=30)
+        assert r.status_code == 500, r.text
+        detail = r.json()["detail"]
+        assert store.path in detail and "malformed" in detail and "RWKV_TASK_DB_PATH" in detail

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import sqlite3
 import sys
 import threading
 from contextlib import asynccontextmanager
@@ -30,6 +31,7 @@ from server.api.stopping import Drain
 from server.api.task_service import TaskService
 from server.logger import get_logger, setup_logging
 from server.model.checkpoint import CheckpointError
+from server.task.store import TaskStoreError, unusable
 
 log = get_logger("api")
 
@@ -74,6 +76,9 @@ def _lifespan(settings, runtime, freeze: bool):
             rt = runtime if runtime is not None else build_runtime(settings)
         except CheckpointError as e:  # the message says what is wrong and where models come from
             log.error(f"Cannot load the model: {e}")
+            raise SystemExit(2) from None
+        except TaskStoreError as e:  # names the file and what to do
+            log.error(f"Cannot start: {e}")
             raise SystemExit(2) from None
         app.state.runtime = rt
         app.state.drain.bind(asyncio.get_running_loop())
@@ -142,6 +147,16 @@ def _cache_health(sch) -> dict:
             "warm_dropped": sch.prefiller.warm_dropped}
 
 
+async def _database_error(request: Request, exc: sqlite3.DatabaseError) -> Response:
+    """The task database failed under a request (a file damaged while serving): a 500 naming
+    the file and what to do, not a bare "DatabaseError"."""
+    store = request.app.state.runtime.manager.store
+    message = str(unusable(store.path, exc))
+    log.error(f"{request.method} {request.url.path}: {message}")
+    body = error_body(request.url.path, 500, message, "database_error")
+    return Response(body, status_code=500, media_type="application/json")
+
+
 async def _http_error(request: Request, exc: StarletteHTTPException) -> Response:
     """An unknown path or a wrong method (404/405): FastAPI's ``{"detail": …}`` on the Task API
     and ``/health``, OpenAI's error shape elsewhere (OpenAI clients show nothing useful else)."""
@@ -168,6 +183,7 @@ def create_app(settings=None, runtime=None, freeze_heap: bool = False) -> FastAP
     app.add_api_route("/health", _health, methods=["HEAD"], include_in_schema=False)  # probes
     app.add_exception_handler(RequestValidationError, validation_error_reply)  # echoes any input
     app.add_exception_handler(StarletteHTTPException, _http_error)
+    app.add_exception_handler(sqlite3.DatabaseError, _database_error)
     app.include_router(openai.router)  # first: routes are matched in order, chat is the hot path
     app.include_router(tasks.router)
     app.include_router(states.router)

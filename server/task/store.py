@@ -16,20 +16,34 @@ import time
 from pathlib import Path
 
 SCHEMA_VERSION = 1
-_SCHEMA = """
+_TABLE = """
 CREATE TABLE IF NOT EXISTS tasks (
     task_id     TEXT PRIMARY KEY,
     is_template INTEGER NOT NULL DEFAULT 0,
     updated_at  REAL NOT NULL,
     meta        TEXT NOT NULL,
     blob        BLOB
-);
-CREATE INDEX IF NOT EXISTS tasks_age ON tasks (is_template, updated_at);
-"""
+)"""
+_INDEX = "CREATE INDEX IF NOT EXISTS tasks_age ON tasks (is_template, updated_at)"
 
 
 class DuplicateTaskId(sqlite3.IntegrityError):
     """``insert`` found a row with that id already (templates are never overwritten)."""
+
+
+class TaskStoreError(RuntimeError):
+    """The database file cannot be used (not SQLite, damaged, another program's table, not
+    writable); the message names the file and what to do."""
+
+
+COLUMNS = ("task_id", "is_template", "updated_at", "meta", "blob")
+
+
+def unusable(path: str, e: sqlite3.Error) -> TaskStoreError:
+    return TaskStoreError(
+        f"the task database {path} (RWKV_TASK_DB_PATH) cannot be used: {e}. Restore it from a "
+        "backup, or move it aside (a new, empty one is made) or point RWKV_TASK_DB_PATH "
+        "elsewhere")
 
 
 class TaskStore:
@@ -40,14 +54,23 @@ class TaskStore:
         if self.path != ":memory:":
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
-        self._db = sqlite3.connect(self.path, timeout=timeout, check_same_thread=False,
-                                   isolation_level=None)  # autocommit; explicit transactions
-        with self._lock:
+        try:
+            self._db = sqlite3.connect(self.path, timeout=timeout, check_same_thread=False,
+                                       isolation_level=None)  # autocommit; explicit transactions
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.execute(f"PRAGMA journal_size_limit={64 << 20}")  # WAL shrinks back
-            self._db.executescript(_SCHEMA)
+            self._db.execute(_TABLE)
+            have = tuple(r[1] for r in self._db.execute("PRAGMA table_info(tasks)"))
+            if have != COLUMNS:  # another program's "tasks" table
+                raise sqlite3.DatabaseError(f"its tasks table has the columns {have}, not "
+                                            f"{COLUMNS}")
+            self._db.execute(_INDEX)
             self._db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+        except sqlite3.Error as e:  # (not a database, damaged, a directory, read-only, ...)
+            if getattr(self, "_db", None) is not None:
+                self._db.close()
+            raise unusable(self.path, e) from None
 
     # ---- writing -------------------------------------------------------------------------
     def put(self, task_id: str, meta: str, blob: bytes | None, is_template: bool = False,
