@@ -269,6 +269,14 @@ def test_connections_without_a_request_head_are_closed(limited):
         keep.settimeout(10)
         assert keep.recv(65536).startswith(b"HTTP/1.1 200")
         assert _closed_within(keep, HEADER_TIMEOUT_S + 3, b"GET /health HTTP/1.1\r\n" + b"X" * 1000)
+    head = (b"POST /v1/tasks/tmp HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Content-Length: 1000\r\n\r\n")
+    with socket.create_connection(addr) as stalled:
+        stalled.sendall(head + b'{"prompt": ')  # then nothing: it was held for ever (session 22)
+        assert _closed_within(stalled, HEADER_TIMEOUT_S + 3)
+    with socket.create_connection(addr) as slow_body:
+        slow_body.sendall(head)  # a body that keeps coming is not cut (a byte every 0.1 s)
+        assert not _closed_within(slow_body, HEADER_TIMEOUT_S + 2, b" " * 100)
     with socket.create_connection(addr) as stream:  # a reply longer than the deadline goes on
         body = b'{"prompt": "hi", "max_tokens": 40000, "stream": true}'
         stream.sendall(b"POST /v1/tasks/tmp HTTP/1.1\r\nHost: x\r\nContent-Type: "

@@ -7,8 +7,9 @@ that opens connections and sends nothing, or sends its headers a byte at a time,
 ever (slowloris). The API key cannot stop it (it comes in the headers): one client could hold
 every file descriptor of the process and lock everyone out. Here a connection must deliver a
 complete request head (request line and headers) within ``RWKV_HEADER_TIMEOUT_S`` of being
-opened or of its previous response, or it is closed. Request bodies and replies (streams) are
-not limited by it.
+opened or of its previous response, or it is closed; so is one whose request body stalls that
+long (no byte of it: headers announcing a body that never comes held the connection too). A
+body that keeps coming, however slowly, and replies (streams) are not limited by it.
 """
 
 from __future__ import annotations
@@ -27,6 +28,11 @@ class HeaderTimeoutH11Protocol(H11Protocol):
         self._header_timer = None
         super().connection_made(transport)
         self._arm_header_timer()
+
+    def data_received(self, data: bytes) -> None:
+        super().data_received(data)
+        if self.conn.their_state is h11.SEND_BODY:  # a body on its way: its next byte in time
+            self._arm_header_timer()
 
     def on_response_complete(self) -> None:
         super().on_response_complete()  # may start the next (pipelined) request at once
@@ -48,9 +54,10 @@ class HeaderTimeoutH11Protocol(H11Protocol):
 
     def _on_header_timeout(self) -> None:
         self._header_timer = None
-        # IDLE: no complete request head since the timer was armed (a request in progress,
-        # its body or its reply, has moved the client's state on)
-        if self.conn.their_state is h11.IDLE and not self.transport.is_closing():
+        # IDLE: no complete request head since the timer was armed; SEND_BODY: no byte of the
+        # body since (a request whose body is in, waiting for its reply, is DONE)
+        if (self.conn.their_state in (h11.IDLE, h11.SEND_BODY)
+                and not self.transport.is_closing()):
             self.transport.close()
 
 
