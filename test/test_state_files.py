@@ -96,8 +96,12 @@ def test_unreadable_files(tiny_loader, tiny_model_path):
             read_state_file(data, cfg)
         assert not isinstance(e.value, StateShapeError)
     buf = io.BytesIO()
-    torch.save({"weights": [1, 2]}, buf)  # not tensors
-    with pytest.raises(StateFileError, match="not a dict of tensors"):
+    torch.save({"weights": [1, 2]}, buf)  # not tensors: the entry is named
+    with pytest.raises(StateFileError, match="entry 'weights' is a list, not a tensor"):
+        read_state_file(buf.getvalue(), cfg)
+    buf = io.BytesIO()
+    torch.save([torch.zeros(2)], buf)
+    with pytest.raises(StateFileError, match="holds a list, not a dict of tensors"):
         read_state_file(buf.getvalue(), cfg)
     with open(tiny_model_path, "rb") as f:  # a model, not a state
         with pytest.raises(StateFileError, match="no state in the file"):

@@ -142,8 +142,13 @@ def _read_pth(data: bytes) -> dict:
             raise
         raise StateFileError(f"cannot read the file as a PyTorch state file (corrupt, or not a "
                              f"dict of tensors): {load_error_text(e)}")
-    if not isinstance(obj, dict) or not all(isinstance(v, torch.Tensor) for v in obj.values()):
-        raise StateFileError(f"the .pth file holds {type(obj).__name__}, not a dict of tensors")
+    if not isinstance(obj, dict):
+        raise StateFileError(f"the .pth file holds a {type(obj).__name__}, not a dict of tensors")
+    bad = next((k for k, v in obj.items() if not isinstance(v, torch.Tensor)), None)
+    if bad is not None:
+        raise StateFileError(f"the .pth file's entry {str(bad)[:80]!r} is a "
+                             f"{type(obj[bad]).__name__}, not a tensor (a state file is a dict "
+                             "of tensors)")
     # a tensor saved on the "meta" device has a shape and no values (map_location leaves it
     # there): its NaN check raised a RuntimeError, a 500 (a review, session 15)
     bad = next((k for k, v in obj.items() if not isinstance(k, str) or tensor_problem(v)), None)
