@@ -183,6 +183,16 @@ def test_stop_during_a_long_prefill_ends_it_within_one_step(tiny_loader):
     assert task.output == whole.output and len(whole.output) == 5
 
 
+def test_add_task_with_a_prompt_says_to_use_new_task(tiny_loader):
+    """The spec's heading reads ``add_task(prompt, ...)``; a prompt passed there was an
+    AttributeError ('str' object has no attribute 'status'; session 22's QA)."""
+    scheduler = SimpleScheduler(tiny_loader, max_batch_size=2, buffer_size=4)
+    for prompt in ("User: hi", [1, 2, 3]):
+        with pytest.raises(TypeError, match="new_task"):
+            scheduler.add_task(prompt)
+    assert not scheduler.waiting
+
+
 def test_daemon_run_waits_and_shutdown_aborts(tiny_loader):
     scheduler = DynamicScheduler(tiny_loader, max_batch_size=8, buffer_size=4)
     scheduler.start_daemon()

@@ -127,6 +127,9 @@ class BaseScheduler(SlotCycle):
         """Enqueue an existing task (new, forked or continued). Thread-safe. ``ValueError`` for
         a parameter out of range (``Task.check_params``); tokens that do not fit the model
         (``model_mismatch``) fail the task alone when it is admitted (``_admit``)."""
+        if not isinstance(task, Task):  # (the spec's heading reads add_task(prompt, ...))
+            raise TypeError(f"add_task takes a Task, not {type(task).__name__}: for a prompt, "
+                            "scheduler.new_task(prompt, ...) makes the task and adds it")
         if task.status in (Status.RUNNING, Status.FINISHED):
             raise ValueError(f"task {task.task_id} is {task.status.name}; "
                              "call continue_gen() on a finished task first")
