@@ -300,3 +300,28 @@ def test_accepted_tokens_are_each_rows_valid_tokens_in_order():
     valid = np.array([[0, 0, 0, 0], [1, 1, 1, 1], [1, 1, 0, 0], [0, 1, 0, 1], [1, 0, 0, 0]])
     assert accepted(out, valid) == [[], [104, 105, 106, 107], [108, 109], [113, 115], [116]]
     assert accepted(out[:0], valid[:0]) == []
+
+
+@pytest.mark.parametrize("max_batch", [1, 2, 16])
+def test_warm_requests_leave_the_engine_as_they_found_it(tiny_loader, max_batch):
+    """``warm_requests`` (a CUDA server's warm-up: every sampling and prefill variant once, so
+    that Triton compiles them before the first request) frees its rows: no row stays live, the
+    capacity is the one before, and requests after it give the tokens they give without it
+    (greedy and seeded, two at once)."""
+    from server.scheduler import DynamicScheduler
+    from server.scheduler.engine import WARM_SAMPLING
+
+    def served(warm: bool):
+        sched = DynamicScheduler(tiny_loader, max_batch, 4)
+        sched.engine.capture_graphs(max_batch)
+        cap = sched.engine.capacity
+        if warm:
+            together = 1 + (max_batch > 1)  # prompts of differing lengths, and equal ones
+            assert sched.engine.warm_requests() == together + len(WARM_SAMPLING)
+            assert not bool(sched.engine.live.any()) and sched.engine.capacity == cap
+        a = sched.new_task("User: hi\n\nAssistant:", max_tokens=6, temperature=0)
+        b = sched.new_task("User: hello", max_tokens=6, temperature=1.0, top_k=5, seed=3)
+        sched.run()
+        return a.output, b.output
+
+    assert served(True) == served(False)

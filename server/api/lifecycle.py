@@ -103,8 +103,11 @@ def warm_up(scheduler, max_batch_size: int) -> None:
             f"warm-up ran out of GPU memory holding {max_batch_size} slots and capturing their "
             "graphs: lower RWKV_MAX_BATCH_SIZE (or RWKV_STATE_DTYPE=fp16), or set "
             "RWKV_WARMUP=false to allocate on demand") from e
+    t1 = time.perf_counter()
+    runs = scheduler.engine.warm_requests()
     log.info(f"Warm-up: kernels compiled, {len(caps)} decode graphs and the prefill graphs "
-             f"captured in {time.perf_counter() - t0:.1f} s")
+             f"captured in {t1 - t0:.1f} s; {runs} throwaway requests (each sampling and "
+             f"prefill variant) in {time.perf_counter() - t1:.1f} s")
 
 
 def build_runtime(settings) -> Runtime:

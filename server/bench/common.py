@@ -13,6 +13,8 @@ from dataclasses import dataclass
 
 import torch
 
+from server.scheduler.engine import SlotTask
+
 BANDWIDTH = 4.3e12  # bytes/s, measured device-to-device copy (read + write)
 MATMUL_FLOPS = 790e12  # FLOP/s, measured dense bf16 8192^3 product
 MATMUL_WEIGHTS = ("wr", "wk", "wv", "wo", "w1", "w2", "a1", "a2", "v1", "v2", "g1", "g2",
@@ -60,20 +62,14 @@ class BenchLoader:
 
 
 @dataclass
-class DummyTask:
-    """The attributes BatchEngine.load reads (a fresh task with the stress test's sampling)."""
+class DummyTask(SlotTask):
+    """A fresh task with the stress test's sampling (``BatchEngine.load``'s attributes)."""
 
-    temperature: float = 1.0
     top_p: float = 0.3
     top_k: int = 50
     presence_penalty: float = 0.0
-    repetition_penalty: float = 0.0
     penalty_decay: float = 1.0
     seed: int = 0
-    rng_counter: int = 0
-    state: object = None
-    penalties: object = None
-
 
 
 def product_options(parser) -> None:

@@ -41,6 +41,33 @@ TASK_PARAMS = {
     "seed": ("seed", torch.long), "counter": ("rng_counter", torch.long),
 }
 
+# what warm_requests runs: prompt lengths fed together (1 and 2 tokens, a multiple of 16, one
+# past it, one past the ln_mix split's 64 rows all told) and each sampler variant (greedy; the
+# whole vocabulary; top-k buckets 2, 4, 8, 16, 32, 64 (sampling_triton.TOPK_MAX) with top-p; a
+# sorted top-p; a top-k above the kernel's)
+WARM_PROMPTS = (1, 2, 16, 17, 40)
+WARM_SAMPLING = ([dict(temperature=0.0)]
+                 + [dict(top_k=k, top_p=0.9) for k in (2, 3, 5, 9, 17, 50)]
+                 + [dict(top_k=0, top_p=1.0), dict(top_k=0, top_p=0.5),
+                    dict(top_k=200, top_p=1.0)])
+
+
+@dataclass
+class SlotTask:
+    """The attributes ``BatchEngine.load`` reads, for rows that are no ``Task`` (the warm-up's
+    throwaway requests, benchmarks): a fresh task, the OpenAI routes' default penalties."""
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = 0
+    presence_penalty: float = 0.5
+    repetition_penalty: float = 0.0
+    penalty_decay: float = 0.996
+    seed: int = 1
+    rng_counter: int = 0
+    state: object = None
+    penalties: object = None
+
+
 # reasons a row ended, as stored in PulseResult.reason
 RUNNING, REASON_EOS, REASON_LENGTH, REASON_STOP = 0, 1, 2, 3
 
@@ -154,6 +181,46 @@ class BatchEngine:
         self._view(cap0)
         self.model.capture_prefill_graphs()
         return list(graphed.captures[done:]) if graphed is not None else []
+
+    def warm_requests(self) -> int:
+        """Run throwaway requests through the paths a request can take (an idle engine, after
+        ``capture_graphs``): a prefill of one and of several rows (prompt lengths ``WARM_
+        PROMPTS``: Triton compiles a variant of a kernel for an integer argument equal to 1 or
+        divisible by 16, and the element-wise kernels another one for a few rows), its first
+        token from the kept logits, then pulses of 1 and 2 steps with each sampling variant of
+        ``WARM_SAMPLING`` (greedy, the whole vocabulary, each power-of-two top-k bucket, sorted
+        top-p). On CUDA their kernels compile now, not in a served request: on the H200 a fresh
+        server's first request with the Task API's defaults took 3.3 s, one with top_k 5 4.4 s
+        (Triton compiling; session 22). The kernels take no specialisation from what varies
+        between requests (row counts, a pointer's alignment), so these are all the variants.
+        Nothing is kept: the rows are freed. Returns the requests run."""
+        assert not bool(self.live.any()), "warm_requests needs an idle engine"
+        cap0 = self.capacity
+        # prompts fed together at a captured capacity (a power of two) that holds them, as far
+        # as the buffers go (capture_graphs allocated the server's max batch: never more rows
+        # at once): lengths that differ (padded rows: the kernels' keep mask) and equal ones
+        cap = min(1 << (len(WARM_PROMPTS) - 1).bit_length(), self._buf.rows)
+        together = WARM_PROMPTS[:cap]
+        runs = [(cap, together, WARM_SAMPLING[0])]
+        if cap > 1:
+            runs.append((cap, (WARM_PROMPTS[-1],) * 2, WARM_SAMPLING[0]))
+        # each sampling variant in a lone request's capacity (an all-greedy batch, for one,
+        # compiles another variant than greedy rows beside idle ones)
+        runs += [(1, (WARM_PROMPTS[-1],), params) for params in WARM_SAMPLING]
+        for cap, lengths, params in runs:
+            self._view(cap)
+            slots = list(range(len(lengths)))
+            tasks = [SlotTask(**params) for _ in slots]
+            self.load(slots, tasks)
+            prompts = [[(7 * i + j) % (self.vocab_size - 1) + 1 for j in range(n)]
+                       for i, n in enumerate(lengths)]
+            self.prefill(slots, prompts, first=slots)
+            self.start(slots, [p[-1] for p in prompts], [3] * len(slots))
+            self.pulse(1)
+            self.pulse(2)
+            self.free(slots)
+        self._view(cap0)
+        return len(runs)
 
     # ---- moving tasks in and out -------------------------------------------------------
     def load(self, slots: list[int], tasks: list) -> None:

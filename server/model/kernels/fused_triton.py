@@ -52,7 +52,9 @@ def _ln_row(x_ptr, q, C, full, fm, c, m, lw, lb, eps, dtype):
     return ((xq - mean_q) * rstd_q * lw + lb).to(dtype)
 
 
-@triton.jit
+# row counts and the export's positions vary between requests: no variant for them (a T or R
+# of 1 or a multiple of 16, an unaligned dummy mid_ptr), compiled in a request (session 22)
+@triton.jit(do_not_specialize=["T", "R"], do_not_specialize_on_alignment=["T", "R", "mid_ptr"])
 def _ln_mix_kernel(x_ptr, lnw_ptr, lnb_ptr, prev_ptr, newprev_ptr, write_ptr, mix_ptr, out_ptr,
                    mid_ptr, midprev_ptr,
                    T, C, R, eps, M: tl.constexpr, MP: tl.constexpr, BLOCK: tl.constexpr,
@@ -154,7 +156,7 @@ def ln_mix(x: Tensor, ln_w: Tensor, ln_b: Tensor, prev: Tensor, new_prev: Tensor
     return out
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["R"], do_not_specialize_on_alignment=["R"])  # (as ln_mix)
 def _pre_wkv_kernel(r_ptr, k_ptr, v_ptr, lora_ptr, vfirst_ptr, keep_ptr,
                     w0_ptr, a0_ptr, v0_ptr, kk_ptr, ka_ptr, rk_ptr,
                     w_out, k_out, v_out, kap_out, a_out, bonus_out,

@@ -174,7 +174,11 @@ def _gather_kernel(x_ptr, tau_ptr, cnt_ptr, cand_ptr, V, BLOCK: tl.constexpr,
         tl.store(cand_ptr + b * CAP + pos, _to_key(x, col, V), mask=sel & (pos < CAP))
 
 
-@triton.jit(do_not_specialize=["kmax"])
+# per-row scalars: a pointer's alignment must not make a variant (u is a column of the pulse's
+# [rows, steps] uniforms: at one row, step 1's is 8 bytes off; a variant compiled on the clock
+# took a fresh server's request 2-4 s on the H200, session 22)
+@triton.jit(do_not_specialize=["kmax"],
+            do_not_specialize_on_alignment=["k_ptr", "p_ptr", "u_ptr", "tok_ptr"])
 def _select_kernel(x_ptr, cand_ptr, cnt_ptr, val_ptr, idx_ptr, k_ptr, p_ptr, u_ptr, tok_ptr,
                    V, kmax, K: tl.constexpr, CAP: tl.constexpr, BLOCK: tl.constexpr,
                    DRAW: tl.constexpr):
