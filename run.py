@@ -76,6 +76,10 @@ def main(argv=None) -> None:
             log.error(f"Unknown demo preset {settings.demo!r}; choose one of "
                       f"{', '.join(PRESETS)}")
             sys.exit(2)
+    elif os.path.isdir(settings.model_path):
+        log.error(f"RWKV_MODEL_PATH / --model: {settings.model_path} is a directory; name the "
+                  "checkpoint file in it (an RWKV-7 .pth)")
+        sys.exit(2)
     elif not os.path.isfile(settings.model_path):
         from server.model.checkpoint import WHERE_MODELS_COME_FROM
 

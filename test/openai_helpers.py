@@ -104,6 +104,7 @@ class ScriptedScheduler:
         self.tokens = loader.encode(text)
         self.reason, self.error, self.capacity = reason, error, capacity  # capacity: QueueFull after
         self.per_pulse, self.delay = per_pulse, delay
+        self.max_queue = 1 << 30  # (the API refuses more choices than this at once)
         self.tasks = []
 
     def add_task(self, task) -> None:

@@ -120,6 +120,10 @@ def test_missing_model_fails_fast(tmp_path):
     out = p.stdout + p.stderr
     assert p.returncode != 0 and "Traceback" not in out
     assert "nope.pth" in out and "huggingface" in out.lower() and "--demo" in out
+    cmd[3] = str(tmp_path)  # a directory: said so (it was "Model file not found"; session 22)
+    p = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    out = p.stdout + p.stderr
+    assert p.returncode == 2 and "Traceback" not in out and "is a directory" in out, out[-2000:]
 
 
 @pytest.mark.parametrize("env,named", [

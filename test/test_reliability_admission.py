@@ -100,6 +100,13 @@ def test_full_queue_is_503_with_retry_after_and_leaves_nothing(http):
         http.post(f"/v1/tasks/{tid}/stop")
     assert _wait(http, lambda h: h["active"] == 0 and h["queue"] == 0) < 2
     assert http.post("/v1/chat/completions", json=chat_body(2)).status_code == 200
+    # more choices than the queue holds: a 400 naming n, not "busy" on an idle server (session
+    # 22: a 503 the SDKs retry, saying tasks were waiting)
+    for body in (chat_body(2, n=3), {"prompt": ["a", "b", "c"], "max_tokens": 2}):
+        path = "/v1/chat/completions" if "messages" in body else "/v1/completions"
+        r = http.post(path, json=body)
+        assert r.status_code == 400 and r.json()["error"]["param"] == "n", r.text
+        assert "RWKV_MAX_QUEUE=2" in r.json()["error"]["message"]
     assert http.post(f"/v1/tasks/{done}/continue", json={"prompt": [7777],
                                                          "max_tokens": 0}).status_code == 200
     _wait(http, lambda h: h["active"] == 0 and h["queue"] == 0)

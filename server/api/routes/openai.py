@@ -104,6 +104,10 @@ async def _submit(request: Request, rt, tasks, stream: bool) -> None:
         raise OpenAIError(503, "The server is shutting down; retry shortly.",
                           type="server_error", code="server_shutting_down",
                           headers={"Retry-After": "1"})
+    limit = rt.scheduler.max_queue
+    if len(tasks) > limit:  # could never be queued at once: not "busy", a request to change
+        raise OpenAIError(400, f"{len(tasks)} choices (prompts × n) are more than this server "
+                          f"queues at once (RWKV_MAX_QUEUE={limit}); ask for fewer", param="n")
     started = UnderWay(tasks[0]) if stream else None
     try:
         submit(rt.scheduler, tasks)
