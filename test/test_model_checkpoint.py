@@ -84,8 +84,18 @@ def test_inconsistent_shape_names_the_key(tmp_path, small_sd):
                                               r"\(32, 128\), got \(32, 96\)"):
         load_checkpoint(save(tmp_path, sd))
     sd = dict(small_sd, **{"head.weight": torch.zeros(301, 128)})
-    with pytest.raises(CheckpointError, match=r"head\.weight expected \(300, 128\), got \(301, 128\)"):
+    with pytest.raises(CheckpointError, match=r"head\.weight expected \(300, 128\), got \(301, 128\)"
+                                              r".*emb\.weight is \(300, 128\)"):
         infer_config(sd)
+    # a bad layer-0 tensor (the sizes are read from layer 0): named, not a sound layer's (session
+    # 22: "blocks.1.att.r_k expected (64, 2), got (2, 64)" for a transposed blocks.0.att.r_k)
+    r_k = small_sd["blocks.0.att.r_k"]
+    sd = dict(small_sd, **{"blocks.0.att.r_k": r_k.t().contiguous()})
+    with pytest.raises(CheckpointError, match=rf"blocks\.0\.att\.r_k expected {tuple(r_k.shape)}".replace("(", "\\(").replace(")", "\\)")):
+        infer_config(sd)
+    two = {k: v for k, v in sd.items() if not k.startswith(("blocks.2.", "blocks.3."))}
+    with pytest.raises(CheckpointError, match=r"blocks\.0\.att\.r_k is .* but blocks\.1\.att\.r_k is"):
+        infer_config(two)
 
 
 @pytest.mark.filterwarnings("ignore:Validating sparse tensor invariants")  # torch.load's note
@@ -100,7 +110,7 @@ def test_files_that_once_were_a_traceback_at_start_up(tmp_path, small_sd):
     with pytest.raises(CheckpointError, match=r"blocks \[1\] missing"):
         infer_config(sd)
     # a 0-dim LoRA stack: IndexError
-    with pytest.raises(CheckpointError, match=r"blocks\.0\.att\.w1 expected 2 dims"):
+    with pytest.raises(CheckpointError, match=r"blocks\.0\.att\.w1 expected \(\d+, \d+\), got \(\)"):
         infer_config(dict(small_sd, **{"blocks.0.att.w1": torch.tensor(1.0)}))
     # sparse tensors passed, then start-up failed in the first product
     with pytest.raises(CheckpointError, match="dense"):

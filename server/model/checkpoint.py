@@ -100,6 +100,33 @@ def _not_rwkv7(missing: list[str], sd: dict) -> CheckpointError:
     return CheckpointError(f"not an RWKV-7 checkpoint{hint}: missing keys {shown}")
 
 
+def _layers_disagree(sd: dict) -> str | None:
+    """A per-layer tensor whose shape differs between layers, said as such: the sizes are read
+    from layer 0, so a wrong layer-0 tensor made every sound layer's the one named. With a
+    majority, the odd layer is named against it; else two layers' shapes are given."""
+    shapes: dict[str, dict[int, tuple]] = {}
+    for key, t in sd.items():
+        parts = key.split(".", 2)
+        if (parts[0] == "blocks" and len(parts) == 3 and parts[1].isdigit()
+                and isinstance(t, torch.Tensor)):
+            shapes.setdefault(parts[2], {})[int(parts[1])] = tuple(t.shape)
+    for name, by_layer in shapes.items():
+        kinds = sorted(set(by_layer.values()), key=list(by_layer.values()).count, reverse=True)
+        if len(kinds) < 2:
+            continue
+        common = kinds[0]
+        votes = list(by_layer.values()).count(common)
+        i = min(i for i, s in by_layer.items() if s != common)
+        if 2 * votes > len(by_layer):
+            return (f"blocks.{i}.{name} expected {common}, got {by_layer[i]} (the other layers' "
+                    "shape)")
+        j = min(j for j, s in by_layer.items() if s == common)
+        a, b = sorted((i, j))
+        return (f"blocks.{a}.{name} is {by_layer[a]} but blocks.{b}.{name} is {by_layer[b]} "
+                "(the layers disagree)")
+    return None
+
+
 def infer_config(sd: dict) -> ModelConfig:
     """Read the sizes of an RWKV-7 state dict from its shapes and check every key's shape.
     Raises CheckpointError naming missing keys or the first key whose shape is wrong."""
@@ -109,6 +136,9 @@ def infer_config(sd: dict) -> ModelConfig:
     if missing:
         raise _not_rwkv7(missing, sd)
     n_layer = _n_layer(sd)
+    odd = _layers_disagree(sd)
+    if odd:
+        raise CheckpointError(f"inconsistent shapes: {odd}")
     V, C = sd["emb.weight"].shape if sd["emb.weight"].dim() == 2 else (0, 0)
     if sd["blocks.0.att.r_k"].dim() != 2:
         raise CheckpointError(f"inconsistent shapes: blocks.0.att.r_k expected 2 dims [H, N], "
@@ -137,8 +167,10 @@ def infer_config(sd: dict) -> ModelConfig:
     for key, shape in shapes.items():
         got = tuple(sd[key].shape)
         if got != shape:
+            whence = (f"; emb.weight is {(V, C)}: the two disagree on the vocabulary size"
+                      if key == "head.weight" and got[-1:] == (C,) else "")
             raise CheckpointError(f"inconsistent shapes: {key} expected {shape}, got {got} "
-                                  f"(model read as L{n_layer} C{C} V{V})")
+                                  f"(model read as L{n_layer} C{C} V{V}{whence})")
         if not sd[key].is_floating_point():
             raise CheckpointError(f"{key} has dtype {sd[key].dtype}, expected a float dtype")
     return cfg
