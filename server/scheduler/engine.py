@@ -191,9 +191,10 @@ class BatchEngine:
         ``WARM_SAMPLING`` (greedy, the whole vocabulary, each power-of-two top-k bucket, sorted
         top-p). On CUDA their kernels compile now, not in a served request: on the H200 a fresh
         server's first request with the Task API's defaults took 3.3 s, one with top_k 5 4.4 s
-        (Triton compiling; session 22). The kernels take no specialisation from what varies
-        between requests (row counts, a pointer's alignment), so these are all the variants.
-        Nothing is kept: the rows are freed. Returns the requests run."""
+        (Triton compiling; session 22). The kernels take no specialisation from what was
+        found to vary between requests (row counts, a pointer's alignment); ``python -m
+        server.bench first`` shows a variant that still compiles in a request. Nothing is
+        kept: the rows are freed. Returns the requests run."""
         assert not bool(self.live.any()), "warm_requests needs an idle engine"
         cap0 = self.capacity
         # prompts fed together at a captured capacity (a power of two) that holds them, as far
