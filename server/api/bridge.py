@@ -100,7 +100,8 @@ def _resolve(future: asyncio.Future) -> None:
 
 
 async def follow(task: Task, tokenizer, pos: int = 0, poll: float = 1.0) -> AsyncIterator[Chunk]:
-    """Yield the task's output from token ``pos`` as it is generated, ending when it finishes.
+    """Yield the task's output of its current round from token ``pos`` as it is generated,
+    ending when the round ends (it finishes, or a ``continue`` begins the next one first).
 
     The last chunk has ``finished=True`` (its text may be empty). ``poll`` bounds the wait between
     checks, so a reader never hangs on a missed wake-up.
@@ -109,10 +110,10 @@ async def follow(task: Task, tokenizer, pos: int = 0, poll: float = 1.0) -> Asyn
     waker = _Waker(task)
     decoder = IncrementalDecoder(tokenizer)
     last = loop.time()
+    this_round = task.round_output()
     try:
         while True:
-            done = task.is_finished  # read before the tokens: no token can be missed
-            tokens = task.get_all_tokens()[pos:]
+            tokens, done = task.tokens_of_round(this_round, pos)
             if tokens or done:
                 pos += len(tokens)
                 text = decoder.feed(tokens) + (decoder.flush() if done else "")

@@ -135,6 +135,20 @@ class Task:
         with self._lock:
             return list(self.output)
 
+    def round_output(self) -> list[int]:
+        """A handle on this round, for ``tokens_of_round``: the list its tokens go to
+        (``continue_gen`` starts the next round in a new one)."""
+        return self.output
+
+    def tokens_of_round(self, round_out: list[int], pos: int = 0) -> tuple[list[int], bool]:
+        """``(tokens from pos, over)`` of the round ``round_out`` (``round_output``): over once
+        it has finished or a later round has begun. Read before its tokens, so a round seen
+        over has all its tokens here: a reader of one round never runs on into the next (it
+        did when a continue came between the round's end and the reader's wake-up)."""
+        with self._lock:
+            over = self.status == Status.FINISHED or self.output is not round_out
+            return round_out[pos:], over
+
     def decode(self, tokens: list[int]) -> str:
         return self._need_tokenizer().decode(tokens)
 
