@@ -271,8 +271,10 @@ def test_import_errors(on, tiny_loader):
     assert ok.status_code == 200 and ok.json()["format"] == "state-tuning"
     # a state-tuning state has no next token: a fork needs a prompt (it was a 200 and an empty
     # result, session 22); with one it generates, and a prefill-only copy needs none
+    listed = on.get("/v1/tasks/list").json()["total_count"]
     r = on.post("/v1/tasks/_tuned/fork", json={"max_tokens": 8})
     assert r.status_code == 422 and "give a prompt" in r.text, r.text
+    assert on.get("/v1/tasks/list").json()["total_count"] == listed  # the copy is not kept
     assert stream_text(on, "/v1/tasks/_tuned/fork", {"prompt": "Hi", "max_tokens": 4,
                                                      "temperature": 0}) != ""
     assert on.post("/v1/tasks/_tuned/fork", json={"max_tokens": 0}).status_code == 200

@@ -127,7 +127,7 @@ async def fork(task_id: str, body: ContinueRequest | None = None,
     await svc.register(task, pin=True)
     try:
         _resume(svc, task, tokens, body, tmp)
-    except HTTPException:
+    except Exception:  # refused (4xx/503: HTTPException, or a 422 naming a field): no copy kept
         await svc.forget(task)
         raise
     finally:
