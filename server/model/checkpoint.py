@@ -4,6 +4,7 @@ and reject bad files with an error that names the problem (MODEL.md has the layo
 from __future__ import annotations
 
 import zipfile
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -111,11 +112,10 @@ def _layers_disagree(sd: dict) -> str | None:
                 and isinstance(t, torch.Tensor)):
             shapes.setdefault(parts[2], {})[int(parts[1])] = tuple(t.shape)
     for name, by_layer in shapes.items():
-        kinds = sorted(set(by_layer.values()), key=list(by_layer.values()).count, reverse=True)
-        if len(kinds) < 2:
+        counts = Counter(by_layer.values())
+        if len(counts) < 2:
             continue
-        common = kinds[0]
-        votes = list(by_layer.values()).count(common)
+        (common, votes), = counts.most_common(1)
         i = min(i for i, s in by_layer.items() if s != common)
         if 2 * votes > len(by_layer):
             return (f"blocks.{i}.{name} expected {common}, got {by_layer[i]} (the other layers' "

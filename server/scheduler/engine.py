@@ -208,8 +208,8 @@ class BatchEngine:
         # each sampling variant in a lone request's capacity (an all-greedy batch, for one,
         # compiles another variant than greedy rows beside idle ones)
         runs += [(1, (WARM_PROMPTS[-1],), params) for params in WARM_SAMPLING]
-        for cap, lengths, params in runs:
-            self._view(cap)
+        for rows, lengths, params in runs:
+            self._view(rows)
             slots = list(range(len(lengths)))
             tasks = [SlotTask(**params) for _ in slots]
             self.load(slots, tasks)
