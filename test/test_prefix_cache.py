@@ -16,7 +16,7 @@ from model_cases import cache_entries_exact
 from server.model.state import State
 from server.scheduler import DynamicScheduler
 from server.scheduler.prefill import TURN_TOKEN, WARM_DELAY_S, WARM_MAX
-from server.scheduler.prefix_cache import (ENTRY_OVERHEAD, PrefixCache, common_prefix,
+from server.scheduler.prefix_cache import (DEFER_MAX, ENTRY_OVERHEAD, PrefixCache, common_prefix,
                                            prefix_hashes, state_nbytes)
 from server.task.task import Status, Task
 
@@ -91,13 +91,15 @@ def test_lru_in_bytes_and_two_tiers():
     assert not put(cache, [7], 1.0)  # shorter than min_tokens
 
 
-def test_deferred_moves_exceed_the_device_tier_by_one_entry_until_settled():
-    """An insert with ``defer`` (and a hit that brings an entry back) leaves the move to the
-    host for ``settle``: the device tier holds at most one entry over its budget meanwhile,
-    the total bound holds throughout, and settling moves the least recently used."""
+def test_deferred_moves_exceed_the_device_tier_by_at_most_defer_max_entries_until_settled():
+    """Inserts with ``defer`` (and hits that bring an entry back) leave their moves to the host
+    for ``settle``: a full device tier takes a cached chat turn's two inserts (its boundary and
+    its whole prompt) with no move on the request's way, holds at most ``DEFER_MAX`` entries over
+    its budget, the total bound holds throughout, and settling moves the least recently used."""
     size = state_nbytes(toy_state(0.0)) + 4 * 20 + ENTRY_OVERHEAD
-    cache = PrefixCache(4 * size, device="cpu", device_bytes=size, min_tokens=2)
-    seqs = [[i] * 20 for i in range(1, 7)]
+    total = DEFER_MAX + 3
+    cache = PrefixCache(total * size, device="cpu", device_bytes=size, min_tokens=2)
+    seqs = [[i] * 20 for i in range(1, total + 4)]
 
     def insert(seq, value):
         arr = array("I", seq)
@@ -107,17 +109,22 @@ def test_deferred_moves_exceed_the_device_tier_by_one_entry_until_settled():
     def hot():
         return sorted(e.tokens[0] for e in cache._hot.values())
 
-    assert insert(seqs[0], 0.0) and insert(seqs[1], 1.0) and hot() == [1, 2]
-    assert insert(seqs[2], 2.0) and hot() == [2, 3]  # one over, not two: seqs[0] moved
+    assert insert(seqs[0], 0.0)
     cache.settle()
-    assert hot() == [3] and cache.stats()["device_bytes"] == size
-    for i in range(3, 6):  # past the total: the least recent are dropped at once
+    assert hot() == [1]  # the tier is full
+    assert insert(seqs[1], 1.0) and insert(seqs[2], 2.0) and hot() == [1, 2, 3]  # no move
+    for i in range(3, DEFER_MAX + 2):
         assert insert(seqs[i], float(i))
-        assert cache.stats()["bytes"] <= 4 * size and len(hot()) <= 2
-    assert get(cache, seqs[2]) == (20, 2.0) and get(cache, seqs[0]) is None
+    assert hot() == list(range(2, DEFER_MAX + 3))  # DEFER_MAX over: seqs[0] moved
     cache.settle()
-    assert hot() == [3] and all(get(cache, s) == (20, float(i))
-                                for i, s in enumerate(seqs) if i >= 2)
+    assert hot() == [DEFER_MAX + 2] and cache.stats()["device_bytes"] == size
+    for i in range(DEFER_MAX + 2, len(seqs)):  # past the total: the least recent dropped at once
+        assert insert(seqs[i], float(i))
+        assert cache.stats()["bytes"] <= total * size and len(hot()) <= DEFER_MAX + 1
+    assert get(cache, seqs[4]) == (20, 4.0) and get(cache, seqs[0]) is None
+    cache.settle()
+    assert hot() == [5] and all(get(cache, s) == (20, float(i))
+                                for i, s in enumerate(seqs) if i >= 4)
 
 
 def test_host_tier_in_arena_rows_reused_and_exact():
@@ -267,7 +274,7 @@ def test_memory_bound_under_a_flood(tiny_loader):
 
 def test_scheduler_settles_the_device_tier_after_each_step(tiny_loader):
     """Inserts on a request's way to its first token leave moves to the host tier for later
-    (one entry over at most); the scheduler settles the cache after every step, so between
+    (``DEFER_MAX`` entries over at most); the scheduler settles the cache after every step, so between
     steps the device tier is within its budget; the same prompts again give the same tokens."""
     one = state_nbytes(tiny_loader.gen_state(1))
     cache = PrefixCache(40 * one, device="cpu", device_bytes=3 * one + 4096)
@@ -287,7 +294,7 @@ def test_scheduler_settles_the_device_tier_after_each_step(tiny_loader):
     assert max(over) > 0  # some moves did wait for a settle
     longest = max(len(tiny_loader.encode(p)) for p in prompts)
     entry = one + 4 * longest + ENTRY_OVERHEAD + 4 * 65536  # a whole prompt's, with logits
-    assert max(over) <= entry  # by one entry at most
+    assert max(over) <= DEFER_MAX * entry
     again, _ = run(tiny_loader, prompts, cache, max_tokens=2, temperature=0.0)
     assert again == outs
 

@@ -19,9 +19,11 @@ older ones move to host memory (pinned on CUDA); past ``max_bytes`` the least re
 dropped. A hit on a host entry moves it back to the device. ``max_bytes == 0`` disables the cache.
 The move of an entry to the host (a copy over PCIe: ~0.4 ms for a 2.9B state on the H200
 machine) may wait for ``settle``: on a request's way to its first token (an insert with
-``defer``, a hit that brings an entry back) the device tier may exceed its budget by one entry
-until the scheduler settles the cache after its step, so that the copy does not sit on the
-device's queue between the prefill pass and the first token's sampling.
+``defer``, a hit that brings an entry back) the device tier may exceed its budget by what such
+calls added since the last settle, up to ``DEFER_MAX`` entries, until the scheduler settles the
+cache after its step, so that the copy does not sit on the device's queue between the prefill
+pass and the first token's sampling (a cached chat turn inserts two: its last turn boundary
+and its whole prompt).
 
 Thread-safety: the scheduler thread calls everything; other threads may call ``stats`` and
 ``clear`` (one lock guards the tables).
@@ -46,6 +48,7 @@ HASH_BASES = np.array([1_000_003, 700_001], dtype=np.uint64)
 HASH_LOW = (1 << 31) - 1  # the second hash's bits in a packed value
 ENTRY_OVERHEAD = 512  # bytes of bookkeeping counted per entry
 MIN_TOKENS = 16  # shorter prefixes are not worth a state copy
+DEFER_MAX = 4  # entries whose moves to the host may wait for ``settle`` (module docstring)
 _powers = np.ones((1, 2), dtype=np.uint64)  # [i, m] = HASH_BASES[m] ** i mod HASH_MODS[m]
 
 
@@ -147,6 +150,7 @@ class PrefixCache:
         self._hot: OrderedDict[tuple, Entry] = OrderedDict()  # device entries, least recent first
         self._lengths: dict[str, list[int]] = {}  # origin -> sorted n of its entries (repeats)
         self.bytes = self.hot_bytes = 0
+        self._put_off = [0, 0]  # entries and bytes whose moves wait for settle
         self.hits = self.misses = self.tokens_saved = self.inserts = self.evictions = 0
 
     def reserve_host(self, state: State) -> None:
@@ -224,12 +228,13 @@ class PrefixCache:
             self.bytes += nbytes
             insort(self._lengths.setdefault(origin, []), n)
             self.inserts += 1
-            self._rebalance(over=nbytes if defer else 0)
+            self._rebalance(over=self._defer(nbytes) if defer else 0)
         return True
 
     def settle(self) -> None:
         """Move what ``defer`` and hits left over the device tier's budget to the host."""
         with self._lock:
+            self._put_off = [0, 0]
             self._rebalance()
 
     # ---- accounting --------------------------------------------------------------------
@@ -264,6 +269,7 @@ class PrefixCache:
             self._hot.clear()
             self._lengths.clear()
             self.bytes = self.hot_bytes = 0
+            self._put_off = [0, 0]
             if self.arena is not None:
                 self.arena.reset()
 
@@ -281,7 +287,15 @@ class PrefixCache:
             entry.hot = True
             self._hot[entry.key] = entry
             self.hot_bytes += entry.nbytes
-            self._rebalance(over=entry.nbytes)  # (a lookup: on a request's way; see settle)
+            self._rebalance(over=self._defer(entry.nbytes))  # (a lookup: on a request's way)
+
+    def _defer(self, nbytes: int) -> int:
+        """An entry of ``nbytes`` joins those whose moves wait for ``settle`` (up to
+        ``DEFER_MAX`` of them); returns the bytes the device tier may now exceed its budget by."""
+        if self._put_off[0] < DEFER_MAX:
+            self._put_off[0] += 1
+            self._put_off[1] += nbytes
+        return self._put_off[1]
 
     def _rebalance(self, over: int = 0) -> None:
         """Drop entries past ``max_bytes``; move the device tier's oldest to the host while it
