@@ -12,7 +12,7 @@ mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
 SUM="$OUT/summary.txt"
 
-OPTIONAL="large large_small sample_clustered http_stages chat chat72 gemv152 prefill_gemv ttft_gemv prefill_detail serve ramp clocks first"
+OPTIONAL="large large_small sample_clustered http_stages chat chat72 gemv152 prefill_gemv ttft_gemv prefill_detail serve ramp clocks first gemm"
 # (the OPTIONAL steps run only when STEPS names them)
 
 wanted() {  # STEPS unset: every step but the OPTIONAL ones; else the steps STEPS names
@@ -57,6 +57,7 @@ step prefill 110 python3 -m server.bench prefill --preset 2.9b --cases 1x4096,64
 step prefill152 45 python3 -m server.bench prefill --preset 2.9b --cases 1x152 --scheduler 0 \
   --profile 152  # a cached chat turn's pass (152 tokens, the 160 bucket), by kernel
 step first 150 python3 -m server.bench first --demo tiny  # kernels compiled after the warm-up
+step gemm 120 python3 -m server.bench gemm  # the prefill products: cuBLAS against Triton GEMMs
 step profile 60 python3 -m server.bench decode --preset 2.9b --batch 1,1024 --state-dtype fp16 \
   --profile 1,1024 --pulses 2
 step decode72 45 python3 -m server.bench decode --preset 7.2b --batch 256 --state-dtype fp16 --pulses 3
