@@ -73,6 +73,25 @@ def test_loader_hints_bf16_on_a_cpu_that_has_it(tiny_path, monkeypatch, native):
     assert hints == ([chosen - 1] if native else [])
 
 
+def test_loader_warns_of_tensors_outside_the_rwkv7_layout(tiny_path):
+    """A checkpoint with tensors the forward never reads (a variant's extra parameters) loads,
+    with one warning naming how many and which; a published layout gives none."""
+    from loguru import logger
+
+    sd = torch.load(tiny_path, weights_only=True)
+    lines = []
+    sink = logger.add(lines.append, level="WARNING", format="{message}")
+    try:
+        RWKV070ModelLoader("plain", device="cpu", dtype="fp32", state_dict=dict(sd))
+        assert lines == []
+        extra = {f"blocks.{i % 2}.att.deep_emb{i}": torch.zeros(4) for i in range(7)}
+        RWKV070ModelLoader("variant", device="cpu", dtype="fp32", state_dict={**sd, **extra})
+    finally:
+        logger.remove(sink)
+    assert len(lines) == 1
+    assert "variant: 7 tensors" in lines[0] and "blocks.0.att.deep_emb0" in lines[0]
+
+
 def test_loader_missing_model(tmp_path):
     with pytest.raises(CheckpointError, match="does not exist"):
         RWKV070ModelLoader(tmp_path / "missing.pth")

@@ -259,6 +259,14 @@ def load_checkpoint(path) -> tuple[dict[str, torch.Tensor], ModelConfig]:
     return sd, check_state_dict(sd, path)
 
 
+def unused_keys(sd: dict, cfg: ModelConfig) -> list[str]:
+    """Keys of ``sd`` the RWKV-7 forward never reads (``expected_shapes``): a variant's extra
+    parameters (they would be ignored: its output would not be the variant's) or leftovers of
+    training."""
+    known = expected_shapes(cfg)
+    return [k for k in sd if k not in known]
+
+
 def check_state_dict(sd, where) -> ModelConfig:
     """The ModelConfig of a loaded state dict (a file's, or one made in memory: the demo's), or
     CheckpointError naming ``where`` and what is wrong."""

@@ -12,7 +12,7 @@ from pathlib import Path
 import torch
 from loguru import logger
 
-from server.model.checkpoint import check_state_dict, load_checkpoint
+from server.model.checkpoint import check_state_dict, load_checkpoint, unused_keys
 from server.model.forward import RWKV7
 from server.model.state import State
 
@@ -68,6 +68,12 @@ class RWKV070ModelLoader:
             sd, self.cfg = load_checkpoint(self.model_path)
         else:
             sd, self.cfg = state_dict, check_state_dict(state_dict, self.name)
+        unused = unused_keys(sd, self.cfg)
+        if unused:
+            shown = ", ".join(unused[:5]) + (", ..." if len(unused) > 5 else "")
+            logger.warning(f"{self.name}: {len(unused)} tensors are not part of the RWKV-7 "
+                           f"layout and are ignored ({shown}); if the checkpoint is a variant "
+                           "with extra parameters, its output will not be that model's")
         self.model = RWKV7(sd, self.cfg, device=parse_device(device), dtype=parse_dtype(dtype),
                            state_dtype=parse_dtype(state_dtype) or torch.float32, fused=fused,
                            split_invariant=split_invariant)
