@@ -66,6 +66,20 @@ def test_greedy_picks_argmax_of_penalised_logits():
     assert sb.counter.tolist() == [1, 1, 1, 1]
 
 
+@pytest.mark.parametrize("top_k", [0, 50, 2000])
+def test_tiny_positive_temperatures_are_greedy(top_k):
+    """A temperature in (0, GREEDY_BELOW) is greedy: dividing by one below ~1e-37 overflowed
+    the logits to inf, and the draw read NaN weights (a token at the vocabulary's end, or
+    garbage; session 23's QA: temperature 1e-40 over HTTP)."""
+    torch.manual_seed(0)
+    V = 3000
+    logits = torch.randn(5, V) * 8
+    sb = _rows(5, V, temperature=[1e-40, 1e-38, 1e-30, 1e-6, 0.0], top_k=top_k, top_p=0.9,
+               seed=list(range(5)))
+    got = BatchSampler(V).sample(logits, sb)
+    assert got.tolist() == logits.argmax(1).tolist()
+
+
 @pytest.mark.parametrize("top_k,top_p", [(3, 1.0), (0, 0.6), (5, 0.7), (1, 1.0), (0, 0.0), (4, 0.0)])
 def test_filtering_never_emits_excluded_tokens(top_k, top_p):
     torch.manual_seed(1)

@@ -3,7 +3,8 @@
 `BatchSampler.sample(logits, batch)` does, for every row at once (no per-row Python loop):
 
 1. `x = logits - penalties` (API.md "Penalties": before temperature);
-2. rows with `temperature <= 0` take `argmax(x)`; the others use `x / temperature`;
+2. rows with `temperature < GREEDY_BELOW` (0 included) take `argmax(x)`; the others use
+   `x / temperature` (a smaller one would overflow it to inf: NaN weights);
 3. top-k (`top_k <= 0` = off) then top-p (`top_p >= 1` = off) on the tempered distribution.
    Top-p keeps the shortest prefix of the descending-sorted candidates whose mass reaches
    `top_p`, always at least the top token (so `top_p = 0` is greedy on the tempered logits);
@@ -49,6 +50,7 @@ from torch import Tensor
 from server.model.state import index_on, to_device
 
 TOPK_CAP = 1024  # larger k (or top-k off with top-p on) falls back to a full sort
+GREEDY_BELOW = 1e-5  # smaller temperatures are greedy: logits / 1e-38 overflow float32
 
 _MASK64 = (1 << 64) - 1
 
@@ -86,7 +88,7 @@ def uniform(seed: Tensor, counter: Tensor) -> Tensor:
 class SamplingBatch:
     """Per-row sampling parameters and state; every tensor is indexed by row along dim 0."""
 
-    temperature: Tensor  # [B] f32, <= 0 = greedy
+    temperature: Tensor  # [B] f32, < GREEDY_BELOW = greedy
     top_k: Tensor        # [B] i32, <= 0 = off
     top_p: Tensor        # [B] f32, >= 1 = off
     presence: Tensor     # [B] f32
@@ -293,7 +295,8 @@ class BatchSampler:
         k_host = np.where(top_k > 0, np.minimum(top_k, V), V).astype(np.int64)
         use_topk = (top_k > 0) & (k_host <= TOPK_CAP)
         full = (k_host == V) & (top_p >= 1)  # no truncation at all
-        group = np.where(temperature <= 0, 0, np.where(full, 1, np.where(use_topk, 2, 3)))
+        group = np.where(temperature < GREEDY_BELOW, 0,
+                         np.where(full, 1, np.where(use_topk, 2, 3)))
         plan = []
         for g, draw in ((1, self._full), (2, self._topk), (3, self._sorted)):
             rows = np.flatnonzero(group == g)                       # [R] host
@@ -306,7 +309,7 @@ class BatchSampler:
         k = temp = None
         if plan:  # device tensors, computed once per plan instead of every step
             k = torch.where(batch.top_k > 0, batch.top_k.clamp(max=V), V).long()
-            temp = torch.where(batch.temperature <= 0, 1.0, batch.temperature)
+            temp = torch.where(batch.temperature < GREEDY_BELOW, 1.0, batch.temperature)
         batch._plan = _Plan(plan, bool((group == 0).any()), k, temp)
         return batch._plan
 
