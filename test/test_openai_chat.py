@@ -244,6 +244,10 @@ def test_splitter_inline_think():
     assert texts[0] == "<think>" and "".join(texts) == "<think>why</think>ok"
     pieces, _ = run("think", [">unfinished"], reason="length", inline_think=True)
     assert "".join(p.text for p in pieces) == "<think>unfinished</think>"
+    # a new turn while reasoning ends the reply: the tag is closed there too (session 23's QA)
+    for fed in (chars(">I think so\n\nUser: more"), [">I think so\n\nUser: more"]):
+        pieces, _ = run("think", fed, reason="stop", inline_think=True)
+        assert "".join(p.text for p in pieces) == "<think>I think so</think>"
 
 
 def test_splitter_unicode_and_json_roundtrip():

@@ -123,13 +123,13 @@ class OutputSplitter:
             return self._emit_safe(out, "reasoning", markers, final)
         self._emit(out, "reasoning", self.buf[:pos])
         self.buf = self.buf[pos + len(hit):]
+        if self.inline_think and self._think_open:  # (also at a new turn: the tags balance)
+            out.append(Piece("content", THINK_END))
+            self._think_open = False
         if hit == BOUNDARY:
             self._stop()
         else:
             self.phase = "content"
-            if self.inline_think and self._think_open:
-                out.append(Piece("content", THINK_END))
-                self._think_open = False
 
     def _content(self, out: list[Piece], final: bool) -> None:
         tags = [BOUNDARY] + ([OPEN_TAG] if self.tools else [])
