@@ -369,6 +369,9 @@ def test_completions_refusals(http, body, param):
      "tool_choice"),
     (json.dumps({"messages": MSGS, "tools": [{"type": "function", "function": {"name": "f"}}],
                  "tool_choice": {"type": "function", "function": "f"}}).encode(), "tool_choice"),
+    # an unknown tool_choice string was read as "auto" (session 23's QA)
+    (json.dumps({"messages": MSGS, "tools": [{"type": "function", "function": {"name": "f"}}],
+                 "tool_choice": "banana"}).encode(), "tool_choice"),
     # accepted before session 22: a text part without text (read as empty)
     (json.dumps({"messages": [{"role": "user", "content": [{"type": "text"}]}]}).encode(),
      "messages.0.content.0.text"),

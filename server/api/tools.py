@@ -62,7 +62,12 @@ def parse_tools(tools) -> list[ToolSpec]:
 
 
 def forced_tool(tool_choice, tools: list[ToolSpec]) -> str | None:
-    """The tool name a ``tool_choice`` object forces, validated against ``tools``."""
+    """The tool name a ``tool_choice`` object forces, validated against ``tools`` (a string
+    must be one of OpenAI's three: another was read as "auto")."""
+    if isinstance(tool_choice, str) and tool_choice not in ("none", "auto", "required"):
+        raise _error(f"tool_choice {tool_choice[:40]!r} is not \"none\", \"auto\", "
+                     "\"required\" or {\"type\": \"function\", \"function\": {\"name\": ...}}",
+                     "tool_choice")
     if not isinstance(tool_choice, dict):
         return None
     fn = tool_choice.get("function") or {}
