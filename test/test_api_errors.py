@@ -41,6 +41,14 @@ def _field_error(r: httpx.Response, field: str) -> None:
     ({"prompt": [1, None]}, "prompt"),  # ids are checked by the route (TaskService.encode)
     ({"prompt": [1, True]}, "prompt"),
     ({"max_tokens": 5}, "prompt"),
+    # read as numbers and switches before session 23 (true was max_tokens 1, "yes" a stream)
+    ({"prompt": PROMPT, "max_tokens": True}, "max_tokens"),
+    ({"prompt": PROMPT, "max_tokens": "3"}, "max_tokens"),
+    ({"prompt": PROMPT, "seed": True}, "seed"),
+    ({"prompt": PROMPT, "top_k": 2.5}, "top_k"),
+    ({"prompt": PROMPT, "temperature": "0.5"}, "temperature"),
+    ({"prompt": PROMPT, "stream": "yes"}, "stream"),
+    ({"prompt": PROMPT, "stream": 1}, "stream"),
 ])
 def test_bad_bodies_are_422_naming_the_field(http, body, field):
     for path in ("/v1/tasks/tmp", "/v1/tasks/create"):

@@ -21,7 +21,9 @@ SAMPLING_KEYS = ("max_tokens", "temperature", "top_k", "top_p", "presence_penalt
 
 
 class _Body(BaseModel):
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    # strict: a value of another JSON type is a 422 naming its field (``true`` was read as
+    # max_tokens 1, ``"yes"`` as a stream); a float field still takes a JSON integer
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, strict=True)
 
 
 class GenerationParams(_Body):
