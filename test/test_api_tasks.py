@@ -76,6 +76,27 @@ def test_list_shape(http):
     assert tid in lst["cpu_tasks"] and lst["cpu_cache_count"] == len(lst["cpu_tasks"])
 
 
+def test_list_pages_through_stored_tasks(http):
+    """``offset``/``limit`` page through the stored ids (API.md's reply: the first 100 only);
+    the pages add up to the whole list; bad values are a 422 naming them."""
+    made = [create(http, max_tokens=1)["task_id"] for _ in range(5)]
+    deadline = time.monotonic() + 30
+    while not set(made) <= set(http.get("/v1/tasks/list?limit=10000").json()["db_tasks"]):
+        assert time.monotonic() < deadline, "tasks were not stored"
+        time.sleep(0.05)
+    whole = http.get("/v1/tasks/list?limit=10000").json()
+    assert whole["database_count"] == len(whole["db_tasks"])
+    pages = [http.get(f"/v1/tasks/list?offset={o}&limit=2").json()["db_tasks"]
+             for o in range(0, len(whole["db_tasks"]) + 2, 2)]
+    assert [t for page in pages for t in page] == whole["db_tasks"]
+    assert all(len(page) <= 2 for page in pages) and pages[-1] == []
+    assert http.get("/v1/tasks/list").json()["db_tasks"] == whole["db_tasks"][:100]
+    for query, name in (("offset=-1", "offset"), ("limit=-1", "limit"), ("limit=10001", "limit"),
+                        ("limit=ten", "limit")):
+        r = http.get(f"/v1/tasks/list?{query}")
+        assert r.status_code == 422 and name in str(r.json()["detail"]), r.text
+
+
 # ---- streams -------------------------------------------------------------------------------
 def test_concurrent_subscribers_see_the_same_text(http, server_url):
     tid = create(http, max_tokens=48, **GREEDY)["task_id"]

@@ -206,14 +206,16 @@ class TaskManager:
             task.stop()
         return task
 
-    def list_all_tasks(self) -> dict:
+    def list_all_tasks(self, offset: int = 0, limit: int = 100) -> dict:
         """API.md's ``/list`` reply: ids in memory (templates first, then least recently used)
-        and the first 100 ids in the database (most recently written first)."""
+        and ``limit`` ids in the database from ``offset`` (most recently written first; API.md:
+        the first 100)."""
         with self._lock:
             cpu = [*self._templates, *self._cache, *self._closing]
         db = self.store.ids(newest_first=True)
         return {"cpu_cache_count": len(cpu), "database_count": len(db),
-                "total_count": len(set(cpu).union(db)), "cpu_tasks": cpu, "db_tasks": db[:100]}
+                "total_count": len(set(cpu).union(db)), "cpu_tasks": cpu,
+                "db_tasks": db[offset:offset + limit]}
 
     # ---- persistence hooks --------------------------------------------------------------
     def track(self, task: Task) -> None:

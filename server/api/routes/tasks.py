@@ -71,8 +71,12 @@ async def fill_in_middle(body: FimRequest, svc: TaskService = Depends(get_servic
 
 
 @router.get("/list", response_model=TaskList)
-async def list_tasks(svc: TaskService = Depends(get_service)):
-    return await svc.store(svc.manager.list_all_tasks)
+async def list_tasks(svc: TaskService = Depends(get_service),
+                     offset: int = Query(0, ge=0, description="db_tasks from this position"),
+                     limit: int = Query(100, ge=0, le=10_000, description="db_tasks at most")):
+    """Ids in memory, and ``limit`` stored ids from ``offset`` (most recently written first:
+    API.md's first 100 by default; a client pages through the rest)."""
+    return await svc.store(svc.manager.list_all_tasks, offset=offset, limit=limit)
 
 
 @router.get("/{task_id}/get_result", response_model=TaskResponseModel, responses=NOT_FOUND)
