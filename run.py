@@ -65,9 +65,12 @@ def main(argv=None) -> None:
     if problem:
         log.error(f"RWKV_DEVICE={settings.device}: {problem}")
         sys.exit(2)
-    if not os.path.isfile(settings.vocab_path):
-        log.error(f"RWKV_VOCAB_PATH: tokenizer vocabulary {settings.vocab_path} not found "
-                  "(the repository's eof_v20230424.txt is the default)")
+    from server.model.tokenizer import vocab_problem
+
+    problem = vocab_problem(settings.vocab_path)  # before the model loads (minutes, GBs)
+    if problem:
+        log.error(f"RWKV_VOCAB_PATH: tokenizer vocabulary {problem} (the repository's "
+                  "eof_v20230424.txt is the default)")
         sys.exit(2)
     if settings.demo:
         from server.model.random import PRESETS

@@ -138,17 +138,26 @@ def test_missing_model_fails_fast(tmp_path):
     ({"RWKV_DEVICE": "cuda:x"}, "RWKV_DEVICE"),  # passed a prefix check, then a traceback
     ({"RWKV_DEVICE": "cuda:99"}, "RWKV_DEVICE"),  # no such device (or no CUDA at all)
     ({"RWKV_VOCAB_PATH": "/nonexistent/vocab.txt"}, "RWKV_VOCAB_PATH"),
+    # files that are no vocabulary were a traceback after the model loaded (session 23's QA)
+    ({"RWKV_VOCAB_PATH": "README.md"}, "README.md:1: unparsable vocabulary line"),
+    ({"RWKV_VOCAB_PATH": "{tmp}/empty.txt"}, "empty.txt: no vocabulary lines"),
+    ({"RWKV_VOCAB_PATH": "{tmp}/binary.txt"}, "binary.txt: not UTF-8 text"),
+    ({"RWKV_VOCAB_PATH": "{tmp}"}, "is a directory"),
 ])
 def test_unusable_device_or_vocabulary_fails_fast(tmp_path, env, named):
     """One line naming the variable, not a traceback after the model is loaded (a review,
     session 14)."""
     from server_harness import ROOT, SERVER_ENV, free_port
 
+    (tmp_path / "empty.txt").write_text("")
+    (tmp_path / "binary.txt").write_bytes(b"0 '\xff\xfe' 2\n\x80\x81")
+    env = {k: v.replace("{tmp}", str(tmp_path)) for k, v in env.items()}
     cmd = [sys.executable, "run.py", "--demo", "tiny", "--port", str(free_port())]
     p = subprocess.run(cmd, cwd=ROOT, env={**os.environ, **SERVER_ENV, **env},
                        capture_output=True, text=True, timeout=60)
     out = p.stdout + p.stderr
     assert p.returncode != 0 and "Traceback" not in out and named in out, out[-2000:]
+    assert "loaded" not in out  # before the model
 
 
 def test_file_that_is_no_checkpoint_fails_fast(tmp_path):

@@ -33,7 +33,11 @@ def load_vocab(path: str | Path) -> dict[int, bytes]:
     """Parse a vocabulary file into {id: token bytes}; raises ValueError on a bad line."""
     vocab: dict[int, bytes] = {}
     with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
+        try:
+            lines = f.readlines()
+        except UnicodeDecodeError as e:
+            raise ValueError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
+        for lineno, line in enumerate(lines, 1):
             line = line.rstrip("\r\n")
             if not line:
                 continue
@@ -51,11 +55,27 @@ def load_vocab(path: str | Path) -> dict[int, bytes]:
     return vocab
 
 
+def vocab_problem(path: str | Path) -> str | None:
+    """Why ``path`` cannot be the tokenizer's vocabulary (None: it can), in one line."""
+    path = Path(path)
+    if path.is_dir():
+        return f"{path} is a directory, not a vocabulary file"
+    if not path.is_file():
+        return f"{path} not found"
+    try:
+        Tokenizer(path)
+    except (ValueError, OSError) as e:
+        return str(e)
+    return None
+
+
 class Tokenizer:
     """Greedy longest-match byte tokenizer over the RWKV world vocabulary."""
 
     def __init__(self, vocab_path: str | Path | None = None, vocab_size: int = VOCAB_SIZE):
         vocab = load_vocab(vocab_path or DEFAULT_VOCAB_PATH)
+        if not vocab:
+            raise ValueError(f"{vocab_path or DEFAULT_VOCAB_PATH}: no vocabulary lines")
         if max(vocab) >= vocab_size or min(vocab) < 0:
             raise ValueError(f"vocabulary ids must lie in [0, {vocab_size})")
         self.vocab_size = vocab_size
