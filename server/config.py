@@ -43,7 +43,8 @@ class Settings(BaseSettings):
     max_batch_size: int = Field(256, ge=1, le=65536)
     buffer_size: int = Field(32, ge=1, le=4096)
     prefill_chunk: int = Field(4096, ge=16, description="prompt tokens prefilled per scheduler step")
-    max_queue: int = Field(4096, ge=1, description="waiting tasks beyond this get 503")
+    max_queue: int = Field(4096, ge=1, description="tasks waiting for a slot beyond this "
+                           "get 503")
     max_prompt_tokens: int = Field(131072, ge=1)
     max_tokens_cap: int = Field(40960, ge=0)
 

@@ -104,7 +104,8 @@ class ScriptedScheduler:
         self.tokens = loader.encode(text)
         self.reason, self.error, self.capacity = reason, error, capacity  # capacity: QueueFull after
         self.per_pulse, self.delay = per_pulse, delay
-        self.max_queue = 1 << 30  # (the API refuses more choices than this at once)
+        self.max_queue = self.max_in_flight = 1 << 30  # (the API refuses more choices than
+        self.max_batch_size = 1  # max_in_flight at once)
         self.tasks = []
 
     def add_task(self, task) -> None:

@@ -1,7 +1,7 @@
 """Admission control, clients that leave, and the API key over HTTP (issue 6 §2, §3, §7).
 
 One real server with an API key, one slot and two waiting places (``RWKV_MAX_BATCH_SIZE=1``,
-``RWKV_MAX_QUEUE=2``: an ``n=2`` request fits): a full queue is refused with 503 + ``Retry-After`` in each route family's
+``RWKV_MAX_QUEUE=2``: an ``n=3`` request fits): a full queue is refused with 503 + ``Retry-After`` in each route family's
 error shape and leaves nothing behind; a client that leaves a stream has its task stopped and its
 slot freed at once, while a persistent task goes on; every route but ``/health`` needs the key;
 the key never reaches the server's log.
@@ -100,9 +100,10 @@ def test_full_queue_is_503_with_retry_after_and_leaves_nothing(http):
         http.post(f"/v1/tasks/{tid}/stop")
     assert _wait(http, lambda h: h["active"] == 0 and h["queue"] == 0) < 2
     assert http.post("/v1/chat/completions", json=chat_body(2)).status_code == 200
-    # more choices than the queue holds: a 400 naming n, not "busy" on an idle server (session
-    # 22: a 503 the SDKs retry, saying tasks were waiting)
-    for body in (chat_body(2, n=3), {"prompt": ["a", "b", "c"], "max_tokens": 2}):
+    # more choices than the slots and the queue hold: a 400 naming n, not "busy" on an idle
+    # server (session 22: a 503 the SDKs retry, saying tasks were waiting); n=3 fits since
+    # session 23 (one slot and two waiting places)
+    for body in (chat_body(2, n=4), {"prompt": ["a", "b", "c", "d"], "max_tokens": 2}):
         path = "/v1/chat/completions" if "messages" in body else "/v1/completions"
         r = http.post(path, json=body)
         assert r.status_code == 400 and r.json()["error"]["param"] == "n", r.text

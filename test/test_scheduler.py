@@ -232,14 +232,27 @@ def test_fault_in_a_pulse_fails_only_those_tasks(tiny_loader, monkeypatch):
     assert bad.output == good.output
 
 
+def test_a_burst_on_an_idle_scheduler_fills_its_free_slots_then_the_queue(tiny_loader):
+    """``max_queue`` counts the tasks that wait beyond the slots: an idle scheduler takes as
+    many tasks at once as it has slots plus ``max_queue`` (it took ``max_queue``: queued tasks
+    reach the slots only at its next step; session 23's QA)."""
+    from server.scheduler import QueueFull
+
+    scheduler = DynamicScheduler(tiny_loader, max_batch_size=4, buffer_size=4, max_queue=1)
+    assert scheduler.max_in_flight == 5
+    tasks = [scheduler.new_task(f"User: {i}\n\nAssistant:", max_tokens=2) for i in range(5)]
+    with pytest.raises(QueueFull, match="max_queue=1"):
+        scheduler.new_task("User: one more\n\nAssistant:", max_tokens=2)
+    scheduler.run()
+    assert all(len(t.output) == 2 for t in tasks)
+
+
 def test_add_task_rejects_finished_and_full_queue(tiny_loader):
     from server.scheduler import QueueFull
 
     scheduler = DynamicScheduler(tiny_loader, max_batch_size=2, buffer_size=4, max_queue=2)
     task = scheduler.new_task("User: x\n\nAssistant:", max_tokens=2)
     scheduler.new_task("User: y\n\nAssistant:", max_tokens=2)
-    with pytest.raises(QueueFull):
-        scheduler.new_task("User: z\n\nAssistant:", max_tokens=2)
     with pytest.raises(ValueError, match="already queued"):  # twice: it would run twice
         scheduler.add_task(task)
     scheduler.step()  # both admitted, prefilled and decoding: in slots
@@ -250,8 +263,11 @@ def test_add_task_rejects_finished_and_full_queue(tiny_loader):
     assert any(t is template for t in scheduler.waiting)
     with pytest.raises(ValueError, match="already queued or in a slot"):
         scheduler.add_task(template)
+    more = scheduler.new_task("User: v\n\nAssistant:", max_tokens=2)  # the second waiting place
+    with pytest.raises(QueueFull):  # two slots busy, two waiting
+        scheduler.new_task("User: z\n\nAssistant:", max_tokens=2)
     scheduler.run()
-    assert len(task.output) == 2 and template.status == Status.FINISHED
+    assert len(task.output) == 2 and template.status == Status.FINISHED and len(more.output) == 2
     with pytest.raises(ValueError, match="continue_gen"):
         scheduler.add_task(task)
     slow = DynamicScheduler(tiny_loader, max_batch_size=2, buffer_size=4, prefill_chunk=4)

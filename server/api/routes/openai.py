@@ -104,10 +104,12 @@ async def _submit(request: Request, rt, tasks, stream: bool) -> None:
         raise OpenAIError(503, "The server is shutting down; retry shortly.",
                           type="server_error", code="server_shutting_down",
                           headers={"Retry-After": "1"})
-    limit = rt.scheduler.max_queue
-    if len(tasks) > limit:  # could never be queued at once: not "busy", a request to change
+    sched = rt.scheduler
+    if len(tasks) > sched.max_in_flight:  # never taken at once: not "busy", a request to change
         raise OpenAIError(400, f"{len(tasks)} choices (prompts × n) are more than this server "
-                          f"queues at once (RWKV_MAX_QUEUE={limit}); ask for fewer", param="n")
+                          f"takes at once ({sched.max_in_flight}: RWKV_MAX_BATCH_SIZE="
+                          f"{sched.max_batch_size} + RWKV_MAX_QUEUE={sched.max_queue}); ask "
+                          "for fewer", param="n")
     started = UnderWay(tasks[0]) if stream else None
     try:
         submit(rt.scheduler, tasks)
