@@ -1,4 +1,4 @@
-"""A prefill pass's matrix products: cuBLAS as served against a plain Triton GEMM, by row count.
+"""A prefill pass's matrix products: cuBLAS as served against Triton GEMMs, by row count.
 
     python -m server.bench gemm                         # 2.9B's shapes, rows 160,1888,4096
     python -m server.bench gemm --c 4096 --rows 160     # 7.2B's
@@ -11,11 +11,14 @@ a long prompt's row counts, and its rows must keep their bits whatever the row c
 One layer's products of the fused prefill (fused.py) for ``--layers`` layers' distinct random
 weights (more than the L2 holds, as in a pass), replayed as one CUDA graph:
 r/k/v (one batched product), the output (fp32, added into the residual), the FFN key (fp16) and
-the FFN value (fp32, added; as served over the slices of K ``row_invariance`` chose for 2.9B:
-two). µs a layer, and the weights' bytes over that time. Each Triton configuration (row block,
-column block, K block, stages, warps) is timed on the same calls; ``bits`` says whether its
+the FFN value (fp32, added; over the slices of K ``row_invariance`` chose for 2.9B, two, as
+one batched product: fused.py batches them up to ``SLICED_BMM_MAX_ROWS`` rows and adds slice
+by slice above). µs a layer, and the weights' bytes over that time. Each Triton configuration
+(row block, column block, K block, stages, warps; plain pointer loads, or TMA descriptors with
+or without warp specialisation) is timed on the same calls; "bits across rows" says whether its
 first rows at every row count equal the same rows computed at the largest (the split
-invariance a prefill needs) and, in brackets, whether they equal another configuration's."""
+invariance a prefill needs), "bits = first config" whether its results equal the first
+configuration's."""
 
 from __future__ import annotations
 
