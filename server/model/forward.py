@@ -54,7 +54,9 @@ def _wkv_functions(device: torch.device, impl: str, split_invariant: bool):
             return kernels.wkv_step, chunk
     if impl == "triton":
         raise RuntimeError("wkv_impl='triton' needs CUDA and an importable Triton")
-    return wkv.wkv_step, wkv.wkv_chunk
+    chunk = functools.partial(wkv.wkv_chunk, round_chunks=True) if split_invariant \
+        else wkv.wkv_chunk
+    return wkv.wkv_step, chunk
 
 
 def _wkv_chunk_tokens(wkv_chunk) -> int:
@@ -304,9 +306,17 @@ class RWKV7:
 
     def _forward_padded(self, parts: list[list[int]], state: State, mid: list[int] = (),
                         mid_state: State | None = None) -> Tensor:
-        """Sequences of unequal lengths (padded with identity steps) through the layers."""
+        """Sequences of unequal lengths (padded with identity steps) through the layers. A
+        split-invariant model pads every pass to a multiple of ``prefill_align`` tokens, as its
+        CUDA graphs' buckets do: a pass ending anywhere (a prompt's last tokens after a cached
+        state) then has its products at a row count whose rows keep their bits
+        (``row_invariance`` checks those) and its WKV in the chunked form (a 1-token pass took
+        the decode step's arithmetic); session 23's QA found both changing a resumed prompt's
+        bits on the CPU."""
         widths = [len(p) for p in parts]
         T = max(widths)
+        if self.split_invariant:
+            T += -T % self.prefill_align
         tok = torch.zeros(len(parts), T, dtype=torch.long)
         for j, p in enumerate(parts):
             tok[j, :len(p)] = torch.as_tensor(p, dtype=torch.long)

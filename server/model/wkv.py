@@ -75,17 +75,22 @@ def _chunk_terms(r, lw, k, v, na, b):
 
 
 def wkv_chunk(S: Tensor, r: Tensor, w: Tensor, k: Tensor, v: Tensor, kappa: Tensor,
-              a: Tensor, mid: Tensor | None = None, S_mid: Tensor | None = None) -> Tensor:
+              a: Tensor, mid: Tensor | None = None, S_mid: Tensor | None = None,
+              round_chunks: bool = False) -> Tensor:
     """T tokens in order, exactly. S: [B, H, N, N] (in place); r, w, k, v, kappa, a:
     [B, T, H, N] -> y [B, T, H, N] in r's dtype. The sequence is cut into SUB-token chunks whose
     terms are computed all at once; only S is carried from chunk to chunk (S <- S·M + D).
     ``mid`` ([K] integer tensor, one sequence) and ``S_mid`` ([K, H, N, N]): row k of S_mid gets
     the state after the first ``mid[k]`` tokens when that is a positive multiple of SUB, as a
-    call ending there would leave S (untouched otherwise: ``mid_export``)."""
+    call ending there would leave S (untouched otherwise: ``mid_export``). ``round_chunks``
+    (a split-invariant model): S is rounded to its dtype after every chunk, as where a call
+    ends, so an fp16 state has the same bits however the sequence is cut into calls at chunk
+    ends (the Triton scan's ROUND)."""
     B, T, H, N = r.shape
     pad = (-T) % SUB  # padded with identity steps: w = 1, everything else 0
     n = (T + pad) // SUB
     s = S.to(torch.promote_types(S.dtype, torch.float32))  # the math dtype (fp32, or fp64)
+    rounding = round_chunks and s.dtype != S.dtype
 
     def prep(x: Tensor) -> Tensor:  # [B, T, H, N] -> [B, H, n, SUB, N]
         x = F.pad(x.to(s.dtype).transpose(1, 2), (0, 0, 0, pad))
@@ -97,6 +102,8 @@ def wkv_chunk(S: Tensor, r: Tensor, w: Tensor, k: Tensor, v: Tensor, kappa: Tens
     for c in range(n):
         starts.append(s)
         s = s @ M[:, :, c] + D[:, :, c]
+        if rounding:
+            s = s.to(S.dtype).to(s.dtype)
         export(c + 1, s)
     y = R @ torch.stack(starts, 2).mT + Y0  # [B, H, n, SUB, N(value)]
     S.copy_(s)
