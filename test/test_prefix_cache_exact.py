@@ -250,3 +250,35 @@ def test_a_lone_feed_passes_its_boundaries_with_the_deferred_jobs_full(tiny_load
     sched.run()
     (plain,), _ = run(tiny_loader, [prompt(99)], max_tokens=1)
     assert alone.output == plain.output
+
+
+def test_a_fork_of_a_task_that_generated_keeps_nothing_in_the_cache(tiny_loader):
+    """A task whose state consumed generated tokens (decode steps round otherwise than a
+    prefill of them) stores no state in the cache, even when its history happens to be a
+    multiple of ``align``: a fork of it with a new prompt stored its whole prompt, and a fresh
+    request for the same tokens resumed that decode-computed state (bits off by ~2e-6 from the
+    uncached run; session 23's QA)."""
+    cache = PrefixCache(64 << 20)
+    sched = DynamicScheduler(tiny_loader, max_batch_size=4, buffer_size=4, prefix_cache=cache)
+    g = torch.Generator().manual_seed(3)
+    source = Task(torch.randint(1, 60000, (13,), generator=g).tolist(), max_tokens=20,
+                  temperature=0.0)
+    source.cache_origin = ""
+    sched.add_task(source)
+    sched.run()
+    assert len(source.history) == 32 and source.state_decoded  # aligned, and decoded
+    fork = source.fork("TASK_fork")
+    fork.cache_origin = ""
+    extra = torch.randint(1, 60000, (20,), generator=g).tolist()
+    fork.continue_gen(extra, max_tokens=1)
+    sched.add_task(fork)
+    sched.run()
+    inserts = cache.stats()["inserts"]
+    assert inserts == 0, "a decode-computed state went into the cache"
+    prompt = source.history + [source.current_token] + extra
+    (plain,), _ = run(tiny_loader, [prompt], max_tokens=3)
+    fresh = Task(prompt, max_tokens=3, temperature=0.0)
+    fresh.cache_origin = ""
+    sched.add_task(fresh)
+    sched.run()
+    assert same_state(fresh.state, plain.state) and fresh.output == plain.output

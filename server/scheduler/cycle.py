@@ -152,6 +152,7 @@ class SlotCycle:
         steps = min(self._ramp, self.buffer_size)
         self._ramp = min(2 * steps, self.buffer_size)
         self._since_ramp += steps
+        kept = {s for s in self.decoding if self.engine.has_first(s)}  # current: fed by prefill
         t0 = time.perf_counter()
         res = self.engine.pulse(steps, before_step=self._apply_stops)
         dt = time.perf_counter() - t0
@@ -173,6 +174,8 @@ class SlotCycle:
             reason = res.reason[slot]
             n_fed = len(toks) + (reason == REASON_EOS)
             task.history.extend(([task.current_token] + toks)[:n_fed])
+            if n_fed > (slot in kept):  # a token went into the state through a decode step
+                task.state_decoded = True
             task.current_token = None if reason == REASON_EOS else res.current[slot]
             task.gen_time = time.perf_counter() - task._t_gen
             self.stats.on_tokens(task, len(toks), dt, steps)

@@ -61,8 +61,9 @@ a multiple of ``align`` (the rest waits for the next step), branch points and ``
 move down to one, a lookup resumes only such a state (or the whole prompt, with its logits), a
 next-turn prefix is stored at the multiple before its end, states no lookup would resume are not
 kept, and ``on_release`` keeps nothing (decode computed the generated tokens' state, with other
-bits than a prefill of them). A task that came with history of another length computes without
-storing until a jump replaces its state (``_Seq.canonical``). A cached prompt then ends in the
+bits than a prefill of them). A task that came with history of another length, or with tokens
+its state consumed through decode steps (``Task.state_decoded``: a fork or continue of a task
+that generated), computes without storing until a jump replaces its state (``_Seq.canonical``). A cached prompt then ends in the
 bits an uncached one does (docs/prefix_cache.md).
 """
 
@@ -473,7 +474,7 @@ class Prefiller:
         tokens = array("I", task.history + task.pending)
         shares = self._shares(tokens)
         s = _Seq(task, origin, tokens, prefix_hashes(tokens, self._known_hashes(shares)),
-                 canonical=len(task.history) % self.align == 0)
+                 canonical=len(task.history) % self.align == 0 and not task.state_decoded)
         self._choose_points(s, len(task.history), shares)
         self._seqs[id(task)] = s
         self._recent.append((origin, tokens, s.hashes))
@@ -536,7 +537,7 @@ class Prefiller:
             return
         n, state, logits = found
         self.engine.state.assign([slot], state)
-        s.canonical = True
+        s.canonical, task.state_decoded = True, False
         if n == whole:  # its last token is consumed too: the first token comes from the logits
             self.engine.set_first(slot, logits)
         k = min(n, s.end) - pos  # (the last token stays pending: it becomes current_token)

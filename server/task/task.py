@@ -105,6 +105,9 @@ class Task:
         self.current_token: int | None = None
         self.pending: list[int] = []
         self.history: list[int] = []  # every token the state has consumed, in order
+        # some of them through decode steps (which round otherwise than a prefill of them): the
+        # prefix cache keeps no state of this task until a cache hit replaces it
+        self.state_decoded = False
         self.output: list[int] = []  # tokens generated in the current round
         self._unpopped = 0  # index into output of the first token pop_tokens() has not returned
 
@@ -333,6 +336,7 @@ class Task:
         t.current_token = self.current_token
         t.pending = list(self.pending)
         t.history = list(self.history)
+        t.state_decoded = self.state_decoded
         t.rng_counter = self.rng_counter
         t.status = Status.READY
         return t
