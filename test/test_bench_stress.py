@@ -32,3 +32,20 @@ def test_a_deadline_during_arrivals_stops_submitting(capsys):
     assert time.perf_counter() - t0 < 5  # not the 5+ s that six arrivals a second apart take
     assert re.search(r"STOPPED at the --deadline of 1.5 s: unfinished tasks were stopped "
                      r"\(2 of 6 submitted\)", out), out
+
+
+def test_the_readmes_command_exits_cleanly():
+    """As a process (the README's command): it exited with SIGABRT after its report while its
+    scheduler thread was still inside torch ("terminate called without an active exception";
+    session 23's QA): the thread is joined before the report."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    p = subprocess.run([sys.executable, "-m", "server.bench.stress", "--preset", "tiny",
+                        "--device", "cpu", "--tasks", "8", "--max-tokens", "16"], cwd=root,
+                       env={**os.environ, "OMP_NUM_THREADS": "1"}, capture_output=True,
+                       text=True, timeout=240)
+    assert p.returncode == 0 and "output tokens:" in p.stdout, (p.returncode, p.stderr[-2000:])

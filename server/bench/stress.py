@@ -129,6 +129,8 @@ def run(args) -> dict:
     seconds = time.perf_counter() - t0
     if args.arrivals_per_s > 0:
         sched.shutdown()
+    if worker is not None:  # (a daemon thread still inside torch at exit aborted the process)
+        worker.join(60)
     sys.stderr.write("\n")
     n_in = sum(len(prompt_tokens[i]) for i in range(len(tasks)))
     n_out = sum(len(t.output) for t in tasks)
