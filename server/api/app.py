@@ -168,6 +168,20 @@ async def _http_error(request: Request, exc: StarletteHTTPException) -> Response
                     media_type="application/json")
 
 
+STATE_FILE_SLACK = 16 << 20  # bytes beside the state in a file: its history, its metadata
+
+
+def _state_file_room(app) -> int:
+    """Bytes a state file of the loaded model may take (its state in fp32, and room for its
+    metadata): a 2.9B export is ~21 MB, past the default RWKV_MAX_BODY_BYTES (a 413 on the
+    import of an export; session 23's QA). 0 before the model is loaded."""
+    rt = getattr(app.state, "runtime", None)
+    if rt is None:
+        return 0
+    cfg = rt.loader.cfg
+    return 4 * cfg.n_layer * (2 * cfg.n_embd + cfg.n_head * cfg.head_size ** 2) + STATE_FILE_SLACK
+
+
 def create_app(settings=None, runtime=None, freeze_heap: bool = False) -> FastAPI:
     """The app; ``settings`` default to ``server.config.settings``. ``freeze_heap``: once
     started, the objects made so far are frozen for the garbage collector (``lifecycle.
@@ -192,7 +206,8 @@ def create_app(settings=None, runtime=None, freeze_heap: bool = False) -> FastAP
     app.add_api_route("/metrics", metrics_endpoint, methods=["GET"], tags=["server"],
                       summary="Prometheus metrics (API key rule as other routes)")
     # added innermost first: metrics end up outermost, then CORS
-    app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
+    app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes,
+                       larger={"/v1/tasks/import_state": lambda: _state_file_room(app)})
     if settings.api_key:
         app.add_middleware(ApiKeyMiddleware, api_key=settings.api_key)
     app.add_middleware(CORSMiddleware, origins=settings.cors_origins)

@@ -149,23 +149,28 @@ prompts, so they would tell a guesser whether a prompt was seen).
 
 
 class BodyLimitMiddleware:
-    """Refuse request bodies over ``max_bytes`` with 413 before any work is done."""
+    """Refuse request bodies over ``max_bytes`` with 413 before any work is done. ``larger``:
+    paths whose limit is the larger of ``max_bytes`` and what their callable returns (read per
+    request: a state import's room depends on the model loaded after the app was made)."""
 
-    def __init__(self, app, max_bytes: int):
+    def __init__(self, app, max_bytes: int, larger: dict | None = None):
         self.app = app
         self.max_bytes = max_bytes
+        self.larger = larger or {}
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
+        room = self.larger.get(scope["path"])
+        limit = self.max_bytes if room is None else max(self.max_bytes, room())
         length = _header(scope, b"content-length")
         # with Transfer-Encoding the server reads the body as chunked and ignores any
         # Content-Length (RFC 9112 §6.3): only the bytes received count then
         if length is not None and _header(scope, b"transfer-encoding") is None:
             if not length.isdigit():
                 return await send_error(send, scope["path"], 400, "Bad Content-Length header")
-            if int(length) > self.max_bytes:
-                return await self._too_large(scope, send)
+            if int(length) > limit:
+                return await self._too_large(scope, send, limit)
             return await self.app(scope, receive, send)
         if _header(scope, b"transfer-encoding") is None:
             return await self.app(scope, receive, send)
@@ -177,8 +182,8 @@ class BodyLimitMiddleware:
                 return
             body += message.get("body", b"")
             more = message.get("more_body", False)
-            if len(body) > self.max_bytes:
-                return await self._too_large(scope, send)
+            if len(body) > limit:
+                return await self._too_large(scope, send, limit)
         replayed = False
 
         async def replay():
@@ -190,6 +195,6 @@ class BodyLimitMiddleware:
 
         await self.app(scope, replay, send)
 
-    async def _too_large(self, scope, send) -> None:
+    async def _too_large(self, scope, send, limit: int) -> None:
         await send_error(send, scope["path"], 413, f"Request body too large (limit "
-                         f"{self.max_bytes} bytes, RWKV_MAX_BODY_BYTES)", "request_too_large")
+                         f"{limit} bytes, RWKV_MAX_BODY_BYTES)", "request_too_large")

@@ -4,9 +4,9 @@ Export answers the task's state as a file (``application/octet-stream``, the exp
 format of ``server/task/state_file.py``); 409 while the task runs or when its state was not kept.
 Import takes the file as the request body (a state-tuning ``.pth`` or an exported state) and
 stores it as the read-only template ``_name``: fork it (``POST /v1/tasks/_name/fork``) or name it
-in OpenAI requests (``"model": "rwkv-7:_name"``). Bodies are limited by ``RWKV_MAX_BODY_BYTES``
-(8 MiB by default; a 2.9B model's state is ~21 MB: raise the limit, or import with
-``python -m server.task.state_templates import``). Errors: 400 unreadable file, 422 a file that
+in OpenAI requests (``"model": "rwkv-7:_name"``). A body may take the larger of
+``RWKV_MAX_BODY_BYTES`` and the loaded model's state size + 16 MiB (``app._state_file_room``: a
+2.9B state is ~21 MB, past the default 8 MiB). Errors: 400 unreadable file, 422 a file that
 does not fit the loaded model (the message names the tensor and the shapes), 409 name taken
 (or ``RWKV_MAX_TEMPLATES`` templates stored).
 """
