@@ -63,8 +63,9 @@ next-turn prefix is stored at the multiple before its end, states no lookup woul
 kept, and ``on_release`` keeps nothing (decode computed the generated tokens' state, with other
 bits than a prefill of them). A task that came with history of another length, or with tokens
 its state consumed through decode steps (``Task.state_decoded``: a fork or continue of a task
-that generated), computes without storing until a jump replaces its state (``_Seq.canonical``). A cached prompt then ends in the
-bits an uncached one does (docs/prefix_cache.md).
+that generated), computes without storing until a jump replaces its state
+(``_Seq.canonical``). A cached prompt then ends in the bits an uncached one does
+(docs/prefix_cache.md).
 """
 
 from __future__ import annotations
