@@ -143,6 +143,7 @@ def test_missing_model_fails_fast(tmp_path):
     ({"RWKV_VOCAB_PATH": "{tmp}/empty.txt"}, "empty.txt: no vocabulary lines"),
     ({"RWKV_VOCAB_PATH": "{tmp}/binary.txt"}, "binary.txt: not UTF-8 text"),
     ({"RWKV_VOCAB_PATH": "{tmp}"}, "is a directory"),
+    ({"RWKV_VOCAB_PATH": "{tmp}/dict.txt"}, "dict.txt:1: unparsable vocabulary line"),
 ])
 def test_unusable_device_or_vocabulary_fails_fast(tmp_path, env, named):
     """One line naming the variable, not a traceback after the model is loaded (a review,
@@ -150,6 +151,7 @@ def test_unusable_device_or_vocabulary_fails_fast(tmp_path, env, named):
     from server_harness import ROOT, SERVER_ENV, free_port
 
     (tmp_path / "empty.txt").write_text("")
+    (tmp_path / "dict.txt").write_text("1 {[]: 1} 1\n")  # a TypeError in literal_eval
     (tmp_path / "binary.txt").write_bytes(b"0 '\xff\xfe' 2\n\x80\x81")
     env = {k: v.replace("{tmp}", str(tmp_path)) for k, v in env.items()}
     cmd = [sys.executable, "run.py", "--demo", "tiny", "--port", str(free_port())]

@@ -45,7 +45,7 @@ def load_vocab(path: str | Path) -> dict[int, bytes]:
                 first, last = line.index(" "), line.rindex(" ")
                 tid, n = int(line[:first]), int(line[last + 1 :])
                 tok = ast.literal_eval(line[first + 1 : last])
-            except (ValueError, SyntaxError) as e:
+            except (ValueError, SyntaxError, TypeError, RecursionError, MemoryError) as e:
                 raise ValueError(f"{path}:{lineno}: unparsable vocabulary line") from e
             if isinstance(tok, str):
                 tok = tok.encode("utf-8")
