@@ -31,6 +31,8 @@ from server.api.stopping import Drain
 from server.api.task_service import TaskService
 from server.logger import get_logger, setup_logging
 from server.model.checkpoint import CheckpointError
+from server.model.state import State
+from server.scheduler.prefix_cache import state_nbytes
 from server.task.store import TaskStoreError, unusable
 
 log = get_logger("api")
@@ -178,8 +180,8 @@ def _state_file_room(app) -> int:
     rt = getattr(app.state, "runtime", None)
     if rt is None:
         return 0
-    cfg = rt.loader.cfg
-    return 4 * cfg.n_layer * (2 * cfg.n_embd + cfg.n_head * cfg.head_size ** 2) + STATE_FILE_SLACK
+    shapes = State.zeros(rt.loader.cfg, 1, device="meta")  # fp32: no memory, the layout's sizes
+    return state_nbytes(shapes) + STATE_FILE_SLACK
 
 
 def create_app(settings=None, runtime=None, freeze_heap: bool = False) -> FastAPI:
