@@ -252,21 +252,39 @@ def test_a_lone_feed_passes_its_boundaries_with_the_deferred_jobs_full(tiny_load
     assert alone.output == plain.output
 
 
+def _generated_source(loader, seed: int):
+    """A cached scheduler and a task that prefilled 13 tokens and generated 20 (32 in its
+    history, its state decode-computed)."""
+    cache = PrefixCache(64 << 20)
+    sched = DynamicScheduler(loader, max_batch_size=4, buffer_size=4, prefix_cache=cache)
+    g = torch.Generator().manual_seed(seed)
+    source = Task(torch.randint(1, 60000, (13,), generator=g).tolist(), max_tokens=20,
+                  temperature=0.0)
+    source.cache_origin = ""
+    sched.add_task(source)
+    sched.run()
+    assert len(source.history) == 32 and source.state_decoded
+    return cache, sched, g, source
+
+
+def _fresh_run_is_uncached(loader, sched, prompt: list[int]) -> None:
+    """A fresh request for ``prompt`` through ``sched`` (its cache) ends on the uncached run's
+    bits."""
+    (plain,), _ = run(loader, [prompt], max_tokens=3)
+    fresh = Task(prompt, max_tokens=3, temperature=0.0)
+    fresh.cache_origin = ""
+    sched.add_task(fresh)
+    sched.run()
+    assert same_state(fresh.state, plain.state) and fresh.output == plain.output
+
+
 def test_a_fork_of_a_task_that_generated_keeps_nothing_in_the_cache(tiny_loader):
     """A task whose state consumed generated tokens (decode steps round otherwise than a
     prefill of them) stores no state in the cache, even when its history happens to be a
     multiple of ``align``: a fork of it with a new prompt stored its whole prompt, and a fresh
     request for the same tokens resumed that decode-computed state (bits off by ~2e-6 from the
     uncached run; session 23's QA)."""
-    cache = PrefixCache(64 << 20)
-    sched = DynamicScheduler(tiny_loader, max_batch_size=4, buffer_size=4, prefix_cache=cache)
-    g = torch.Generator().manual_seed(3)
-    source = Task(torch.randint(1, 60000, (13,), generator=g).tolist(), max_tokens=20,
-                  temperature=0.0)
-    source.cache_origin = ""
-    sched.add_task(source)
-    sched.run()
-    assert len(source.history) == 32 and source.state_decoded  # aligned, and decoded
+    cache, sched, g, source = _generated_source(tiny_loader, 3)  # aligned, and decoded
     fork = source.fork("TASK_fork")
     fork.cache_origin = ""
     extra = torch.randint(1, 60000, (20,), generator=g).tolist()
@@ -275,10 +293,54 @@ def test_a_fork_of_a_task_that_generated_keeps_nothing_in_the_cache(tiny_loader)
     sched.run()
     inserts = cache.stats()["inserts"]
     assert inserts == 0, "a decode-computed state went into the cache"
-    prompt = source.history + [source.current_token] + extra
-    (plain,), _ = run(tiny_loader, [prompt], max_tokens=3)
-    fresh = Task(prompt, max_tokens=3, temperature=0.0)
+    _fresh_run_is_uncached(tiny_loader, sched, source.history + [source.current_token] + extra)
+
+
+def test_a_template_of_a_task_that_generated_is_its_own_origin(tiny_loader):
+    """A template made (as_template) from a task that generated holds a decode-computed state:
+    requests naming it start from that state's content (``state_origin``), not from the zero
+    state's key — a request from it stored its whole prompt under the zero state's key, and a
+    fresh request for the same tokens resumed that decode-computed state (session 23's review).
+    Requests from the template still share their prefixes with each other."""
+    from server.api.prefix import _start_all
+    from server.api.task_service import _fork
+
+    cache, sched, g, source = _generated_source(tiny_loader, 3)
+    tpl = _fork(source, "_TMPL_decoded")  # what POST /v1/tasks/{id}/as_template stores
+    extra = torch.randint(1, 60000, (40,), generator=g).tolist()
+    outputs = []
+    for _ in range(2):
+        task = Task(list(extra), max_tokens=3, temperature=0.0)
+        task.cache_origin = _start_all(tpl, [task])
+        sched.add_task(task)
+        sched.run()
+        outputs.append(task.output)
+    assert outputs[0] == outputs[1] and cache.stats()["hits"] == 1  # shared with each other
+    _fresh_run_is_uncached(tiny_loader, sched, source.history + [source.current_token] + extra)
+
+
+def test_a_fault_restores_whether_the_state_was_decoded(tiny_loader, monkeypatch):
+    """A fault puts a task back on the state it came with, and the flag saying whether that
+    state consumed decode steps goes back with it: a task that generated, continued, resumed
+    from the cache (which clears the flag), then failed, ran again on its decode-computed state
+    flagged as a prefill-computed one — the prefix cache would keep what it computed from it
+    (session 23's review)."""
+    cache, sched, g, source = _generated_source(tiny_loader, 5)
+    extra = torch.randint(1, 60000, (63,), generator=g).tolist()
+    fresh = Task(source.history + [source.current_token] + extra, max_tokens=1, temperature=0.0)
     fresh.cache_origin = ""
     sched.add_task(fresh)
     sched.run()
-    assert same_state(fresh.state, plain.state) and fresh.output == plain.output
+    real = sched.engine.model.decode
+
+    def broken(*a, **k):
+        raise RuntimeError("injected fault")
+
+    monkeypatch.setattr(sched.engine.model, "decode", broken)
+    source.continue_gen(list(extra), max_tokens=4)
+    sched.add_task(source)
+    sched.run()
+    assert cache.stats()["hits"] == 1  # it resumed from the fresh prompt's state
+    assert source.finish_reason == "error" and len(source.history) == 32
+    assert source.state_decoded, "the restored state was decoded, the flag says otherwise"
+    monkeypatch.setattr(sched.engine.model, "decode", real)

@@ -65,9 +65,10 @@ async def prepare_tasks(rt, tpl, tasks: list, finish: bool = True) -> None:
 def _start_all(tpl, tasks: list) -> str:
     """Start every task from ``tpl`` (fresh tasks, a finished template: nothing else touches
     them meanwhile); returns the template's cache origin."""
+    origin = origin_of(tpl)  # first: it may settle the template's state_decoded
     for task in tasks:
         start_from(task, tpl)
-    return origin_of(tpl)
+    return origin
 
 
 def start_from(task, tpl) -> None:
@@ -76,3 +77,4 @@ def start_from(task, tpl) -> None:
     task.pending = head + task.pending
     task.history = list(tpl.history)
     task.state = None if tpl.state is None else tpl.state.clone()
+    task.state_decoded = tpl.state_decoded

@@ -54,8 +54,9 @@ def check_resumable(task: Task) -> None:
 
 def _fork(src: Task, new_id: str) -> Task:
     """``src.fork`` keeping where its state comes from (for the prefix cache)."""
+    origin = origin_of(src)  # first: it may settle a template's state_decoded
     task = src.fork(new_id)
-    task.cache_origin = origin_of(src)
+    task.cache_origin = origin
     return task
 
 

@@ -70,7 +70,8 @@ class SlotCycle:
         for slot, task in zip(slots, batch):  # in a slot before loading: a fault fails them too
             self.slots[slot] = task
             # what the task's CPU state stands for, restored if a fault loses the slot
-            task._admitted_as = (len(task.history), list(task.pending), task.current_token)
+            task._admitted_as = (len(task.history), list(task.pending), task.current_token,
+                                 task.state_decoded)
         self.engine.load(slots, batch)
         self.stats.on_admit(batch)
         for task in batch:
@@ -219,7 +220,7 @@ class SlotCycle:
     @staticmethod
     def _restore_admitted(task: Task) -> None:
         """The slot's state is lost: back to what the task's own (CPU) state stands for."""
-        n_hist, task.pending, task.current_token = task._admitted_as
+        n_hist, task.pending, task.current_token, task.state_decoded = task._admitted_as
         del task.history[n_hist:]
 
     def _shrink(self) -> None:

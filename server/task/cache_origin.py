@@ -36,14 +36,17 @@ def state_origin(state: State, n_history: int) -> str:
 
 
 def origin_of(task) -> str | None:
-    """``task.cache_origin``; for a template without one, derived from its content (and kept
-    on it). Slow for big states the first time (a hash of the state): call off the event loop."""
+    """``task.cache_origin``; for a template without one, or whose state consumed tokens
+    through decode steps (``Task.state_decoded``: as_template of a task that generated), derived
+    from its content and kept on it — the state is then its own starting point, nothing of it
+    decoded since. Slow for big states the first time (a hash of the state): call off the
+    event loop."""
     origin = getattr(task, "cache_origin", None)
-    if origin is not None or not task.task_id.startswith("_"):
+    if not task.task_id.startswith("_") or (origin is not None and not task.state_decoded):
         return origin
     if task.state is None:  # the zero state, unless a history says its state was not kept
         origin = None if task.history else ""
     else:
         origin = state_origin(task.state, len(task.history))
-    task.cache_origin = origin
+    task.cache_origin, task.state_decoded = origin, False
     return origin
