@@ -247,6 +247,31 @@ def test_a_burst_on_an_idle_scheduler_fills_its_free_slots_then_the_queue(tiny_l
     assert all(len(t.output) == 2 for t in tasks)
 
 
+def test_tasks_being_admitted_still_count_against_max_queue(tiny_loader, monkeypatch):
+    """Tasks ``_admit`` took off the queue but has not yet put in slots (it checks them first,
+    outside the queue's lock) still count: the API's thread adding tasks meanwhile saw neither
+    queue nor slots holding them and took ``max_batch_size`` more than ``max_queue`` allows
+    (session 23's review)."""
+    from server.scheduler import QueueFull
+
+    scheduler = DynamicScheduler(tiny_loader, max_batch_size=2, buffer_size=4, max_queue=1)
+    first = [scheduler.new_task(f"User: {i}\n\nAssistant:", max_tokens=2) for i in range(2)]
+    check, late = scheduler._refuse_unfit, []
+
+    def add_meanwhile(batch):
+        late.append(scheduler.new_task("User: late\n\nAssistant:", max_tokens=2))  # waits
+        with pytest.raises(QueueFull, match="max_queue=1"):
+            scheduler.new_task("User: too many\n\nAssistant:", max_tokens=2)
+        return check(batch)
+
+    monkeypatch.setattr(scheduler, "_refuse_unfit", add_meanwhile)
+    scheduler._admit()
+    monkeypatch.setattr(scheduler, "_refuse_unfit", check)
+    assert scheduler._admitting == 0 and len(late) == 1
+    scheduler.run()
+    assert all(len(t.output) == 2 for t in first + late)
+
+
 def test_add_task_rejects_finished_and_full_queue(tiny_loader):
     from server.scheduler import QueueFull
 

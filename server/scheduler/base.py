@@ -61,6 +61,7 @@ class BaseScheduler(SlotCycle):
         self.slots: list[Task | None] = [None]  # host view of engine slots
         self.decoding: set[int] = set()  # slots that are live in the engine
         self.waiting: deque[Task] = deque()
+        self._admitting = 0  # tasks taken off ``waiting`` by ``_admit``, not yet in ``slots``
         self._ramp = buffer_size  # steps of the next pulse (1 right after tasks start, see _pulse)
         # decode steps that must pass between two ramps while tasks decode (0: every start
         # ramps; a benchmark knob, ``stress --ramp-gap``: docs/performance.md, session 16)
@@ -125,7 +126,7 @@ class BaseScheduler(SlotCycle):
         tasks that would wait for a slot. Queued tasks wait for the scheduler's next step even
         with slots free, so a burst on an idle server counted whole against it (8 requests at
         ``max_queue`` 2 and 16 free slots: 5 refused; session 23's QA)."""
-        busy = sum(t is not None for t in self.slots)
+        busy = sum(t is not None for t in self.slots) + self._admitting
         if len(self.waiting) + n + busy <= self.max_in_flight:
             return None
         return QueueFull(f"{len(self.waiting)} tasks are waiting and {busy} slots of "

@@ -63,15 +63,21 @@ class SlotCycle:
                                    f"going on at {self.capacity}: {type(e).__name__}: {e}")
             free = [i for i, t in enumerate(self.slots) if t is None]
             batch = [self.waiting.popleft() for _ in range(min(len(free), len(self.waiting)))]
-        batch = self._refuse_unfit(batch)
+            # off the queue and not yet in a slot: still counted against max_queue
+            self._admitting = len(batch)
+        try:
+            batch = self._refuse_unfit(batch)
+            slots = free[: len(batch)]
+            for slot, task in zip(slots, batch):  # in a slot before loading: a fault fails them
+                self.slots[slot] = task
+                # what the task's CPU state stands for, restored if a fault loses the slot
+                task._admitted_as = (len(task.history), list(task.pending), task.current_token,
+                                     task.state_decoded)
+        finally:
+            with self._cv:
+                self._admitting = 0
         if not batch:
             return
-        slots = free[: len(batch)]
-        for slot, task in zip(slots, batch):  # in a slot before loading: a fault fails them too
-            self.slots[slot] = task
-            # what the task's CPU state stands for, restored if a fault loses the slot
-            task._admitted_as = (len(task.history), list(task.pending), task.current_token,
-                                 task.state_decoded)
         self.engine.load(slots, batch)
         self.stats.on_admit(batch)
         for task in batch:
