@@ -105,6 +105,28 @@ def test_batch_invariance(c512, chunk, budget):
         assert_state_close(st.select([i]), st_i, SAME)
 
 
+def test_a_pass_holds_at_most_prefill_tokens_padded_tokens(c512, monkeypatch):
+    """``prefill_tokens`` bounds a pass's tokens as it runs, padding included: 1-token prompts
+    go ``prefill_align`` wide, so a budget of 48 takes 48 // align rows a pass (it took 48
+    rows, 16x its budget: session 23's review); results stay those of one pass."""
+    model = RWKV7(c512.sd, c512.cfg, prefill_tokens=48)
+    align = model.prefill_align
+    assert model.split_invariant and 1 < align <= 48
+    passes, real = [], model._forward_padded
+
+    def spy(parts, *a, **k):
+        passes.append((len(parts), -(-max(map(len, parts)) // align) * align))
+        return real(parts, *a, **k)
+
+    monkeypatch.setattr(model, "_forward_padded", spy)
+    prompts = [rand_tokens(1, 1024, 200 + i) for i in range(12)] + [rand_tokens(3, 1024, 7)]
+    out = model.prefill(prompts, model.new_state(len(prompts)))
+    assert passes and all(rows * width <= 48 for rows, width in passes)
+    assert sum(rows for rows, _ in passes) == len(prompts)
+    one = RWKV7(c512.sd, c512.cfg)
+    assert rel_err(out, one.prefill(prompts, one.new_state(len(prompts)))) < SAME
+
+
 def test_chunking_does_not_change_results(c512):
     """The same prompts with 256-, 16- and 7-token chunks give the same logits."""
     prompts = [rand_tokens(n, 1024, n) for n in (100, 3, 45)]

@@ -252,7 +252,7 @@ class RWKV7:
                 if m == off:
                     mid_state.assign([k], state)
             rows = [i for i in order if lens[i] > off]
-            per_pass = max(1, self.prefill_tokens // min(self.prefill_chunk, lens[rows[0]] - off))
+            per_pass = max(1, self.prefill_tokens // self._pass_width(lens[rows[0]] - off))
             at = [m - off if 0 < m - off < self.prefill_chunk else 0 for m in mids]
             for g in range(0, len(rows), per_pass):
                 group = rows[g:g + per_pass]
@@ -260,6 +260,13 @@ class RWKV7:
                     group = list(range(n))
                 self._prefill_pass(token_lists, group, off, state, x_last, at, mid_state)
         return self._logits(x_last) if logits else None
+
+    def _pass_width(self, left: int) -> int:
+        """Tokens per row of a pass whose longest row has ``left`` tokens to go: the chunk's,
+        padded as ``_forward_padded`` pads (a pass of 1-token rows costs ``prefill_align``
+        tokens a row; counted unpadded, a pass went 16-64x over ``prefill_tokens``)."""
+        width = min(self.prefill_chunk, left)
+        return width + (-width % self.prefill_align if self.split_invariant else 0)
 
     def _check_mid(self, lens: list[int], mids: list[int], mid_state: State | None) -> None:
         align = self.prefill_align  # (the WKV hands out states where its chunks end)
@@ -314,9 +321,7 @@ class RWKV7:
         the decode step's arithmetic); session 23's QA found both changing a resumed prompt's
         bits on the CPU."""
         widths = [len(p) for p in parts]
-        T = max(widths)
-        if self.split_invariant:
-            T += -T % self.prefill_align
+        T = self._pass_width(max(widths))
         tok = torch.zeros(len(parts), T, dtype=torch.long)
         for j, p in enumerate(parts):
             tok[j, :len(p)] = torch.as_tensor(p, dtype=torch.long)
