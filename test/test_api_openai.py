@@ -370,6 +370,10 @@ def test_completions_refusals(http, body, param):
     (json.dumps({"messages": MSGS, "tools": [{"type": "function", "function": {"name": "f"}}],
                  "tool_choice": {"type": "function", "function": "f"}}).encode(), "tool_choice"),
     # an unknown tool_choice string was read as "auto" (session 23's QA)
+    # without tools it went unchecked (session 23's review; an object naming a function is
+    # still ignored there: test_client_extras_are_accepted); another JSON type is the schema's 400
+    (json.dumps({"messages": MSGS, "tool_choice": "banana"}).encode(), "tool_choice"),
+    (json.dumps({"messages": MSGS, "tool_choice": 5}).encode(), "tool_choice"),
     (json.dumps({"messages": MSGS, "tools": [{"type": "function", "function": {"name": "f"}}],
                  "tool_choice": "banana"}).encode(), "tool_choice"),
     # accepted before session 22: a text part without text (read as empty)

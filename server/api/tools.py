@@ -61,21 +61,34 @@ def parse_tools(tools) -> list[ToolSpec]:
     return specs
 
 
-def forced_tool(tool_choice, tools: list[ToolSpec]) -> str | None:
-    """The tool name a ``tool_choice`` object forces, validated against ``tools`` (a string
-    must be one of OpenAI's three: another was read as "auto")."""
-    if isinstance(tool_choice, str) and tool_choice not in ("none", "auto", "required"):
-        raise _error(f"tool_choice {tool_choice[:40]!r} is not \"none\", \"auto\", "
-                     "\"required\" or {\"type\": \"function\", \"function\": {\"name\": ...}}",
-                     "tool_choice")
-    if not isinstance(tool_choice, dict):
+_CHOICE_FORMS = ("tool_choice must be \"none\", \"auto\", \"required\" or "
+                 "{\"type\": \"function\", \"function\": {\"name\": ...}}")
+
+
+def choice_name(tool_choice) -> str | None:
+    """The function name a ``tool_choice`` names (None for null and the three strings);
+    anything else is refused, with tools or without (a string outside OpenAI's three was read
+    as "auto", a number or a list was ignored)."""
+    if tool_choice is None:
         return None
+    if isinstance(tool_choice, str):
+        if tool_choice not in ("none", "auto", "required"):
+            raise _error(f"tool_choice {tool_choice[:40]!r} is not one of its forms: "
+                         + _CHOICE_FORMS, "tool_choice")
+        return None
+    if not isinstance(tool_choice, dict):
+        raise _error(f"{_CHOICE_FORMS} (got {type(tool_choice).__name__})", "tool_choice")
     fn = tool_choice.get("function") or {}
     name = (fn.get("name") if isinstance(fn, dict) else None) or tool_choice.get("name")
     if not isinstance(name, str):
-        raise _error("tool_choice must be \"none\", \"auto\", \"required\" or "
-                     "{\"type\": \"function\", \"function\": {\"name\": ...}}", "tool_choice")
-    if name not in {t.name for t in tools}:
+        raise _error(_CHOICE_FORMS, "tool_choice")
+    return name
+
+
+def forced_tool(tool_choice, tools: list[ToolSpec]) -> str | None:
+    """The tool name a ``tool_choice`` object forces, validated against ``tools``."""
+    name = choice_name(tool_choice)
+    if name is not None and name not in {t.name for t in tools}:
         raise _error(f"tool_choice names a function that is not in tools: {name!r}", "tool_choice")
     return name
 

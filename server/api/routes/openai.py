@@ -41,7 +41,7 @@ from server.api.safe_json import utf8_safe
 from server.api.splitter import OutputSplitter
 from server.api.stopping import stop_in_background, stop_tasks
 from server.api.task_stream import SHUTDOWN_GRACE_S
-from server.api.tools import parse_tools, tools_active
+from server.api.tools import choice_name, parse_tools, tools_active
 from server.scheduler import QueueFull
 
 router = APIRouter(tags=["openai"])
@@ -232,6 +232,7 @@ async def chat_completions(request: Request):
         raise OpenAIError(400, "logprobs are not supported by this server", param="logprobs")
     try:
         tools = parse_tools(req.tools)
+        choice_name(req.tool_choice)  # its form, with tools or without (then it is unused)
         offer = tools_active(tools, req.tool_choice)
         think = wants_think(req.reasoning_effort, rt.settings.chat_think)
         prompt = build_chat_prompt(req.messages, think, tools if offer else None, req.tool_choice)
