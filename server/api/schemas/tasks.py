@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema
 
 I64_MIN, I64_MAX = -(2**63), 2**63 - 1
 MAX_TOKENS_LIMIT = 40960
@@ -18,6 +18,16 @@ MAX_TOKENS_LIMIT = 40960
 # body field -> Task attribute (the same names)
 SAMPLING_KEYS = ("max_tokens", "temperature", "top_k", "top_p", "presence_penalty",
                  "repetition_penalty", "penalty_decay", "seed")
+
+
+def _whole(value):
+    """A float with no fraction as the int it is (Python's json writes ``5.0`` for a computed
+    count; strict, that was a 422); anything else as given, for the strict check."""
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+# an integer field: a JSON integer, or a number with no fraction (not true, not "5")
+WholeInt = Annotated[int, BeforeValidator(_whole)]
 
 
 class _Body(BaseModel):
@@ -29,16 +39,16 @@ class _Body(BaseModel):
 class GenerationParams(_Body):
     """Sampling parameters shared by every create-like body."""
 
-    max_tokens: int | None = Field(None, ge=0, le=MAX_TOKENS_LIMIT,
+    max_tokens: WholeInt | None = Field(None, ge=0, le=MAX_TOKENS_LIMIT,
                                    description="0 = prefill only (template mode)")
     temperature: float | None = Field(None, ge=0, le=2, description="0 = greedy")
-    top_k: int | None = Field(None, ge=-1, le=2**31 - 1, description="-1 or 0 = off")
+    top_k: WholeInt | None = Field(None, ge=-1, le=2**31 - 1, description="-1 or 0 = off")
     top_p: float | None = Field(None, ge=0, le=1)
     presence_penalty: float | None = Field(None, ge=0, le=10)
     repetition_penalty: float | None = Field(None, ge=0, le=10)
     penalty_decay: float | None = Field(None, ge=0, le=1)
     stream: bool = False
-    seed: int | None = Field(None, ge=I64_MIN, le=I64_MAX, description="null = random")
+    seed: WholeInt | None = Field(None, ge=I64_MIN, le=I64_MAX, description="null = random")
 
     def sampling(self) -> dict:
         """The sampling fields that were given (absent ones left out)."""
