@@ -80,21 +80,59 @@ def test_list_pages_through_stored_tasks(http):
     """``offset``/``limit`` page through the stored ids (API.md's reply: the first 100 only);
     the pages add up to the whole list; bad values are a 422 naming them."""
     made = [create(http, max_tokens=1)["task_id"] for _ in range(5)]
-    deadline = time.monotonic() + 30
-    while not set(made) <= set(http.get("/v1/tasks/list?limit=10000").json()["db_tasks"]):
-        assert time.monotonic() < deadline, "tasks were not stored"
-        time.sleep(0.05)
-    whole = http.get("/v1/tasks/list?limit=10000").json()
+    _wait_stored(http, made)
+    whole = http.get("/v1/tasks/list?limit=10000&order=id").json()
     assert whole["database_count"] == len(whole["db_tasks"])
-    pages = [http.get(f"/v1/tasks/list?offset={o}&limit=2").json()["db_tasks"]
-             for o in range(0, len(whole["db_tasks"]) + 2, 2)]
-    assert [t for page in pages for t in page] == whole["db_tasks"]
-    assert all(len(page) <= 2 for page in pages) and pages[-1] == []
-    assert http.get("/v1/tasks/list").json()["db_tasks"] == whole["db_tasks"][:100]
+    # by id: each id stored throughout comes once (a task of an earlier test stored meanwhile
+    # may come too; in the default order a write moves a task across pages)
+    pages, offset = [], 0
+    while page := http.get(f"/v1/tasks/list?offset={offset}&limit=2&order=id").json()["db_tasks"]:
+        pages.append(page)
+        offset += 2
+    listed = [t for page in pages for t in page]
+    assert listed == sorted(set(listed)) and set(whole["db_tasks"]) <= set(listed)
+    assert all(len(page) == 2 for page in pages[:-1])
+    recent = http.get("/v1/tasks/list").json()["db_tasks"]  # API.md's first 100, newest first
+    assert len(recent) == len(set(recent)) <= 100 and set(made) <= set(recent)
     for query, name in (("offset=-1", "offset"), ("limit=-1", "limit"), ("limit=10001", "limit"),
                         ("limit=ten", "limit")):
         r = http.get(f"/v1/tasks/list?{query}")
         assert r.status_code == 422 and name in str(r.json()["detail"]), r.text
+
+
+def test_list_by_id_pages_are_stable_across_writes(http):
+    """``order=id`` pages in an order no write changes: a task written again between two pages
+    (a continue) moved to the front of the default order, so a client paging by offset saw one
+    id twice and skipped another (session 23's review); by id each id comes exactly once.
+    ``total_count`` counts ids in memory and stored ids once each."""
+    made = [create(http, max_tokens=1)["task_id"] for _ in range(6)]
+    _wait_stored(http, made)
+    first = http.get("/v1/tasks/list?order=id&limit=3").json()["db_tasks"]
+    assert first == sorted(first)
+    ids = sorted(http.get("/v1/tasks/list?order=id&limit=10000").json()["db_tasks"])
+    last = ids[-1]  # on a later page: a write moves it to the front of the default order
+    assert http.post(f"/v1/tasks/{last}/continue", json={"max_tokens": 1}).status_code == 200
+    deadline = time.monotonic() + 30
+    while http.get("/v1/tasks/list?limit=1").json()["db_tasks"] != [last]:
+        assert time.monotonic() < deadline, "the continued task was not written again"
+        time.sleep(0.05)
+    pages, offset = [first], 3
+    while page := http.get(f"/v1/tasks/list?order=id&offset={offset}&limit=3").json()["db_tasks"]:
+        pages.append(page)
+        offset += 3
+    listed = [t for page in pages for t in page]  # (a task of an earlier test may join)
+    assert listed == sorted(set(listed)) and set(ids) <= set(listed)
+    whole = http.get("/v1/tasks/list?limit=10000").json()
+    assert whole["total_count"] == len(set(whole["cpu_tasks"]) | set(whole["db_tasks"]))
+    r = http.get("/v1/tasks/list?order=oldest")
+    assert r.status_code == 422 and "order" in str(r.json()["detail"])
+
+
+def _wait_stored(http, ids: list[str]) -> None:
+    deadline = time.monotonic() + 30
+    while not set(ids) <= set(http.get("/v1/tasks/list?limit=10000").json()["db_tasks"]):
+        assert time.monotonic() < deadline, "tasks were not stored"
+        time.sleep(0.05)
 
 
 # ---- streams -------------------------------------------------------------------------------

@@ -206,16 +206,16 @@ class TaskManager:
             task.stop()
         return task
 
-    def list_all_tasks(self, offset: int = 0, limit: int = 100) -> dict:
+    def list_all_tasks(self, offset: int = 0, limit: int = 100, by_id: bool = False) -> dict:
         """API.md's ``/list`` reply: ids in memory (templates first, then least recently used)
-        and ``limit`` ids in the database from ``offset`` (most recently written first; API.md:
-        the first 100)."""
+        and ``limit`` ids in the database from ``offset`` (most recently written first, API.md:
+        the first 100; ``by_id``: in id order, which writes between pages do not change)."""
         with self._lock:
             cpu = [*self._templates, *self._cache, *self._closing]
-        db = self.store.ids(newest_first=True)
-        return {"cpu_cache_count": len(cpu), "database_count": len(db),
-                "total_count": len(set(cpu).union(db)), "cpu_tasks": cpu,
-                "db_tasks": db[offset:offset + limit]}
+        n_db, db, stored = self.store.listing(offset, limit, by_id, cpu)
+        only_cpu = len(set(cpu) - stored)
+        return {"cpu_cache_count": len(cpu), "database_count": n_db,
+                "total_count": n_db + only_cpu, "cpu_tasks": cpu, "db_tasks": db}
 
     # ---- persistence hooks --------------------------------------------------------------
     def track(self, task: Task) -> None:

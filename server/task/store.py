@@ -53,7 +53,7 @@ class TaskStore:
         self.path = str(path)
         if self.path != ":memory:":
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # (reentrant: ``listing`` reads under one hold)
         try:
             self._db = sqlite3.connect(self.path, timeout=timeout, check_same_thread=False,
                                        isolation_level=None)  # autocommit; explicit transactions
@@ -142,18 +142,38 @@ class TaskStore:
                                     (task_id,)).fetchone() is not None
 
     def ids(self, limit: int | None = None, templates: bool | None = None,
-            newest_first: bool = False) -> list[str]:
-        """Stored ids in order of last write; ``templates`` True/False filters, None = all."""
+            newest_first: bool = False, offset: int = 0, by_id: bool = False) -> list[str]:
+        """Stored ids in order of last write (``by_id``: of id, an order no write changes, for
+        paging); ``templates`` True/False filters, None = all; ``limit`` from ``offset``."""
         sql, args = "SELECT task_id FROM tasks", []
         if templates is not None:
             sql += " WHERE is_template=?"
             args.append(int(templates))
-        sql += f" ORDER BY updated_at {'DESC' if newest_first else 'ASC'}, task_id"
-        if limit is not None:
-            sql += " LIMIT ?"
-            args.append(int(limit))
+        sql += " ORDER BY task_id" if by_id else \
+            f" ORDER BY updated_at {'DESC' if newest_first else 'ASC'}, task_id"
+        if limit is not None or offset:
+            sql += " LIMIT ? OFFSET ?"
+            args += [-1 if limit is None else int(limit), int(offset)]
         with self._lock:
             return [r[0] for r in self._db.execute(sql, args)]
+
+    def present(self, ids: list[str]) -> set[str]:
+        """Those of ``ids`` that are stored."""
+        found = set()
+        with self._lock:
+            for i in range(0, len(ids), 500):  # (SQLite's bound-parameter limit)
+                part = ids[i:i + 500]
+                sql = f"SELECT task_id FROM tasks WHERE task_id IN ({','.join('?' * len(part))})"
+                found.update(r[0] for r in self._db.execute(sql, part))
+        return found
+
+    def listing(self, offset: int, limit: int, by_id: bool, among: list[str]
+                ) -> tuple[int, list[str], set[str]]:
+        """``count()``, a page of ``ids`` (newest first, or ``by_id``) and those of ``among``
+        that are stored, from one moment: no write lands between them."""
+        with self._lock:
+            return (self.count(), self.ids(limit, newest_first=True, offset=offset, by_id=by_id),
+                    self.present(among))
 
     def count(self, templates: bool | None = None) -> int:
         sql, args = "SELECT COUNT(*) FROM tasks", ()

@@ -7,6 +7,8 @@ Create-like endpoints (``tmp``, ``create``, ``fim``, ``fork``, ``continue``) ans
 
 from __future__ import annotations
 
+from typing import Literal
+
 from fastapi import APIRouter, Depends, HTTPException, Query, Request
 
 from server.api.bridge import wait_finished
@@ -73,10 +75,14 @@ async def fill_in_middle(body: FimRequest, svc: TaskService = Depends(get_servic
 @router.get("/list", response_model=TaskList)
 async def list_tasks(svc: TaskService = Depends(get_service),
                      offset: int = Query(0, ge=0, description="db_tasks from this position"),
-                     limit: int = Query(100, ge=0, le=10_000, description="db_tasks at most")):
+                     limit: int = Query(100, ge=0, le=10_000, description="db_tasks at most"),
+                     order: Literal["recent", "id"] = Query(
+                         "recent", description="db_tasks most recently written first, or by "
+                         "id: an order writes between pages do not change (to page through)")):
     """Ids in memory, and ``limit`` stored ids from ``offset`` (most recently written first:
-    API.md's first 100 by default; a client pages through the rest)."""
-    return await svc.store(svc.manager.list_all_tasks, offset=offset, limit=limit)
+    API.md's first 100 by default; a client pages through the rest with ``order=id``)."""
+    return await svc.store(svc.manager.list_all_tasks, offset=offset, limit=limit,
+                           by_id=order == "id")
 
 
 @router.get("/{task_id}/get_result", response_model=TaskResponseModel, responses=NOT_FOUND)
