@@ -34,6 +34,29 @@ def test_a_deadline_during_arrivals_stops_submitting(capsys):
                      r"\(2 of 6 submitted\)", out), out
 
 
+def test_the_scheduler_thread_has_ended_when_the_report_is_out(monkeypatch, capsys):
+    """The report waits for the thread running the scheduler (``test_the_readmes_command_
+    exits_cleanly``: the process aborted when it was still inside torch at exit). Its ``run``
+    made slow to return after the last task, the thread must still be joined."""
+    import threading
+    import time
+
+    from server.scheduler import DynamicScheduler
+
+    real = DynamicScheduler.run
+
+    def slow_to_return(self, *a, **k):
+        out = real(self, *a, **k)
+        time.sleep(0.5)
+        return out
+
+    monkeypatch.setattr(DynamicScheduler, "run", slow_to_return)
+    stress.main(["--preset", "tiny", "--device", "cpu", "--tasks", "2", "--max-tokens", "4",
+                 "--buffer-size", "4", "--max-batch-size", "2"])
+    assert "output tokens:" in capsys.readouterr().out
+    assert not [t for t in threading.enumerate() if t.name == "stress-run"]
+
+
 def test_the_readmes_command_exits_cleanly():
     """As a process (the README's command): it exited with SIGABRT after its report while its
     scheduler thread was still inside torch ("terminate called without an active exception";

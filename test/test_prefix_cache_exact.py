@@ -344,3 +344,28 @@ def test_a_fault_restores_whether_the_state_was_decoded(tiny_loader, monkeypatch
     assert source.finish_reason == "error" and len(source.history) == 32
     assert source.state_decoded, "the restored state was decoded, the flag says otherwise"
     monkeypatch.setattr(sched.engine.model, "decode", real)
+
+
+def test_a_task_that_generated_one_token_keeps_a_prefill_computed_state(tiny_loader):
+    """max_tokens=1: the one token came from the prompt's last logits and was never fed
+    through a decode step, so the state is still the prefill's (``kept`` in ``_pulse``): a
+    continue of it stores its new prompt's states, and a fresh request for the same tokens
+    resumes one and ends on the uncached run's bits. Counted as decoded, nothing was stored."""
+    cache = PrefixCache(64 << 20)
+    sched = DynamicScheduler(tiny_loader, max_batch_size=4, buffer_size=4, prefix_cache=cache)
+    g = torch.Generator().manual_seed(11)
+    task = Task(torch.randint(1, 60000, (64,), generator=g).tolist(), max_tokens=1,
+                temperature=0.0)
+    task.cache_origin = ""
+    sched.add_task(task)
+    sched.run()
+    assert len(task.output) == 1 and not task.state_decoded
+    extra = torch.randint(1, 60000, (40,), generator=g).tolist()
+    inserts = cache.stats()["inserts"]
+    task.continue_gen(list(extra), max_tokens=1)
+    sched.add_task(task)
+    sched.run()
+    assert cache.stats()["inserts"] > inserts, "the continued prompt stored nothing"
+    hits = cache.stats()["hits"]
+    _fresh_run_is_uncached(tiny_loader, sched, task.history[:64] + task.output[:1] + extra)
+    assert cache.stats()["hits"] > hits

@@ -111,7 +111,7 @@ def run(args) -> dict:
     else:  # all at once (the seed's test)
         for i in range(len(prompt_tokens)):
             submit(i)
-        worker = threading.Thread(target=sched.run, daemon=True)
+        worker = threading.Thread(target=sched.run, daemon=True, name="stress-run")
         worker.start()
     done, shown = 0, t0
     while done < len(tasks):
