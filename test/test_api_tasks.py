@@ -95,37 +95,47 @@ def test_list_pages_through_stored_tasks(http):
     recent = http.get("/v1/tasks/list").json()["db_tasks"]  # API.md's first 100, newest first
     assert len(recent) == len(set(recent)) <= 100 and set(made) <= set(recent)
     for query, name in (("offset=-1", "offset"), ("limit=-1", "limit"), ("limit=10001", "limit"),
-                        ("limit=ten", "limit")):
+                        ("limit=ten", "limit"),
+                        ("offset=9223372036854775808", "offset")):  # past SQLite's: was a 500
         r = http.get(f"/v1/tasks/list?{query}")
         assert r.status_code == 422 and name in str(r.json()["detail"]), r.text
 
 
-def test_list_by_id_pages_are_stable_across_writes(http):
-    """``order=id`` pages in an order no write changes: a task written again between two pages
-    (a continue) moved to the front of the default order, so a client paging by offset saw one
-    id twice and skipped another (session 23's review); by id each id comes exactly once.
+def test_list_pages_by_cursor_skip_and_repeat_nothing(http):
+    """``after`` (a page's last id) gives the next page in id order: a task written again,
+    one deleted and one created between two pages shift nothing. By ``offset`` a write moved a
+    task across pages in the default order, and a delete or insert shifted every later page
+    by one in id order: an id skipped or repeated (session 23's review, session 25's QA).
     ``total_count`` counts ids in memory and stored ids once each."""
     made = [create(http, max_tokens=1)["task_id"] for _ in range(6)]
     _wait_stored(http, made)
+    ids = http.get("/v1/tasks/list?order=id&limit=10000").json()["db_tasks"]
+    assert ids == sorted(ids)
     first = http.get("/v1/tasks/list?order=id&limit=3").json()["db_tasks"]
-    assert first == sorted(first)
-    ids = sorted(http.get("/v1/tasks/list?order=id&limit=10000").json()["db_tasks"])
-    last = ids[-1]  # on a later page: a write moves it to the front of the default order
+    assert first == ids[:3]
+    gone, last = first[0], ids[-1]
+    assert http.post(f"/v1/tasks/{gone}/delete").status_code == 200
+    new = create(http, max_tokens=1)["task_id"]
     assert http.post(f"/v1/tasks/{last}/continue", json={"max_tokens": 1}).status_code == 200
+    _wait_stored(http, [new])
     deadline = time.monotonic() + 30
-    while http.get("/v1/tasks/list?limit=1").json()["db_tasks"] != [last]:
+    while http.get("/v1/tasks/list?limit=1").json()["db_tasks"] != [last]:  # written again
         assert time.monotonic() < deadline, "the continued task was not written again"
         time.sleep(0.05)
-    pages, offset = [first], 3
-    while page := http.get(f"/v1/tasks/list?order=id&offset={offset}&limit=3").json()["db_tasks"]:
+    pages = [first]
+    for _ in range(len(ids)):  # (bounded: a cursor that did not move would loop forever)
+        page = http.get(f"/v1/tasks/list?after={pages[-1][-1]}&limit=3").json()["db_tasks"]
+        if not page:
+            break
         pages.append(page)
-        offset += 3
     listed = [t for page in pages for t in page]  # (a task of an earlier test may join)
     assert listed == sorted(set(listed)) and set(ids) <= set(listed)
+    assert (new in listed) == (new > first[-1])  # a new id comes if past the cursor
     whole = http.get("/v1/tasks/list?limit=10000").json()
     assert whole["total_count"] == len(set(whole["cpu_tasks"]) | set(whole["db_tasks"]))
-    r = http.get("/v1/tasks/list?order=oldest")
-    assert r.status_code == 422 and "order" in str(r.json()["detail"])
+    for query in ("order=oldest", "after=" + "x" * 257):
+        r = http.get(f"/v1/tasks/list?{query}")
+        assert r.status_code == 422, r.text
 
 
 def _wait_stored(http, ids: list[str]) -> None:

@@ -142,13 +142,22 @@ class TaskStore:
                                     (task_id,)).fetchone() is not None
 
     def ids(self, limit: int | None = None, templates: bool | None = None,
-            newest_first: bool = False, offset: int = 0, by_id: bool = False) -> list[str]:
-        """Stored ids in order of last write (``by_id``: of id, an order no write changes, for
-        paging); ``templates`` True/False filters, None = all; ``limit`` from ``offset``."""
-        sql, args = "SELECT task_id FROM tasks", []
+            newest_first: bool = False, offset: int = 0, by_id: bool = False,
+            after: str | None = None) -> list[str]:
+        """Stored ids in order of last write (``by_id``: of id, an order no write changes;
+        ``after``: those past that id in id order, a cursor for paging that inserts and
+        deletes do not shift); ``templates`` True/False filters, None = all; ``limit`` from
+        ``offset``."""
+        sql, where, args = "SELECT task_id FROM tasks", [], []
         if templates is not None:
-            sql += " WHERE is_template=?"
+            where.append("is_template=?")
             args.append(int(templates))
+        if after is not None:
+            by_id = True
+            where.append("task_id>?")
+            args.append(after)
+        if where:
+            sql += " WHERE " + " AND ".join(where)
         sql += " ORDER BY task_id" if by_id else \
             f" ORDER BY updated_at {'DESC' if newest_first else 'ASC'}, task_id"
         if limit is not None or offset:
@@ -167,13 +176,13 @@ class TaskStore:
                 found.update(r[0] for r in self._db.execute(sql, part))
         return found
 
-    def listing(self, offset: int, limit: int, by_id: bool, among: list[str]
-                ) -> tuple[int, list[str], set[str]]:
-        """``count()``, a page of ``ids`` (newest first, or ``by_id``) and those of ``among``
-        that are stored, from one moment: no write lands between them."""
+    def listing(self, offset: int, limit: int, by_id: bool, among: list[str],
+                after: str | None = None) -> tuple[int, list[str], set[str]]:
+        """``count()``, a page of ``ids`` (newest first, or ``by_id`` / ``after``) and those of
+        ``among`` that are stored, from one moment: no write lands between them."""
         with self._lock:
-            return (self.count(), self.ids(limit, newest_first=True, offset=offset, by_id=by_id),
-                    self.present(among))
+            return (self.count(), self.ids(limit, newest_first=True, offset=offset, by_id=by_id,
+                                           after=after), self.present(among))
 
     def count(self, templates: bool | None = None) -> int:
         sql, args = "SELECT COUNT(*) FROM tasks", ()

@@ -13,8 +13,8 @@ from fastapi import APIRouter, Depends, HTTPException, Query, Request
 
 from server.api.bridge import wait_finished
 from server.api.chat import fim_prompt
-from server.api.schemas.tasks import (ContinueRequest, CreateRequest, FimRequest, TaskInfo,
-                                      TaskList, TaskResponseModel)
+from server.api.schemas.tasks import (I64_MAX, ContinueRequest, CreateRequest, FimRequest,
+                                      TaskInfo, TaskList, TaskResponseModel)
 from server.api.task_service import TASK_NOT_FOUND, TaskService, invalid, is_busy
 from server.task.manager import TaskNotFound
 from server.api.task_stream import sse_response
@@ -74,15 +74,19 @@ async def fill_in_middle(body: FimRequest, svc: TaskService = Depends(get_servic
 
 @router.get("/list", response_model=TaskList)
 async def list_tasks(svc: TaskService = Depends(get_service),
-                     offset: int = Query(0, ge=0, description="db_tasks from this position"),
+                     offset: int = Query(0, ge=0, le=I64_MAX,
+                                         description="db_tasks from this position"),
                      limit: int = Query(100, ge=0, le=10_000, description="db_tasks at most"),
                      order: Literal["recent", "id"] = Query(
-                         "recent", description="db_tasks most recently written first, or by "
-                         "id: an order writes between pages do not change (to page through)")):
+                         "recent", description="db_tasks most recently written first, or by id"),
+                     after: str | None = Query(
+                         None, max_length=256, description="db_tasks past this id, by id: a "
+                         "page's last id gives the next page, whatever was written, created or "
+                         "deleted between (offsets shift then)")):
     """Ids in memory, and ``limit`` stored ids from ``offset`` (most recently written first:
-    API.md's first 100 by default; a client pages through the rest with ``order=id``)."""
+    API.md's first 100 by default; a client pages through the rest with ``after``)."""
     return await svc.store(svc.manager.list_all_tasks, offset=offset, limit=limit,
-                           by_id=order == "id")
+                           by_id=order == "id", after=after)
 
 
 @router.get("/{task_id}/get_result", response_model=TaskResponseModel, responses=NOT_FOUND)
