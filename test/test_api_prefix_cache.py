@@ -248,6 +248,13 @@ def test_import_export_round_trip(on, tiny_loader):
     full = on.post("/v1/completions", json={
         **comp, "prompt": "User: hello, who are you?\n\nAssistant: I am"}).json()
     assert via_tpl["choices"][0]["text"] == full["choices"][0]["text"] != ""
+    # an empty prompt goes on from the template's state, as the full prompt would (it fed an
+    # end-of-text token first: session 25's QA)
+    empty = {"prompt": "", "max_tokens": 12, "temperature": 0}
+    via_tpl = on.post("/v1/completions", json={"model": "rwkv-7:_greeter", **empty}).json()
+    full = on.post("/v1/completions", json={
+        **empty, "prompt": "User: hello, who are you?\n\nAssistant:"}).json()
+    assert via_tpl["choices"][0]["text"] == full["choices"][0]["text"] != ""
     r = on.post("/v1/chat/completions", json={"model": "rwkv-7:_missing",
                                               "messages": [{"role": "user", "content": "hi"}]})
     assert r.status_code == 404 and r.json()["error"]["code"] == "model_not_found"

@@ -71,10 +71,15 @@ def _start_all(tpl, tasks: list) -> str:
     return origin
 
 
+def template_head(tpl) -> list[int]:
+    """The tokens ``tpl`` holds but has not fed yet (its last prompt token, as a rule): what a
+    request from it feeds before its own prompt; [] for a bare state (a state-tuning file)."""
+    return list(tpl.pending) + ([] if tpl.current_token is None else [tpl.current_token])
+
+
 def start_from(task, tpl) -> None:
     """Put ``tpl``'s state and consumed tokens under ``task``'s not yet fed prompt."""
-    head = list(tpl.pending) + ([] if tpl.current_token is None else [tpl.current_token])
-    task.pending = head + task.pending
+    task.pending = template_head(tpl) + task.pending
     task.history = list(tpl.history)
     task.state = None if tpl.state is None else tpl.state.clone()
     task.state_decoded = tpl.state_decoded

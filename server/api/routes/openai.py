@@ -32,7 +32,7 @@ from server.api.bridge import UnderWay
 from server.api.completion import Choice, make_tasks, run_choices, submit
 from server.api.deps import get_runtime
 from server.api.encoding import encode, past_vocab, past_vocab_message
-from server.api.prefix import find_template, prepare_tasks, template_id
+from server.api.prefix import find_template, prepare_tasks, template_head, template_id
 from server.api.routes.openai_format import (Reply, chat_body, chat_events, chat_message,
                                              completion_body, completion_events)
 from server.api.routes.openai_schemas import (MAX_CHOICES, ChatRequest, CompletionRequest,
@@ -327,8 +327,10 @@ async def completions(request: Request):
     prompts = await _prompt_tokens(rt, req.prompt, n, tpl, req.suffix)
     params = sampling_params(req, rt.settings)
     choices = []
+    # an empty prompt starts a document (token 0), or goes on from a template's next token
+    start = [] if tpl is not None and template_head(tpl) else [0]
     for i, (text, toks) in enumerate(prompts):
-        tasks = make_tasks(toks or [0], n, params, req.seed)  # empty prompt: start a document
+        tasks = make_tasks(toks or start, n, params, req.seed)
         choices += [Choice(i * n + j, t, OutputSplitter("text", req.stop_list),
                            echo=utf8_safe(text) if req.echo else "") for j, t in enumerate(tasks)]
     await prepare_tasks(rt, tpl, [c.task for c in choices])  # prefix cache; the template
