@@ -344,6 +344,12 @@ def test_completions_max_completion_tokens_wins(http):
     ({"prompt": []}, "prompt"),
     ({"prompt": [1, 70000]}, "prompt"),
     ({"prompt": ["a", 1]}, "prompt"),
+    # booleans were read as numbers: true as max_tokens 1, [true, false] as ids [1, 0]
+    ({"max_tokens": True}, "max_tokens"),
+    ({"n": True}, "n"),
+    ({"temperature": False}, "temperature"),
+    ({"prompt": [True, False]}, "prompt"),
+    ({"prompt": [[5, 6], [7, True]]}, "prompt"),
 ])
 def test_completions_refusals(http, body, param):
     r = http.post("/v1/completions", json={"prompt": "x", "max_tokens": 2, **body})
