@@ -28,7 +28,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--demo", nargs="?", const="tiny", metavar="PRESET",
                     help="serve RANDOM weights of PRESET (tiny, 0.1b, 0.4b, 1.5b, 2.9b, 7.2b, "
                          "13.3b; default tiny) to try the API without a model (RWKV_DEMO)")
-    return ap.parse_args(argv)
+    args = ap.parse_args(argv)
+    if args.demo is not None and args.model is not None:  # (the demo was served, --model unread)
+        ap.error("--model and --demo exclude each other (--demo serves random weights)")
+    return args
 
 
 def apply_overrides(args: argparse.Namespace) -> None:

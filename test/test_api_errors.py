@@ -224,6 +224,10 @@ def test_unknown_demo_preset_fails_fast():
     out = p.stdout + p.stderr
     assert p.returncode == 2 and "Traceback" not in out and "Uvicorn running" not in out
     assert "'3b'" in out and "tiny" in out and "2.9b" in out
+    # --model beside --demo was ignored: the demo served (session 25's QA)
+    cmd = [sys.executable, "run.py", "--demo", "--model", "x.pth", "--port", str(free_port())]
+    p = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    assert p.returncode == 2 and "--model and --demo exclude each other" in p.stderr, p.stderr
 
 
 def test_cors_preflight_and_headers_on_errors(http):

@@ -311,6 +311,10 @@ def test_add_task_rejects_finished_and_full_queue(tiny_loader):
     dict(top_k=10**20), dict(top_k=2**32 + 5), dict(max_tokens=-1), dict(max_tokens=2**63),
     dict(max_tokens=2.5), dict(presence_penalty=float("inf")), dict(penalty_decay=5.0),
     dict(top_k=1.5),
+    # read as valid before session 25's QA: int() made 1.9 and "1" seed 1; True a number;
+    # top_k below -1 (the HTTP API's 422)
+    dict(seed=1.9), dict(seed="1"), dict(max_tokens=True), dict(temperature=True),
+    dict(top_k=-5),
 ])
 def test_bad_parameters_raise_naming_them(tiny_loader, bad):
     """SDK misuse is a ValueError naming the parameter, before anything is queued: unchecked, a
@@ -326,6 +330,21 @@ def test_bad_parameters_raise_naming_them(tiny_loader, bad):
     with pytest.raises(ValueError, match=f"{key}="):
         scheduler.add_task(task)
     assert not scheduler.waiting and not scheduler.has_work
+
+
+@pytest.mark.parametrize("bad", [
+    dict(max_batch_size=0), dict(max_batch_size=-1), dict(max_batch_size=2.5),
+    dict(buffer_size=0), dict(buffer_size=-3), dict(buffer_size=1.5), dict(buffer_size=True),
+    dict(prefill_chunk=0), dict(prefill_chunk=-5), dict(max_queue=-1),
+])
+def test_bad_scheduler_sizes_raise_naming_them(tiny_loader, bad):
+    """A size the scheduler cannot run with is a ValueError naming it: unchecked, buffer_size
+    0 or prefill_chunk 0 made run() spin forever, max_batch_size 0 failed every task with an
+    AssertionError (session 25's QA); the server's settings refuse them already."""
+    (key, value), = bad.items()
+    for cls in (DynamicScheduler, SimpleScheduler):
+        with pytest.raises(ValueError, match=f"{key}="):
+            cls(tiny_loader, **bad)
 
 
 def test_bad_prompts_raise_or_fail_alone(tiny_loader):

@@ -46,6 +46,12 @@ class BaseScheduler(SlotCycle):
 
     def __init__(self, loader, max_batch_size: int = 256, buffer_size: int = 32,
                  prefill_chunk: int = 4096, max_queue: int = 1 << 30, prefix_cache=None):
+        for name, value, low in (("max_batch_size", max_batch_size, 1),
+                                 ("buffer_size", buffer_size, 1),
+                                 ("prefill_chunk", prefill_chunk, 1), ("max_queue", max_queue, 0)):
+            # (0 steps a pulse or tokens a pass never got anywhere: run() spun forever)
+            if not isinstance(value, int) or isinstance(value, bool) or value < low:
+                raise ValueError(f"{name}={value!r} is invalid; expected an integer >= {low}")
         self.loader = loader
         self.max_batch_size = max_batch_size
         self.buffer_size = buffer_size

@@ -37,11 +37,16 @@ SAMPLING_FIELDS = (
 # numbers must be finite. The SDK checks them in ``add_task`` (``Task.check_params``): unchecked,
 # a top_k past int64 failed every task of the step and a NaN temperature sampled garbage.
 PARAM_RANGES = {
-    "max_tokens": (True, 0, 2**63 - 1), "top_k": (True, -2**31, 2**31 - 1),
+    "max_tokens": (True, 0, 2**63 - 1), "top_k": (True, -1, 2**31 - 1),  # (-1, 0: off)
     "seed": (True, None, None), "temperature": (False, 0, None), "top_p": (False, 0, 1),
     "presence_penalty": (False, None, None), "repetition_penalty": (False, None, None),
     "penalty_decay": (False, 0, 1),
 }
+
+
+def _is_int(v) -> bool:
+    """An integer, and not a bool (``True`` is an ``int`` to Python, not to a user)."""
+    return isinstance(v, numbers.Integral) and not isinstance(v, bool)
 
 
 class Status(IntEnum):
@@ -92,7 +97,10 @@ class Task:
         self.presence_penalty = presence_penalty
         self.repetition_penalty = repetition_penalty
         self.penalty_decay = penalty_decay
-        self.seed = secrets.randbits(62) if seed is None else int(seed)
+        # an integer as int (numpy's too: the task's metadata is JSON); anything else kept for
+        # check_params to name (int() read 1.9 and "1" as seed 1)
+        self.seed = secrets.randbits(62) if seed is None else \
+            int(seed) if _is_int(seed) else seed
         self.rng_counter = 0  # draws made so far from this task's (seed, counter) stream
         self.collect_callback = collect_callback
         self.finish_callback = finish_callback
@@ -237,10 +245,10 @@ class Task:
             v = changes.get(key)
             v = getattr(self, key) if v is None else v
             if integer:
-                ok = isinstance(v, numbers.Integral)
+                ok = _is_int(v)
                 kind = "an integer"
-            else:
-                ok = isinstance(v, numbers.Real) and math.isfinite(v)
+            else:  # (True is no number: the API refuses it too)
+                ok = isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isfinite(v)
                 kind = "a finite number"
             ok = ok and (low is None or v >= low) and (high is None or v <= high)
             if not ok:
