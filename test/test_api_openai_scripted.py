@@ -273,3 +273,32 @@ def test_shutdown_ends_a_plain_request_with_its_text_and_refuses_new_ones(http, 
         assert len(fake.tasks) == 1  # refused before any task was queued
     finally:
         drain.event.clear()  # the module's server serves the other tests
+
+
+def test_a_big_body_is_parsed_and_rendered_off_the_event_loop(http, monkeypatch):
+    """A body past ``OFF_LOOP_BYTES`` is parsed and its chat prompt built in a worker thread,
+    a small one on the event loop (its time to first token: no thread hops). Inline, a 7.8 MB
+    body of 230,000 messages held the loop ~1.4 s: every stream waited (session 25's QA)."""
+    import threading
+
+    from server.api.routes import openai as routes
+    from server.api.routes import openai_schemas
+
+    seen = {}
+
+    def spy(name, fn):
+        def wrapped(*a, **k):
+            seen.setdefault(name, []).append(threading.get_ident())
+            return fn(*a, **k)
+        return wrapped
+
+    monkeypatch.setattr(openai_schemas, "_parse", spy("parse", openai_schemas._parse))
+    monkeypatch.setattr(routes, "build_chat_prompt", spy("build", routes.build_chat_prompt))
+    small = [{"role": "user", "content": "hi"}]
+    big = [{"role": "user", "content": "word " * 20}] * 4000  # ~0.45 MB
+    for messages in (small, small, big):
+        r = http.post("/v1/chat/completions", json={"messages": messages, "max_tokens": 1})
+        assert r.status_code in (200, 400), r.text
+    loop = seen["parse"][0]
+    assert seen["parse"][:2] == seen["build"][:2] == [loop, loop]  # small: inline
+    assert seen["parse"][2] != loop and seen["build"][2] != loop  # big: a worker thread

@@ -36,7 +36,7 @@ from server.api.prefix import find_template, prepare_tasks, template_head, templ
 from server.api.routes.openai_format import (Reply, chat_body, chat_events, chat_message,
                                              completion_body, completion_events)
 from server.api.routes.openai_schemas import (MAX_CHOICES, ChatRequest, CompletionRequest,
-                                              OpenAIError, parse_request)
+                                              OpenAIError, off_loop_if_big, parse_request)
 from server.api.safe_json import utf8_safe
 from server.api.splitter import OutputSplitter
 from server.api.stopping import stop_in_background, stop_tasks
@@ -235,7 +235,8 @@ async def chat_completions(request: Request):
         choice_name(req.tool_choice)  # its form, with tools or without (then it is unused)
         offer = tools_active(tools, req.tool_choice)
         think = wants_think(req.reasoning_effort, rt.settings.chat_think)
-        prompt = build_chat_prompt(req.messages, think, tools if offer else None, req.tool_choice)
+        prompt = await off_loop_if_big(request, build_chat_prompt, req.messages, think,
+                                       tools if offer else None, req.tool_choice)
     except ChatError as e:
         raise OpenAIError(400, e.message, param=e.param) from None
     tokens = await encode(rt.loader, prompt)
