@@ -281,6 +281,7 @@ def test_import_errors(on, tiny_loader):
     listed = on.get("/v1/tasks/list").json()["total_count"]
     r = on.post("/v1/tasks/_tuned/fork", json={"max_tokens": 8})
     assert r.status_code == 422 and "give a prompt" in r.text, r.text
+    assert "_tuned has no token" in r.text  # the id sent, not its copy's (session 25's QA)
     assert on.get("/v1/tasks/list").json()["total_count"] == listed  # the copy is not kept
     assert stream_text(on, "/v1/tasks/_tuned/fork", {"prompt": "Hi", "max_tokens": 4,
                                                      "temperature": 0}) != ""

@@ -107,19 +107,21 @@ async def status(task_id: str, svc: TaskService = Depends(get_service)):
     return svc.info(await svc.get(task_id))
 
 
-def _resume(svc: TaskService, task: Task, tokens: list[int], body: ContinueRequest, tmp: bool):
+def _resume(svc: TaskService, task: Task, tokens: list[int], body: ContinueRequest, tmp: bool,
+            named: str):
     """Append ``tokens`` to an idle task, update its parameters and submit it. Synchronous: no
     other request can change the task between the caller's checks and this. A full queue is a
     503 before the task is changed: changed first, a refused continue left the prompt appended
     and the last round's output gone, and each retry (the openai SDK retries 503s) appended the
     prompt again (a review, session 14). The prompt's length counts the tokens the task has
-    not fed yet (``check_prompt_length``: a template's from a state exported mid-prompt)."""
+    not fed yet (``check_prompt_length``: a template's from a state exported mid-prompt).
+    ``named``: the id the request named (a fork's source: its copy's id means nothing to it)."""
     params = svc.sampling(body, defaults=False)
     if (not tokens and task.current_token is None and not task.pending
             and params.get("max_tokens", task.max_tokens) > 0):
         # (an imported state-tuning file, or a state exported without its next token): the
         # round would end at once with nothing generated
-        raise invalid("prompt", f"{task.task_id} has no token to generate from (its state came "
+        raise invalid("prompt", f"{named} has no token to generate from (its state came "
                       "without one, e.g. an imported state): give a prompt", body.prompt)
     svc.check_prompt_length(len(tokens), len(task.pending))
     svc.check_params(task, params)
@@ -140,7 +142,7 @@ async def fork(task_id: str, body: ContinueRequest | None = None,
     task = await svc.copy(await svc.get(task_id), new_task_id("TMP" if tmp else "TASK"))
     await svc.register(task, pin=True)
     try:
-        _resume(svc, task, tokens, body, tmp)
+        _resume(svc, task, tokens, body, tmp, task_id)
     except Exception:  # refused (4xx/503: HTTPException, or a 422 naming a field): no copy kept
         await svc.forget(task)
         raise
@@ -161,7 +163,7 @@ async def continue_task(task_id: str, body: ContinueRequest | None = None,
             raise HTTPException(403, "Templates are read-only; fork them instead")
         svc.check_usable(task)
         tmp = task.task_id.startswith("TMP")
-        _resume(svc, task, tokens, body, tmp)
+        _resume(svc, task, tokens, body, tmp, task_id)
     finally:
         await svc.unpin(task)
     return await _started(svc, task, body.stream, tmp)
