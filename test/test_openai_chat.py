@@ -219,11 +219,15 @@ def test_splitter_stop_ignores_the_newline_before_the_answer(chunking):
 @pytest.mark.parametrize("chunking", [chars, lambda t: [t]])
 def test_splitter_tool_calls(chunking):
     text = ('>Let me check.\n<tool_call>{"name": "get_weather", "arguments": {"city": "Paris"}}'
-            '</tool_call>\n<tool_call>{"name": "f", "arguments": {}}</tool_call>')
+            '</tool_call>\n<tool_call>{"name": "f", "arguments": {}}</tool_call>\n')
     pieces, s = run("direct", chunking(text), tools=True)
     out = collect(pieces)
-    assert out["content"].strip() == "Let me check."
+    # the newlines around and between the calls are not content: "Let me check.\n\n" and a
+    # "\n" delta between the calls' deltas before session 25's QA
+    assert out["content"] == "Let me check."
     assert out["calls"] == [("get_weather", '{"city": "Paris"}'), ("f", "{}")]
+    kinds = [p.kind for p in pieces if p.text]
+    assert kinds.index("tool_call") == len(kinds) - 2 and kinds[-1] == "tool_call"
     assert s.tool_calls == 2
     assert all("<tool" not in p.text for p in pieces if p.kind == "content")
 
@@ -231,6 +235,8 @@ def test_splitter_tool_calls(chunking):
 def test_splitter_tool_call_unclosed_bad_and_disabled():
     pieces, _ = run("direct", ['>\n<tool_call>{"name": "f", "arguments": {"x": 1}}'], tools=True)
     assert collect(pieces)["calls"] == [("f", '{"x": 1}')]
+    pieces, _ = run("direct", [">text ends <tool"], tools=True)  # (held, then all of it)
+    assert collect(pieces)["content"] == "text ends <tool"
     pieces, s = run("direct", [">a <tool_call>oops</tool_call> b"], tools=True)
     assert collect(pieces)["content"] == "a <tool_call>oops</tool_call> b" and not s.tool_calls
     pieces, _ = run("direct", ['><tool_call>{"name": "f"}</tool_call>'], tools=False)

@@ -140,22 +140,32 @@ class OutputSplitter:
         if shit is not None and (hit is None or (spos + lead, -len(shit)) <= (pos, -len(hit))):
             pos, hit = spos + lead, shit
         if hit is None:
+            if self.tools:  # whitespace before a call, or after the last, is not content:
+                # held with an end that may grow into a tag, and dropped at the end
+                keep = 0 if final else held_suffix(self.buf, markers)
+                text = self.buf[:len(self.buf) - keep].rstrip()
+                self._emit(out, "content", text)
+                self.buf = "" if final else self.buf[len(text):]
+                return
             return self._emit_safe(out, "content", markers, final)
-        self._emit(out, "content", self.buf[:pos])
         if hit != OPEN_TAG:
+            self._emit(out, "content", self.buf[:pos])
             self.buf = self.buf[pos + len(hit):]  # (the match's end, for _stop)
             self._stop()
             return
+        text = self.buf[:pos].rstrip()  # the whitespace before a call is not content
+        ws = self.buf[len(text):pos]  # (unless the call is unusable: then it is all text)
+        self._emit(out, "content", text)
         end = self.buf.find(CLOSE_TAG, pos)
         if end < 0 and not final:
-            self.buf = self.buf[pos:]  # wait for the closing tag
+            self.buf = ws + self.buf[pos:]  # wait for the closing tag
             return
         block_end = len(self.buf) if end < 0 else end + len(CLOSE_TAG)
         raw, body = self.buf[pos:block_end], self.buf[pos + len(OPEN_TAG): end if end >= 0 else None]
         self.buf = self.buf[block_end:]
         call = parse_tool_call(body)
         if call is None:
-            self._emit(out, "content", raw)  # not a usable call: it is just text
+            self._emit(out, "content", ws + raw)  # not a usable call: it is just text
         else:
             self.tool_calls += 1
             out.append(Piece("tool_call", raw, call[0], call[1]))
