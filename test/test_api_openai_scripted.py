@@ -92,7 +92,10 @@ def test_tool_follow_up_is_accepted(sdk, script):
 
 
 def test_reasoning_and_turn_boundary(http, sdk, script):
-    fake = script(">The user greets me.</think>\nHello! How can I help?\n\nUser: and more", per_pulse=1)
+    # (text after the boundary for ~0.4 s: with only a few tokens the fake finished before the
+    # loop, busy on a loaded 2-core machine, read the boundary and asked it to stop)
+    fake = script(">The user greets me.</think>\nHello! How can I help?\n\nUser: and more"
+                  + " more" * 200, per_pulse=1)
     r = sdk.chat.completions.create(model="rwkv-7", messages=MSGS, reasoning_effort="high")
     msg = r.choices[0].message
     assert msg.reasoning_content == "The user greets me."
