@@ -157,6 +157,45 @@ def test_running_tasks_are_not_evicted_and_written_when_finished(db):
     tm.close()
 
 
+def test_tasks_busy_past_capacity_are_evicted_once_they_finish(db):
+    """Tasks running when put stay in memory past capacity; when they finish, the cache goes
+    back to its capacity (it stayed over until the next put: 165 tasks at a capacity of 10
+    after a burst, session 25's QA), their rows written."""
+    tm = manager(db, capacity=2)
+    runs = [make_task(i, status=Status.RUNNING) for i in range(5)]
+    for i, run in enumerate(runs):
+        tm.put_task(f"TASK_{i}", run)
+    assert tm.list_all_tasks()["cpu_cache_count"] == 5
+    for run in runs:
+        run._finish("stop")
+    tm.writer.flush()
+    assert tm.list_all_tasks()["cpu_cache_count"] == 2
+    assert all(tm.store.contains(f"TASK_{i}") for i in range(5))
+    assert all(tm.get_task(f"TASK_{i}").finish_reason == "stop" for i in range(5))
+    tm.close()
+
+
+def test_a_template_that_failed_to_store_is_not_kept(db, monkeypatch):
+    """A template whose row could not be written (a full disk) is not served from memory:
+    it was, as if stored, until a restart lost it (session 25's QA); the id stays free."""
+    import sqlite3
+
+    tm = manager(db)
+    real = tm.writer.write_now
+
+    def full(*a, **k):
+        raise sqlite3.OperationalError("database or disk is full")
+
+    monkeypatch.setattr(tm.writer, "write_now", full)
+    with pytest.raises(sqlite3.OperationalError):
+        tm.put_task("_t", make_task(1))
+    assert tm.get_task("_t") is None and "_t" not in tm.list_all_tasks()["cpu_tasks"]
+    monkeypatch.setattr(tm.writer, "write_now", real)
+    tm.put_task("_t", make_task(1))  # the id is free
+    assert tm.store.contains("_t")
+    tm.close()
+
+
 def _hold(task):
     task._stop_hook = lambda t: None  # what scheduler.add_task does: the task is busy now
 
@@ -185,7 +224,7 @@ def test_a_task_on_its_way_to_the_scheduler_is_not_evicted(db):
     new._append_output([5, 6, 7])
     new._finish("length")
     tm.writer.flush()
-    assert tm.get_task("TASK_new") is new
+    assert same_task(tm.get_task("TASK_new"), new)  # (finished past capacity: evicted, written)
     tm.close()
     assert manager(db).get_task("TASK_new").output == [5, 6, 7]  # was PREFILL, no output
 
@@ -201,7 +240,7 @@ def test_a_task_on_its_way_to_the_scheduler_is_not_evicted(db):
     task._append_output([41, 42])
     task._finish("stop")
     tm.writer.flush()
-    assert tm.get_task("TASK_new") is task and task.output[-2:] == [41, 42]
+    assert same_task(tm.get_task("TASK_new"), task) and task.output[-2:] == [41, 42]
     tm.close()
     assert manager(db).get_task("TASK_new").output[-2:] == [41, 42]
     # pins count: two, then one (still kept), then none (the least recent: evicted)

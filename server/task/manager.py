@@ -283,10 +283,13 @@ class TaskManager:
             return task_id
         try:
             self.writer.write_now(task_id, snapshot(task), template=True, insert=True)
-        except DuplicateTaskId as e:
-            with self._lock:
-                self._templates.pop(task_id, None)
-            raise TemplateExists(f"template {task_id} exists") from e
+        except BaseException as e:  # not stored: not kept (a full disk left a template in
+            with self._lock:        # memory only, served until a restart lost it)
+                if self._templates.get(task_id) is task:
+                    del self._templates[task_id]
+            if isinstance(e, DuplicateTaskId):
+                raise TemplateExists(f"template {task_id} exists") from e
+            raise
         with self._lock:
             deleted = self._templates.get(task_id) is not task  # (force) while it was written
             if not deleted:
@@ -337,7 +340,10 @@ class TaskManager:
                     job = self._job_locked(tid, task)
                 elif self._cache.get(tid) is task:
                     job = self._job_locked(tid, task)
-        self._submit([job] if job else [])
+            # tasks busy at their put stayed past capacity: evicted once they finish (a burst
+            # of 200 creates left 165 in memory at a capacity of 10 until the next put)
+            jobs = self._evict_locked() if len(self._cache) > self.capacity else []
+        self._submit(([job] if job else []) + jobs)
 
     def _job_locked(self, task_id: str, task: Task, template: bool = False) -> WriteJob | None:
         """A write of ``task`` unless its content was written already (caller holds the lock)."""
