@@ -61,7 +61,9 @@ class Settings(BaseSettings):
     task_default_cpu_capacity: int = Field(300, ge=1)
     task_db_max_size: int = Field(10000, ge=1)
     task_async_queue_size: int = Field(200, ge=1)
-    task_db_path: str = "rwkv_tasks.db"
+    task_db_path: str = Field("rwkv_tasks.db", min_length=1, description="the SQLite file of "
+                              "tasks and templates (\":memory:\": none, nothing survives a "
+                              "restart)")
     max_templates: int = Field(256, ge=0, description="stored templates at which the HTTP "
                                "API makes no more (as_template, import_state: 409); each holds "
                                "a whole state in memory and on disk; 0 = no limit")

@@ -204,7 +204,9 @@ def test_unusable_task_database_fails_fast(tmp_path):
     other = tmp_path / "other.db"
     with sqlite3.connect(other) as db:
         db.execute("CREATE TABLE tasks (id INTEGER, name TEXT)")
-    for path, says in ((text, "not a database"), (other, "columns"), (tmp_path, "open")):
+    under_a_file = text / "tasks.db"  # its folder cannot be made: a traceback (session 25)
+    for path, says in ((text, "not a database"), (other, "columns"), (tmp_path, "open"),
+                       (under_a_file, "cannot be made")):
         env = {**os.environ, **SERVER_ENV, "RWKV_TASK_DB_PATH": str(path)}
         cmd = [sys.executable, "run.py", "--demo", "tiny", "--port", str(free_port())]
         p = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)

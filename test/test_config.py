@@ -12,11 +12,13 @@ def test_bad_values_stop_with_the_variable_named(monkeypatch):
     monkeypatch.setenv("RWKV_DTYPE", "fp8")
     # past what a task may hold (Task.check_params): every request would fail in add_task
     monkeypatch.setenv("RWKV_DEFAULT_TOP_K", str(2**31))
+    # empty: SQLite's private temporary database, nothing saved, nothing said (session 25's QA)
+    monkeypatch.setenv("RWKV_TASK_DB_PATH", "")
     with pytest.raises(SystemExit) as e:
         load_settings()
     msg = str(e.value)
     assert "Invalid configuration" in msg and "RWKV_PDL:" in msg and "RWKV_DTYPE:" in msg
-    assert "RWKV_DEFAULT_TOP_K:" in msg
+    assert "RWKV_DEFAULT_TOP_K:" in msg and "RWKV_TASK_DB_PATH:" in msg
 
 
 def test_pdl_setting_and_kernel_switch_agree(monkeypatch):

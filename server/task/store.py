@@ -41,9 +41,9 @@ COLUMNS = ("task_id", "is_template", "updated_at", "meta", "blob")
 
 def unusable(path: str, e: sqlite3.Error) -> TaskStoreError:
     return TaskStoreError(
-        f"the task database {path} (RWKV_TASK_DB_PATH) cannot be used: {e}. Restore it from a "
-        "backup, or move it aside (a new, empty one is made) or point RWKV_TASK_DB_PATH "
-        "elsewhere")
+        f"the task database {path} (RWKV_TASK_DB_PATH) cannot be used: {e}. If it is damaged, "
+        "restore it from a backup or move it aside (a new, empty one is made); or point "
+        "RWKV_TASK_DB_PATH elsewhere")
 
 
 class TaskStore:
@@ -52,7 +52,11 @@ class TaskStore:
     def __init__(self, path: str | Path, timeout: float = 30.0):
         self.path = str(path)
         if self.path != ":memory:":
-            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+            try:
+                Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+            except OSError as e:  # (a file on the way, no permission: a traceback at start)
+                raise TaskStoreError(f"the task database {self.path} (RWKV_TASK_DB_PATH) "
+                                     f"cannot be made: its folder: {e}") from None
         self._lock = threading.RLock()  # (reentrant: ``listing`` reads under one hold)
         try:
             self._db = sqlite3.connect(self.path, timeout=timeout, check_same_thread=False,
