@@ -350,3 +350,34 @@ def test_a_state_import_has_room_for_the_models_state(start_server):
                       content=b"\0" * (len(exported) + (17 << 20)))
         assert huge.status_code == 413
     srv.stop()
+
+
+def test_an_unreadable_stored_record_says_so_and_can_be_deleted(server, http):
+    """A row another version wrote, or a damaged one: reading it is a 500 saying the record
+    cannot be read (it was "Internal server error: KeyError"), and delete removes it (it was a
+    500 too, the row kept; session 25's QA)."""
+    import sqlite3
+    import time
+
+    with sqlite3.connect(server.db_path) as db:
+        for tid, meta in (("TASK_badjson", "{not json"), ("TASK_badkeys", '{"version": 1}'),
+                          ("_badtemplate", '{"version": 1}')):
+            db.execute("INSERT INTO tasks (task_id, is_template, updated_at, meta, blob) "
+                       "VALUES (?, ?, ?, ?, NULL)", (tid, int(tid[0] == "_"), time.time(), meta))
+    for tid in ("TASK_badjson", "TASK_badkeys", "_badtemplate"):
+        r = http.get(f"/v1/tasks/{tid}/get_result")
+        assert r.status_code == 500 and "cannot be read" in r.text, r.text
+    assert http.post("/v1/tasks/_badtemplate/delete").status_code == 403  # still protected
+    for tid, query in (("TASK_badjson", ""), ("TASK_badkeys", ""), ("_badtemplate", "?force=true")):
+        r = http.post(f"/v1/tasks/{tid}/delete{query}")
+        assert r.status_code == 200 and r.json()["task_id"] == tid, r.text
+        assert http.get(f"/v1/tasks/{tid}/status").status_code == 404
+    deadline = time.monotonic() + 10  # (the rows go on the writer's thread)
+    while True:
+        with sqlite3.connect(server.db_path) as db:
+            left = db.execute("SELECT task_id FROM tasks WHERE task_id IN "
+                              "('TASK_badjson', 'TASK_badkeys', '_badtemplate')").fetchall()
+        if not left:
+            break
+        assert time.monotonic() < deadline, left
+        time.sleep(0.05)

@@ -33,6 +33,7 @@ from server.logger import get_logger, setup_logging
 from server.model.checkpoint import CheckpointError
 from server.model.state import State
 from server.scheduler.prefix_cache import state_nbytes
+from server.task.policy import TaskUnreadable
 from server.task.store import TaskStoreError, unusable
 
 log = get_logger("api")
@@ -159,6 +160,13 @@ async def _database_error(request: Request, exc: sqlite3.DatabaseError) -> Respo
     return Response(body, status_code=500, media_type="application/json")
 
 
+async def _unreadable_task(request: Request, exc: TaskUnreadable) -> Response:
+    """A stored record that cannot be decoded: a 500 saying so (delete removes it)."""
+    log.error(f"{request.method} {request.url.path}: {exc}")
+    body = error_body(request.url.path, 500, str(exc), "unreadable_task")
+    return Response(body, status_code=500, media_type="application/json")
+
+
 async def _http_error(request: Request, exc: StarletteHTTPException) -> Response:
     """An unknown path or a wrong method (404/405): FastAPI's ``{"detail": …}`` on the Task API
     and ``/health``, OpenAI's error shape elsewhere (OpenAI clients show nothing useful else)."""
@@ -200,6 +208,7 @@ def create_app(settings=None, runtime=None, freeze_heap: bool = False) -> FastAP
     app.add_exception_handler(RequestValidationError, validation_error_reply)  # echoes any input
     app.add_exception_handler(StarletteHTTPException, _http_error)
     app.add_exception_handler(sqlite3.DatabaseError, _database_error)
+    app.add_exception_handler(TaskUnreadable, _unreadable_task)
     app.include_router(openai.router)  # first: routes are matched in order, chat is the hot path
     app.include_router(tasks.router)
     app.include_router(states.router)

@@ -29,7 +29,7 @@ import weakref
 from collections import OrderedDict
 
 from server.logger import get_logger
-from server.task.policy import (TaskNotFound, TemplateExists, TemplateProtected,
+from server.task.policy import (TaskNotFound, TaskUnreadable, TemplateExists, TemplateProtected,
                                 TooManyTemplates, is_busy, is_template_id, is_temporary_id,
                                 same_content, signature)
 from server.task.serialize import TaskBusy, decode_task, snapshot
@@ -112,8 +112,11 @@ class TaskManager:
         rec = self.store.get(task_id)
         if rec is None:
             return None
-        loaded = decode_task(rec[0], rec[1], task_id=task_id,
-                             tokenizer=self.loader)
+        try:
+            loaded = decode_task(rec[0], rec[1], task_id=task_id, tokenizer=self.loader)
+        except Exception as e:  # (a KeyError or JSONDecodeError was a bare 500)
+            raise TaskUnreadable(f"the stored record of {task_id} cannot be read "
+                                 f"({type(e).__name__}: {e}); it can only be deleted") from e
         with self._lock:
             task, jobs = self._get_cached(task_id, pin)
             if task is None:  # nobody loaded or put it meanwhile
@@ -179,8 +182,9 @@ class TaskManager:
         self._submit([job] if job else [])
         return True
 
-    def delete_task_from_any_level(self, task_id: str, force: bool = False) -> Task:
-        """Delete from memory, the write queue and the database; return the task as it was.
+    def delete_task_from_any_level(self, task_id: str, force: bool = False) -> Task | None:
+        """Delete from memory, the write queue and the database; return the task as it was
+        (None: its stored record could not be read).
         Raises ``TemplateProtected`` for a template without ``force``, ``TaskNotFound``."""
         with self._lock:
             task = (self._templates.get(task_id) or self._cache.get(task_id)
@@ -201,7 +205,10 @@ class TaskManager:
                 self._forgotten = max(self._forgotten, self._deleted.popitem(last=False)[1])
         self.writer.delete(task_id)
         if task is None:
-            task = decode_task(meta, None, task_id=task_id, tensors=False)
+            try:
+                task = decode_task(meta, None, task_id=task_id, tensors=False)
+            except Exception:  # unreadable (TaskUnreadable from get_task): gone all the same
+                return None
         elif is_busy(task):
             task.stop()
         return task

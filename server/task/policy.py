@@ -23,6 +23,11 @@ class TemplateExists(TemplateProtected):
     """A template with that id exists; templates are never overwritten."""
 
 
+class TaskUnreadable(RuntimeError):
+    """A stored record that cannot be decoded (another version's, damaged): it can only be
+    deleted."""
+
+
 class TooManyTemplates(RuntimeError):
     """``put_task``'s ``max_templates`` templates are stored (or being stored) already."""
 

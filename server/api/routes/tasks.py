@@ -17,6 +17,7 @@ from server.api.schemas.tasks import (I64_MAX, ContinueRequest, CreateRequest, F
                                       TaskInfo, TaskList, TaskResponseModel)
 from server.api.task_service import TASK_NOT_FOUND, TaskService, invalid, is_busy
 from server.task.manager import TaskNotFound
+from server.task.policy import TaskUnreadable, is_template_id
 from server.api.task_stream import sse_response
 from server.task.task import Status, Task, new_task_id
 
@@ -194,12 +195,16 @@ async def as_template(task_id: str, svc: TaskService = Depends(get_service)):
              responses={**NOT_FOUND, 403: {"description": "Template without force=true"}})
 async def delete(task_id: str, force: bool = Query(False, description="needed for templates"),
                  svc: TaskService = Depends(get_service)):
-    task = await svc.get(task_id)
-    if task.is_template and not force:
+    try:
+        task = await svc.get(task_id)
+    except TaskUnreadable:  # a stored record that cannot be read can still be deleted
+        task = None
+    if (task.is_template if task else is_template_id(task_id)) and not force:
         raise HTTPException(403, "Templates are protected; delete with ?force=true")
-    if is_busy(task):
+    if task is not None and is_busy(task):
         task.stop()
-    info = svc.info(task)
+    info = svc.info(task) if task else TaskInfo(task_id=task_id, generated_buf=0,
+                                                 status=int(Status.FINISHED))
     try:
         await svc.store(svc.manager.delete_task_from_any_level, task_id, force=force)
     except TaskNotFound:  # deleted meanwhile by another request
