@@ -18,6 +18,7 @@ import pytest
 
 from openai_helpers import LiveServer
 from reliability_clients import StreamReader, chat_body, check_task_stream, task_body
+from task_api_client import wait_result
 
 LONG = 40000
 GREEDY = {"temperature": 0, "top_k": 0, "top_p": 1, "presence_penalty": 0}
@@ -108,13 +109,11 @@ def test_pulse_fault_fails_only_the_tasks_in_slots(live, http, inject):
     tid = tmp.events[0]["task_id"]
     r = http.get(f"/v1/tasks/{tid}/get_result")
     assert r.status_code == 500 and FAULT in r.json()["detail"]
-    # the queued task ran normally, and exactly as it does without any fault
-    _wait(http, lambda h: h["active"] == 0 and h["queue"] == 0)
-    res = http.get(f"/v1/tasks/{queued}/get_result").json()
+    # the queued task ran normally, and exactly as it does without any fault (each awaited by
+    # its own result: /health's counts show no task between a slot's release and its finish)
+    res = wait_result(http, queued)
     again = http.post("/v1/tasks/create", json=task_body(12, **GREEDY)).json()["task_id"]
-    _wait(http, lambda h: h["active"] == 0 and h["queue"] == 0)
-    assert res["finished"] and res["result"] == http.get(f"/v1/tasks/{again}/get_result").json()[
-        "result"]
+    assert res["result"] == wait_result(http, again)["result"]
     assert http.get("/health").json()["scheduler_alive"]
 
 

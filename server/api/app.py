@@ -122,7 +122,7 @@ def _health(request: Request) -> dict:
         "capacity": sch.capacity,
         "max_batch_size": sch.max_batch_size,
         "active": sch.num_active,
-        "queue": len(sch.waiting),
+        "queue": sch.num_waiting,
         # without the key (when one is set) no cache figures: they reveal others' prompts
         **({"prefix_cache": _cache_health(sch)}
            if getattr(request.state, "authorized", True) else {}),

@@ -64,7 +64,7 @@ class _RuntimeCollector:
         sch = getattr(rt, "scheduler", None)
         if sch is None:
             return
-        for name, doc, value in (("queue_length", "Tasks waiting for a slot", len(sch.waiting)),
+        for name, doc, value in (("queue_length", "Tasks waiting for a slot", sch.num_waiting),
                                  ("capacity", "Slots allocated (power of two)", sch.capacity),
                                  ("active_slots", "Slots holding a task", sch.num_active),
                                  ("max_batch_size", "Largest capacity", sch.max_batch_size)):

@@ -228,6 +228,12 @@ class BaseScheduler(SlotCycle):
     def num_active(self) -> int:
         return sum(t is not None for t in self.slots)
 
+    @property
+    def num_waiting(self) -> int:
+        """Tasks waiting for a slot, those ``_admit`` is placing included (off the queue, not
+        yet in a slot: /health showed neither queued nor active then)."""
+        return len(self.waiting) + self._admitting
+
     def step(self) -> None:
         """One scheduler iteration (see module docstring). Only the owning thread calls it."""
         self._busy = True
