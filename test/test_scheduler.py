@@ -575,3 +575,21 @@ def test_a_fault_writing_loaded_parameters_during_a_growth_fails_the_tasks(tiny_
     sched.add_task(a)
     sched.run()
     assert a.output == run_alone(tiny_loader, text, max_tokens=6, temperature=0.0)
+
+
+def test_continue_with_seed_none_draws_a_fresh_stream(tiny_loader):
+    """``continue_gen(seed=None)`` draws a fresh random seed, as ``Task(seed=None)`` and the
+    API's ``"seed": null`` do; an absent seed keeps the task's (two forks continued with
+    seed=None sampled the same tokens: session 25's QA)."""
+    scheduler = SimpleScheduler(tiny_loader, max_batch_size=2, buffer_size=4)
+    task = scheduler.new_task("User: hi\n\nAssistant:", max_tokens=2, seed=42)
+    scheduler.run()
+    kept = task.fork("TASK_kept")
+    kept.continue_gen(" more", max_tokens=2)
+    assert kept.seed == 42
+    seeds = set()
+    for name in ("TASK_x", "TASK_y"):
+        fork = task.fork(name)
+        fork.continue_gen(" more", seed=None, max_tokens=2)
+        seeds.add(fork.seed)
+    assert 42 not in seeds and len(seeds) == 2

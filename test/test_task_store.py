@@ -168,12 +168,21 @@ def test_a_database_that_cannot_be_used_is_named(tmp_path):
     other = tmp_path / "other.db"
     with sqlite3.connect(other) as db:
         db.execute("CREATE TABLE tasks (id INTEGER, name TEXT)")
+    # a version this server does not read (a newer one's, another program's): it was given
+    # this server's table and version 1 (session 25's QA); left as it was
+    newer = tmp_path / "newer.db"
+    with sqlite3.connect(newer) as db:
+        db.execute("CREATE TABLE foo (a)")
+        db.execute("PRAGMA user_version=7")
     for path, says in ((text, "file is not a database"), (other, "('id', 'name')"),
-                       (tmp_path, "unable to open")):
+                       (tmp_path, "unable to open"), (newer, "schema version is 7")):
         with pytest.raises(TaskStoreError) as e:
             TaskStore(path)
         msg = str(e.value)
         assert str(path) in msg and "RWKV_TASK_DB_PATH" in msg and says in msg, msg
+    with sqlite3.connect(newer) as db:
+        assert db.execute("PRAGMA user_version").fetchone()[0] == 7
+        assert [r[0] for r in db.execute("SELECT name FROM sqlite_master")] == ["foo"]
     TaskStore(tmp_path / "new.db").close()  # a missing file is made
 
 

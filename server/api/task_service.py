@@ -186,8 +186,8 @@ class TaskService:
 
     @staticmethod
     def _templates_full(limit: int) -> HTTPException:
-        return HTTPException(409, f"{limit} templates are stored, the limit "
-                                  "(RWKV_MAX_TEMPLATES); delete some (force=true) first")
+        return HTTPException(409, f"the limit of {limit} templates (RWKV_MAX_TEMPLATES) is "
+                                  "reached; delete some (force=true) first")
 
     # ---- submitting and looking up -------------------------------------------------------
     async def register(self, task: Task, pin: bool = False) -> None:

@@ -279,7 +279,7 @@ class TaskManager:
                     or self.store.contains(task_id):
                 raise TemplateExists(f"template {task_id} exists; templates are never overwritten")
             if max_templates and self._template_count_locked() >= max_templates:
-                raise TooManyTemplates(f"{max_templates} templates are stored")
+                raise TooManyTemplates(f"the limit of {max_templates} templates is reached")
             task.task_id = task_id
             self._templates[task_id] = task  # reserved: a concurrent put of the id fails
             busy = is_busy(task)

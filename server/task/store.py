@@ -61,6 +61,12 @@ class TaskStore:
         try:
             self._db = sqlite3.connect(self.path, timeout=timeout, check_same_thread=False,
                                        isolation_level=None)  # autocommit; explicit transactions
+            # before anything is written: a newer server's file, or another program's that set
+            # its version, was given this server's table and version 1 (session 25's QA)
+            found = self._db.execute("PRAGMA user_version").fetchone()[0]
+            if found not in (0, SCHEMA_VERSION):  # a newer server's, or another program's
+                raise sqlite3.DatabaseError(f"its schema version is {found}; this server reads "
+                                            f"version {SCHEMA_VERSION}")
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.execute(f"PRAGMA journal_size_limit={64 << 20}")  # WAL shrinks back

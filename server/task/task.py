@@ -211,8 +211,12 @@ class Task:
 
     def continue_gen(self, prompt: str | list[int] | None = None, **params) -> None:
         """Reset a finished task to READY for another round, optionally appending a prompt
-        (text or token ids) and changing sampling parameters (``max_tokens=...`` etc.)."""
+        (text or token ids) and changing sampling parameters (``max_tokens=...`` etc.; an
+        absent one is kept; ``seed=None``: a fresh random stream, as in ``Task()`` and the
+        API's ``"seed": null``)."""
         self._check_free("continuing")
+        if "seed" in params and params["seed"] is None:  # (it kept the old seed: two forks
+            params["seed"] = secrets.randbits(62)       # continued so sampled the same)
         if self.is_template:  # the stored row would stay as it was: forks in this process and
             # after a restart would start from different states
             raise RuntimeError(f"task {self.task_id} is a template (read-only); fork it "
