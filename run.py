@@ -125,8 +125,6 @@ def check_task_db(path: str, log) -> None:
     """Exit with one line if the task database cannot be opened (not SQLite, damaged header,
     another program's table, a directory, not writable): the store opens only after the model
     has loaded. Opening makes a missing file, as the server would."""
-    import sqlite3
-
     from server.task.store import TaskStore, TaskStoreError
 
     if path == ":memory:":
@@ -136,9 +134,6 @@ def check_task_db(path: str, log) -> None:
         TaskStore(path).close()
     except TaskStoreError as e:
         log.error(f"Cannot start: {e}")
-        sys.exit(2)
-    except sqlite3.Error as e:  # (closing: the WAL's checkpoint on a full disk)
-        log.error(f"Cannot start: the task database {path} (RWKV_TASK_DB_PATH): {e}")
         sys.exit(2)
 
 

@@ -132,7 +132,7 @@ class BaseScheduler(SlotCycle):
         tasks that would wait for a slot. Queued tasks wait for the scheduler's next step even
         with slots free, so a burst on an idle server counted whole against it (8 requests at
         ``max_queue`` 2 and 16 free slots: 5 refused; session 23's QA)."""
-        busy = sum(t is not None for t in self.slots) + self._admitting
+        busy = self.num_active + self._admitting
         if len(self.waiting) + n + busy <= self.max_in_flight:
             return None
         return QueueFull(f"{len(self.waiting)} tasks are waiting and {busy} slots of "

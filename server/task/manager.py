@@ -112,11 +112,7 @@ class TaskManager:
         rec = self.store.get(task_id)
         if rec is None:
             return None
-        try:
-            loaded = decode_task(rec[0], rec[1], task_id=task_id, tokenizer=self.loader)
-        except Exception as e:  # (a KeyError or JSONDecodeError was a bare 500)
-            raise TaskUnreadable(f"the stored record of {task_id} cannot be read "
-                                 f"({type(e).__name__}: {e}); it can only be deleted") from e
+        loaded = _decode(rec[0], rec[1], task_id, tokenizer=self.loader)
         with self._lock:
             task, jobs = self._get_cached(task_id, pin)
             if task is None:  # nobody loaded or put it meanwhile
@@ -206,8 +202,8 @@ class TaskManager:
         self.writer.delete(task_id)
         if task is None:
             try:
-                task = decode_task(meta, None, task_id=task_id, tensors=False)
-            except Exception:  # unreadable (TaskUnreadable from get_task): gone all the same
+                task = _decode(meta, None, task_id, tensors=False)
+            except TaskUnreadable:  # gone all the same
                 return None
         elif is_busy(task):
             task.stop()
@@ -388,6 +384,16 @@ class TaskManager:
         with self._lock:
             for tid in task_ids:
                 self._clean.pop(tid, None)
+
+
+def _decode(meta, blob, task_id: str, **kw) -> Task:
+    """``decode_task`` of a stored row; ``TaskUnreadable`` if it cannot be (another version's
+    record, a damaged one: a KeyError or JSONDecodeError was a bare 500)."""
+    try:
+        return decode_task(meta, blob, task_id=task_id, **kw)
+    except Exception as e:
+        raise TaskUnreadable(f"the stored record of {task_id} cannot be read "
+                             f"({type(e).__name__}: {e}); it can only be deleted") from e
 
 
 DELETED_SEEN = 4096  # deletions remembered for reads from the database that overlap them

@@ -208,6 +208,8 @@ class TaskStore:
                 return
             try:
                 self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            except sqlite3.Error as e:  # (a full disk: a traceback at start, from run.py's check)
+                raise unusable(self.path, e) from None
             finally:
                 self._db.close()
                 self._db = None

@@ -137,10 +137,11 @@ class CompletionRequest(_Request):
         seconds of the event loop to validate."""
         if isinstance(v, list) and len(v) > MAX_CHOICES and not isinstance(v[0], int):
             raise ValueError(f"at most {MAX_CHOICES} prompts per request")
-        lists = [v] if v and isinstance(v, list) and not isinstance(v[0], (list, str)) else \
-            [p for p in v if isinstance(p, list)] if isinstance(v, list) else []
-        if any(bool in set(map(type, p)) for p in lists):  # (C-level: ~20 ms a million ids)
-            raise ValueError("token ids are integers, not booleans")
+        if isinstance(v, list) and v:
+            # the id lists: the prompt itself, or the lists among its prompts
+            lists = [p for p in v if isinstance(p, list)] if isinstance(v[0], (list, str)) else [v]
+            if any(bool in set(map(type, p)) for p in lists):  # (C-level: ~20 ms a million ids)
+                raise ValueError("token ids are integers, not booleans")
         return v
 
 
