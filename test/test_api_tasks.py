@@ -250,6 +250,31 @@ def test_forks_keep_the_random_stream_unless_seed_is_null(http):
     assert len(same) == 1 and len(fresh) == 3
 
 
+def test_a_seed_given_on_fork_or_continue_starts_its_stream_afresh(http):
+    """A request's seed gives the same tokens from one state however the state was reached: a
+    fork or continue of a task that sampled (its stream 12 draws on) and a fork of that task's
+    exported state (imported: a stream at draw 0) sample alike under ``"seed": 5``. Before, a
+    fork and a continue went on at the source's draw count (a QA report, session 26)."""
+    sampled = {"temperature": 1.0, "top_k": 50, "top_p": 0.9, "presence_penalty": 0}
+    src = create(http, prompt="Hello there", max_tokens=12, seed=3, **sampled)["task_id"]
+    wait_result(http, src)
+    exported = http.get(f"/v1/tasks/{src}/export_state")
+    assert exported.status_code == 200
+    r = http.post("/v1/tasks/import_state", params={"name": "_seeded_src"},
+                  content=exported.content)
+    assert r.status_code == 200, r.text
+    body = {"prompt": " X", "max_tokens": 10, "seed": 5, **sampled}
+
+    def text(path: str) -> str:
+        r = http.post(path, json=body)
+        assert r.status_code == 200, r.text
+        return wait_result(http, r.json()["task_id"])["result"]
+
+    want = text("/v1/tasks/_seeded_src/fork")
+    assert text(f"/v1/tasks/{src}/fork") == want
+    assert text(f"/v1/tasks/{src}/continue") == want
+
+
 def test_template_survives_restart(server, http):
     tpl_src = create(http, prompt="System: You translate English to French.\n\n", max_tokens=0)
     assert tpl_src["finished"] is True and tpl_src["prefill_time"] > 0

@@ -212,8 +212,10 @@ class Task:
     def continue_gen(self, prompt: str | list[int] | None = None, **params) -> None:
         """Reset a finished task to READY for another round, optionally appending a prompt
         (text or token ids) and changing sampling parameters (``max_tokens=...`` etc.; an
-        absent one is kept; ``seed=None``: a fresh random stream, as in ``Task()`` and the
-        API's ``"seed": null``)."""
+        absent one is kept, the random stream too; a ``seed`` given starts its stream at its
+        first draw, as a new task with that seed does, so one request samples the same tokens
+        from one state however the state was reached (fork, template, import); ``seed=None``:
+        a fresh random stream, as in ``Task()`` and the API's ``"seed": null``)."""
         self._check_free("continuing")
         if "seed" in params and params["seed"] is None:  # (it kept the old seed: two forks
             params["seed"] = secrets.randbits(62)       # continued so sampled the same)
@@ -222,6 +224,8 @@ class Task:
             raise RuntimeError(f"task {self.task_id} is a template (read-only); fork it "
                                "(TaskManager.fork_template) and continue the copy")
         self.update_params(**params)
+        if params.get("seed") is not None:  # (it went on at the source's draw count: a fork
+            self.rng_counter = 0            # of a template and of its import sampled apart)
         self.status = Status.READY
         self.output = []
         self._unpopped = 0
