@@ -376,3 +376,13 @@ def test_metrics_follow_the_api_key_rule(tiny_model_path, tmp_path):
         assert "prefix_cache" not in httpx.get(srv.url + "/health").json()  # needs the key
         h = httpx.get(srv.url + "/health", headers={"Authorization": "Bearer s3cret"}).json()
         assert h["prefix_cache"]["enabled"] is True
+        # a 401 given before routing counts under the route the request named (it was
+        # "other", a QA report, session 26); an unknown path stays "other"
+        assert httpx.get(srv.url + "/v1/tasks/TASK_x/status").status_code == 401
+        assert httpx.get(srv.url + "/no/such/path").status_code == 401
+        text = httpx.get(srv.url + "/metrics", headers={"Authorization": "Bearer s3cret"}).text
+        fams = {f.name: f for f in text_string_to_metric_families(text)}
+        got = {(s.labels["route"], s.labels["status"]): s.value
+               for s in fams["rwkv_http_requests"].samples if s.name.endswith("_total")}
+        assert got[("/v1/tasks/{task_id}/status", "401")] == 1
+        assert got[("/metrics", "401")] == 1 and got[("other", "401")] == 1, got

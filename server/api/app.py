@@ -209,13 +209,16 @@ def create_app(settings=None, runtime=None, freeze_heap: bool = False) -> FastAP
     app.add_exception_handler(StarletteHTTPException, _http_error)
     app.add_exception_handler(sqlite3.DatabaseError, _database_error)
     app.add_exception_handler(TaskUnreadable, _unreadable_task)
-    app.include_router(openai.router)  # first: routes are matched in order, chat is the hot path
-    app.include_router(tasks.router)
-    app.include_router(states.router)
+    routers = (openai.router, tasks.router, states.router)  # first: routes are matched in
+    for router in routers:                                   # order, chat is the hot path
+        app.include_router(router)
     app.state.metrics = Metrics()
     app.state.drain = Drain()  # begun by the server when it is asked to shut down (run.py)
     app.add_api_route("/metrics", metrics_endpoint, methods=["GET"], tags=["server"],
                       summary="Prometheus metrics (API key rule as other routes)")
+    # (a reply given before routing is counted under the route its request names)
+    app.state.metrics.routes = [*(r for router in routers for r in router.routes),
+                                *(r for r in app.router.routes if getattr(r, "path", None))]
     # added innermost first: metrics end up outermost, then CORS
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes,
                        larger={"/v1/tasks/import_state": lambda: _state_file_room(app)})

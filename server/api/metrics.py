@@ -6,8 +6,9 @@ Like every route but ``/health``, ``/metrics`` needs ``Authorization: Bearer <ke
 Series (each app has its own registry, so several apps in one process do not collide):
 
 * ``rwkv_http_requests_total{route,method,status}`` — ``route`` is the route template
-  (``/v1/tasks/{task_id}/stream``), ``other`` for unmatched paths and for CORS preflights
-  (answered before routing) (``method``: ``other`` for a method outside GET, HEAD, POST, PUT,
+  (``/v1/tasks/{task_id}/stream``; for a reply given before routing, a 401 for a missing key
+  or a 413 for a body past the limit, the template the path and method match), ``other`` for
+  unmatched paths and for CORS preflights (``method``: ``other`` for a method outside GET, HEAD, POST, PUT,
   PATCH, DELETE, OPTIONS; ``status``: ``499``, nginx's "client closed request", when the client
   hung up before the reply started, e.g. mid-body: not a server error); and
   ``rwkv_http_request_duration_seconds{route}`` (until the last byte, streams included);
@@ -30,6 +31,7 @@ from fastapi.responses import Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram
 from prometheus_client import generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+from starlette.routing import Match
 
 DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300)
 # the ``method`` label's values; any other method a client sends counts as "other" (a label
@@ -44,6 +46,7 @@ class Metrics:
     def __init__(self):
         self.registry = CollectorRegistry()
         self.runtime = None  # set by the app's lifespan
+        self.routes: list = []  # the app's routes, in matching order (set by create_app)
         self.requests = Counter("rwkv_http_requests", "HTTP requests by route, method and status",
                                 ["route", "method", "status"], registry=self.registry)
         self.duration = Histogram("rwkv_http_request_duration_seconds",
@@ -149,10 +152,21 @@ class MetricsMiddleware:
         try:
             await self.app(scope, watch_receive, record_status)
         finally:
-            route = getattr(scope.get("route"), "path", None) or "other"
+            route = _route_template(scope, self.metrics.routes)
             method = scope["method"] if scope["method"] in METHODS else "other"
             # a client gone before the reply started: whatever came after (a 500 for no reply
             # at all, FastAPI's 400 for a body cut short, a reply nobody read) reached no one
             code = CLIENT_GONE if gone else str(status)
             self.metrics.requests.labels(route, method, code).inc()
             self.metrics.duration.labels(route).observe(time.perf_counter() - t0)
+
+
+def _route_template(scope, routes) -> str:
+    """The template of the route that served the request; for one answered before routing
+    (the API key's 401, the body limit's 413), that of the first of ``routes`` (the app's
+    routes, ``Metrics.routes``) its path and method match; else "other" (a CORS preflight
+    matches no route's method)."""
+    route = scope.get("route")
+    if route is None:
+        route = next((r for r in routes if r.matches(scope)[0] == Match.FULL), None)
+    return getattr(route, "path", None) or "other"
