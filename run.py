@@ -35,11 +35,15 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 
 def apply_overrides(args: argparse.Namespace) -> None:
-    """Command-line options become RWKV_* variables before the settings are read."""
+    """Command-line options become RWKV_* variables before the settings are read. ``--model``
+    and ``--demo`` each override the other's variable too (the option names the weights)."""
     for name, value in (("MODEL_PATH", args.model), ("HOST", args.host), ("PORT", args.port),
                         ("DEMO", args.demo)):
         if value is not None:
             os.environ[f"RWKV_{name}"] = str(value)
+    for given, other in ((args.model, "RWKV_DEMO"), (args.demo, "RWKV_MODEL_PATH")):
+        if given is not None:
+            os.environ.pop(other, None)
 
 
 def _device_problem(device: str) -> str | None:

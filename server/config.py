@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -102,6 +102,15 @@ class Settings(BaseSettings):
             raise ValueError("must be auto, cpu, cuda or cuda:N")  # was a start-up traceback)
         return v
 
+    @model_validator(mode="after")
+    def _one_model_source(self):
+        """A demo and a checkpoint path both set: which was meant is unknown (the demo was
+        served, the path unread; a QA report, session 26)."""
+        if self.demo is not None and "model_path" in self.model_fields_set:
+            raise ValueError("RWKV_DEMO (random weights) and RWKV_MODEL_PATH (a checkpoint) "
+                             "exclude each other: unset one")
+        return self
+
 
 def load_settings() -> Settings:
     """Read the settings, turning a validation error into a message naming the variables."""
@@ -110,7 +119,8 @@ def load_settings() -> Settings:
     try:
         return Settings()
     except ValidationError as e:
-        lines = [f"RWKV_{'_'.join(map(str, err['loc'])).upper()}: {err['msg']}" for err in e.errors()]
+        lines = [f"RWKV_{'_'.join(map(str, err['loc'])).upper()}: {err['msg']}" if err["loc"]
+                 else err["msg"] for err in e.errors()]  # (no loc: a check of several)
         raise SystemExit("Invalid configuration:\n  " + "\n  ".join(lines)) from None
 
 

@@ -21,6 +21,25 @@ def test_bad_values_stop_with_the_variable_named(monkeypatch):
     assert "RWKV_DEFAULT_TOP_K:" in msg and "RWKV_TASK_DB_PATH:" in msg
 
 
+def test_a_demo_and_a_model_path_exclude_each_other(monkeypatch):
+    """RWKV_DEMO beside RWKV_MODEL_PATH served the demo and read no checkpoint, silently; a
+    command-line --model (or --demo) overrides the other's variable (session 26's QA)."""
+    import run
+
+    monkeypatch.setenv("RWKV_DEMO", "tiny")
+    monkeypatch.setenv("RWKV_MODEL_PATH", "my.pth")
+    with pytest.raises(SystemExit) as e:
+        load_settings()
+    assert "RWKV_DEMO (random weights) and RWKV_MODEL_PATH" in str(e.value)
+    run.apply_overrides(run.parse_args(["--model", "other.pth"]))
+    s = load_settings()
+    assert s.demo is None and s.model_path == "other.pth"
+    monkeypatch.setenv("RWKV_MODEL_PATH", "my.pth")
+    run.apply_overrides(run.parse_args(["--demo", "0.1b"]))
+    s = load_settings()
+    assert s.demo == "0.1b" and "model_path" not in s.model_fields_set
+
+
 def test_pdl_setting_and_kernel_switch_agree(monkeypatch):
     pytest.importorskip("triton")
     from server.model.kernels import pdl
