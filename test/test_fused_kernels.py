@@ -11,7 +11,9 @@ from model_cases import run_interpreted
 # small-batch paths of fused.py (skinny products, one-kernel decode time mix; prompts of 1, 6
 # and 11 tokens: two passes of prefill_chunk 8, the second one for the longest prompt alone),
 # 17 the others (cuBLAS products and the in-place activations; the one-kernel time mix's
-# large-batch launch; prompts of 1 to 3 tokens: one padded pass of 51 rows)
+# large-batch launch; prompts of 1 to 3 tokens: one padded pass of 51 rows). The 3-row models
+# are split-invariant, as served (each pass padded to a multiple of 16 tokens); the 17-row ones
+# are not (their pass would be 17 x 16 rows: in the interpreter, most of the test's time)
 _INTERPRETED = """
 import torch
 from server.model.checkpoint import infer_config
@@ -30,8 +32,9 @@ f32, f16 = torch.float32, torch.float16
 cases = [(f32, f32, 2e-5, 3, 0), (f16, f32, 2e-2, 3, 64), (f16, f32, 2e-2, 17, 0),
          (f16, f16, 2e-2, 17, 0)]
 for dt, sdt, tol, rows, gemv_rows in cases:
-    models = [RWKV7(sd, cfg, dtype=dt, state_dtype=sdt, prefill_chunk=8, fused=f)
-              for f in (False, True)]
+    models = [RWKV7(sd, cfg, dtype=dt, state_dtype=sdt, prefill_chunk=8, fused=f,
+                    split_invariant=rows == 3) for f in (False, True)]
+    assert models[1].split_invariant == (rows == 3)
     assert models[1]._fused is not None and models[0]._fused is None
     if gemv_rows:
         models[1]._fused.use_gemv_up_to(gemv_rows)
