@@ -361,6 +361,11 @@ def test_states_stored_with_another_model_are_refused(server, http, start_server
                 "model": f"rwkv-7:{tpl}", "max_tokens": 4,
                 "messages": [{"role": "user", "content": "hi"}]})
             assert chat.status_code == 409 and "another model" in chat.json()["error"]["message"]
+            # for good: the openai SDKs would retry it twice; and the model's card says so too
+            # (it was a 200 while chat refused it; session 26's QA)
+            assert chat.headers["x-should-retry"] == "false"
+            card = c.get(f"/v1/models/rwkv-7:{tpl}")
+            assert card.status_code == 409 and card.json()["error"]["code"] == "template_mismatch"
             # what was stored can still be read and deleted; other tasks are unharmed
             assert wait_result(c, done)["result"] == text
             assert c.get(f"/v1/tasks/{done}/status").json()["status"] == 3

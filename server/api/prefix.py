@@ -45,9 +45,10 @@ async def find_template(rt, model: str | None):
         raise OpenAIError(409, f"State template {tid} is still being built; retry when "
                           "it has finished", param="model", code="template_busy")
     problem = model_mismatch(tpl, rt.loader.cfg)
-    if problem:
+    if problem:  # (for good: the SDKs retry a 409 twice unless told not to)
         raise OpenAIError(409, f"State template {tid} was stored with another model: "
-                          f"{problem}", param="model", code="template_mismatch")
+                          f"{problem}", param="model", code="template_mismatch",
+                          headers={"x-should-retry": "false"})
     return tpl
 
 

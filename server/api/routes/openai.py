@@ -208,15 +208,18 @@ async def list_models(request: Request):
 @router.get("/v1/models/{model_id}")
 async def retrieve_model(model_id: str, request: Request):
     """A listed model, or ``<model>:_name`` naming a stored state template (chat and completions
-    accept that id: the loaded model, starting from the template's state)."""
+    accept that id: the loaded model, starting from the template's state); a template they
+    would refuse (stored with another model, still being built) is refused here alike."""
     rt = get_runtime(request)
     cards = _model_cards(rt)
     for card in cards:
         if card["id"] == model_id:
             return card
-    tid = template_id(model_id)
-    if tid is not None and await asyncio.to_thread(rt.manager.get_task, tid) is not None:
-        return {**cards[0], "id": model_id}
+    try:
+        if await find_template(rt, model_id) is not None:
+            return {**cards[0], "id": model_id}
+    except OpenAIError as e:
+        return e.response()
     return OpenAIError(404, f"The model '{model_id}' does not exist", param="model",
                        code="model_not_found").response()
 
