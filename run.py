@@ -80,7 +80,7 @@ def main(argv=None) -> None:
                   "eof_v20230424.txt is the default)")
         sys.exit(2)
     if settings.demo:
-        from server.model.random import PRESETS
+        from server.model.presets import PRESETS  # (no torch: fails at once)
 
         if settings.demo not in PRESETS:
             log.error(f"Unknown demo preset {settings.demo!r}; choose one of "

@@ -21,17 +21,9 @@ from pathlib import Path
 import torch
 
 from server.model.checkpoint import HEAD_SIZE, ModelConfig, expected_shapes
+from server.model.presets import PRESETS
 
 VOCAB_SIZE = 65536
-PRESETS: dict[str, tuple[int, int]] = {  # name -> (n_layer, n_embd)
-    "tiny": (2, 128),
-    "0.1b": (12, 768),
-    "0.4b": (24, 1024),
-    "1.5b": (24, 2048),
-    "2.9b": (32, 2560),
-    "7.2b": (32, 4096),
-    "13.3b": (61, 4096),
-}
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 
 
