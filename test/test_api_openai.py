@@ -477,4 +477,12 @@ def test_a_client_gone_mid_body_is_no_server_error(server, http):
     new = {k: v - before.get(k, 0) for k, v in counts().items() if v != before.get(k, 0)}
     assert set(new) <= {(p, "499") for p in paths} | {("other", "499")}, new
     assert "Unhandled error" not in server.log()[log_start:]
+    # each has an access line, as /metrics counts it (none before: uvicorn logs replies only)
+    def logged(path: str) -> int:
+        return server.log()[log_start:].count(f'"POST {path} HTTP/1.1" 499')
+
+    deadline = time.time() + 5  # (the log is read from the server's output as it comes)
+    while any(logged(p) < len(heads) for p in paths) and time.time() < deadline:
+        time.sleep(0.05)
+    assert [logged(p) for p in paths] == [len(heads)] * len(paths)
     assert http.post("/v1/completions", json={"prompt": "x", "max_tokens": 2}).status_code == 200

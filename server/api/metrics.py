@@ -24,6 +24,7 @@ Series (each app has its own registry, so several apps in one process do not col
 
 from __future__ import annotations
 
+import logging
 import time
 
 from fastapi import Request
@@ -159,6 +160,8 @@ class MetricsMiddleware:
             code = CLIENT_GONE if gone else str(status)
             self.metrics.requests.labels(route, method, code).inc()
             self.metrics.duration.labels(route).observe(time.perf_counter() - t0)
+            if gone:  # no reply: uvicorn writes no access line; the log and /metrics agree
+                _access_line(scope, int(CLIENT_GONE))
 
 
 def _route_template(scope, routes) -> str:
@@ -170,3 +173,15 @@ def _route_template(scope, routes) -> str:
     if route is None:
         route = next((r for r in routes if r.matches(scope)[0] == Match.FULL), None)
     return getattr(route, "path", None) or "other"
+
+
+def _access_line(scope, status: int) -> None:
+    """An access-log line in uvicorn's form (its ``uvicorn.access`` logger) for a request it
+    did not log."""
+    client = scope.get("client")
+    addr = f"{client[0]}:{client[1]}" if client else "-"
+    path = scope.get("path", "")
+    if scope.get("query_string"):
+        path += "?" + scope["query_string"].decode("latin-1")
+    logging.getLogger("uvicorn.access").info('%s - "%s %s HTTP/%s" %d', addr, scope["method"],
+                                             path, scope.get("http_version", "1.1"), status)
