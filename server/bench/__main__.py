@@ -5,7 +5,7 @@ import importlib
 import sys
 
 BENCHES = ("decode", "prefill", "stress", "wkv", "gemv", "ttft", "pulse", "host", "sample", "large",
-           "upload", "streams", "first", "gemm")
+           "upload", "streams", "first", "gemm", "launch")
 
 
 def main(argv=None) -> None:
