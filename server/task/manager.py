@@ -222,6 +222,12 @@ class TaskManager:
         return {"cpu_cache_count": len(cpu), "database_count": n_db,
                 "total_count": n_db + only_cpu, "cpu_tasks": cpu, "db_tasks": db}
 
+    def template_ids(self) -> list[str]:
+        """Every template's id, stored or reserved (being built), in id order."""
+        with self._lock:
+            held = set(self._templates)
+        return sorted(held | set(self.store.ids(templates=True)))
+
     # ---- persistence hooks --------------------------------------------------------------
     def track(self, task: Task) -> None:
         """Write ``task`` whenever it finishes (persistent ids, while this manager holds it)."""
