@@ -5,7 +5,8 @@ blob BLOB)`` (``meta``/``blob`` as in ``server.task.serialize``). The database r
 ``synchronous=NORMAL``: every committed write survives a ``kill -9`` of the process (only a power
 loss can take the last commits back); writes made with ``durable=True`` (templates) use
 ``synchronous=FULL`` and survive that too. A file left by a killed process opens normally (SQLite
-replays or discards its WAL). One connection guarded by a lock serves all threads.
+replays or discards its WAL). One connection guarded by a lock serves all threads. A file made
+here has ``auto_vacuum=INCREMENTAL``: deleted and pruned rows give their pages back (``_reclaim``).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import time
 from pathlib import Path
 
 SCHEMA_VERSION = 1
+RECLAIM_PAGES = 1024  # free pages (4 KiB) a file may keep whatever its size
 _TABLE = """
 CREATE TABLE IF NOT EXISTS tasks (
     task_id     TEXT PRIMARY KEY,
@@ -67,6 +69,10 @@ class TaskStore:
             if found not in (0, SCHEMA_VERSION):  # a newer server's, or another program's
                 raise sqlite3.DatabaseError(f"its schema version is {found}; this server reads "
                                             f"version {SCHEMA_VERSION}")
+            if not self._db.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchone():
+                # a new file: deleted rows' pages can be given back (``_reclaim``); set before
+                # its first table, the only time it can be without rewriting the file
+                self._db.execute("PRAGMA auto_vacuum=INCREMENTAL")
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.execute(f"PRAGMA journal_size_limit={64 << 20}")  # WAL shrinks back
@@ -111,7 +117,20 @@ class TaskStore:
     def delete(self, task_id: str) -> bool:
         """Delete a row; True if there was one."""
         with self._lock:
-            return self._db.execute("DELETE FROM tasks WHERE task_id=?", (task_id,)).rowcount > 0
+            gone = self._db.execute("DELETE FROM tasks WHERE task_id=?", (task_id,)).rowcount > 0
+            if gone:
+                self._reclaim()
+            return gone
+
+    def _reclaim(self) -> None:
+        """Give free pages back to the file system once they are over a quarter of the file
+        (and past RECLAIM_PAGES): a state is megabytes, and without this a file kept the size of
+        its most crowded day after its rows were deleted or pruned. Only a file made with
+        ``auto_vacuum=INCREMENTAL`` (every file this server made since session 26) can; for an
+        older one the pragma does nothing. The file shrinks at the next checkpoint (WAL)."""
+        free = self._db.execute("PRAGMA freelist_count").fetchone()[0]
+        if free > RECLAIM_PAGES and 4 * free > self._db.execute("PRAGMA page_count").fetchone()[0]:
+            self._db.executescript("PRAGMA incremental_vacuum")  # (execute frees one page only)
 
     def prune(self, max_size: int) -> list[str]:
         """Delete the oldest non-template rows beyond ``max_size``; return their ids."""
@@ -131,6 +150,7 @@ class TaskStore:
             except BaseException:
                 self._db.execute("ROLLBACK")
                 raise
+            self._reclaim()
             return ids
 
     # ---- reading -------------------------------------------------------------------------
