@@ -8,8 +8,8 @@ Series (each app has its own registry, so several apps in one process do not col
 * ``rwkv_http_requests_total{route,method,status}`` — ``route`` is the route template
   (``/v1/tasks/{task_id}/stream``; for a reply given before routing, a 401 for a missing key
   or a 413 for a body past the limit, the template the path and method match), ``other`` for
-  unmatched paths and for CORS preflights (``method``: ``other`` for a method outside GET, HEAD, POST, PUT,
-  PATCH, DELETE, OPTIONS; ``status``: ``499``, nginx's "client closed request", when the client
+  unmatched paths and for CORS preflights (``method``: ``other`` for a method outside GET,
+  HEAD, POST, PUT, PATCH, DELETE, OPTIONS; ``status``: ``499``, nginx's "client closed request", when the client
   hung up before the reply started, e.g. mid-body: not a server error); and
   ``rwkv_http_request_duration_seconds{route}`` (until the last byte, streams included);
 * ``rwkv_prompt_tokens_total``, ``rwkv_generated_tokens_total`` (tokens in and out),
