@@ -375,6 +375,38 @@ def test_states_stored_with_another_model_are_refused(server, http, start_server
         srv.stop()
 
 
+def test_a_continue_racing_a_delete_leaves_no_task_running(tiny_model_path, tmp_path):
+    """A delete landing between a continue's lookup and its submission (its store thread runs
+    beside the event loop) found the task idle and did not stop it; the continue then submitted
+    it: a task no route could reach or stop ran to max_tokens in a slot (a QA report, session
+    26: 4 of 45 such races). The continue now answers 404 and stops it. The race is made
+    certain here: the delete runs inside the continue's usability check."""
+    from openai_helpers import LiveServer
+    from server.config import Settings
+
+    settings = Settings(model_path=tiny_model_path, demo=None, device="cpu", api_key=None,
+                        task_db_path=str(tmp_path / "t.db"))
+    with LiveServer(settings) as srv, httpx.Client(base_url=srv.url, timeout=30) as c:
+        tid = create(c, max_tokens=1, **GREEDY)["task_id"]
+        wait_result(c, tid)
+        svc = srv.app.state.task_service
+        real = svc.check_usable
+
+        def deleted_meanwhile(task):
+            svc.manager.delete_task_from_any_level(task.task_id)  # as the delete's thread
+            real(task)
+
+        svc.check_usable = deleted_meanwhile
+        r = c.post(f"/v1/tasks/{tid}/continue", json={"prompt": " y", "max_tokens": 20000})
+        svc.check_usable = real
+        assert r.status_code == 404, r.text
+        deadline = time.time() + 10
+        while c.get("/health").json()["active"]:
+            assert time.time() < deadline, "a deleted task kept generating"
+            time.sleep(0.05)
+        assert c.get(f"/v1/tasks/{tid}/status").status_code == 404
+
+
 def test_more_tasks_in_flight_than_the_cache_holds(start_server):
     """With one task running and a cache of one, each new task's own registration evicted it
     before it was submitted: a TMP task's get_result was a 404 while it ran, and a TASK's

@@ -222,6 +222,13 @@ class TaskManager:
         return {"cpu_cache_count": len(cpu), "database_count": n_db,
                 "total_count": n_db + only_cpu, "cpu_tasks": cpu, "db_tasks": db}
 
+    def holds(self, task_id: str, task: Task) -> bool:
+        """Whether ``task`` is still the task this manager keeps under ``task_id`` (False: it
+        was deleted, or replaced)."""
+        with self._lock:
+            return any(level.get(task_id) is task
+                       for level in (self._cache, self._closing, self._templates))
+
     def template_ids(self) -> list[str]:
         """Every template's id, stored or reserved (being built), in id order."""
         with self._lock:

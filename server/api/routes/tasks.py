@@ -165,6 +165,13 @@ async def continue_task(task_id: str, body: ContinueRequest | None = None,
         svc.check_usable(task)
         tmp = task.task_id.startswith("TMP")
         _resume(svc, task, tokens, body, tmp, task_id)
+        if not svc.manager.holds(task_id, task):
+            # deleted since ``get`` (a delete in a store thread): it found the task idle and so
+            # did not stop it; submitted now, no route could reach or stop it (it ran to
+            # max_tokens in a slot; a QA report, session 26). A delete after this check finds it
+            # busy and stops it.
+            task.stop()
+            raise HTTPException(404, TASK_NOT_FOUND)
     finally:
         await svc.unpin(task)
     return await _started(svc, task, body.stream, tmp)
