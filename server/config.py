@@ -91,8 +91,8 @@ class Settings(BaseSettings):
     max_body_bytes: int = Field(8 * 1024 * 1024, ge=1024)
     header_timeout_s: float = Field(20.0, gt=0, description="a connection that has not sent a "
                                     "whole request head this long after opening (or after its "
-                                    "last reply), or whose request body stalls this long, is "
-                                    "closed")
+                                    "last reply), or whose request body stalls this long or "
+                                    "averages under 500 bytes/s past it, is closed")
     verbose: bool = True
 
     @field_validator("device")

@@ -275,8 +275,23 @@ def test_connections_without_a_request_head_are_closed(limited):
         stalled.sendall(head + b'{"prompt": ')  # then nothing: it was held for ever (session 22)
         assert _closed_within(stalled, HEADER_TIMEOUT_S + 3)
     with socket.create_connection(addr) as slow_body:
-        slow_body.sendall(head)  # a body that keeps coming is not cut (a byte every 0.1 s)
-        assert not _closed_within(slow_body, HEADER_TIMEOUT_S + 2, b" " * 100)
+        # a body trickled a byte at a time (10 bytes/s) was held for ever, however slow (20,000
+        # of them took every file descriptor; session 26's QA): under MIN_BODY_RATE on average,
+        # it is closed once the head's deadline has passed
+        slow_body.sendall(head)
+        assert _closed_within(slow_body, HEADER_TIMEOUT_S + 3, b" " * 100)
+    with socket.create_connection(addr) as steady:  # a body at 2,000 bytes/s is not cut
+        steady.sendall(b"POST /v1/tasks/tmp HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                       b"application/json\r\nContent-Length: 100000\r\n\r\n")
+        steady.settimeout(0.1)
+        start = time.monotonic()
+        while time.monotonic() - start < HEADER_TIMEOUT_S + 2:
+            steady.sendall(b" " * 200)
+            time.sleep(0.1)
+            try:
+                assert steady.recv(65536) != b"", "a body at 2,000 bytes/s was cut"
+            except socket.timeout:
+                pass
     with socket.create_connection(addr) as stream:  # a reply longer than the deadline goes on
         body = b'{"prompt": "hi", "max_tokens": 40000, "stream": true}'
         stream.sendall(b"POST /v1/tasks/tmp HTTP/1.1\r\nHost: x\r\nContent-Type: "

@@ -8,8 +8,11 @@ ever (slowloris). The API key cannot stop it (it comes in the headers): one clie
 every file descriptor of the process and lock everyone out. Here a connection must deliver a
 complete request head (request line and headers) within ``RWKV_HEADER_TIMEOUT_S`` of being
 opened or of its previous response, or it is closed; so is one whose request body stalls that
-long (no byte of it: headers announcing a body that never comes held the connection too). A
-body that keeps coming, however slowly, and replies (streams) are not limited by it.
+long (no byte of it: headers announcing a body that never comes held the connection too), or
+comes slower than ``MIN_BODY_RATE`` on average: a body's deadline is that long after its head
+plus a second per ``MIN_BODY_RATE`` bytes received (the rule of Apache's mod_reqtimeout). A body
+trickled a byte every few seconds held its connection for ever, and 20,000 of them every file
+descriptor (session 26's QA). Replies (streams) are not limited.
 """
 
 from __future__ import annotations
@@ -21,21 +24,30 @@ import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 
+MIN_BODY_RATE = 500  # bytes a second a request body must average (after its first deadline)
+
+
 class HeaderTimeoutH11Protocol(H11Protocol):
     header_timeout: float = 20.0  # run.py sets RWKV_HEADER_TIMEOUT_S
 
     def connection_made(self, transport) -> None:
         self._header_timer = None
+        self._body_start: float | None = None  # when the current request's body began
+        self._body_bytes = 0  # bytes received since (about: the head's last bytes count)
         super().connection_made(transport)
         self._arm_header_timer()
 
     def data_received(self, data: bytes) -> None:
         super().data_received(data)
         if self.conn.their_state is h11.SEND_BODY:  # a body on its way: its next byte in time
+            if self._body_start is None:
+                self._body_start = self.loop.time()
+            self._body_bytes += len(data)
             self._arm_header_timer()
 
     def on_response_complete(self) -> None:
         super().on_response_complete()  # may start the next (pipelined) request at once
+        self._body_start, self._body_bytes = None, 0
         self._arm_header_timer()
 
     def connection_lost(self, exc) -> None:
@@ -45,7 +57,11 @@ class HeaderTimeoutH11Protocol(H11Protocol):
     def _arm_header_timer(self) -> None:
         self._cancel_header_timer()
         if not self.transport.is_closing():
-            self._header_timer = self.loop.call_later(self.header_timeout, self._on_header_timeout)
+            delay = self.header_timeout
+            if self._body_start is not None:  # the body's deadline: its average rate
+                due = self._body_start + self.header_timeout + self._body_bytes / MIN_BODY_RATE
+                delay = max(0.0, min(delay, due - self.loop.time()))
+            self._header_timer = self.loop.call_later(delay, self._on_header_timeout)
 
     def _cancel_header_timer(self) -> None:
         if self._header_timer is not None:
