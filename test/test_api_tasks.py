@@ -366,6 +366,9 @@ def test_states_stored_with_another_model_are_refused(server, http, start_server
             assert chat.headers["x-should-retry"] == "false"
             card = c.get(f"/v1/models/rwkv-7:{tpl}")
             assert card.status_code == 409 and card.json()["error"]["code"] == "template_mismatch"
+            # nor is it listed (a UI would offer it); the first server lists it
+            assert f"rwkv-7:{tpl}" not in [m["id"] for m in c.get("/v1/models").json()["data"]]
+            assert f"rwkv-7:{tpl}" in [m["id"] for m in http.get("/v1/models").json()["data"]]
             # what was stored can still be read and deleted; other tasks are unharmed
             assert wait_result(c, done)["result"] == text
             assert c.get(f"/v1/tasks/{done}/status").json()["status"] == 3

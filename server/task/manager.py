@@ -24,6 +24,7 @@ database is not served (nor cached again).
 
 from __future__ import annotations
 
+import json
 import threading
 import weakref
 from collections import OrderedDict
@@ -31,7 +32,7 @@ from collections import OrderedDict
 from server.logger import get_logger
 from server.task.policy import (TaskNotFound, TaskUnreadable, TemplateExists, TemplateProtected,
                                 TooManyTemplates, is_busy, is_template_id, is_temporary_id,
-                                same_content, signature)
+                                model_mismatch, same_content, signature, stored_mismatch)
 from server.task.serialize import TaskBusy, decode_task, snapshot
 from server.task.store import DuplicateTaskId, TaskStore
 from server.task.task import Status, Task, new_task_id
@@ -66,6 +67,7 @@ class TaskManager:
         self._forgotten = 0  # the largest deletion number dropped from _deleted
         self._hooks: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         self._closed = False
+        self._template_fit: dict[str, tuple] = {}  # template id -> (model config, it fits)
 
     def set_dependencies(self, loader, sampler=None) -> None:
         """Attach the model bundle: tasks loaded from the database decode with ``loader.decode``."""
@@ -191,7 +193,8 @@ class TaskManager:
         if is_template_id(task_id) and not force:
             raise TemplateProtected(f"{task_id} is a template; delete it with force=true")
         with self._lock:
-            for level in (self._templates, self._cache, self._closing, self._clean):
+            for level in (self._templates, self._cache, self._closing, self._clean,
+                          self._template_fit):  # (an id may be made again: another state)
                 level.pop(task_id, None)
             self._unsaved.discard(task_id)
             self._last_delete += 1
@@ -229,11 +232,31 @@ class TaskManager:
             return any(level.get(task_id) is task
                        for level in (self._cache, self._closing, self._templates))
 
-    def template_ids(self) -> list[str]:
-        """Every template's id, stored or reserved (being built), in id order."""
+    def template_ids(self, cfg=None) -> list[str]:
+        """Every template's id, stored or reserved (being built), in id order; with ``cfg``
+        (a model's config) only those whose state fits that model (``model_mismatch``; a
+        database shared with another model holds others). A stored template's fit is read from
+        its record's shapes, not its tensors, once: templates never change."""
         with self._lock:
-            held = set(self._templates)
-        return sorted(held | set(self.store.ids(templates=True)))
+            held = dict(self._templates)
+        ids = sorted(set(held) | set(self.store.ids(templates=True)))
+        if cfg is None:
+            return ids
+        return [tid for tid in ids if self._fits(tid, held.get(tid), cfg)]
+
+    def _fits(self, tid: str, task: Task | None, cfg) -> bool:
+        if task is not None:
+            return model_mismatch(task, cfg) is None
+        known = self._template_fit.get(tid)
+        if known is not None and known[0] == cfg:
+            return known[1]
+        meta = self.store.get_meta(tid)
+        try:
+            fit = meta is not None and stored_mismatch(json.loads(meta), cfg) is None
+        except (ValueError, TypeError, KeyError):  # an unreadable record: not usable
+            fit = False
+        self._template_fit[tid] = (cfg, fit)
+        return fit
 
     # ---- persistence hooks --------------------------------------------------------------
     def track(self, task: Task) -> None:

@@ -48,17 +48,33 @@ def is_busy(task: Task) -> bool:
 def model_mismatch(task: Task, cfg) -> str | None:
     """Why ``task``'s state, penalties or next input tokens do not fit a model of config ``cfg``
     (a task stored while the server ran another model), or None when they fit."""
-    if task.state is not None:
-        L, C, H, N = cfg.n_layer, cfg.n_embd, cfg.n_head, cfg.head_size
-        for name, t, want in (("shift", task.state.shift, (L, 2, 1, C)),
-                              ("wkv", task.state.wkv, (L, 1, H, N, N))):
-            if tuple(t.shape) != want:
-                return (f"its state's {name} has shape {list(t.shape)}, the loaded model's "
-                        f"is {list(want)}")
-    if task.penalties is not None and tuple(task.penalties.shape) != (cfg.vocab_size,):
-        return (f"its penalties have shape {list(task.penalties.shape)}, the loaded model's "
-                f"vocabulary has {cfg.vocab_size} tokens")
+    shapes = {} if task.state is None else {"shift": task.state.shift.shape,
+                                             "wkv": task.state.wkv.shape}
+    if task.penalties is not None:
+        shapes["penalties"] = task.penalties.shape
     ids = task.pending + ([] if task.current_token is None else [task.current_token])
+    return shapes_mismatch(shapes, ids, cfg)
+
+
+def stored_mismatch(meta: dict, cfg) -> str | None:
+    """``model_mismatch`` of a stored record's JSON meta (``serialize``), its tensors unread."""
+    shapes = {t["name"]: t["shape"] for t in meta.get("tensors", ())}
+    cur = meta.get("current_token")
+    return shapes_mismatch(shapes, list(meta.get("pending", ())) + ([] if cur is None else [cur]),
+                           cfg)
+
+
+def shapes_mismatch(shapes: dict, ids: list[int], cfg) -> str | None:
+    """Why tensors of these shapes (``shift``, ``wkv``, ``penalties``; absent: not held) and
+    these next input tokens do not fit a model of config ``cfg``, or None."""
+    L, C, H, N = cfg.n_layer, cfg.n_embd, cfg.n_head, cfg.head_size
+    for name, want in (("shift", (L, 2, 1, C)), ("wkv", (L, 1, H, N, N))):
+        if name in shapes and tuple(shapes[name]) != want:
+            return (f"its state's {name} has shape {list(shapes[name])}, the loaded model's "
+                    f"is {list(want)}")
+    if "penalties" in shapes and tuple(shapes["penalties"]) != (cfg.vocab_size,):
+        return (f"its penalties have shape {list(shapes['penalties'])}, the loaded model's "
+                f"vocabulary has {cfg.vocab_size} tokens")
     if ids and not 0 <= min(ids) <= max(ids) < cfg.vocab_size:
         bad = next(t for t in ids if not 0 <= t < cfg.vocab_size)
         return (f"its next tokens lie outside the loaded model's vocabulary [0, {cfg.vocab_size})"

@@ -202,11 +202,11 @@ def _model_cards(rt) -> list[dict]:
 @router.get("/v1/models")
 async def list_models(request: Request):
     """The loaded model (named after its file), the alias ``rwkv-7``, then ``rwkv-7:_name`` for
-    each state template (chat and completions start from its state): clients that pick a
-    model from this list (Open WebUI, LobeChat, Chatbox) reach the templates too."""
+    each state template the loaded model can use (chat and completions start from its state):
+    clients that pick a model from this list (Open WebUI, LobeChat, Chatbox) reach them too."""
     rt = get_runtime(request)
     cards = _model_cards(rt)
-    ids = await asyncio.to_thread(rt.manager.template_ids)
+    ids = await asyncio.to_thread(rt.manager.template_ids, rt.loader.cfg)
     return {"object": "list", "data": cards + [{**cards[-1], "id": f"{ALIAS}:{tid}"}
                                                for tid in ids]}
 
