@@ -360,6 +360,9 @@ def test_bad_prompts_raise_or_fail_alone(tiny_loader):
             scheduler.new_task(ids)
     with pytest.raises(TypeError, match="integers"):
         scheduler.new_task([1, 2.5])
+    for nothing in (None, 7):  # (None said "'NoneType' object is not iterable"; session 26)
+        with pytest.raises(TypeError, match="prompt must be text or a list of token ids"):
+            scheduler.new_task(nothing)
     assert not scheduler.waiting
     text = "User: a\n\nAssistant:"
     bad = Task(max_tokens=5, temperature=0, tokenizer=tiny_loader)

@@ -108,7 +108,11 @@ class BaseScheduler(SlotCycle):
         """Create a task for ``prompt`` (text or token ids) and enqueue it. ``ValueError`` for
         an empty prompt (nothing to generate from), token ids outside the model's vocabulary
         or a parameter out of range (``Task.check_params``)."""
-        tokens = self.loader.encode(prompt) if isinstance(prompt, str) else list(prompt)
+        try:
+            tokens = self.loader.encode(prompt) if isinstance(prompt, str) else list(prompt)
+        except TypeError:  # (None: "'NoneType' object is not iterable" named no argument)
+            raise TypeError(f"prompt must be text or a list of token ids, not "
+                            f"{type(prompt).__name__}") from None
         if not tokens:
             raise ValueError("empty prompt: a new task needs at least one token to start from")
         task = Task(tokens, task_id=task_id, max_tokens=max_tokens, temperature=temperature,
