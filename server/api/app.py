@@ -21,6 +21,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from server.api.http_protocol import quiet_accept_errors
 from server.api.lifecycle import build_runtime, close_runtime, freeze_heap
 from server.api.metrics import Metrics, MetricsMiddleware, metrics_endpoint
 from server.api.middleware import (ApiKeyMiddleware, BodyLimitMiddleware, CORSMiddleware,
@@ -96,9 +97,12 @@ def _lifespan(settings, runtime, freeze: bool):
             log.info(f"{freeze_heap():,} start-up objects frozen (full garbage collections "
                      "no longer walk them)")
         _gil_hand_over.enter(settings.gil_switch_us)
+        loop = asyncio.get_running_loop()
+        handler_before = quiet_accept_errors(loop, log)
         try:
             yield
         finally:
+            loop.set_exception_handler(handler_before)
             _gil_hand_over.leave()
             if freeze:
                 gc.unfreeze()
