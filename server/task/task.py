@@ -224,8 +224,8 @@ class Task:
             raise RuntimeError(f"task {self.task_id} is a template (read-only); fork it "
                                "(TaskManager.fork_template) and continue the copy")
         self.update_params(**params)
-        if params.get("seed") is not None:  # (it went on at the source's draw count: a fork
-            self.rng_counter = 0            # of a template and of its import sampled apart)
+        if "seed" in params:  # (it went on at the source's draw count: a fork of a template
+            self.rng_counter = 0  # and of its import sampled apart)
         self.status = Status.READY
         self.output = []
         self._unpopped = 0

@@ -207,7 +207,7 @@ async def list_models(request: Request):
     rt = get_runtime(request)
     cards = _model_cards(rt)
     ids = await asyncio.to_thread(rt.manager.template_ids, rt.loader.cfg)
-    return {"object": "list", "data": cards + [{**cards[-1], "id": f"{ALIAS}:{tid}"}
+    return {"object": "list", "data": cards + [{**cards[0], "id": f"{ALIAS}:{tid}"}
                                                for tid in ids]}
 
 
