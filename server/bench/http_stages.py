@@ -4,6 +4,8 @@
     python -m server.bench.http_stages --demo 2.9b      # (GPU machine: RWKV_DEVICE as usual)
     python -m server.bench.http_stages --model ck.pth   # a checkpoint (e.g. written once by
                                                         # python -m server.model.random)
+    python -m server.bench.http_stages --timeline --loop-trace   # + the scheduler's calls and
+                                                        # the event loop's callbacks
 
 A server with random weights of ``--demo`` (``create_app``, the prefix cache on) runs in this
 process under uvicorn; ``python -m server.bench.chat`` drives its conversation against it from
@@ -114,6 +116,49 @@ def _gc_timed():
         gc.callbacks.remove(note)
 
 
+@contextlib.contextmanager
+def _loop_traced(out: list, longer_than: float = 30e-6):
+    """While inside, each asyncio callback (``Handle._run``: a task's step, a wake-up) that runs
+    longer than ``longer_than`` s appends ``(start, end, what)``; ``what`` names a task by its
+    chain of awaited coroutines. Pure-Python asyncio loops only (not uvloop's)."""
+    import asyncio.events
+
+    real = asyncio.events.Handle._run
+
+    def run(handle):
+        t0 = time.perf_counter()
+        real(handle)
+        t1 = time.perf_counter()
+        if t1 - t0 > longer_than:
+            out.append((t0, t1, _callback_name(handle._callback)))
+
+    asyncio.events.Handle._run = run
+    try:
+        yield out
+    finally:
+        asyncio.events.Handle._run = real
+
+
+def _callback_name(cb) -> str:
+    coro = getattr(getattr(cb, "__self__", None), "get_coro", lambda: None)()
+    if coro is None:
+        return getattr(cb, "__qualname__", type(cb).__name__)
+    chain = []
+    while coro is not None and len(chain) < 16:
+        chain.append(getattr(coro, "__qualname__", type(coro).__name__))
+        coro = getattr(coro, "cr_await", None) or getattr(coro, "ag_await", None)
+    names = [c for c in chain if "Middleware" not in c]
+    return "task " + " > ".join(names if len(names) <= 4 else names[:1] + ["…"] + names[-3:])
+
+
+def loop_report(handles: list, rec: dict) -> str:
+    """The event loop's callbacks from the request's arrival to 1 ms after its first token."""
+    a, end = rec["add_task"], rec.get("first_token", rec["add_task"]) + 1e-3
+    rows = [[f"{(t0 - a) * 1e3:.2f}", f"{(t1 - a) * 1e3:.2f}", f"{(t1 - t0) * 1e3:.3f}", what]
+            for t0, t1, what in handles if rec["arrival"] - 1e-3 <= t0 <= end]
+    return common.table(["start", "end", "ms", "callback (> 30 us)"], rows)
+
+
 def gc_report(collections: list) -> str:
     """Collections per generation with their total and longest ms."""
     parts = []
@@ -138,6 +183,10 @@ def main(argv=None) -> None:
                    help="also put the last turn's two requests on the scheduler's host and "
                         "device time line (as ``ttft --timeline``; every call of the run is "
                         "recorded, a few µs each)")
+    p.add_argument("--loop-trace", action="store_true",
+                   help="serve on asyncio's own loop (not uvloop) and list, for the last turn's "
+                        "two requests, the event loop's callbacks that ran longer than 30 us "
+                        "(ms from add_task): what the loop did beside the scheduler thread")
     args = p.parse_args(argv)
     import uvicorn
 
@@ -153,7 +202,9 @@ def main(argv=None) -> None:
     records: list[dict] = []
     line: list[dict] = []  # --timeline's records
     _mark_handler_steps(records)
-    config = uvicorn.Config(_Recorder(app, records), host="127.0.0.1", port=port, log_config=None)
+    handles: list = []
+    config = uvicorn.Config(_Recorder(app, records), host="127.0.0.1", port=port, log_config=None,
+                            **(dict(loop="asyncio") if args.loop_trace else {}))
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
@@ -163,7 +214,8 @@ def main(argv=None) -> None:
         sched = app.state.runtime.scheduler
         _mark_scheduler(sched, records)
         look = stages.timeline(sched, line) if args.timeline else contextlib.nullcontext()
-        with look, _gc_timed() as collections:
+        traced = _loop_traced(handles) if args.loop_trace else contextlib.nullcontext()
+        with look, traced, _gc_timed() as collections:
             subprocess.run([sys.executable, "-m", "server.bench.chat", "--url-on", url,
                             "--url-off", url, "--turns", str(args.turns)], check=True)
         t0 = time.perf_counter()
@@ -188,6 +240,10 @@ def main(argv=None) -> None:
     print("\nms from the request's arrival in the app (\"again\": the same prompt a second time)")
     print(common.table(["turn", "request", "body parsed", "tokenised", "tasks prepared",
                         "add_task", "first token", "text sent"], rows), flush=True)
+    for nth in range(max(0, len(records) - 2), len(records)) if handles else ():
+        if "add_task" in records[nth]:
+            print(f"\nrequest {nth + 1}: the event loop (ms from its add_task)\n"
+                  f"{loop_report(handles, records[nth])}", flush=True)
     for nth in range(max(0, len(records) - 2), len(records)) if line else ():
         rec = records[nth]  # (one add_task per chat request: n = 1)
         if "first_token" not in rec:
