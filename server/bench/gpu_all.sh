@@ -39,7 +39,8 @@ step() {  # step NAME LIMIT_S COMMAND... (output appended to $OUT/NAME.log)
     --format=csv; python3 -c "import torch, triton; print('torch', torch.__version__, \
 'triton', triton.__version__)"; git log -1 --format='commit %h %s' 2>/dev/null; } | tee -a "$SUM"
 
-step tests 420 python3 -m pytest -m gpu -q -s -p no:cacheprovider -rA test/test_model_gpu.py \
+# (-o addopts: the machine's python3 has no pytest-xdist for the CPU suite's ``-n auto``)
+step tests 420 python3 -m pytest -o addopts= -m gpu -q -s -p no:cacheprovider -rA test/test_model_gpu.py \
   test/test_fused_kernels.py test/test_prefix_cache_gpu.py test/test_copyback.py \
   test/test_sampler.py test/test_pulse_kernels.py test/test_gemv.py \
   test/test_engine_no_wait_gpu.py test/test_split_invariance_gpu.py test/test_wkv_kernels.py \
