@@ -151,6 +151,34 @@ def test_splitter_direct_mode_drops_gt_and_trailing_newlines():
     assert collect(pieces)["content"] == "Hi\n"  # cut by max_tokens: the newline is real text
 
 
+def test_splitter_completion_keeps_its_trailing_newlines_at_end_of_text():
+    """A completion's text is the document's: its last newline (held back as a possible start
+    of the turn boundary) stays when end-of-text ends it, as a code completion's before its
+    suffix (a chat answer drops them: the test above)."""
+    for chunking in (chars, lambda t: [t]):
+        for text in ("    return x\n", "line1\nline2\n", "abc\n\n", "x\r\n"):
+            pieces, s = run("text", chunking(text), reason="stop")
+            assert collect(pieces)["content"] == text and not s.stopped
+
+
+def test_splitter_output_does_not_depend_on_where_chunks_end():
+    """A stop string matched inside a tag or the boundary that has not fully arrived waits
+    for the next chunk: every cut of the text gives what the whole text gives."""
+    call = '<tool_call>{"name": "f", "arguments": {}}</tool_call>tai'
+    cases = [("direct", ">" + call, dict(stop=["l"], tools=True)),
+             ("text", "abc\n\nUser: hi", dict(stop=["User"])),
+             ("text", "abc\n\nUsername", dict(stop=["User"])),
+             ("text", "one two\n\nthree\n\nUser: x", dict(stop=["\n\n"]))]
+    for mode, text, kw in cases:
+        whole, ws = run(mode, [text], **kw)
+        for cut in range(1, len(text)):
+            pieces, s = run(mode, [text[:cut], text[cut:]], **kw)
+            assert collect(pieces) == collect(whole), (text, cut)
+            assert s.stopped_at == ws.stopped_at, (text, cut)
+    pieces, _ = run("direct", [">" + call], stop=["l"], tools=True)
+    assert collect(pieces)["calls"] == [("f", "{}")]
+
+
 def test_splitter_stop_strings_never_leak():
     for chunking in (chars, lambda t: [t], lambda t: [t[:7], t[7:]]):
         pieces, s = run("text", chunking("abc STOP def"), stop=["STOP", "xyz"])

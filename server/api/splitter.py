@@ -12,8 +12,12 @@ Invariants: no emitted text ever contains (part of) a stop string, the turn boun
 held back until the next chunk decides; a full match of a stop string or the boundary sets
 ``stopped`` (the caller stops the task) and everything after it is dropped. Stop strings apply to
 the answer from its first non-space character (not to the template's newline before it), not to
-the reasoning; the boundary applies to both. Trailing newlines held back when
-the task itself ended (``finish("stop")``: end-of-text or the engine's new-turn check) are dropped.
+the reasoning; the boundary applies to both. A stop string's match inside what may still grow
+into a tag or the boundary (``<tool`` with stop ``l``) waits for the next chunk, which decides
+as the whole text would: the output never depends on where chunks (pulses) end. In a chat,
+trailing newlines held back when the task itself ended (``finish("stop")``: end-of-text or the
+engine's new-turn check) are dropped; a completion (``text``) keeps them: they are the
+document's, as a code completion's last newline before its suffix.
 A tool-call block that is no usable call (bad JSON, no name, or cut off by ``max_tokens``) is sent
 as answer text, tags included: the user sees what the model wrote.
 """
@@ -88,8 +92,8 @@ class OutputSplitter:
         """Flush what was held back; ``reason`` is the task's finish reason."""
         if self.stopped:
             return []
-        if reason == "stop" and not self.buf.strip():
-            self.buf = ""  # the newlines before an end-of-text / new turn
+        if reason == "stop" and self.mode != "text" and not self.buf.strip():
+            self.buf = ""  # the newlines before a chat answer's end-of-text / new turn
         out = self._drain(final=True)
         if self.inline_think and self._think_open:
             out.append(Piece("content", THINK_END))
@@ -139,6 +143,8 @@ class OutputSplitter:
         spos, shit = earliest(self.buf[lead:], self.stop)  # before it (``</think>\n``, ``>\n``)
         if shit is not None and (hit is None or (spos + lead, -len(shit)) <= (pos, -len(hit))):
             pos, hit = spos + lead, shit
+            if not final and len(self.buf) - held_suffix(self.buf, tags) <= pos:
+                return  # the match lies in what may still become a tag or the boundary
         if hit is None:
             if self.tools:  # whitespace before a call, or after the last, is not content:
                 # held with an end that may grow into a tag, and dropped at the end
