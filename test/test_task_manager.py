@@ -131,8 +131,22 @@ def test_tmp_tasks_are_never_written(db):
     assert tm.get_task("TMP_0") is None  # evicted temporaries are gone
     assert tm.get_task("TMP_4") is not None
     assert tm.close_task("TMP_4") and tm.get_task("TMP_4") is None
+    tm.put_task("TMP", make_task(7))  # an SDK Task's default id
+    tm.flush()
     tm.close()
     assert TaskStore(db).count() == 0
+
+
+def test_ids_that_only_begin_with_tmp_are_stored(db):
+    """Only ``TMP`` and ``TMP_…`` are temporary (API.md): an SDK user's ``TMPL_notes`` is kept
+    across a restart like any other id (it was silently never written)."""
+    tm = manager(db, capacity=4)
+    for tid in ("TMPL_notes", "TMPfoo", "notes_1"):
+        tm.put_task(tid, make_task(1))
+    tm.close()
+    tm = manager(db, capacity=4)
+    assert all(tm.get_task(tid) is not None for tid in ("TMPL_notes", "TMPfoo", "notes_1"))
+    tm.close()
 
 
 def test_running_tasks_are_not_evicted_and_written_when_finished(db):

@@ -6,7 +6,7 @@ Ids decide the policy:
              evicted, never pruned; deleting one needs ``force``. Templates in memory are pinned
              and *not* counted against the cache capacity. A template put while its scheduler
              still runs it is written when it finishes.
-  * ``TMP…`` temporary: cached only; never written (an evicted one is gone).
+  * ``TMP_…`` (and ``TMP``) temporary: cached only; never written (an evicted one is gone).
   * others (``TASK_…``) persistent: written by the background writer when they finish (so a
              ``kill -9`` loses none that finished a moment before), when evicted, closed or
              flushed; unchanged tasks are not written again.

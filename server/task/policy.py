@@ -37,7 +37,9 @@ def is_template_id(task_id: str) -> bool:
 
 
 def is_temporary_id(task_id: str) -> bool:
-    return task_id.startswith("TMP")
+    """``TMP`` (an SDK Task's default id) or ``TMP_…`` (API.md: ``TMP_<32 hex>``): never
+    written to the database. Any other id is stored, ``TMPL_notes`` too (it was never kept)."""
+    return task_id == "TMP" or task_id.startswith("TMP_")
 
 
 def is_busy(task: Task) -> bool:

@@ -17,7 +17,7 @@ from server.api.schemas.tasks import (I64_MAX, ContinueRequest, CreateRequest, F
                                       TaskInfo, TaskList, TaskResponseModel)
 from server.api.task_service import TASK_NOT_FOUND, TaskService, invalid, is_busy
 from server.task.manager import TaskNotFound
-from server.task.policy import TaskUnreadable, is_template_id
+from server.task.policy import TaskUnreadable, is_template_id, is_temporary_id
 from server.api.task_stream import sse_response
 from server.task.task import Status, Task, new_task_id
 
@@ -163,7 +163,7 @@ async def continue_task(task_id: str, body: ContinueRequest | None = None,
         if task.is_template:
             raise HTTPException(403, "Templates are read-only; fork them instead")
         svc.check_usable(task)
-        tmp = task.task_id.startswith("TMP")
+        tmp = is_temporary_id(task.task_id)
         _resume(svc, task, tokens, body, tmp, task_id)
         if not svc.manager.holds(task_id, task):
             # deleted since ``get`` (a delete in a store thread): it found the task idle and so
