@@ -157,6 +157,27 @@ def test_stop_takes_effect_and_keeps_tokens(tiny_loader):
     assert not scheduler._thread.is_alive()
 
 
+def test_a_pulse_ends_at_the_step_after_stops_ended_all_its_rows(tiny_loader):
+    """A stop ends its row at the pulse's next step, and a pulse whose rows have all ended so
+    stops there: the task finishes (its reader's stream ends) without waiting for the rest of
+    a ``buffer_size`` pulse (here 32 steps). Its tokens are a prefix of the unstopped run's."""
+    text = "User: go on forever\n\nAssistant:"
+    sched = DynamicScheduler(tiny_loader, max_batch_size=2, buffer_size=32)
+    task = sched.new_task(text, max_tokens=1000, temperature=0.0)
+    while len(task.output) < 40:  # past the ramp: pulses of 32 steps
+        sched.step()
+    assert sched.pulses[-1]["steps"] == 32
+    n = len(task.output)
+    task.stop()
+    sched.step()
+    sched.run()
+    assert task.finish_reason == "abort" and len(task.output) == n
+    assert sched.pulses[-1]["steps"] == 1  # the step that applied the stop, then no more
+    full = sched.new_task(text, max_tokens=n + 5, temperature=0.0)
+    sched.run()
+    assert full.output[:n] == task.output
+
+
 def test_stop_during_a_long_prefill_ends_it_within_one_step(tiny_loader):
     """A task asked to stop while its prompt is being fed (several steps of ``prefill_chunk``
     tokens) finishes ("abort") at the next step instead of prefilling the rest; the tokens not

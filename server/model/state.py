@@ -75,6 +75,14 @@ class State:
             return None
         return rows
 
+    def rows(self, idx) -> "State | None":
+        """Rows ``idx`` as views (writes reach self) when they are consecutive rows that exist,
+        else None (``select`` copies them)."""
+        rows = self._slice(idx)
+        if rows is None:
+            return None
+        return State(self.shift[:, :, rows], self.wkv[:, rows])
+
     def select(self, idx) -> "State":
         """A new State holding rows ``idx`` (a copy), in that order."""
         rows = self._slice(idx)

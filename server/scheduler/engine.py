@@ -79,6 +79,7 @@ class PulseResult:
     tokens: list[list[int]]  # accepted tokens per slot, in order
     reason: list[int]  # RUNNING / REASON_* per slot
     current: list[int]  # next input token per slot (valid unless reason == REASON_EOS)
+    steps: int = 0  # decode steps run (fewer than asked once a stop request ended every row)
 
 
 def accepted(out, valid) -> list[list[int]]:
@@ -111,6 +112,7 @@ class BatchEngine:
         self._first: dict[int, torch.Tensor] = {}  # slot -> logits [V] of its prompt's last token
         self._params: list[tuple[list[int], dict]] = []  # loaded, not yet written (write_params)
         self._running: set[int] = set()  # live slots, as the host knows them
+        self._stop_asked = False  # a stop request came during this pulse (request_stop)
         # a step's bookkeeping in one launch each where the Triton kernels run (else None)
         self._kernels = kernel_module("pulse_triton", self.device)
 
@@ -338,7 +340,10 @@ class BatchEngine:
         self._first[slot] = logits
 
     def request_stop(self, slot: int) -> None:
+        """The slot's row ends (REASON_STOP) at the pulse's next step; a pulse whose rows all
+        ended so stops there (a stopped stream's end is not held up by the rest of it)."""
         self.stop_host[slot] = True
+        self._stop_asked = True
 
     # ---- compute -----------------------------------------------------------------------
     @torch.no_grad()
@@ -349,11 +354,17 @@ class BatchEngine:
         pulse (module docstring); ``start`` then gets that token as ``current`` as usual.
         ``mid`` (one slot: positions in its tokens, ``RWKV7.prefill``): returns the states
         after them (a new State, a row per position), else None."""
-        sub = self.state.select(slots)
+        # consecutive slots (one slot: a request's prefill) are fed in place, through views:
+        # on CUDA a copy out and back is four kernel launches, two before the pass
+        sub = self.state.rows(slots)
+        copied = sub is None
+        if copied:
+            sub = self.state.select(slots)
         kept = self.model.new_state(len(mid)) if mid else None
         logits = self.model.prefill(token_lists, sub, logits=bool(first), mid=list(mid),
                                     mid_state=kept)
-        self.state.assign(slots, sub)
+        if copied:
+            self.state.assign(slots, sub)
         for j, slot in enumerate(slots):
             if slot in first:
                 self._first[slot] = logits[j]
@@ -375,11 +386,17 @@ class BatchEngine:
             rows = to_device(order, dev)
             kept = torch.stack([first[r] for r in order])
         U = self.sampler.uniforms(self.samp, steps)  # [cap, steps] or None (all greedy)
+        self._stop_asked, applied, ran = False, None, 0
         for s in range(steps):
             if before_step is not None:
                 before_step()
+            if applied is not None and bool(applied[list(self._running)].all()):
+                break  # the last step ended every row at a stop request: no more tokens come
             if dev.type == "cuda":
                 self.stop_dev.copy_(self.stop_host, non_blocking=True)
+            # (a stop reaches its row in this step: known without reading the device)
+            applied = self.stop_host.clone() if self._stop_asked else None
+            ran += 1
             kept_step = s == 0 and bool(first)
             # rows whose state has consumed ``current`` (kept step): no stop before a token
             active = self._step_begin(done, reason, rows if kept_step else None)
@@ -395,7 +412,7 @@ class BatchEngine:
         packed = torch.cat([out, valid.long(), reason[:, None], self.cur[:, None]], 1)
         packed = packed.cpu().numpy()  # the pulse's one synchronisation
         res = PulseResult(accepted(packed[:, :steps], packed[:, steps:2 * steps]),
-                          packed[:, 2 * steps].tolist(), packed[:, -1].tolist())
+                          packed[:, 2 * steps].tolist(), packed[:, -1].tolist(), ran)
         self._running = {s for s in self._running if res.reason[s] == RUNNING}
         return res
 
