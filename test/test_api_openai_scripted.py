@@ -54,6 +54,31 @@ def test_tool_call_non_stream(sdk, script):
     assert json.loads(call.function.arguments) == {"city": "Paris"}
 
 
+def test_only_calls_the_client_can_dispatch_are_tool_calls(sdk, script):
+    """A call of a function the request did not offer, or another than the one its
+    ``tool_choice`` forces, is answer text (a client such as LangChain's structured output
+    parses tool_calls[0] against the forced schema); ``parallel_tool_calls: false`` ends the
+    reply after its first call."""
+    other = '<tool_call>{"name": "delete_everything", "arguments": {}}</tool_call>'
+    answer = {"type": "function", "function": {"name": "Answer", "parameters": {}}}
+    script(">" + other)
+    r = sdk.chat.completions.create(model="rwkv-7", messages=MSGS, tools=TOOLS)
+    assert r.choices[0].finish_reason == "stop" and not r.choices[0].message.tool_calls
+    assert r.choices[0].message.content == other
+    script(">" + CALL)
+    r = sdk.chat.completions.create(model="rwkv-7", messages=MSGS, tools=TOOLS + [answer],
+                                    tool_choice={"type": "function",
+                                                 "function": {"name": "Answer"}})
+    assert not r.choices[0].message.tool_calls and r.choices[0].message.content == CALL
+    script(">" + CALL + "\n" + CALL + "\nmore text")
+    for parallel, n in ((None, 2), (False, 1)):
+        kw = {} if parallel is None else {"parallel_tool_calls": parallel}
+        r = sdk.chat.completions.create(model="rwkv-7", messages=MSGS, tools=TOOLS, **kw)
+        assert len(r.choices[0].message.tool_calls) == n
+        assert r.choices[0].finish_reason == "tool_calls"
+        assert r.choices[0].message.content == (None if parallel is False else "more text")
+
+
 def test_tool_call_stream_deltas(http, sdk, script):
     script(">Checking.\n" + CALL + "\n" + CALL.replace("Paris", "Rome"), per_pulse=1)
     chunks = stream_chunks(http, "/v1/chat/completions",

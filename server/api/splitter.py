@@ -18,8 +18,11 @@ as the whole text would: the output never depends on where chunks (pulses) end. 
 trailing newlines held back when the task itself ended (``finish("stop")``: end-of-text or the
 engine's new-turn check) are dropped; a completion (``text``) keeps them: they are the
 document's, as a code completion's last newline before its suffix.
-A tool-call block that is no usable call (bad JSON, no name, or cut off by ``max_tokens``) is sent
-as answer text, tags included: the user sees what the model wrote.
+A tool-call block that is no usable call (bad JSON, no name, a function the request did not offer,
+or another than the one its ``tool_choice`` forces, or cut off by ``max_tokens``) is sent as
+answer text, tags included: the user sees what the model wrote, and a client never gets a call
+it cannot dispatch. With ``one_call`` (``parallel_tool_calls: false``) the output ends after
+the first call, as OpenAI's does.
 """
 
 from __future__ import annotations
@@ -65,11 +68,13 @@ class OutputSplitter:
     """Feed decoded text in chunks; get back ``Piece``s that are safe to send."""
 
     def __init__(self, mode: str = "text", stop: list[str] | tuple = (), tools: bool = False,
-                 inline_think: bool = False):
+                 inline_think: bool = False, tool_names=None, one_call: bool = False):
         assert mode in ("think", "direct", "text")
         self.mode = mode
         self.stop = [s for s in stop if s]
         self.tools = tools
+        self.tool_names = None if tool_names is None else frozenset(tool_names)  # None: any
+        self.one_call = one_call  # the output ends after the first call
         self.inline_think = inline_think  # reasoning sent as "<think>…</think>" inside content
         self.phase = "gt" if mode != "text" else "content"
         self.buf = ""  # always the end of the text fed so far
@@ -170,11 +175,13 @@ class OutputSplitter:
         raw, body = self.buf[pos:block_end], self.buf[pos + len(OPEN_TAG): end if end >= 0 else None]
         self.buf = self.buf[block_end:]
         call = parse_tool_call(body)
-        if call is None:
+        if call is None or (self.tool_names is not None and call[0] not in self.tool_names):
             self._emit(out, "content", ws + raw)  # not a usable call: it is just text
         else:
             self.tool_calls += 1
             out.append(Piece("tool_call", raw, call[0], call[1]))
+            if self.one_call:
+                self._stop()
 
     # ---- helpers ---------------------------------------------------------------------------
     def _lead(self) -> int:

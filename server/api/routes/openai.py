@@ -41,7 +41,7 @@ from server.api.safe_json import utf8_safe
 from server.api.splitter import OutputSplitter
 from server.api.stopping import stop_in_background, stop_tasks
 from server.api.task_stream import SHUTDOWN_GRACE_S
-from server.api.tools import choice_name, parse_tools, tools_active
+from server.api.tools import choice_name, forced_tool, parse_tools, tools_active
 from server.scheduler import QueueFull
 
 router = APIRouter(tags=["openai"])
@@ -243,6 +243,8 @@ async def chat_completions(request: Request):
         tools = parse_tools(req.tools)
         choice_name(req.tool_choice)  # its form, with tools or without (then it is unused)
         offer = tools_active(tools, req.tool_choice)
+        forced = forced_tool(req.tool_choice, tools) if offer else None
+        names = {forced} if forced else {t.name for t in tools}  # calls a client can dispatch
         think = wants_think(req.reasoning_effort, rt.settings.chat_think)
         prompt = await off_loop_if_big(request, build_chat_prompt, req.messages, think,
                                        tools if offer else None, req.tool_choice)
@@ -257,7 +259,8 @@ async def chat_completions(request: Request):
     await prepare_tasks(rt, tpl, tasks, finish=False)  # prefix cache; the template's state
     inline = rt.settings.chat_inline_think
     choices = [Choice(i, t, OutputSplitter("think" if think else "direct", req.stop_list,
-                                           tools=offer, inline_think=inline))
+                                           tools=offer, inline_think=inline, tool_names=names,
+                                           one_call=req.parallel_tool_calls is False))
                for i, t in enumerate(tasks)]
     if len(choices) == 1 and rt.settings.chat_warm_next_turn and template_id(req.model) is None:
         choices[0].on_finish = _warm_next_turn(rt, req, tools if offer else None)

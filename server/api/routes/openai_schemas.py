@@ -118,6 +118,7 @@ class ChatRequest(_Request):
     reasoning_effort: str | None = None
     tools: list[Any] | None = None
     tool_choice: str | dict[str, Any] | None = None
+    parallel_tool_calls: bool | None = None  # false: at most one call (the reply ends there)
     logprobs: bool | None = None
 
 
