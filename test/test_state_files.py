@@ -174,6 +174,12 @@ def test_malformed_files_are_refused_not_crashes(tiny_loader):
             (encode_state_file(state, cfg, meta={"current_token": "true"}),
              "metadata is invalid"),
             (encode_state_file(state, cfg, meta={"history": '{"a": 1}'}), "metadata is invalid"),
+            # thousands of tiny tensors: torch.load took ~0.15 ms of CPU each (a QA helper's
+            # 50,000 in 14 MB: ~8 s, holding the GIL); refused before reading them
+            (_pth({**{f"blocks.{i}.att.time_state": torch.zeros(H, N, N) for i in range(L)},
+                   **{f"x{i}": torch.zeros(1) for i in range(1100)}}), "entries"),
+            (_safetensors({f"t{i}": {"dtype": "F32", "shape": [0], "data_offsets": [0, 0]}
+                           for i in range(1100)}), "tensors"),
     ):
         with pytest.raises(StateFileError, match=message) as e:
             read_state_file(data, cfg)

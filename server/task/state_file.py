@@ -45,6 +45,10 @@ _ST_NAMES = {v: k for k, v in ST_DTYPES.items()}
 _TIME_STATE = re.compile(r"blocks\.(0|[1-9]\d*)\.att\.time_state")  # canonical numbers only:
 # "blocks.01" beside "blocks.1" would pass a count of layers and miss the lookup (was a 500)
 MAX_HEADER = 1 << 24
+# tensors a state file may hold: a layer's state each (the largest published RWKV-7 has 61
+# layers) and a few more. torch.load spends ~0.15 ms of CPU an entry, holding the GIL (50,000
+# one-element tensors in 14 MB took ~8 s, every stream stalled): more is no state file
+MAX_TENSORS = 1024
 
 
 class StateFileError(ValueError):
@@ -127,6 +131,9 @@ def _check_zip(data: bytes) -> None:
     except Exception:  # BadZipFile, NotImplementedError (unknown zip version), ...
         raise StateFileError("cannot read the file as a PyTorch state file (not a readable zip "
                              "archive)") from None
+    if len(infos) > MAX_TENSORS + 8:  # (torch.save adds data.pkl, version, byteorder, ...)
+        raise StateFileError(f"the .pth file has {len(infos):,} entries: a state file holds a "
+                             f"tensor per layer (at most {MAX_TENSORS:,} are read)")
     if any(i.compress_type != zipfile.ZIP_STORED for i in infos) \
             or sum(i.file_size for i in infos) > len(data):
         raise StateFileError("the .pth file has compressed entries (torch.save writes none): "
@@ -176,6 +183,9 @@ def _read_safetensors(data: bytes) -> tuple[dict, dict]:
     meta = header.pop("__metadata__", None) or {}
     if not isinstance(meta, dict):
         raise StateFileError("not a state file (the safetensors __metadata__ is not an object)")
+    if len(header) > MAX_TENSORS:
+        raise StateFileError(f"the safetensors file has {len(header):,} tensors: a state file "
+                             f"holds a tensor per layer (at most {MAX_TENSORS:,} are read)")
     body, entries = memoryview(data)[8 + n:], []
     for name, e in header.items():
         try:
