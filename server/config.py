@@ -42,7 +42,11 @@ class Settings(BaseSettings):
     # scheduler
     max_batch_size: int = Field(256, ge=1, le=65536)
     buffer_size: int = Field(32, ge=1, le=4096)
-    prefill_chunk: int = Field(4096, ge=16, description="prompt tokens prefilled per scheduler step")
+    # at least the WKV prefill's chunk (32 tokens on the CPU, 16 on CUDA): the prefiller then
+    # cuts prompts only at its multiples, and a cached state has an uncached run's bits (a
+    # smaller step budget cut anywhere; session 27's QA: refused now, it was a warning)
+    prefill_chunk: int = Field(4096, ge=32, description="prompt tokens prefilled per "
+                               "scheduler step (at least 32)")
     max_queue: int = Field(4096, ge=1, description="tasks waiting for a slot beyond this "
                            "get 503")
     max_prompt_tokens: int = Field(131072, ge=1)

@@ -14,11 +14,19 @@ def test_bad_values_stop_with_the_variable_named(monkeypatch):
     monkeypatch.setenv("RWKV_DEFAULT_TOP_K", str(2**31))
     # empty: SQLite's private temporary database, nothing saved, nothing said (session 25's QA)
     monkeypatch.setenv("RWKV_TASK_DB_PATH", "")
+    # inside the WKV's 32-token chunks: cached states had other bits than uncached runs
+    monkeypatch.setenv("RWKV_PREFILL_CHUNK", "20")
     with pytest.raises(SystemExit) as e:
         load_settings()
     msg = str(e.value)
     assert "Invalid configuration" in msg and "RWKV_PDL:" in msg and "RWKV_DTYPE:" in msg
     assert "RWKV_DEFAULT_TOP_K:" in msg and "RWKV_TASK_DB_PATH:" in msg
+    assert "RWKV_PREFILL_CHUNK:" in msg
+    for name in ("RWKV_PDL", "RWKV_DTYPE", "RWKV_DEFAULT_TOP_K", "RWKV_TASK_DB_PATH"):
+        monkeypatch.delenv(name)
+    for ok in ("32", "96"):
+        monkeypatch.setenv("RWKV_PREFILL_CHUNK", ok)
+        assert load_settings().prefill_chunk == int(ok)
 
 
 def test_a_demo_and_a_model_path_exclude_each_other(monkeypatch):

@@ -79,12 +79,7 @@ def make_prefix_cache(settings, loader):
     device = loader.model.device
     share = settings.state_cache_device_fraction if device.type != "cpu" else 1.0
     log.info(f"Prefix state cache: {settings.state_cache_mb} MB ({share:.0%} on {device})")
-    align = loader.model.prefill_align
-    if loader.model.split_invariant and settings.prefill_chunk < align:
-        log.warning(f"RWKV_PREFILL_CHUNK={settings.prefill_chunk} is below the WKV chunk "
-                    f"({align} tokens): a prompt fed over several steps is cut inside chunks, "
-                    "and a prompt resumed from the cache may then differ from an uncached one "
-                    f"in the last bits; set it to {align} or more")
+    # (RWKV_PREFILL_CHUNK is at least any WKV chunk: config.py; the cuts keep the bits)
     cache = PrefixCache(total, device, device_bytes=int(total * share))
     cache.reserve_host(state)  # the host tier's pinned rows (CUDA)
     return cache
