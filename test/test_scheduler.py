@@ -565,6 +565,9 @@ def test_a_stop_between_the_last_prefill_and_the_start_costs_one_token(tiny_load
     assert 0 in sched.decoding
     sched.run()
     assert task.finish_reason == "abort" and len(task.output) == 1
+    # its first token's step exempts it; the next pulse's first step ends it, and that pulse
+    # stops there (the flag set since the last pulse counts as asked)
+    assert [p["steps"] for p in sched.pulses] == [1, 1]
     assert task.history == prompt and task.current_token == task.output[0]
     assert state_gap(tiny_loader.model, task.history, task.state) is None
 

@@ -386,11 +386,15 @@ class BatchEngine:
             rows = to_device(order, dev)
             kept = torch.stack([first[r] for r in order])
         U = self.sampler.uniforms(self.samp, steps)  # [cap, steps] or None (all greedy)
-        self._stop_asked, applied, ran = False, None, 0
+        # a stop flag still set (a row whose first token came from its prompt's pass keeps it
+        # for one step) counts as asked: its row ends in this pulse's first step
+        running = list(self._running)
+        self._stop_asked = bool(running) and bool(self.stop_host[running].any())
+        applied, ran = None, 0
         for s in range(steps):
             if before_step is not None:
                 before_step()
-            if applied is not None and bool(applied[list(self._running)].all()):
+            if applied is not None and bool(applied[running].all()):
                 break  # the last step ended every row at a stop request: no more tokens come
             if dev.type == "cuda":
                 self.stop_dev.copy_(self.stop_host, non_blocking=True)
