@@ -412,7 +412,8 @@ def test_a_million_token_ids_are_refused_at_once(limited):
     on the Task API, 0.4-1 s on /v1/completions. A million non-integers made a million
     validation errors (a 119 MB 422 reply after ~20 s), and ``[1]`` then a million ``1.5`` three
     million on /v1/completions (~20 s). Each is a small 4xx at once now, the ids a 400 naming
-    the limit (a review, session 14; bound generous for a slow 2-core machine)."""
+    the limit (a review, session 14; bound generous for a slow 2-core machine running the
+    suite on two workers: 0.55 s was seen there under extra load with a 0.5 s bound)."""
     rng = random.Random(0)
     ids = [rng.randrange(65536) for _ in range(1_000_000)]
     cases = [("/v1/tasks/tmp", ids, True), ("/v1/completions", ids, True),
@@ -427,7 +428,7 @@ def test_a_million_token_ids_are_refused_at_once(limited):
             assert r.status_code in (400, 422) and len(r.content) < 1000, (path, r.text[:300])
             assert ("RWKV_MAX_PROMPT_TOKENS" in r.text or "context_length_exceeded" in r.text) \
                 == names_limit, r.text
-            assert seconds < 0.5, f"{path}: {len(body) / 1e6:.1f} MB refused in {seconds:.2f} s"
+            assert seconds < 1.0, f"{path}: {len(body) / 1e6:.1f} MB refused in {seconds:.2f} s"
 
 
 # ---- API key: constant-time comparison -----------------------------------------------------------

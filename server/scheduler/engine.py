@@ -402,6 +402,8 @@ class BatchEngine:
             applied = self.stop_host.clone() if self._stop_asked else None
             ran += 1
             kept_step = s == 0 and bool(first)
+            if kept_step and applied is not None:
+                applied[order] = False  # (no stop before their first token: the next step)
             # rows whose state has consumed ``current`` (kept step): no stop before a token
             active = self._step_begin(done, reason, rows if kept_step else None)
             if kept_step:
