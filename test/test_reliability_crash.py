@@ -8,7 +8,10 @@ cleanly (uvicorn re-raises SIGTERM after its graceful shutdown) within a bounded
 from __future__ import annotations
 
 import json
+import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 
@@ -140,6 +143,60 @@ def test_kill_9_during_load_loses_nothing_finished(srv):
     print(f"\nkill -9 during load: {len(safe)} persistent tasks finished > {SAFE_AFTER_S:.0f} s "
           f"before the kill all intact ({late} more finished in the last second), "
           f"{len(before)} tasks (1 template) intact with their state")
+
+
+def test_a_stop_while_starting_exits_at_once(tmp_path):
+    """SIGTERM while the model loads (a 0.1B demo: ~2 s on a 2-core CPU): the process ends
+    within a second, by the signal as after a served stop, without binding its port first
+    (it finished loading, served, then stopped: 11 s for a 0.4B demo; session 27's QA)."""
+    from server_harness import ROOT, SERVER_ENV, free_port
+
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("RWKV_")}, **SERVER_ENV,
+           "RWKV_TASK_DB_PATH": str(tmp_path / "tasks.db")}
+    log_path = tmp_path / "server.log"
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen([sys.executable, "run.py", "--demo", "0.1b", "--host",
+                                 "127.0.0.1", "--port", str(free_port())], cwd=ROOT, env=env,
+                                stdout=log, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 60
+        while "DEMO MODE" not in log_path.read_text(errors="replace"):
+            assert proc.poll() is None and time.monotonic() < deadline, log_path.read_text()
+            time.sleep(0.02)
+        t0 = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        rc = proc.wait(30)
+        seconds = time.monotonic() - t0
+    finally:
+        proc.kill()
+    text = log_path.read_text(errors="replace")
+    assert "Stopped while starting (SIGTERM)" in text and "Uvicorn running" not in text, text
+    assert rc == -signal.SIGTERM and seconds < 1.5, (rc, seconds)
+
+
+def test_one_ctrl_c_delivered_twice_still_drains(start_server):
+    """SIGINT reaching the server twice at once (sent to a process group under a launcher that
+    forwards it, as ``uv run`` does; a supervisor stopping the group) is one stop: open streams
+    end with their final event, as after one SIGINT (uvicorn took the second as a force quit
+    and cut them; a plain request got a 500; session 27's QA)."""
+    srv = start_server()
+    readers = [StreamReader(srv.url, "/v1/tasks/tmp", task_body(40000)),
+               StreamReader(srv.url, "/v1/chat/completions", chat_body(40000))]
+    for r in readers:
+        r.start()
+        assert r.started.wait(30)
+    time.sleep(0.3)
+    proc = srv.proc
+    proc.send_signal(signal.SIGINT)
+    time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    proc.wait(30)
+    for r in readers:
+        r.join(10)
+        assert not r.is_alive()
+    assert check_task_stream(readers[0].events) == ""
+    assert check_chat_stream(readers[1].events, 1) == ""
+    assert "Exception in ASGI application" not in srv.log()
 
 
 def test_sigterm_drains_streams_flushes_and_exits(srv):

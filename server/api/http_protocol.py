@@ -17,12 +17,18 @@ descriptor (session 26's QA). Replies (streams) are not limited.
 
 from __future__ import annotations
 
+import os
+import signal
+import time
 from collections.abc import Callable
 
 import h11
 import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from server.logger import get_logger
+
+log = get_logger("api")
 
 MIN_BODY_RATE = 500  # bytes a second a request body must average (after its first deadline)
 
@@ -114,15 +120,36 @@ def quiet_accept_errors(loop, log, every_s: float = 10.0):
     return before
 
 
+REPEAT_SIGINT_S = 1.0  # a second SIGINT sooner than this is the same Ctrl-C (not a force quit)
+
+
 class DrainingServer(uvicorn.Server):
     """uvicorn's server (what ``uvicorn.run`` runs for one process), calling ``on_exit`` when it
     is asked to stop (SIGTERM, Ctrl-C), in the signal handler after uvicorn's own: the app's
-    ``Drain.begin``, so that plain requests end now with what they have (``stopping.Drain``)."""
+    ``Drain.begin``, so that plain requests end now with what they have (``stopping.Drain``).
+
+    Asked to stop while still starting (the model loading, kernels compiling: the event loop is
+    busy in the app's start-up, so uvicorn would act only once it served), the process exits
+    at once: nothing is served or unsaved yet (a 0.4B demo took 11 s to stop, then bound its
+    port first). A second SIGINT within ``REPEAT_SIGINT_S`` is the same Ctrl-C delivered
+    twice (to the process group and forwarded by a launcher such as ``uv run``), not uvicorn's
+    force quit, which cut every open stream."""
 
     def __init__(self, config: uvicorn.Config, on_exit: Callable[[], None]):
         super().__init__(config)
         self._on_exit = on_exit
+        self._exit_at: float | None = None
 
     def handle_exit(self, sig, frame) -> None:
+        if not self.started:
+            log.warning(f"Stopped while starting ({signal.Signals(sig).name}): nothing was "
+                        "served yet")
+            signal.signal(sig, signal.SIG_DFL)  # ended by the signal, as after a served
+            os.kill(os.getpid(), sig)  # stop (uvicorn raises it again once it has drained)
+        now = time.monotonic()
+        if sig == signal.SIGINT and self._exit_at is not None \
+                and now - self._exit_at < REPEAT_SIGINT_S:
+            return
+        self._exit_at = self._exit_at or now
         super().handle_exit(sig, frame)
         self._on_exit()
