@@ -106,6 +106,19 @@ class Settings(BaseSettings):
             raise ValueError("must be auto, cpu, cuda or cuda:N")  # was a start-up traceback)
         return v
 
+    @field_validator("demo")
+    @classmethod
+    def _empty_demo_is_none(cls, v: str | None) -> str | None:
+        return v or None  # RWKV_DEMO= (how env files unset a variable) is no demo
+
+    @field_validator("api_key")
+    @classmethod
+    def _check_api_key(cls, v: str | None) -> str | None:
+        if v is not None and v != v.strip():  # (an env file's stray space, a CRLF line):
+            raise ValueError("has spaces or line breaks at its ends: remove them (no "  # no
+                             "client could send it: HTTP strips header values)")  # key matched
+        return v
+
     @model_validator(mode="after")
     def _one_model_source(self):
         """A demo and a checkpoint path both set: which was meant is unknown (the demo was

@@ -48,6 +48,23 @@ def test_a_demo_and_a_model_path_exclude_each_other(monkeypatch):
     assert s.demo == "0.1b" and "model_path" not in s.model_fields_set
 
 
+def test_an_empty_demo_is_none_and_an_api_key_with_spaces_is_refused(monkeypatch):
+    """``RWKV_DEMO=`` (how env files unset a variable) is no demo, beside a model path too (it
+    conflicted there, not alone); an API key with spaces or a line break at an end could never
+    match (HTTP strips header values): refused at start (session 27's QA)."""
+    monkeypatch.setenv("RWKV_DEMO", "")
+    monkeypatch.setenv("RWKV_MODEL_PATH", "my.pth")
+    s = load_settings()
+    assert s.demo is None and s.model_path == "my.pth"
+    for key in ("sk-abc ", " sk-abc", "sk-abc\r"):
+        monkeypatch.setenv("RWKV_API_KEY", key)
+        with pytest.raises(SystemExit) as e:
+            load_settings()
+        assert "RWKV_API_KEY:" in str(e.value) and "spaces" in str(e.value)
+    monkeypatch.setenv("RWKV_API_KEY", "sk-abc")
+    assert load_settings().api_key == "sk-abc"
+
+
 def test_pdl_setting_and_kernel_switch_agree(monkeypatch):
     pytest.importorskip("triton")
     from server.model.kernels import pdl

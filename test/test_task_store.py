@@ -217,6 +217,9 @@ def test_a_database_that_cannot_be_used_is_named(tmp_path):
             TaskStore(path)
         msg = str(e.value)
         assert str(path) in msg and "RWKV_TASK_DB_PATH" in msg and says in msg, msg
+        # moving the file aside is advice for a damaged file only: on a full or read-only
+        # disk it would lose a healthy database's tasks (session 27's QA)
+        assert ("move it aside" in msg) == (path == text), msg
     with sqlite3.connect(newer) as db:
         assert db.execute("PRAGMA user_version").fetchone()[0] == 7
         assert [r[0] for r in db.execute("SELECT name FROM sqlite_master")] == ["foo"]

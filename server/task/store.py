@@ -42,10 +42,17 @@ COLUMNS = ("task_id", "is_template", "updated_at", "meta", "blob")
 
 
 def unusable(path: str, e: sqlite3.Error) -> TaskStoreError:
-    return TaskStoreError(
-        f"the task database {path} (RWKV_TASK_DB_PATH) cannot be used: {e}. If it is damaged, "
-        "restore it from a backup or move it aside (a new, empty one is made); or point "
-        "RWKV_TASK_DB_PATH elsewhere")
+    """The error for a database SQLite refused; the advice fits the cause: moving a healthy
+    file aside on a full or read-only disk would lose its tasks (session 27's QA)."""
+    text = str(e).lower()
+    if "malformed" in text or "not a database" in text:
+        hint = ("If it is damaged, restore it from a backup or move it aside (a new, empty one "
+                "is made); or point RWKV_TASK_DB_PATH elsewhere")
+    else:  # full, read-only, unopenable, I/O: the disk or the path, not the file's content
+        hint = ("Check the disk (free space, a read-only mount) and the path's permissions; "
+                "or point RWKV_TASK_DB_PATH elsewhere")
+    return TaskStoreError(f"the task database {path} (RWKV_TASK_DB_PATH) cannot be used: {e}. "
+                          + hint)
 
 
 class TaskStore:
