@@ -17,7 +17,7 @@ def test_stages_of_each_request_in_order(capsys):
         assert len(times) == 6 and times == sorted(times) and times[0] > 0, row
     assert [r.split("|")[2].strip() for r in rows] == ["turn", "again", "turn", "again"]
     assert [lp.split(":")[0] for lp in loops] == ["3", "4"]
-    for lp in loops:  # the handler ran on the loop before its add_task, and ends its stream after
+    for lp in loops:  # the handler ran on the loop before its add_task (what runs after it,
+        # and when, depends on the machine: on the CPU the first token may come first)
         starts = [float(ln.split("|")[1]) for ln in lp.splitlines() if "run_asgi" in ln]
         assert starts and min(starts) < 0, lp
-        assert any("_stream_response" in ln for ln in lp.splitlines()), lp
