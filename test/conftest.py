@@ -15,14 +15,15 @@ MAX_WORKERS = 4  # pytest-xdist workers for ``-n auto`` (pyproject's addopts)
 
 
 def pytest_xdist_auto_num_workers(config) -> int:
-    """``-n auto``: a worker process per core (at most MAX_WORKERS; many of the tests wait on
-    servers and subprocesses, and a worker holds ~0.5 GB), so two cores run the CPU suite in
-    ~10 minutes instead of ~16. None (one process) for the CUDA tests (``-m gpu``): their
-    models share one GPU's memory."""
+    """``-n auto``: a worker process per core (at most MAX_WORKERS: each loads torch and
+    starts test servers), so two cores run the CPU suite in ~8 minutes instead of ~15.5
+    (README). None (one process) for the CUDA tests (``-m gpu``): their models share one
+    GPU's memory."""
     expr = config.option.markexpr or ""
     if "gpu" in expr and "not gpu" not in expr:
         return 0
-    return max(1, min(MAX_WORKERS, len(os.sched_getaffinity(0))))
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return max(1, min(MAX_WORKERS, cores or 1))
 
 
 @pytest.fixture(scope="session")
