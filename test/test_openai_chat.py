@@ -260,6 +260,19 @@ def test_splitter_tool_calls(chunking):
     assert all("<tool" not in p.text for p in pieces if p.kind == "content")
 
 
+@pytest.mark.parametrize("chunking", [chars, lambda t: [t]])
+def test_splitter_closing_tag_inside_a_json_string_is_the_arguments(chunking):
+    """A ``</tool_call>`` inside a string of the call's JSON (code that prints it) is part of
+    the arguments: the block ends at the tag after the JSON (it ended at the first, and the
+    whole call came back as text; session 27's QA). Text after the call stays content."""
+    code = {"code": "print('</tool_call>') # \\\" </tool_call>"}
+    call = json.dumps({"name": "run", "arguments": code})
+    pieces, s = run("direct", chunking("><tool_call>" + call + "</tool_call>\nDone."), tools=True)
+    out = collect(pieces)
+    assert [(n, json.loads(a)) for n, a in out["calls"]] == [("run", code)]
+    assert out["content"] == "Done." and s.tool_calls == 1
+
+
 def test_splitter_tool_call_unclosed_bad_and_disabled():
     pieces, _ = run("direct", ['>\n<tool_call>{"name": "f", "arguments": {"x": 1}}'], tools=True)
     assert collect(pieces)["calls"] == [("f", '{"x": 1}')]

@@ -54,6 +54,20 @@ def held_suffix(buf: str, markers: list[str]) -> int:
     return best
 
 
+def in_json_string(text: str) -> bool:
+    """Whether ``text`` (the start of a JSON text) ends inside a string: a closing tag there
+    is part of a call's arguments (code that prints ``</tool_call>``), not the call's end."""
+    inside = escaped = False
+    for ch in text:
+        if escaped:
+            escaped = False
+        elif ch == "\\" and inside:
+            escaped = True
+        elif ch == '"':
+            inside = not inside
+    return inside
+
+
 def earliest(buf: str, markers: list[str]) -> tuple[int, str | None]:
     """``(index, marker)`` of the first full marker in ``buf`` (``(-1, None)`` if none)."""
     pos, hit = -1, None
@@ -168,6 +182,8 @@ class OutputSplitter:
         ws = self.buf[len(text):pos]  # (unless the call is unusable: then it is all text)
         self._emit(out, "content", text)
         end = self.buf.find(CLOSE_TAG, pos)
+        while end >= 0 and in_json_string(self.buf[pos + len(OPEN_TAG):end]):
+            end = self.buf.find(CLOSE_TAG, end + len(CLOSE_TAG))  # a closing tag in a string
         if end < 0 and not final:
             self.buf = ws + self.buf[pos:]  # wait for the closing tag
             return
