@@ -114,9 +114,10 @@ class Settings(BaseSettings):
     @field_validator("api_key")
     @classmethod
     def _check_api_key(cls, v: str | None) -> str | None:
-        if v is not None and v != v.strip():  # (an env file's stray space, a CRLF line):
-            raise ValueError("has spaces or line breaks at its ends: remove them (no "  # no
-                             "client could send it: HTTP strips header values)")  # key matched
+        # an env file's stray space or a CRLF line: no client's key could ever match it
+        if v is not None and v != v.strip():
+            raise ValueError("has spaces or line breaks at its ends: remove them (no client "
+                             "could send it: HTTP strips header values)")
         return v
 
     @model_validator(mode="after")

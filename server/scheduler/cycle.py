@@ -163,7 +163,7 @@ class SlotCycle:
         t0 = time.perf_counter()
         res = self.engine.pulse(steps, before_step=self._apply_stops)
         dt = time.perf_counter() - t0
-        steps = res.steps or steps
+        steps = res.steps  # (fewer than asked when stop requests ended every row)
         self.iteration += 1
         n_tok = sum(len(res.tokens[s]) for s in self.decoding)
         active = len(self.decoding)

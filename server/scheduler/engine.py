@@ -79,7 +79,7 @@ class PulseResult:
     tokens: list[list[int]]  # accepted tokens per slot, in order
     reason: list[int]  # RUNNING / REASON_* per slot
     current: list[int]  # next input token per slot (valid unless reason == REASON_EOS)
-    steps: int = 0  # decode steps run (fewer than asked once a stop request ended every row)
+    steps: int  # decode steps run (fewer than asked once a stop request ended every row)
 
 
 def accepted(out, valid) -> list[list[int]]:
