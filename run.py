@@ -68,6 +68,10 @@ def main(argv=None) -> None:
 
     setup_logging(settings.verbose)
     log = get_logger("api")
+    from server.config import unknown_variables
+
+    for note in unknown_variables(os.environ):
+        log.warning(note)
     problem = _device_problem(settings.device)
     if problem:
         log.error(f"RWKV_DEVICE={settings.device}: {problem}")

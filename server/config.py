@@ -130,6 +130,21 @@ class Settings(BaseSettings):
         return self
 
 
+def unknown_variables(environ) -> list[str]:
+    """A warning for each ``RWKV_*`` variable that names no setting (a misspelt one is ignored
+    silently otherwise: ``RWKV_MAX_BATCHSIZE=64`` served at the default), with the closest
+    setting's name when there is one."""
+    import difflib
+
+    known = {f"RWKV_{name.upper()}" for name in Settings.model_fields}
+    notes = []
+    for var in sorted(v for v in environ if v.upper().startswith("RWKV_") and v.upper() not in known):
+        close = difflib.get_close_matches(var.upper(), sorted(known), n=1, cutoff=0.8)
+        hint = f"; did you mean {close[0]}?" if close else " (see the settings in README.md)"
+        notes.append(f"{var} is not a setting of this server and is ignored{hint}")
+    return notes
+
+
 def load_settings() -> Settings:
     """Read the settings, turning a validation error into a message naming the variables."""
     from pydantic import ValidationError

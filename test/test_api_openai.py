@@ -368,6 +368,9 @@ def test_completions_refusals(http, body, param):
     (json.dumps({"messages": MSGS, "temperature": "hot"}).encode(), "temperature"),
     (json.dumps({"messages": MSGS, "temperature": 2.5}).encode(), "temperature"),
     (json.dumps({"messages": MSGS, "n": 0}).encode(), "n"),
+    # a reply of no tokens was a 200 without text; OpenAI refuses it (completions take 0)
+    (json.dumps({"messages": MSGS, "max_tokens": 0}).encode(), "max_tokens"),
+    (json.dumps({"messages": MSGS, "max_completion_tokens": 0}).encode(), "max_completion_tokens"),
     (json.dumps({"messages": MSGS, "stop": [1]}).encode(), "stop"),
     (json.dumps({"model": "rwkv-7"}).encode(), "messages"),
     (json.dumps({"messages": "hi"}).encode(), "messages"),

@@ -65,6 +65,21 @@ def test_an_empty_demo_is_none_and_an_api_key_with_spaces_is_refused(monkeypatch
     assert load_settings().api_key == "sk-abc"
 
 
+def test_unknown_rwkv_variables_are_named():
+    """A misspelt setting was ignored silently (``RWKV_MAX_BATCHSIZE=64`` served at the
+    default batch size; session 27's QA): each RWKV_* variable that names no setting is a
+    warning at start (run.py; test_a_stop_while_starting_exits_at_once sees it in the log)."""
+    from server.config import unknown_variables
+
+    env = {"RWKV_MAX_BATCHSIZE": "64", "RWKV_JIT_ON": "1", "RWKV_PORT": "1", "rwkv_device": "cpu",
+           "RWKV_PDL": "0", "HOME": "/root"}
+    notes = unknown_variables(env)
+    assert len(notes) == 2, notes
+    assert notes[0].startswith("RWKV_JIT_ON is not a setting") and "README" in notes[0]
+    assert notes[1].startswith("RWKV_MAX_BATCHSIZE is not a setting")
+    assert notes[1].endswith("did you mean RWKV_MAX_BATCH_SIZE?")
+
+
 def test_pdl_setting_and_kernel_switch_agree(monkeypatch):
     pytest.importorskip("triton")
     from server.model.kernels import pdl

@@ -152,7 +152,7 @@ def test_a_stop_while_starting_exits_at_once(tmp_path):
     from server_harness import ROOT, SERVER_ENV, free_port
 
     env = {**{k: v for k, v in os.environ.items() if not k.startswith("RWKV_")}, **SERVER_ENV,
-           "RWKV_TASK_DB_PATH": str(tmp_path / "tasks.db")}
+           "RWKV_TASK_DB_PATH": str(tmp_path / "tasks.db"), "RWKV_MAX_BATCHSIZE": "64"}
     log_path = tmp_path / "server.log"
     with open(log_path, "wb") as log:
         proc = subprocess.Popen([sys.executable, "run.py", "--demo", "0.1b", "--host",
@@ -171,6 +171,7 @@ def test_a_stop_while_starting_exits_at_once(tmp_path):
         proc.kill()
     text = log_path.read_text(errors="replace")
     assert "Stopped while starting (SIGTERM)" in text and "Uvicorn running" not in text, text
+    assert "RWKV_MAX_BATCHSIZE is not a setting" in text  # (a misspelt setting: named at start)
     assert rc == -signal.SIGTERM and seconds < 1.5, (rc, seconds)
 
 

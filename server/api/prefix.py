@@ -19,6 +19,8 @@ from server.task.cache_origin import origin_of
 from server.task.manager import is_busy
 from server.task.policy import model_mismatch
 
+ALIAS = "rwkv-7"  # the loaded model's other name (``/v1/models``); ``rwkv-7:_name``: a template
+
 
 def template_id(model: str | None) -> str | None:
     """``"rwkv-7:_name"`` -> ``"_name"``; None when the model names no template."""
@@ -35,6 +37,7 @@ async def find_template(rt, model: str | None):
     not yet fed tokens count too (``routes.openai._check_length``)."""
     tid = template_id(model)
     if tid is None:
+        _refuse_unprefixed(rt, model)
         return None
     tpl = await asyncio.to_thread(rt.manager.get_task, tid)
     if tpl is None:
@@ -50,6 +53,19 @@ async def find_template(rt, model: str | None):
                           f"{problem}", param="model", code="template_mismatch",
                           headers={"x-should-retry": "false"})
     return tpl
+
+
+def _refuse_unprefixed(rt, model: str | None) -> None:
+    """404 for ``rwkv-7:name`` (the loaded model's name or alias, then a name without the
+    ``_``): a template meant and misspelt would be served silently by the base model. Other
+    names with a colon (``llama3:8b``) are unknown models, served as any other."""
+    if not model or ":" not in model:
+        return
+    base, name = model.rsplit(":", 1)
+    if base in (ALIAS, rt.model_name):
+        hint = f"; state template ids start with '_' ({base}:_{name})" if name else ""
+        raise OpenAIError(404, f"The model '{model}' does not exist{hint}", param="model",
+                          code="model_not_found")
 
 
 async def prepare_tasks(rt, tpl, tasks: list, finish: bool = True) -> None:

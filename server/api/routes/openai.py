@@ -32,7 +32,7 @@ from server.api.bridge import UnderWay
 from server.api.completion import Choice, make_tasks, run_choices, submit
 from server.api.deps import get_runtime
 from server.api.encoding import encode, past_vocab, past_vocab_message
-from server.api.prefix import find_template, prepare_tasks, template_head, template_id
+from server.api.prefix import ALIAS, find_template, prepare_tasks, template_head, template_id
 from server.api.routes.openai_format import (Reply, chat_body, chat_events, chat_message,
                                              completion_body, completion_events)
 from server.api.routes.openai_schemas import (MAX_CHOICES, ChatRequest, CompletionRequest,
@@ -45,7 +45,6 @@ from server.api.tools import choice_name, forced_tool, parse_tools, tools_active
 from server.scheduler import QueueFull
 
 router = APIRouter(tags=["openai"])
-ALIAS = "rwkv-7"
 PING_SECONDS = 15
 STARTED = int(time.time())  # "created" of a model whose file is gone (demo weights)
 

@@ -115,6 +115,10 @@ class _Request(BaseModel):
 
 class ChatRequest(_Request):
     messages: list[Any]  # checked message by message in server.api.chat
+    # a reply of at least one token, as OpenAI's (0 was a 200 without text); a completion
+    # may take 0 (with ``echo``: the prompt alone)
+    max_tokens: Int | None = Field(None, ge=1)
+    max_completion_tokens: Int | None = Field(None, ge=1)
     reasoning_effort: str | None = None
     tools: list[Any] | None = None
     tool_choice: str | dict[str, Any] | None = None
