@@ -118,6 +118,27 @@ def test_fim_example(tiny_loader):
     assert isinstance(loader.decode(task.pop_tokens()), str)
 
 
+def test_pop_tokens_clears_what_get_all_tokens_returns(tiny_loader):
+    """The seed's table: ``pop_tokens`` takes the collected tokens and clears them,
+    ``get_all_tokens`` takes them without clearing; after a pop it kept returning every token
+    (session 28's QA). The round's whole output stays the API's (``round_tokens``) and the
+    finish callback's."""
+    finals = []
+    scheduler = SimpleScheduler(tiny_loader, 4, 8)
+    task = scheduler.new_task("User: hi\n\nAssistant:", max_tokens=12, temperature=0.8,
+                              finish_callback=finals.append)
+    scheduler.run()
+    everything = task.get_all_tokens()
+    assert len(everything) == 12 and task.get_all_tokens() == everything  # not cleared
+    assert task.pop_tokens() == everything
+    assert task.get_all_tokens() == [] and task.pop_tokens() == []
+    assert task.round_tokens() == everything == finals[0]
+    task.continue_gen(" more", max_tokens=5)
+    scheduler.add_task(task)
+    scheduler.run()
+    assert len(task.get_all_tokens()) == 5 == len(task.round_tokens())
+
+
 def test_translation_service_example(settings, tiny_loader):
     loader = tiny_loader
     scheduler = DynamicScheduler(loader, max_batch_size=64, buffer_size=32)

@@ -47,7 +47,7 @@ class Choice:
         which counted made the figure differ between a streamed and a plain request."""
         if self.stop_tokens is not None:
             return self.stop_tokens
-        return len(self.task.get_all_tokens())
+        return len(self.task.round_tokens())
 
 
 def tokens_through(tokenizer, tokens: list[int], chars: int) -> int:
@@ -115,7 +115,7 @@ async def _pieces(choice: Choice, tokenizer) -> AsyncIterator[Piece]:
                     break  # a stop string or the turn boundary: the rest is never sent
         if splitter.stopped:
             await stop_and_wait(task)
-            choice.stop_tokens = tokens_through(tokenizer, task.get_all_tokens(),
+            choice.stop_tokens = tokens_through(tokenizer, task.round_tokens(),
                                                 splitter.stopped_at)
         if task.finish_reason == "error":
             choice.error = task.error or "generation failed"

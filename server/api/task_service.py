@@ -261,7 +261,7 @@ class TaskService:
         """The full text so far (an incomplete trailing character is held back until done)."""
         if task.finish_reason == "error":
             raise HTTPException(500, f"Generation failed: {task.error}")
-        tokens = task.get_all_tokens()
+        tokens = task.round_tokens()
         finished = task.is_finished
         dec = IncrementalDecoder(self.loader.tokenizer)
         text = dec.feed(tokens) + (dec.flush() if finished else "")
@@ -278,5 +278,5 @@ class TaskService:
 
     @staticmethod
     def info(task: Task) -> TaskInfo:
-        return TaskInfo(task_id=task.task_id, generated_buf=len(task.get_all_tokens()),
+        return TaskInfo(task_id=task.task_id, generated_buf=len(task.round_tokens()),
                         status=int(task.status))

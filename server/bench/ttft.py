@@ -118,7 +118,7 @@ class Probe:
                     prefill_other=prefill_s - model_s, first_pulse=pulse_s,
                     handover=t_first - task._t_gen - pulse_s, rounds=len(self.calls),
                     prefilled=pre.prefilled_tokens - fed0, later=pre.later_tokens - later0,
-                    output=task.get_all_tokens())
+                    output=task.round_tokens())
 
     def close(self) -> None:
         self.sched.shutdown()

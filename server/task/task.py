@@ -135,14 +135,22 @@ class Task:
 
     # ---- reading results -------------------------------------------------------------
     def pop_tokens(self) -> list[int]:
-        """Generated tokens not yet popped (and mark them popped)."""
+        """The collected tokens (generated and not yet popped), and clears them (the seed's
+        "取出并清空")."""
         with self._lock:
             out = self.output[self._unpopped:]
             self._unpopped = len(self.output)
         return out
 
     def get_all_tokens(self) -> list[int]:
-        """All tokens generated in this round (does not pop)."""
+        """The collected tokens (generated and not yet popped), without clearing them (the
+        seed's "不清空"): after ``pop_tokens`` only those generated since. The whole round's
+        tokens, popped or not: ``round_tokens``."""
+        with self._lock:
+            return self.output[self._unpopped:]
+
+    def round_tokens(self) -> list[int]:
+        """Every token generated in this round, popped or not (what the API reports)."""
         with self._lock:
             return list(self.output)
 
@@ -323,7 +331,7 @@ class Task:
         self.status = Status.FINISHED
         self.finished_at = time.time()
         if self.finish_callback is not None:
-            self._call(self.finish_callback, self.get_all_tokens())
+            self._call(self.finish_callback, self.round_tokens())
         if self.status == Status.FINISHED:  # unless the callback started the next round
             self._done.set()  # (continue_gen + add_task): wait() then waits for that one
         self._notify()
