@@ -168,13 +168,28 @@ def test_splitter_output_does_not_depend_on_where_chunks_end():
     cases = [("direct", ">" + call, dict(stop=["l"], tools=True)),
              ("text", "abc\n\nUser: hi", dict(stop=["User"])),
              ("text", "abc\n\nUsername", dict(stop=["User"])),
-             ("text", "one two\n\nthree\n\nUser: x", dict(stop=["\n\n"]))]
+             ("text", "one two\n\nthree\n\nUser: x", dict(stop=["\n\n"])),
+             # stops where one begins another: the one ending first ends the output (usage
+             # counted the longer one's last token when both came in one pulse; session 28)
+             ("text", " nineteen FULL]* eigen", dict(stop=["FULL", "FULL]"])),
+             ("text", "xabcdy", dict(stop=["abcd", "c"])),
+             # a stop string in the whitespace before end-of-text ends the answer (it was
+             # dropped with that whitespace when the text came in several chunks; session 28)
+             ("direct", "\nab好</think> \n", dict(stop=["\n", ":"])),
+             ("direct", ">User  \n", dict(stop=["\n", ":"], tools=True))]
     for mode, text, kw in cases:
         whole, ws = run(mode, [text], **kw)
-        for cut in range(1, len(text)):
-            pieces, s = run(mode, [text[:cut], text[cut:]], **kw)
-            assert collect(pieces) == collect(whole), (text, cut)
-            assert s.stopped_at == ws.stopped_at, (text, cut)
+        for cuts in [(cut,) for cut in range(1, len(text))] + [tuple(range(1, len(text)))]:
+            chunks = [text[a:b] for a, b in zip((0,) + cuts, cuts + (len(text),))]
+            pieces, s = run(mode, chunks, **kw)
+            assert collect(pieces) == collect(whole), (text, cuts)
+            assert (s.stopped, s.stopped_at) == (ws.stopped, ws.stopped_at), (text, cuts)
+    _, s = run("text", [" nineteen FULL]* eigen"], stop=["FULL]", "FULL"])
+    assert s.stopped_at == len(" nineteen FULL")
+    pieces, s = run("text", ["xabcdy"], stop=["abcd", "c"])
+    assert collect(pieces)["content"] == "xab" and s.stopped_at == len("xabc")
+    pieces, s = run("direct", [">User  \n"], stop=["\n", ":"], tools=True)
+    assert collect(pieces)["content"] == "User  " and s.stopped
     pieces, _ = run("direct", [">" + call], stop=["l"], tools=True)
     assert collect(pieces)["calls"] == [("f", "{}")]
 

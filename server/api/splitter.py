@@ -78,6 +78,20 @@ def earliest(buf: str, markers: list[str]) -> tuple[int, str | None]:
     return pos, hit
 
 
+def first_ending(buf: str, stops: list[str]) -> tuple[int, str | None]:
+    """``(index, stop)`` of the stop string whose first match in ``buf`` ends first (of
+    those ending together, the one starting first); ``(-1, None)`` if none. Generation ends
+    at the token that completes it, so the choice never depends on where chunks end: any
+    other match ends later (stops ``FULL`` and ``FULL]`` cut the same text, but usage
+    counted the token of the ``]`` when both had arrived in one pulse)."""
+    best, hit = None, None
+    for m in stops:
+        i = buf.find(m)
+        if i >= 0 and (best is None or (i + len(m), i) < best):
+            best, hit = (i + len(m), i), m
+    return (-1, None) if hit is None else (best[1], hit)
+
+
 class OutputSplitter:
     """Feed decoded text in chunks; get back ``Piece``s that are safe to send."""
 
@@ -111,8 +125,11 @@ class OutputSplitter:
         """Flush what was held back; ``reason`` is the task's finish reason."""
         if self.stopped:
             return []
-        if reason == "stop" and self.mode != "text" and not self.buf.strip():
-            self.buf = ""  # the newlines before a chat answer's end-of-text / new turn
+        if reason == "stop" and self.mode != "text" and not self.buf.strip() and not (
+                self.phase == "content" and first_ending(self.buf[self._lead():], self.stop)[1]):
+            # the newlines before a chat answer's end-of-text / new turn (unless a stop string
+            # lies in them: it ends the answer, as when the text came in one chunk)
+            self.buf = ""
         out = self._drain(final=True)
         if self.inline_think and self._think_open:
             out.append(Piece("content", THINK_END))
@@ -159,7 +176,7 @@ class OutputSplitter:
         markers = self.stop + tags
         pos, hit = earliest(self.buf, tags)
         lead = self._lead()  # stop strings apply to the answer, not to the template's newline
-        spos, shit = earliest(self.buf[lead:], self.stop)  # before it (``</think>\n``, ``>\n``)
+        spos, shit = first_ending(self.buf[lead:], self.stop)  # before it (``</think>\n``)
         if shit is not None and (hit is None or (spos + lead, -len(shit)) <= (pos, -len(hit))):
             pos, hit = spos + lead, shit
             if not final and len(self.buf) - held_suffix(self.buf, tags) <= pos:
