@@ -293,6 +293,47 @@ def test_tasks_being_admitted_still_count_against_max_queue(tiny_loader, monkeyp
     assert all(len(t.output) == 2 for t in first + late)
 
 
+def test_tasks_put_in_slots_are_not_counted_twice(tiny_loader, monkeypatch):
+    """``_admit`` put tasks into slots outside the queue's lock and only then took them off its
+    admitting count: a task added between the two saw them twice and was refused with room
+    for it ("7 slots of 4 busy"; session 28's QA). Here another thread adds a task while the
+    last admitted one is being placed: it must be accepted (it waits for the lock)."""
+    import threading
+
+    from server.scheduler import QueueFull
+    from server.task.task import Task
+
+    scheduler = DynamicScheduler(tiny_loader, max_batch_size=2, buffer_size=4, max_queue=1)
+    first = [scheduler.new_task(f"User: {i}\n\nAssistant:", max_tokens=2) for i in range(2)]
+    outcome, placed = [], []
+
+    def add_one():
+        try:
+            outcome.append(scheduler.new_task("User: third\n\nAssistant:", max_tokens=2))
+        except QueueFull as e:
+            outcome.append(e)
+
+    def placing(task, value):
+        task.__dict__["_admitted_as"] = value
+        placed.append(task)
+        if len(placed) == 2:  # both in their slots now
+            t = threading.Thread(target=add_one)
+            t.start()
+            t.join(0.5)  # (with the fix it waits for the lock this thread holds)
+            threads.append(t)
+
+    threads = []
+    monkeypatch.setattr(Task, "_admitted_as", property(lambda t: t.__dict__["_admitted_as"],
+                                                       placing), raising=False)
+    scheduler._admit()
+    threads[0].join(10)
+    monkeypatch.undo()
+    assert len(outcome) == 1 and isinstance(outcome[0], Task), outcome
+    assert scheduler.num_waiting == 1 and scheduler.num_active == 2
+    scheduler.run()
+    assert all(len(t.output) == 2 for t in first + outcome)
+
+
 def test_add_task_rejects_finished_and_full_queue(tiny_loader):
     from server.scheduler import QueueFull
 

@@ -68,14 +68,19 @@ class SlotCycle:
         try:
             batch = self._refuse_unfit(batch)
             slots = free[: len(batch)]
-            for slot, task in zip(slots, batch):  # in a slot before loading: a fault fails them
-                self.slots[slot] = task
-                # what the task's CPU state stands for, restored if a fault loses the slot
-                task._admitted_as = (len(task.history), list(task.pending), task.current_token,
-                                     task.state_decoded)
+            # in a slot and off the admitting count in one step under the lock: counted twice
+            # between the two, a full queue's check refused a task there was room for (and
+            # named more busy slots than there are; session 28's QA)
+            with self._cv:
+                for slot, task in zip(slots, batch):  # in a slot before loading: a fault
+                    self.slots[slot] = task  # fails them
+                    # what the task's CPU state stands for, restored if a fault loses the slot
+                    task._admitted_as = (len(task.history), list(task.pending),
+                                         task.current_token, task.state_decoded)
+                self._admitting = 0
         finally:
             with self._cv:
-                self._admitting = 0
+                self._admitting = 0  # (also when a check above raised)
         if not batch:
             return
         self.engine.load(slots, batch)
