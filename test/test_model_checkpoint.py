@@ -229,3 +229,63 @@ def test_running_out_of_memory_while_reading_is_not_called_corrupt(tmp_path, sma
     with pytest.raises(CheckpointError, match="ran out of memory reading .*m.pth") as got:
         load_checkpoint(path)
     assert "corrupt" not in str(got.value)
+
+
+# ---- session 28's QA: files operators hold --------------------------------------------------
+def test_a_head_size_other_than_64_is_refused(small_sd):
+    """r_k [4, 32] (heads of 32) passed the checks; on CUDA every pass then failed in the
+    kernels (they hold 64-wide heads)."""
+    from dataclasses import replace
+
+    from server.model.random import make_config
+
+    cfg = replace(make_config(2, 128, 300), n_head=4, head_size=32)
+    sd = {k: random_tensor(k, s, 3) for k, s in expected_shapes(cfg).items()}
+    with pytest.raises(CheckpointError, match=r"head size of 32.*heads of 64"):
+        infer_config(sd)
+
+
+def test_wrapper_prefixes_are_read_through_and_state_files_are_named(tmp_path, small_sd):
+    """DDP's ``module.`` and torch.compile's ``_orig_mod.`` on every key: "missing keys
+    emb.weight, ..." with no word of the prefix; a state-tuning file given as the model: the
+    same, with no word of import_state."""
+    wrapped = {f"module._orig_mod.{k}": v for k, v in small_sd.items()}
+    sd, cfg = load_checkpoint(save(tmp_path, wrapped))
+    assert list(sd) == list(small_sd) and cfg == infer_config(small_sd)
+    half = dict(small_sd, **{"module.extra": torch.zeros(1)})  # not on every key: as it is
+    assert "module.extra" in load_checkpoint(save(tmp_path, half))[0]
+    states = {f"blocks.{i}.att.time_state": torch.zeros(2, 64, 64) for i in range(3)}
+    with pytest.raises(CheckpointError, match="this is a state file.*import_state"):
+        load_checkpoint(save(tmp_path, states))
+
+
+def test_weights_that_cannot_run_are_refused_naming_them(small_sd):
+    """A NaN in a weight (or values the cast to the run dtype overflows) loaded, and every
+    request then came back as empty text with a 200; layer 0's value-residual LoRA, which some
+    published files carry, was warned about as a variant's parameters though never read."""
+    from server.model.checkpoint import unused_keys
+    from server.model.forward import RWKV7
+
+    cfg = infer_config(small_sd)
+    bad = dict(small_sd)
+    bad["blocks.1.att.receptance.weight"] = bad["blocks.1.att.receptance.weight"].clone()
+    bad["blocks.1.att.receptance.weight"][3, 5] = float("nan")
+    with pytest.raises(CheckpointError, match=r"blocks\.1\.att\.receptance\.weight holds NaN"):
+        RWKV7(bad, cfg, dtype=torch.float32)
+    big = dict(small_sd)
+    big["blocks.2.ffn.key.weight"] = big["blocks.2.ffn.key.weight"].clone()
+    big["blocks.2.ffn.key.weight"][0, 0] = 1e6  # fine in bf16, past fp16's 65,504
+    with pytest.raises(CheckpointError, match=r"ffn\.key\.weight holds values up to 9\.99e\+05, beyond float16.*bf16"):
+        RWKV7(big, cfg, dtype=torch.float16)
+    RWKV7(big, cfg, dtype=torch.float32)  # (it fits there)
+    head = dict(small_sd, **{"head.weight": small_sd["head.weight"].clone()})
+    head["head.weight"][7, 7] = float("inf")
+    with pytest.raises(CheckpointError, match=r"head\.weight holds NaN or infinite"):
+        RWKV7(head, cfg, dtype=torch.float32)
+    extra = dict(small_sd, **{f"blocks.0.att.v{j}": small_sd[f"blocks.1.att.v{j}"]
+                              for j in range(3)})
+    assert unused_keys(extra, cfg) == []
+    a, b = RWKV7(small_sd, cfg, dtype=torch.float32), RWKV7(extra, cfg, dtype=torch.float32)
+    assert b.layers[0].v1 is None
+    tokens = [[5, 17, 42, 7]]
+    assert torch.equal(a.prefill(tokens, a.new_state(1)), b.prefill(tokens, b.new_state(1)))

@@ -92,6 +92,28 @@ def test_loader_warns_of_tensors_outside_the_rwkv7_layout(tiny_path):
     assert "variant: 7 tensors" in lines[0] and "blocks.0.att.deep_emb0" in lines[0]
 
 
+def test_loader_warns_of_a_vocabulary_short_of_the_model(tiny_path, tmp_path):
+    """A vocabulary file cut short (or a model with more ids than it) loaded without a word;
+    prompts then tokenized byte by byte and the ids past the file decoded to nothing (session
+    28's QA). The published pair (65,530 ids, a model of 65,536) gives no warning."""
+    from loguru import logger
+
+    from server.model.tokenizer import DEFAULT_VOCAB_PATH
+
+    cut = tmp_path / "vocab1000.txt"
+    lines_of = Path(DEFAULT_VOCAB_PATH).read_text(encoding="utf-8").splitlines(keepends=True)
+    cut.write_text("".join(lines_of[:1000]), encoding="utf-8")
+    lines = []
+    sink = logger.add(lines.append, level="WARNING", format="{message}")
+    try:
+        RWKV070ModelLoader(tiny_path, device="cpu", dtype="fp32")
+        assert lines == []
+        RWKV070ModelLoader(tiny_path, vocab_path=cut, device="cpu", dtype="fp32")
+    finally:
+        logger.remove(sink)
+    assert len(lines) == 1 and "defines ids up to 999 but the model has 65536" in lines[0]
+
+
 def test_loader_missing_model(tmp_path):
     with pytest.raises(CheckpointError, match="does not exist"):
         RWKV070ModelLoader(tmp_path / "missing.pth")

@@ -145,24 +145,34 @@ def test_kill_9_during_load_loses_nothing_finished(srv):
           f"{len(before)} tasks (1 template) intact with their state")
 
 
+def _start_run_py(tmp_path, demo: str, **env_extra):
+    """``run.py --demo DEMO`` on a free port, its output into a log file: (process, log path)."""
+    from server_harness import ROOT, SERVER_ENV, free_port
+
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("RWKV_")}, **SERVER_ENV,
+           "RWKV_TASK_DB_PATH": str(tmp_path / "tasks.db"), **env_extra}
+    log_path = tmp_path / "server.log"
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen([sys.executable, "run.py", "--demo", demo, "--host",
+                                 "127.0.0.1", "--port", str(free_port())], cwd=ROOT, env=env,
+                                stdout=log, stderr=subprocess.STDOUT)
+    return proc, log_path
+
+
+def _wait_for_line(proc, log_path, text: str) -> None:
+    deadline = time.monotonic() + 60
+    while text not in log_path.read_text(errors="replace"):
+        assert proc.poll() is None and time.monotonic() < deadline, log_path.read_text()
+        time.sleep(0.005)
+
+
 def test_a_stop_while_starting_exits_at_once(tmp_path):
     """SIGTERM while the model loads (a 0.1B demo: ~2 s on a 2-core CPU): the process ends
     within a second, by the signal as after a served stop, without binding its port first
     (it finished loading, served, then stopped: 11 s for a 0.4B demo; session 27's QA)."""
-    from server_harness import ROOT, SERVER_ENV, free_port
-
-    env = {**{k: v for k, v in os.environ.items() if not k.startswith("RWKV_")}, **SERVER_ENV,
-           "RWKV_TASK_DB_PATH": str(tmp_path / "tasks.db"), "RWKV_MAX_BATCHSIZE": "64"}
-    log_path = tmp_path / "server.log"
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen([sys.executable, "run.py", "--demo", "0.1b", "--host",
-                                 "127.0.0.1", "--port", str(free_port())], cwd=ROOT, env=env,
-                                stdout=log, stderr=subprocess.STDOUT)
+    proc, log_path = _start_run_py(tmp_path, "0.1b", RWKV_MAX_BATCHSIZE="64")
     try:
-        deadline = time.monotonic() + 60
-        while "DEMO MODE" not in log_path.read_text(errors="replace"):
-            assert proc.poll() is None and time.monotonic() < deadline, log_path.read_text()
-            time.sleep(0.02)
+        _wait_for_line(proc, log_path, "DEMO MODE")
         t0 = time.monotonic()
         proc.send_signal(signal.SIGTERM)
         rc = proc.wait(30)
@@ -173,6 +183,23 @@ def test_a_stop_while_starting_exits_at_once(tmp_path):
     assert "Stopped while starting (SIGTERM)" in text and "Uvicorn running" not in text, text
     assert "RWKV_MAX_BATCHSIZE is not a setting" in text  # (a misspelt setting: named at start)
     assert rc == -signal.SIGTERM and seconds < 1.5, (rc, seconds)
+
+
+def test_a_ctrl_c_before_the_server_takes_the_signals_is_one_line(tmp_path):
+    """Ctrl-C in the first seconds (the settings' and the vocabulary's checks, the imports)
+    printed a 20-30 line KeyboardInterrupt traceback (session 28's QA): now the same line as
+    later in the start, and the process ends by the signal. Sent as soon as the first log line
+    (the misspelt variable's warning) is out: the vocabulary check and the imports follow."""
+    proc, log_path = _start_run_py(tmp_path, "tiny", RWKV_NOT_A_SETTING="1")
+    try:
+        _wait_for_line(proc, log_path, "RWKV_NOT_A_SETTING")
+        proc.send_signal(signal.SIGINT)
+        rc = proc.wait(30)
+    finally:
+        proc.kill()
+    text = log_path.read_text(errors="replace")
+    assert "Stopped while starting (SIGINT)" in text and "Traceback" not in text, text
+    assert rc == -signal.SIGINT
 
 
 def test_one_ctrl_c_delivered_twice_still_drains(start_server):

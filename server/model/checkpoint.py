@@ -98,6 +98,9 @@ def _not_rwkv7(missing: list[str], sd: dict) -> CheckpointError:
     hint = ""
     if any(k.endswith(("att.time_decay", "att.time_faaaa", "att.time_first")) for k in sd):
         hint = " (this looks like an RWKV-4/5/6 checkpoint)"
+    elif sd and all(k.endswith("att.time_state") for k in sd):
+        hint = (" (this is a state file, e.g. from state tuning: load it beside the model with "
+                "POST /v1/tasks/import_state)")
     return CheckpointError(f"not an RWKV-7 checkpoint{hint}: missing keys {shown}")
 
 
@@ -152,6 +155,10 @@ def infer_config(sd: dict) -> ModelConfig:
     if C == 0 or H * N != C:
         raise CheckpointError(f"inconsistent shapes: emb.weight {tuple(sd['emb.weight'].shape)} "
                               f"and blocks.0.att.r_k {(H, N)} (expected [V, C] and [C/64, 64])")
+    if N != HEAD_SIZE:  # (loaded, then every CUDA pass failed: the kernels hold 64-wide heads)
+        raise CheckpointError(f"blocks.0.att.r_k is {(H, N)}: a head size of {N}; RWKV-7 "
+                              f"checkpoints have heads of {HEAD_SIZE} ([C/64, 64]), the only "
+                              "size this server runs")
     v1 = sd.get("blocks.1.att.v1")
     if v1 is not None and v1.dim() != 2:
         raise CheckpointError(f"inconsistent shapes: blocks.1.att.v1 expected 2 dims [C, D], "
@@ -237,6 +244,23 @@ def load_error_text(e: Exception) -> str:
     return f"{type(e).__name__}: {text[:300]}"
 
 
+WRAPPER_PREFIXES = ("module.", "_orig_mod.")  # DDP's, torch.compile's: on every key of a
+# state dict saved from the wrapped module
+
+
+def unwrap_keys(sd: dict) -> tuple[dict, str]:
+    """``sd`` without the training wrappers' key prefixes (``WRAPPER_PREFIXES``) when every
+    key carries them, and the prefix removed ("" when none)."""
+    removed = ""
+    while isinstance(sd, dict) and sd:
+        prefix = next((p for p in WRAPPER_PREFIXES
+                       if all(isinstance(k, str) and k.startswith(p) for k in sd)), None)
+        if prefix is None:
+            break
+        sd, removed = {k[len(prefix):]: v for k, v in sd.items()}, removed + prefix
+    return sd, removed
+
+
 def load_checkpoint(path) -> tuple[dict[str, torch.Tensor], ModelConfig]:
     """Load an RWKV-7 `.pth` state dict (bf16/fp16/fp32) and read its ModelConfig from the shapes.
     Tensors stay on the CPU in the file's dtype (memory-mapped where possible)."""
@@ -256,7 +280,18 @@ def load_checkpoint(path) -> tuple[dict[str, torch.Tensor], ModelConfig]:
             raise
         raise CheckpointError(f"cannot read {path} as a PyTorch checkpoint (corrupt, or not a "
                               f"state dict of tensors): {load_error_text(e)}") from e
+    sd, removed = unwrap_keys(sd)
+    if removed:
+        from server.logger import get_logger
+
+        get_logger(__name__).info(f"{path.name}: every key began with {removed!r} (saved from "
+                                  "a training wrapper); read without it")
     return sd, check_state_dict(sd, path)
+
+
+# layer 0's value-residual LoRA: some published files carry it; RWKV-7 never reads it (layer 0's
+# value is v_first itself), so it is no variant's extra parameter
+LAYER0_VALUE_LORA = ("blocks.0.att.v0", "blocks.0.att.v1", "blocks.0.att.v2")
 
 
 def unused_keys(sd: dict, cfg: ModelConfig) -> list[str]:
@@ -264,7 +299,21 @@ def unused_keys(sd: dict, cfg: ModelConfig) -> list[str]:
     parameters (they would be ignored: its output would not be the variant's) or leftovers of
     training."""
     known = expected_shapes(cfg)
-    return [k for k in sd if k not in known]
+    return [k for k in sd if k not in known and k not in LAYER0_VALUE_LORA]
+
+
+def nonfinite_problem(key: str, cast: torch.Tensor, stored: torch.Tensor) -> str | None:
+    """Why weight ``key`` cannot run (None: it can): NaN or infinite values in the file, or
+    values the cast to the run dtype overflowed (``stored`` is the file's tensor). Such a
+    model loaded and answered every request with empty text (a QA report, session 28)."""
+    if bool(torch.isfinite(cast).all()):
+        return None
+    if not bool(torch.isfinite(stored).all()):
+        return f"{key} holds NaN or infinite values (a damaged or diverged checkpoint)"
+    big = stored.abs().max().item()
+    name = str(cast.dtype).removeprefix("torch.")
+    return (f"{key} holds values up to {big:.3g}, beyond {name}'s range: run it in another "
+            "dtype (RWKV_DTYPE=bf16 or fp32)")
 
 
 def check_state_dict(sd, where) -> ModelConfig:

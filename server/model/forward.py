@@ -21,7 +21,7 @@ from loguru import logger
 from torch import Tensor
 
 from server.model import row_invariance, wkv
-from server.model.checkpoint import ModelConfig
+from server.model.checkpoint import CheckpointError, ModelConfig, nonfinite_problem
 from server.model.cuda_graph import MID_POINTS, GraphedDecode, GraphedPrefill
 from server.model.fused import FusedBlocks, check_fused, fused_default
 from server.model.layer_weights import LayerWeights, layer_weights
@@ -106,6 +106,12 @@ class RWKV7:
         self.ln_out = tuple(state_dict[f"ln_out.{n}"].to(dev, torch.float32)
                             for n in ("weight", "bias"))
         self.head = state_dict["head.weight"].to(dev, dt)  # [V, C]
+        for key, t in (("blocks.0.ln0.weight", ln0_w), ("blocks.0.ln0.bias", ln0_b),
+                       ("emb.weight", self.emb), ("ln_out.weight", self.ln_out[0]),
+                       ("ln_out.bias", self.ln_out[1]), ("head.weight", self.head)):
+            problem = nonfinite_problem(key, t, state_dict[key])
+            if problem:  # (the layers' weights: layer_weights)
+                raise CheckpointError(problem)
         self.wkv_impl = wkv_impl
         # split_invariant: prefill gives the same bits however a sequence is cut into passes
         # at multiples of ``prefill_align`` tokens (the WKV's chunk), so the prefix cache changes

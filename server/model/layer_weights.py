@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from server.model.checkpoint import ModelConfig
+from server.model.checkpoint import CheckpointError, ModelConfig, nonfinite_problem
 
 
 @dataclass
@@ -51,12 +51,18 @@ def layer_weights(sd: dict[str, Tensor], cfg: ModelConfig, i: int, device,
 
     def run(key: str) -> Tensor:  # matmul operand / mixing vector, run dtype
         t = sd[key]
-        return t.to(device, dtype).view(-1) if t.dim() == 3 else t.to(device, dtype)
+        return checked(key, t.to(device, dtype).view(-1) if t.dim() == 3 else t.to(device, dtype))
 
     def f32(key: str) -> Tensor:
-        return sd[key].to(device, torch.float32).reshape(-1)
+        return checked(key, sd[key].to(device, torch.float32).reshape(-1))
 
-    has_v = f"{a}v0" in sd
+    def checked(key: str, t: Tensor) -> Tensor:
+        problem = nonfinite_problem(key, t, sd[key])
+        if problem:
+            raise CheckpointError(problem)
+        return t
+
+    has_v = i > 0 and f"{a}v0" in sd  # (layer 0's, in some files, is never read)
     return LayerWeights(
         ln1_w=f32(p + "ln1.weight"), ln1_b=f32(p + "ln1.bias"),
         ln2_w=f32(p + "ln2.weight"), ln2_b=f32(p + "ln2.bias"),

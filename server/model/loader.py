@@ -83,6 +83,10 @@ class RWKV070ModelLoader:
         if self.tokenizer.vocab_size > self.cfg.vocab_size:
             logger.warning(f"tokenizer has {self.tokenizer.vocab_size} ids but the model only "
                            f"{self.cfg.vocab_size}: larger ids will fail")
+        if self.tokenizer.max_id + 64 < self.cfg.vocab_size:  # (published: padded to 64)
+            logger.warning(f"the vocabulary file defines ids up to {self.tokenizer.max_id} but "
+                           f"the model has {self.cfg.vocab_size}: the ids past it decode to "
+                           "nothing (is it the RWKV world vocabulary, eof_v20230424.txt, whole?)")
         logger.info(f"loaded {self.name}: L{self.cfg.n_layer} C{self.cfg.n_embd} "
                     f"V{self.cfg.vocab_size} on {self.model.device} ({self.model.dtype}, "
                     f"state {self.model.state_dtype})")

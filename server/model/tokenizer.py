@@ -79,6 +79,7 @@ class Tokenizer:
         if max(vocab) >= vocab_size or min(vocab) < 0:
             raise ValueError(f"vocabulary ids must lie in [0, {vocab_size})")
         self.vocab_size = vocab_size
+        self.max_id = max(vocab)  # the largest id the file defines
         # _bytes[i]: token i's bytes; b"" for id 0 and ids absent from the file
         self._bytes = [b""] * vocab_size
         self._root: dict = {}
