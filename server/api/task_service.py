@@ -159,7 +159,12 @@ class TaskService:
         """A copy of an idle task under ``new_id`` (state cloned off the event loop); 409 if it
         is running, its state was not kept or does not fit the loaded model."""
         self.check_usable(src)
-        task = await self.store(_fork, src, new_id)
+        try:
+            task = await self.store(_fork, src, new_id)
+        except RuntimeError:
+            if src.held:  # started meanwhile (Task.fork refuses then)
+                check_resumable(src)
+            raise
         check_resumable(src)  # started meanwhile: the copy may mix two moments
         return task
 

@@ -32,7 +32,7 @@ from server.scheduler.engine import BatchEngine
 from server.scheduler.prefill import WARM_DELAY_S, Prefiller
 from server.scheduler.stats import SchedulerStats
 from server.task.policy import model_mismatch
-from server.task.task import Status, Task
+from server.task.task import SCHEDULER_THREAD, Status, Task
 
 STEP_WAIT_S = 120.0  # shutdown: how long past its timeout a running step is waited for
 
@@ -170,13 +170,18 @@ class BaseScheduler(SlotCycle):
             # queued, in a slot, being admitted, or its state on its way home (copy-back) with
             # its status not yet FINISHED (a max_tokens=0 task is READY then): run again, it
             # would load a stale state and be marked FINISHED by the first round's finish
-            if task.held:
-                raise ValueError(f"task {task.task_id} is already queued or in a slot "
-                                 "(or finishing)")
-            full = self._queue_full(1)
-            if full is not None:
-                raise full
-            task._stop_hook = self._on_stop
+            with task._lock:  # (Task._finish changes both under it: finishing between the
+                # check above and this one, a max_tokens=0 task was queued again, FINISHED)
+                if task.status == Status.FINISHED:
+                    raise ValueError(f"task {task.task_id} is FINISHED; call continue_gen() "
+                                     "on a finished task first")
+                if task.held:
+                    raise ValueError(f"task {task.task_id} is already queued or in a slot "
+                                     "(or finishing)")
+                full = self._queue_full(1)
+                if full is not None:
+                    raise full
+                task._stop_hook = self._on_stop
             task._t_queued = time.perf_counter()  # time to first token counts from here
             self.waiting.append(task)
             self._cv.notify_all()
@@ -304,6 +309,7 @@ class BaseScheduler(SlotCycle):
                 self._cv.wait_for(lambda: not self.has_work and not self._busy)
                 return
             self._stepper = me
+        SCHEDULER_THREAD.on = True  # (callbacks run on this thread meanwhile)
         try:
             while self.has_work:
                 if self._has_slot_work:
@@ -311,6 +317,7 @@ class BaseScheduler(SlotCycle):
                 else:
                     self.engine.copyback.wait_idle(0.1)
         finally:
+            SCHEDULER_THREAD.on = False
             with self._cv:
                 self._stepper = None
                 self._cv.notify_all()
@@ -328,6 +335,7 @@ class BaseScheduler(SlotCycle):
         self._thread.start()
 
     def _loop(self) -> None:
+        SCHEDULER_THREAD.on = True  # (callbacks run on this thread)
         while self._running:
             with self._cv:  # a run() begun before the daemon steps until it returns
                 mine = self._has_slot_work and self._stepper is None
@@ -369,10 +377,19 @@ class BaseScheduler(SlotCycle):
                 self.log.warning(f"A scheduler step is still running after {timeout} s; "
                                  f"waiting up to {STEP_WAIT_S:.0f} s more for it to end")
                 self._thread.join(STEP_WAIT_S)
+        me = threading.current_thread()
+        with self._cv:  # a run() stepping on another thread ends the stopped tasks first
+            # (slots released under its pulse: failed pulses, states short of their history;
+            # session 28's QA)
+            if not self._cv.wait_for(lambda: self._stepper in (None, me), timeout):
+                self.log.warning(f"run() on another thread is still stepping after {timeout} s; "
+                                 f"waiting up to {STEP_WAIT_S:.0f} s more for it to end")
+                self._cv.wait_for(lambda: self._stepper in (None, me), STEP_WAIT_S)
         for slot, task in enumerate(self.slots):
             if task is not None:
                 self._release([slot], "abort")
-        self.engine.copyback.wait_idle(timeout)
+        if not self.engine.copyback.on_thread:  # (from a finish callback: it waited for itself)
+            self.engine.copyback.wait_idle(timeout)
         self.prefiller.drop_later()
         self.engine.release()  # frees the slot buffers and the decode graphs
         self.slots = [None]

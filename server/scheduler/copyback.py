@@ -29,6 +29,7 @@ import torch
 from server.logger import get_logger
 from server.model.cuda_graph import CAPTURE_LOCK
 from server.model.state import State, to_device
+from server.task.task import SCHEDULER_THREAD
 
 log = get_logger("scheduler.copy")
 IDLE_EXIT_S = 5.0  # the thread ends after this long without work (started again on demand)
@@ -199,6 +200,7 @@ class CopyBack:
             return self._cv.wait_for(lambda: self._pending == 0, timeout)
 
     def _run(self) -> None:
+        SCHEDULER_THREAD.on = True  # finish callbacks run here (Task.wait refuses to block it)
         while True:
             try:
                 item = self._queue.get(timeout=IDLE_EXIT_S)

@@ -27,6 +27,10 @@ from typing import Callable
 
 from loguru import logger
 
+# ``on`` is set on a scheduler's own threads (the daemon, a run() caller while it steps, the
+# copy-back thread): the task callbacks run there, and ``Task.wait`` must not block them
+SCHEDULER_THREAD = threading.local()
+
 SAMPLING_FIELDS = (
     "max_tokens", "temperature", "top_p", "top_k",
     "presence_penalty", "repetition_penalty", "penalty_decay", "seed",
@@ -193,7 +197,13 @@ class Task:
         return self.task_id.startswith("_")
 
     def wait(self, timeout: float | None = None) -> bool:
-        """Block until the task finishes; True if it did within ``timeout``."""
+        """Block until the task finishes; True if it did within ``timeout``. ``RuntimeError``
+        without a timeout on a scheduler's own thread (in a task's callback) for a task not yet
+        finished: the scheduler would wait for itself (it froze for good; session 28's QA)."""
+        if timeout is None and getattr(SCHEDULER_THREAD, "on", False) and not self._done.is_set():
+            raise RuntimeError(f"task {self.task_id}: wait() in a task's callback (on the "
+                               "scheduler's thread) would block the scheduler for ever; use a "
+                               "finish_callback, or wait on another thread")
         return self._done.wait(timeout)
 
     # ---- control -----------------------------------------------------------------------
@@ -225,6 +235,7 @@ class Task:
         from one state however the state was reached (fork, template, import); ``seed=None``:
         a fresh random stream, as in ``Task()`` and the API's ``"seed": null``)."""
         self._check_free("continuing")
+        self.check_params(**params)  # before anything changes (nan was stored, refused later)
         if "seed" in params and params["seed"] is None:  # (it kept the old seed: two forks
             params["seed"] = secrets.randbits(62)       # continued so sampled the same)
         if self.is_template:  # the stored row would stay as it was: forks in this process and
@@ -325,15 +336,18 @@ class Task:
 
     def _finish(self, reason: str, error: str | None = None) -> None:
         self._under_way()
-        self._stop_hook = None  # a finished task belongs to no scheduler (also when dropped unrun)
         self.finish_reason = reason
         self.error = error
-        self.status = Status.FINISHED
         self.finished_at = time.time()
+        with self._lock:  # one step for add_task, which checks both under this lock: between
+            # the two a task finishing was not held and not yet finished, and was queued again
+            self.status = Status.FINISHED
+            self._stop_hook = None  # it belongs to no scheduler (also when dropped unrun)
         if self.finish_callback is not None:
             self._call(self.finish_callback, self.round_tokens())
-        if self.status == Status.FINISHED:  # unless the callback started the next round
-            self._done.set()  # (continue_gen + add_task): wait() then waits for that one
+        if not self.held:  # unless the callback queued the next round (continue_gen +
+            self._done.set()  # add_task): wait() then waits for that one (a callback that
+            # continued, then failed before add_task, left wait() blocked for ever)
         self._notify()
 
     def _notify(self) -> None:
@@ -347,12 +361,16 @@ class Task:
         scheduler (where it would fail every task of the pulse)."""
         try:
             fn(arg)
-        except Exception:
+        except (Exception, SystemExit):  # (SystemExit ended the scheduler's thread for good;
+            # KeyboardInterrupt still stops a run() on the main thread)
             logger.bind(name="task").exception(f"callback {fn!r} of task {self.task_id} failed")
 
     # ---- copying ----------------------------------------------------------------------
     def fork(self, task_id: str) -> Task:
-        """A new READY task starting from a copy of this task's state and parameters."""
+        """A new READY task starting from a copy of this task's state and parameters.
+        ``RuntimeError`` while a scheduler holds this one (its state lags its tokens: the copy
+        claimed the tokens with another state, silently)."""
+        self._check_free("forking")
         t = Task(task_id=task_id, tokenizer=self.tokenizer,
                  **{k: getattr(self, k) for k in SAMPLING_FIELDS})
         t.state = None if self.state is None else self.state.clone()

@@ -1,0 +1,150 @@
+"""The Python SDK embedded in an application: misuse from user threads and callbacks (session
+28's QA). Each case was a silent wrong result, a hang or a dead scheduler thread before."""
+
+import threading
+import time
+
+import pytest
+from loguru import logger
+
+from server.scheduler import DynamicScheduler
+from server.task.task import Status, Task
+
+PROMPT = "User: hi\n\nAssistant:"
+
+
+@pytest.fixture
+def errors():
+    lines = []
+    sink = logger.add(lines.append, level="ERROR", format="{message}")
+    yield lines
+    logger.remove(sink)
+
+
+def test_a_running_task_cannot_be_forked(tiny_loader):
+    """``Task.fork`` of a running task copied its tokens with another state (None)."""
+    sched = DynamicScheduler(tiny_loader, max_batch_size=2, buffer_size=4)
+    seen = []
+
+    def on_tokens(tokens):
+        if not seen:
+            with pytest.raises(RuntimeError, match="running"):
+                task.fork("TMP")
+            seen.append(True)
+
+    task = sched.new_task(PROMPT, max_tokens=12, temperature=0, collect_callback=on_tokens)
+    sched.run()
+    assert seen and task.fork("TMP").state is not None  # (finished: it may)
+
+
+def test_wait_in_a_callback_refuses_instead_of_freezing(tiny_loader, errors):
+    """``wait()`` on a task not yet done, in a callback (the scheduler's or the copy-back
+    thread), blocked that thread for ever: every later task stayed RUNNING."""
+    sched = DynamicScheduler(tiny_loader, max_batch_size=2, buffer_size=4)
+    sched.start_daemon()
+    try:
+        first = sched.new_task(PROMPT, max_tokens=3, temperature=0,
+                               finish_callback=lambda toks: first.wait())
+        assert first.wait(30)
+        later = sched.new_task(PROMPT, max_tokens=3, temperature=0)
+        assert later.wait(30) and len(later.round_tokens()) == 3
+    finally:
+        sched.shutdown()
+    assert any("wait() in a task's callback" in e for e in errors), errors
+
+
+def test_a_finish_racing_add_task_is_refused(tiny_loader):
+    """``add_task`` checked the status before the queue's lock and ``held`` under it: a task
+    finishing in between (held no more, FINISHED only after) was queued again."""
+    sched = DynamicScheduler(tiny_loader, max_batch_size=2, buffer_size=4)
+    task = Task(tiny_loader.encode(PROMPT), max_tokens=0)
+    task.status, task._stop_hook = Status.READY, lambda t: None  # finishing (copy-back)
+    outcome = []
+
+    def add():
+        try:
+            sched.add_task(task)
+            outcome.append("queued")
+        except ValueError as e:
+            outcome.append(str(e))
+
+    with sched._cv:  # add_task passes its first check, then waits here
+        t = threading.Thread(target=add)
+        t.start()
+        time.sleep(0.2)
+        task._finish("stop")
+    t.join(10)
+    assert len(outcome) == 1 and "FINISHED" in outcome[0] and not sched.waiting, outcome
+
+
+def test_callbacks_that_exit_or_chain_and_fail_leave_everything_running(tiny_loader, errors):
+    """A ``SystemExit`` in a callback ended the scheduler's thread for good; a finish callback
+    that continued its task and then failed before ``add_task`` left ``wait()`` blocked."""
+    sched = DynamicScheduler(tiny_loader, max_batch_size=2, buffer_size=4)
+    sched.start_daemon()
+    try:
+        def bail(_):
+            raise SystemExit(3)
+
+        a = sched.new_task(PROMPT, max_tokens=6, temperature=0, collect_callback=bail)
+        b = sched.new_task(PROMPT, max_tokens=6, temperature=0, finish_callback=bail)
+
+        def chain_then_fail(_):
+            c.continue_gen(" more", max_tokens=2)
+            raise RuntimeError("the app's own error, before add_task")
+
+        c = sched.new_task(PROMPT, max_tokens=3, temperature=0, finish_callback=chain_then_fail)
+        assert a.wait(30) and b.wait(30) and c.wait(30)
+        assert len(a.round_tokens()) == len(b.round_tokens()) == 6
+        d = sched.new_task(PROMPT, max_tokens=4, temperature=0)  # both threads still serve
+        assert d.wait(30) and len(d.round_tokens()) == 4
+    finally:
+        sched.shutdown()
+    assert sum("SystemExit" in e or "failed" in e for e in errors) >= 2, errors
+
+
+def test_shutdown_waits_for_a_run_on_another_thread(tiny_loader, errors):
+    """``shutdown()`` released the slots under another thread's ``run()`` mid-pulse: failed
+    pulses, and states short of (or past) their tokens."""
+    sched = DynamicScheduler(tiny_loader, max_batch_size=2, buffer_size=2)
+    tasks = [sched.new_task(PROMPT, max_tokens=5000, temperature=0) for _ in range(2)]
+    runner = threading.Thread(target=sched.run)
+    runner.start()
+    deadline = time.monotonic() + 30
+    while not all(len(t.round_tokens()) > 8 for t in tasks):
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    sched.shutdown()
+    runner.join(30)
+    assert not runner.is_alive() and errors == []
+    assert all(t.status == Status.FINISHED for t in tasks)
+    # each state is its tokens': a greedy continue equals the same tokens fed afresh
+    t = tasks[0]
+    fresh = sched.new_task(t.history + [t.current_token], max_tokens=4, temperature=0)
+    t.continue_gen(max_tokens=4)
+    sched.add_task(t)
+    sched.run()
+    assert t.round_tokens() == fresh.round_tokens()
+
+
+def test_shutdown_from_a_finish_callback_does_not_wait_for_itself(tiny_loader):
+    sched = DynamicScheduler(tiny_loader, max_batch_size=2, buffer_size=4)
+    sched.start_daemon()
+    took = []
+
+    def stop_all(_):
+        t0 = time.monotonic()
+        sched.shutdown(timeout=5)
+        took.append(time.monotonic() - t0)
+
+    task = sched.new_task(PROMPT, max_tokens=2, temperature=0, finish_callback=stop_all)
+    assert task.wait(30) and took and took[0] < 2, took
+
+
+def test_continue_gen_checks_its_parameters_before_changing_anything(tiny_loader):
+    sched = DynamicScheduler(tiny_loader, max_batch_size=2, buffer_size=4)
+    task = sched.new_task(PROMPT, max_tokens=2, temperature=0)
+    sched.run()
+    with pytest.raises(ValueError, match="temperature=nan"):
+        task.continue_gen(" x", temperature=float("nan"))
+    assert task.temperature == 0 and task.status == Status.FINISHED  # unchanged
