@@ -122,6 +122,27 @@ def test_unchanged_tasks_are_not_rewritten(db):
     tm.close()
 
 
+def test_a_task_the_application_holds_stays_the_managers_after_eviction(db):
+    """An SDK application keeping its Task objects past the cache's capacity: an evicted task
+    it continued was never written again (that round lost at a restart), and ``get_task``
+    returned a stale copy from the database, not the object (session 28's QA)."""
+    tm = manager(db, capacity=1)
+    a = make_task(1)  # finished
+    tm.put_task("TASK_a", a)
+    tm.put_task("TASK_b", make_task(2))  # evicts TASK_a (written)
+    assert tm.get_task("TASK_a") is a and tm.holds("TASK_a", a)
+    tm.put_task("TASK_c", make_task(3))  # evicted again
+    a.continue_gen(max_tokens=9)  # the application's next round, on its own object
+    a.history.append(7)
+    a._finish("stop")  # (the scheduler's part)
+    tm.flush()
+    tm.close()
+    tm = manager(db)
+    got = tm.get_task("TASK_a")
+    assert got is not a and got.max_tokens == 9 and got.history[-1] == 7
+    tm.close()
+
+
 def test_tmp_tasks_are_never_written(db):
     tm = manager(db, capacity=2)
     for i in range(5):

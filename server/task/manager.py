@@ -59,6 +59,11 @@ class TaskManager:
         self._templates: dict[str, Task] = {}  # pinned, not counted
         self._unsaved: set[str] = set()  # templates put while busy: written when they finish
         self._closing: dict[str, Task] = {}  # closed while busy: written when they finish
+        # evicted tasks an application still holds: the newest copy while they live (get_task
+        # returns the object, and a later round of it is written when it finishes)
+        self._evicted: weakref.WeakValueDictionary[str, Task] = weakref.WeakValueDictionary()
+        self._evicted_clean: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # their
+        # ``_clean`` signatures (revived, an unchanged one is not written again)
         self._clean: dict[str, tuple] = {}  # id -> signature of the content last queued/written
         self._pins: dict[str, int] = {}  # id -> pins (tasks on their way to the scheduler)
         self._deleted: OrderedDict[str, int] = OrderedDict()  # id -> its deletion's number, the
@@ -94,6 +99,7 @@ class TaskManager:
             self._cache[task_id] = task
             self._cache.move_to_end(task_id)
             self._closing.pop(task_id, None)  # a closed older object under this id is superseded
+            self._evicted.pop(task_id, None)  # (and an evicted one)
             self._clean.pop(task_id, None)
             jobs = self._evict_locked()
         self.track(task)
@@ -186,15 +192,16 @@ class TaskManager:
         Raises ``TemplateProtected`` for a template without ``force``, ``TaskNotFound``."""
         with self._lock:
             task = (self._templates.get(task_id) or self._cache.get(task_id)
-                    or self._closing.get(task_id) or self.writer.pending_task(task_id))
+                    or self._closing.get(task_id) or self._evicted.get(task_id)
+                    or self.writer.pending_task(task_id))
         meta = None if task is not None else self.store.get_meta(task_id)
         if task is None and meta is None:
             raise TaskNotFound(f"task {task_id} not found")
         if is_template_id(task_id) and not force:
             raise TemplateProtected(f"{task_id} is a template; delete it with force=true")
         with self._lock:
-            for level in (self._templates, self._cache, self._closing, self._clean,
-                          self._template_fit):  # (an id may be made again: another state)
+            for level in (self._templates, self._cache, self._closing, self._evicted,
+                          self._clean, self._template_fit):  # (an id may be made again)
                 level.pop(task_id, None)
             self._unsaved.discard(task_id)
             self._last_delete += 1
@@ -230,7 +237,7 @@ class TaskManager:
         was deleted, or replaced)."""
         with self._lock:
             return any(level.get(task_id) is task
-                       for level in (self._cache, self._closing, self._templates))
+                       for level in (self._cache, self._closing, self._templates, self._evicted))
 
     def template_ids(self, cfg=None) -> list[str]:
         """Every template's id, stored or reserved (being built), in id order; with ``cfg``
@@ -353,7 +360,8 @@ class TaskManager:
                 self._cache.move_to_end(task_id)
                 task, jobs = self._cache[task_id], []
             else:
-                task = self._closing.pop(task_id, None) or self.writer.pending_task(task_id)
+                task = (self._closing.pop(task_id, None) or self._revive_locked(task_id)
+                        or self.writer.pending_task(task_id))
                 if task is None:
                     return None, []
                 if is_template_id(task_id):
@@ -378,6 +386,10 @@ class TaskManager:
                     del self._closing[tid]
                     job = self._job_locked(tid, task)
                 elif self._cache.get(tid) is task:
+                    job = self._job_locked(tid, task)
+                elif self._evicted.get(tid) is task:  # continued by the application after
+                    # its eviction (that round was lost; session 28's QA): back in the cache
+                    self._cache[tid] = self._revive_locked(tid)
                     job = self._job_locked(tid, task)
             # tasks busy at their put stayed past capacity: evicted once they finish (a burst
             # of 200 creates left 165 in memory at a capacity of 10 until the next put)
@@ -408,8 +420,19 @@ class TaskManager:
                 job = self._job_locked(tid, task)
                 if job:
                     jobs.append(job)
+                self._evicted[tid] = task  # (while the application holds it)
+                if tid in self._clean:
+                    self._evicted_clean[task] = self._clean[tid]
             self._clean.pop(tid, None)
         return jobs
+
+    def _revive_locked(self, task_id: str) -> Task | None:
+        """The evicted task ``task_id`` if it still lives (taken out of ``_evicted``), its
+        ``_clean`` signature restored."""
+        task = self._evicted.pop(task_id, None)
+        if task is not None and task in self._evicted_clean:
+            self._clean[task_id] = self._evicted_clean.pop(task)
+        return task
 
     def _submit(self, jobs: list[WriteJob]) -> None:
         for job in jobs:  # outside our lock: submit blocks while the queue is full
