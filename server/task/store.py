@@ -45,6 +45,9 @@ def unusable(path: str, e: sqlite3.Error) -> TaskStoreError:
     """The error for a database SQLite refused; the advice fits the cause: moving a healthy
     file aside on a full or read-only disk would lose its tasks (session 27's QA)."""
     text = str(e).lower()
+    if path != ":memory:" and Path(path).is_dir():  # (SQLite says only "unable to open")
+        return TaskStoreError(f"the task database {path} (RWKV_TASK_DB_PATH) is a directory; "
+                              f"name a file in it (e.g. {Path(path) / 'rwkv_tasks.db'})")
     if "malformed" in text or "not a database" in text:
         hint = ("If it is damaged, restore it from a backup or move it aside (a new, empty one "
                 "is made); or point RWKV_TASK_DB_PATH elsewhere")
