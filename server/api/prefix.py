@@ -37,7 +37,7 @@ async def find_template(rt, model: str | None):
     not yet fed tokens count too (``routes.openai._check_length``)."""
     tid = template_id(model)
     if tid is None:
-        _refuse_unprefixed(rt, model)
+        await _refuse_misspelt(rt, model)
         return None
     tpl = await asyncio.to_thread(rt.manager.get_task, tid)
     if tpl is None:
@@ -55,17 +55,17 @@ async def find_template(rt, model: str | None):
     return tpl
 
 
-def _refuse_unprefixed(rt, model: str | None) -> None:
-    """404 for ``rwkv-7:name`` (the loaded model's name or alias, then a name without the
-    ``_``): a template meant and misspelt would be served silently by the base model. Other
-    names with a colon (``llama3:8b``) are unknown models, served as any other."""
+async def _refuse_misspelt(rt, model: str | None) -> None:
+    """404 for ``rwkv-7:name`` (the loaded model's name or alias) when a template ``_name``
+    exists: the template was meant, and was served silently by the base model. Other names
+    with a colon (``rwkv-7:latest``, ``llama3:8b``) are unknown models, served as any other."""
     if not model or ":" not in model:
         return
     base, name = model.rsplit(":", 1)
-    if base in (ALIAS, rt.model_name):
-        hint = f"; state template ids start with '_' ({base}:_{name})" if name else ""
-        raise OpenAIError(404, f"The model '{model}' does not exist{hint}", param="model",
-                          code="model_not_found")
+    if base in (ALIAS, rt.model_name) and name and \
+            f"_{name}" in await asyncio.to_thread(rt.manager.template_ids):
+        raise OpenAIError(404, f"The model '{model}' does not exist; state template ids start "
+                          f"with '_' ({base}:_{name})", param="model", code="model_not_found")
 
 
 async def prepare_tasks(rt, tpl, tasks: list, finish: bool = True) -> None:

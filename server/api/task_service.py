@@ -23,7 +23,7 @@ from server.task.cache_origin import origin_of
 from server.task.manager import TaskNotFound, TemplateExists, TooManyTemplates
 from server.task.manager import is_busy as is_busy  # re-exported for the routes
 from server.task.policy import model_mismatch
-from server.task.task import Task, new_task_id
+from server.task.task import Task, TaskHeld, new_task_id
 
 STORE_THREADS = 4  # the TaskManager is thread-safe; a slow write must not stall every lookup
 INLINE_ENCODE_CHARS = 2048  # longer prompts are encoded on a worker thread
@@ -161,10 +161,9 @@ class TaskService:
         self.check_usable(src)
         try:
             task = await self.store(_fork, src, new_id)
-        except RuntimeError:
-            if src.held:  # started meanwhile (Task.fork refuses then)
-                check_resumable(src)
-            raise
+        except TaskHeld:  # started meanwhile (Task.fork refuses then)
+            raise HTTPException(409, f"Task {src.task_id} is running; stop it or wait until "
+                                     "it has finished") from None
         check_resumable(src)  # started meanwhile: the copy may mix two moments
         return task
 

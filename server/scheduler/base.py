@@ -322,6 +322,20 @@ class BaseScheduler(SlotCycle):
                 self._stepper = None
                 self._cv.notify_all()
 
+    def _stepper_settled(self, timeout: float) -> bool:
+        """(shutdown) Wait until no run() on another thread is in a step with tasks in slots:
+        it ends the stopped tasks first (released under its pulse: failed pulses, states short
+        of their history; session 28's QA). Not for its end: from a finish callback on the
+        copy-back thread that run() waits for the callback itself."""
+        me, deadline = threading.current_thread(), time.monotonic() + timeout
+        with self._cv:
+            while self._stepper not in (None, me) and (self._busy or self._has_slot_work):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._cv.wait(min(left, 0.05))  # (run() steps without notifying)
+        return True
+
     @property
     def _daemon_alive(self) -> bool:
         return self._thread is not None and self._thread.is_alive()
@@ -377,14 +391,10 @@ class BaseScheduler(SlotCycle):
                 self.log.warning(f"A scheduler step is still running after {timeout} s; "
                                  f"waiting up to {STEP_WAIT_S:.0f} s more for it to end")
                 self._thread.join(STEP_WAIT_S)
-        me = threading.current_thread()
-        with self._cv:  # a run() stepping on another thread ends the stopped tasks first
-            # (slots released under its pulse: failed pulses, states short of their history;
-            # session 28's QA)
-            if not self._cv.wait_for(lambda: self._stepper in (None, me), timeout):
-                self.log.warning(f"run() on another thread is still stepping after {timeout} s; "
-                                 f"waiting up to {STEP_WAIT_S:.0f} s more for it to end")
-                self._cv.wait_for(lambda: self._stepper in (None, me), STEP_WAIT_S)
+        if not self._stepper_settled(timeout):
+            self.log.warning(f"run() on another thread is still stepping after {timeout} s; "
+                             f"waiting up to {STEP_WAIT_S:.0f} s more for it to end")
+            self._stepper_settled(STEP_WAIT_S)
         for slot, task in enumerate(self.slots):
             if task is not None:
                 self._release([slot], "abort")

@@ -27,6 +27,11 @@ from typing import Callable
 
 from loguru import logger
 
+class TaskHeld(RuntimeError):
+    """The task is queued, running or finishing in a scheduler: it cannot be changed or
+    copied now."""
+
+
 # ``on`` is set on a scheduler's own threads (the daemon, a run() caller while it steps, the
 # copy-back thread): the task callbacks run there, and ``Task.wait`` must not block them
 SCHEDULER_THREAD = threading.local()
@@ -198,9 +203,11 @@ class Task:
 
     def wait(self, timeout: float | None = None) -> bool:
         """Block until the task finishes; True if it did within ``timeout``. ``RuntimeError``
-        without a timeout on a scheduler's own thread (in a task's callback) for a task not yet
-        finished: the scheduler would wait for itself (it froze for good; session 28's QA)."""
-        if timeout is None and getattr(SCHEDULER_THREAD, "on", False) and not self._done.is_set():
+        without a timeout on a scheduler's own thread (in a task's callback) for a task no
+        scheduler holds and not done (its own finish under way there, say): that wait could
+        never end, and the scheduler froze for good (session 28's QA)."""
+        if timeout is None and getattr(SCHEDULER_THREAD, "on", False) \
+                and not self._done.is_set() and not self.held:
             raise RuntimeError(f"task {self.task_id}: wait() in a task's callback (on the "
                                "scheduler's thread) would block the scheduler for ever; use a "
                                "finish_callback, or wait on another thread")
@@ -323,7 +330,7 @@ class Task:
         """Refuse to change a task a scheduler holds: the scheduler thread reads and writes its
         tokens meanwhile."""
         if self.held:
-            raise RuntimeError(f"task {self.task_id} is running (or queued, or finishing); stop "
+            raise TaskHeld(f"task {self.task_id} is running (or queued, or finishing); stop "
                                f"it or wait() before {doing}")
 
     def _under_way(self) -> None:
@@ -345,9 +352,8 @@ class Task:
             self._stop_hook = None  # it belongs to no scheduler (also when dropped unrun)
         if self.finish_callback is not None:
             self._call(self.finish_callback, self.round_tokens())
-        if not self.held:  # unless the callback queued the next round (continue_gen +
-            self._done.set()  # add_task): wait() then waits for that one (a callback that
-            # continued, then failed before add_task, left wait() blocked for ever)
+        if self.status == Status.FINISHED:  # unless the callback started the next round
+            self._done.set()  # (continue_gen + add_task): wait() then waits for that one
         self._notify()
 
     def _notify(self) -> None:
