@@ -137,9 +137,9 @@ def unknown_variables(environ) -> list[str]:
     import difflib
 
     known = {f"RWKV_{name.upper()}" for name in Settings.model_fields}
-    notes = []
+    choices, notes = sorted(known), []
     for var in sorted(v for v in environ if v.upper().startswith("RWKV_") and v.upper() not in known):
-        close = difflib.get_close_matches(var.upper(), sorted(known), n=1, cutoff=0.8)
+        close = difflib.get_close_matches(var.upper(), choices, n=1, cutoff=0.8)
         hint = f"; did you mean {close[0]}?" if close else " (see the settings in README.md)"
         notes.append(f"{var} is not a setting of this server and is ignored{hint}")
     return notes

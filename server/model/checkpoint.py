@@ -303,20 +303,22 @@ def unused_keys(sd: dict, cfg: ModelConfig) -> list[str]:
     return [k for k in sd if k not in known and k not in LAYER0_VALUE_LORA]
 
 
-def nonfinite_problem(key: str, cast: torch.Tensor, stored: torch.Tensor) -> str | None:
-    """Why weight ``key`` cannot run (None: it can): NaN or infinite values in the file, or
-    values the cast to the run dtype overflowed (``stored`` is the file's tensor). Such a
-    model loaded and answered every request with empty text (a QA report, session 28).
-    One min/max pass (NaN propagates through both): ~20x faster on the CPU than
-    ``isfinite().all()``, which doubled a 0.4B model's load time there."""
+def finite_weight(key: str, cast: torch.Tensor, stored: torch.Tensor) -> torch.Tensor:
+    """``cast`` (weight ``key`` in its run dtype), or CheckpointError when it cannot run: NaN
+    or infinite values in the file, or values the cast to the run dtype overflowed
+    (``stored`` is the file's tensor). Such a model loaded and answered every request with
+    empty text (a QA report, session 28). One min/max pass (NaN propagates through both):
+    ~20x faster on the CPU than ``isfinite().all()``, which doubled a 0.4B model's load time
+    there."""
     if cast.numel() == 0 or all(math.isfinite(x.item()) for x in torch.aminmax(cast)):
-        return None
+        return cast
     if not bool(torch.isfinite(stored).all()):
-        return f"{key} holds NaN or infinite values (a damaged or diverged checkpoint)"
+        raise CheckpointError(f"{key} holds NaN or infinite values (a damaged or diverged "
+                              "checkpoint)")
     big = stored.abs().max().item()
     name = str(cast.dtype).removeprefix("torch.")
-    return (f"{key} holds values up to {big:.3g}, beyond {name}'s range: run it in another "
-            "dtype (RWKV_DTYPE=bf16 or fp32)")
+    raise CheckpointError(f"{key} holds values up to {big:.3g}, beyond {name}'s range: run it "
+                          "in another dtype (RWKV_DTYPE=bf16 or fp32)")
 
 
 def check_state_dict(sd, where) -> ModelConfig:

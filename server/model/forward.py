@@ -21,7 +21,7 @@ from loguru import logger
 from torch import Tensor
 
 from server.model import row_invariance, wkv
-from server.model.checkpoint import CheckpointError, ModelConfig, nonfinite_problem
+from server.model.checkpoint import ModelConfig, finite_weight
 from server.model.cuda_graph import MID_POINTS, GraphedDecode, GraphedPrefill
 from server.model.fused import FusedBlocks, check_fused, fused_default
 from server.model.layer_weights import LayerWeights, layer_weights
@@ -109,9 +109,7 @@ class RWKV7:
         for key, t in (("blocks.0.ln0.weight", ln0_w), ("blocks.0.ln0.bias", ln0_b),
                        ("emb.weight", self.emb), ("ln_out.weight", self.ln_out[0]),
                        ("ln_out.bias", self.ln_out[1]), ("head.weight", self.head)):
-            problem = nonfinite_problem(key, t, state_dict[key])
-            if problem:  # (the layers' weights: layer_weights)
-                raise CheckpointError(problem)
+            finite_weight(key, t, state_dict[key])  # (the layers' weights: layer_weights)
         self.wkv_impl = wkv_impl
         # split_invariant: prefill gives the same bits however a sequence is cut into passes
         # at multiples of ``prefill_align`` tokens (the WKV's chunk), so the prefix cache changes

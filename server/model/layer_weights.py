@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from server.model.checkpoint import CheckpointError, ModelConfig, nonfinite_problem
+from server.model.checkpoint import ModelConfig, finite_weight
 
 
 @dataclass
@@ -51,16 +51,11 @@ def layer_weights(sd: dict[str, Tensor], cfg: ModelConfig, i: int, device,
 
     def run(key: str) -> Tensor:  # matmul operand / mixing vector, run dtype
         t = sd[key]
-        return checked(key, t.to(device, dtype).view(-1) if t.dim() == 3 else t.to(device, dtype))
+        cast = t.to(device, dtype).view(-1) if t.dim() == 3 else t.to(device, dtype)
+        return finite_weight(key, cast, t)
 
     def f32(key: str) -> Tensor:
-        return checked(key, sd[key].to(device, torch.float32).reshape(-1))
-
-    def checked(key: str, t: Tensor) -> Tensor:
-        problem = nonfinite_problem(key, t, sd[key])
-        if problem:
-            raise CheckpointError(problem)
-        return t
+        return finite_weight(key, sd[key].to(device, torch.float32).reshape(-1), sd[key])
 
     has_v = i > 0 and f"{a}v0" in sd  # (layer 0's, in some files, is never read)
     return LayerWeights(

@@ -27,6 +27,7 @@ from typing import Callable
 
 from loguru import logger
 
+
 class TaskHeld(RuntimeError):
     """The task is queued, running or finishing in a scheduler: it cannot be changed or
     copied now."""
