@@ -352,6 +352,32 @@ def test_a_state_import_has_room_for_the_models_state(start_server):
     srv.stop()
 
 
+def test_a_state_beyond_the_servers_state_dtype_is_a_422(start_server):
+    """A state-tuning file whose values overflow float16, imported into a server keeping its
+    WKV state in fp16, was stored; every request from it then ran on infinite state (garbled
+    or empty text with a 200). The import is a 422 naming the tensor and the setting."""
+    import io
+
+    import torch
+
+    def tuning(value: float) -> bytes:  # the tiny model: 2 layers of 2 heads
+        buf = io.BytesIO()
+        torch.save({f"blocks.{i}.att.time_state": torch.full((2, 64, 64), value)
+                    for i in range(2)}, buf)
+        return buf.getvalue()
+
+    srv = start_server(RWKV_STATE_DTYPE="fp16")
+    with httpx.Client(base_url=srv.url, timeout=60) as c:
+        r = c.post("/v1/tasks/import_state", params={"name": "_big"}, content=tuning(7.0e4))
+        assert r.status_code == 422, r.text
+        assert "wkv values reach 7e+04, beyond torch.float16" in r.json()["detail"]
+        assert "RWKV_STATE_DTYPE=fp32" in r.json()["detail"]
+        assert c.get("/v1/tasks/_big/status").status_code == 404
+        r = c.post("/v1/tasks/import_state", params={"name": "_fits"}, content=tuning(6.0e4))
+        assert r.status_code == 200, r.text
+    srv.stop()
+
+
 def test_an_unreadable_stored_record_says_so_and_can_be_deleted(server, http):
     """A row another version wrote, or a damaged one: reading it is a 500 saying the record
     cannot be read (it was "Internal server error: KeyError"), and delete removes it (it was a

@@ -299,3 +299,36 @@ def test_command_line_names_missing_and_unwritable_paths(tiny_model_path, tmp_pa
     assert "no/such/dir" in capsys.readouterr().err
     assert main(["export", "_tuned", str(tmp_path / "out.st")]) == 0
     assert read_state_file((tmp_path / "out.st").read_bytes(), cfg).history == []
+
+
+def test_a_state_beyond_the_served_dtypes_range_is_refused(tiny_model_path, tmp_path):
+    """A state whose values overflow float16 imported into a server keeping its WKV state in
+    fp16 became infinite in the slot: every request from the template got garbled or empty
+    text with a 200. It is refused at import now, naming the tensor and the setting; within
+    the range (or on a server in fp32) it imports as before."""
+    from server.model.loader import RWKV070ModelLoader
+    from server.task.manager import TaskManager
+    from server.task.state_file import check_range
+    from server.task.state_templates import import_state
+
+    loader = RWKV070ModelLoader(tiny_model_path, device="cpu", state_dtype="fp16")
+    cfg = loader.cfg
+    big = tuning_file(cfg, 2, dtype=torch.float32, scale=1.0,
+                      **{"blocks.1.att.time_state": torch.full((2, 64, 64), 7.0e4)})
+    sf = read_state_file(big, cfg)
+    check_range(sf, torch.float32, torch.float32)  # fits an fp32 state
+    with pytest.raises(StateShapeError, match=r"wkv values reach 7e\+04, beyond torch.float16 "
+                                              r".*RWKV_STATE_DTYPE=fp32"):
+        check_range(sf, torch.float32, torch.float16)
+    shifted = State(sf.state.shift + 1e5, sf.state.wkv)
+    with pytest.raises(StateShapeError, match=r"shift values .* RWKV_DTYPE=fp32"):
+        check_range(type(sf)(shifted, sf.kind), torch.float16, torch.float32)
+    manager = TaskManager(db_path=str(tmp_path / "t.db"))
+    manager.set_dependencies(loader, None)
+    path = tmp_path / "big.pth"
+    path.write_bytes(big)
+    with pytest.raises(StateShapeError, match="beyond torch.float16"):
+        import_state(path, "_big", manager)
+    assert manager.get_task("_big") is None
+    path.write_bytes(tuning_file(cfg, 2, dtype=torch.float32, scale=1.0))
+    assert import_state(path, "_fits", manager).task_id == "_fits"

@@ -68,6 +68,20 @@ class StateFile:
     pending: list[int] = field(default_factory=list)  # prompt tokens not yet consumed
 
 
+def check_range(sf: StateFile, dtype: torch.dtype, state_dtype: torch.dtype) -> None:
+    """``StateShapeError`` unless ``sf``'s state fits a model run in ``dtype`` with its WKV
+    state in ``state_dtype``: a value beyond float16's range became infinite in the slot, and
+    every request from the template got empty or garbled text with a 200."""
+    for name, t, d in (("shift", sf.state.shift, dtype), ("wkv", sf.state.wkv, state_dtype)):
+        top = torch.finfo(d).max
+        peak = float(t.abs().max()) if t.numel() else 0.0
+        if peak > top:
+            raise StateShapeError(
+                f"the state's {name} values reach {peak:.4g}, beyond {d} (max {top:.4g}), "
+                f"which this server runs it in; export it from a model run in another dtype, "
+                f"or serve with RWKV_{'DTYPE' if name == 'shift' else 'STATE_DTYPE'}=fp32")
+
+
 # ---- writing -----------------------------------------------------------------------------
 def encode_state_file(state: State, cfg, history=(), current_token=None,
                       meta: dict | None = None, pending=()) -> bytes:

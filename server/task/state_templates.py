@@ -22,7 +22,8 @@ import sys
 from pathlib import Path
 
 from server.task.cache_origin import state_origin
-from server.task.state_file import StateFile, StateFileError, encode_state_file, read_state_file
+from server.task.state_file import (StateFile, StateFileError, check_range, encode_state_file,
+                                     read_state_file)
 from server.task.task import Status, Task
 
 NAME = re.compile(r"_[A-Za-z0-9_.\-]{1,100}")
@@ -70,7 +71,10 @@ def import_state(path, name: str, manager=None, cfg=None, layout: str = "vk") ->
 
         manager = get_task_manager()
     cfg = cfg or _model_config(manager)
-    task = template_task(name, read_state_file(Path(path).read_bytes(), cfg, layout))
+    sf = read_state_file(Path(path).read_bytes(), cfg, layout)
+    if manager.loader is not None:  # (the command line has no model to run it)
+        check_range(sf, manager.loader.model.dtype, manager.loader.model.state_dtype)
+    task = template_task(name, sf)
     manager.put_task(task.task_id, task)
     return task
 

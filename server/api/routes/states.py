@@ -19,7 +19,8 @@ from fastapi.responses import Response
 from server.api.routes.tasks import NOT_FOUND, RESUMED, get_service
 from server.api.schemas.tasks import GenerationParams
 from server.api.task_service import TaskService, check_resumable
-from server.task.state_file import StateFileError, StateShapeError, read_state_file
+from server.task.state_file import (StateFileError, StateShapeError, check_range,
+                                     read_state_file)
 from server.task.state_templates import export_state, template_name, template_task
 
 router = APIRouter(prefix="/v1/tasks", tags=["tasks"])
@@ -61,6 +62,8 @@ async def import_task_state(
         raise HTTPException(400, "Empty body: send the state file as the request body")
     try:
         sf = await svc.store(read_state_file, data, svc.loader.cfg, layout)
+        model = svc.loader.model
+        check_range(sf, model.dtype, model.state_dtype)
     except StateFileError as e:
         status = 422 if isinstance(e, StateShapeError) else 400
         raise HTTPException(status, f"Cannot import the state: {e}") from None
