@@ -7,6 +7,7 @@ import torch
 from server.bench.common import DummyTask
 from server.model.sampler import SamplingBatch
 from server.scheduler.engine import BatchEngine
+from server.scheduler.probe import EndProbe
 
 
 @pytest.fixture
@@ -325,3 +326,50 @@ def test_warm_requests_leave_the_engine_as_they_found_it(tiny_loader, max_batch)
         return a.output, b.output
 
     assert served(True) == served(False)
+
+
+CUDA = pytest.param("cuda", marks=[pytest.mark.gpu, pytest.mark.skipif(
+    not torch.cuda.is_available(), reason="needs CUDA")])
+
+
+@pytest.mark.parametrize("device", ["cpu", CUDA])
+@pytest.mark.parametrize("eos_call", [3, 6])
+def test_a_pulse_ends_once_every_row_has_ended(tiny_model_path, monkeypatch, eos_call, device):
+    """A pulse ran all its steps after its last row had ended (end of text, max_tokens): a
+    reply's end waited up to buffer_size - 1 idle decode steps (31 by default; ~1 s of a 0.1B
+    model on a CPU). It ends at the step after (CPU: its flags are read at once; CUDA: LAG - 1
+    steps later, the host reading them behind the device). Row 0 meets end of text at decode
+    call ``eos_call``, row 1 its max_tokens (4) after four tokens; the tokens are those of the
+    pulse run to its end."""
+    from server.model.loader import RWKV070ModelLoader
+    from server.scheduler.probe import LAG
+
+    loader = RWKV070ModelLoader(tiny_model_path, device=device)
+    results = []
+    for probe in (True, False):
+        e = BatchEngine(loader.model)
+        e.resize(2, [])
+        e.load([0, 1], [DummyTask(temperature=0.0), DummyTask(temperature=0.0)])
+        e.prefill([0, 1], [[5, 9, 13], [6, 10, 14]])
+        e.start([0, 1], [40, 41], [20, 4])
+        calls, real = [], e.model.decode
+
+        def decode(*a, **k):
+            calls.append(1)
+            logits = real(*a, **k)
+            if len(calls) == eos_call:
+                logits[0, 0] = logits[0].max() + 100.0  # end of text for row 0 (greedy)
+            return logits
+
+        monkeypatch.setattr(e.model, "decode", decode)
+        if not probe:
+            monkeypatch.setattr(EndProbe, "ended", lambda self: False)
+        res = e.pulse(16)
+        monkeypatch.undo()
+        results.append((res.tokens[:2], res.reason[:2], res.steps, len(calls)))
+    (tokens, reasons, steps, calls_made), (tokens_all, reasons_all, steps_all, _) = results
+    assert tokens == tokens_all and reasons == reasons_all and steps_all == 16
+    assert len(tokens[1]) == 4 and len(tokens[0]) == eos_call - 1
+    last_end = max(eos_call, 4)  # the step (1-based) at which the last row ended
+    late = LAG - 1 if device == "cuda" else 0
+    assert steps == last_end + late and calls_made == last_end + late

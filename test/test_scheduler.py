@@ -661,3 +661,22 @@ def test_continue_with_seed_none_draws_a_fresh_stream(tiny_loader):
         fork.continue_gen(" more", seed=None, max_tokens=2)
         seeds.add(fork.seed)
     assert 42 not in seeds and len(seeds) == 2
+
+
+def test_pulses_take_no_more_steps_than_the_tokens_left(tiny_loader, monkeypatch):
+    """The last pulse of a reply ran buffer_size steps however few tokens were left: 34 tokens
+    took 62 decode steps (the last pulse 32 steps for 3 tokens; session 29's review). A pulse
+    takes at most the largest max_tokens left among its rows now: 33 decode steps (the first
+    token comes from the prompt's pass), with the same tokens. (Known on the host, this holds
+    without the rows' end flags, which CUDA reads a few steps late: the probe is off here.)"""
+    from server.scheduler.probe import EndProbe
+
+    monkeypatch.setattr(EndProbe, "ended", lambda self: False)
+    calls, real = [], tiny_loader.model.decode
+    monkeypatch.setattr(tiny_loader.model, "decode",
+                        lambda *a, **k: (calls.append(1), real(*a, **k))[1])
+    sched = DynamicScheduler(tiny_loader, max_batch_size=2, buffer_size=32)
+    task = sched.new_task("User: hi\n\nAssistant:", max_tokens=34, temperature=0)
+    sched.run()
+    assert len(task.output) == 34 and task.finish_reason == "length"
+    assert [p["steps"] for p in sched.pulses] == [1, 2, 4, 8, 16, 3] and len(calls) == 33

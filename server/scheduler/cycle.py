@@ -163,6 +163,11 @@ class SlotCycle:
         # start; steady decoding runs buffer_size steps a pulse.
         steps = min(self._ramp, self.buffer_size)
         self._ramp = min(2 * steps, self.buffer_size)
+        # no more steps than the longest remaining max_tokens: a step gives a row one token at
+        # most, so every row ends within them (the rest ran idle, holding the replies' end)
+        # (at least one: a max_tokens lowered by hand mid-round is the engine's to end)
+        steps = min(steps, max(1, max(self.slots[s].max_tokens - len(self.slots[s].output)
+                                      for s in self.decoding)))
         self._since_ramp += steps
         kept = {s for s in self.decoding if self.engine.has_first(s)}  # current: fed by prefill
         t0 = time.perf_counter()

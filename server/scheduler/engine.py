@@ -3,11 +3,13 @@
 Every tensor here has the slot (capacity) dimension; slot ``i`` of every tensor belongs to the same
 sequence. The scheduler (no torch) decides which task sits in which slot; the engine moves data.
 
-A pulse runs ``steps`` decode steps with no host synchronisation except one copy at the end. End of
-generation is detected on the device: token 0, a new turn (``User`` right after ``\\n\\n`` or ``\\n``),
-``max_tokens``, or a stop request (a host flag copied to the device before each step). A finished
-row stops updating its state, penalties and random stream at once, so its state is exactly "all
-tokens but ``current_token`` consumed".
+A pulse runs up to ``steps`` decode steps with no host synchronisation except one copy at the end.
+End of generation is detected on the device: token 0, a new turn (``User`` right after ``\\n\\n`` or
+``\\n``), ``max_tokens``, or a stop request (a host flag copied to the device before each step). A
+finished row stops updating its state, penalties and random stream at once, so its state is
+exactly "all tokens but ``current_token`` consumed". The pulse ends early once every row has
+ended (``EndProbe``: on CUDA the host reads the rows' flags a few steps behind the device, through
+events, never stalling it).
 
 A prompt's last token is normally consumed by the first decode step, which samples the first
 token. ``prefill(..., first=...)`` can feed it with the rest instead: the pass keeps that token's
@@ -27,6 +29,7 @@ from server.model.fused import kernel_module
 from server.model.sampler import BatchSampler, wrap_seed
 from server.model.state import rows_of, to_device
 from server.scheduler.copyback import CopyBack
+from server.scheduler.probe import EndProbe
 from server.scheduler.slots import FLOAT_PARAMS, LONG_PARAMS, SlotBuffers
 
 EOS_TOKEN = 0
@@ -391,11 +394,14 @@ class BatchEngine:
         running = list(self._running)
         self._stop_asked = bool(running) and bool(self.stop_host[running].any())
         applied, ran = None, 0
+        probe = EndProbe(done, running) if running else None
         for s in range(steps):
             if before_step is not None:
                 before_step()
             if applied is not None and bool(applied[running].all()):
                 break  # the last step ended every row at a stop request: no more tokens come
+            if probe is not None and probe.ended():
+                break  # every row has ended (end of text, max_tokens): none would take a token
             if dev.type == "cuda":
                 self.stop_dev.copy_(self.stop_host, non_blocking=True)
             # (a stop reaches its row in this step: known without reading the device)
@@ -414,6 +420,8 @@ class BatchEngine:
             tok = self.sampler.sample(logits, self.samp, active=active,
                                       u=None if U is None else U[:, s])  # [cap]
             self._step_end(tok, active, done, reason, out, valid, s)
+            if probe is not None:
+                probe.record()
         self.live &= ~done
         packed = torch.cat([out, valid.long(), reason[:, None], self.cur[:, None]], 1)
         packed = packed.cpu().numpy()  # the pulse's one synchronisation
