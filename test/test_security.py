@@ -309,6 +309,10 @@ def test_templates_are_limited(limited):
         assert [r.status_code for r in made] == [200] * MAX_TEMPLATES
         full = c.post(f"/v1/tasks/{tid}/as_template")
         assert full.status_code == 409 and "RWKV_MAX_TEMPLATES" in full.json()["detail"]
+        # an unknown id is a 404 still (it was told to delete templates; session 29's QA)
+        for unknown in ("TASK_" + "0" * 32, "_nope"):
+            r = c.post(f"/v1/tasks/{unknown}/as_template")
+            assert r.status_code == 404 and r.json() == {"detail": "Task not found"}
         r = c.post("/v1/tasks/import_state", params={"name": "_more"}, content=b"x" * 64)
         assert r.status_code == 409 and "RWKV_MAX_TEMPLATES" in r.json()["detail"]
         first = made[0].json()["task_id"]

@@ -191,8 +191,9 @@ async def stop(task_id: str, svc: TaskService = Depends(get_service)):
                                                        "kept, or RWKV_MAX_TEMPLATES reached"}})
 async def as_template(task_id: str, svc: TaskService = Depends(get_service)):
     """Copy a finished task into a new read-only template ``_TMPL_<hex>``."""
+    task = await svc.get(task_id)  # (first: an unknown id is a 404 with the limit reached too)
     await svc.check_template_room()
-    tpl = await svc.copy(await svc.get(task_id), "_TMPL_" + new_task_id("X")[2:])
+    tpl = await svc.copy(task, "_TMPL_" + new_task_id("X")[2:])
     tpl.status = Status.FINISHED
     await svc.put_template(tpl)
     return svc.reply(tpl, finished=True)
