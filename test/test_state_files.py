@@ -332,3 +332,26 @@ def test_a_state_beyond_the_served_dtypes_range_is_refused(tiny_model_path, tmp_
     assert manager.get_task("_big") is None
     path.write_bytes(tuning_file(cfg, 2, dtype=torch.float32, scale=1.0))
     assert import_state(path, "_fits", manager).task_id == "_fits"
+
+
+def test_exporting_a_running_task_is_refused(tiny_loader):
+    """``export_state`` of a running task wrote its tokens with a zero state (the state was in
+    the scheduler's slot): a template imported from it generated other text, silently. It
+    raises ``TaskHeld`` as ``fork`` does; once the task has finished it exports."""
+    from server.task.task import TaskHeld
+
+    sched = DynamicScheduler(tiny_loader, max_batch_size=2, buffer_size=2)
+    seen = []
+
+    def on_tokens(tokens):
+        if not seen:
+            with pytest.raises(TaskHeld, match="running"):
+                export_state(task, tiny_loader.cfg)
+            seen.append(True)
+
+    task = sched.new_task("User: hi\n\nAssistant:", max_tokens=8, temperature=0,
+                          collect_callback=on_tokens)
+    sched.run()
+    assert seen
+    back = read_state_file(export_state(task, tiny_loader.cfg), tiny_loader.cfg)
+    assert back.history == task.history and torch.equal(back.state.wkv, task.state.wkv.float())

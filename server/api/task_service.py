@@ -159,13 +159,18 @@ class TaskService:
         """A copy of an idle task under ``new_id`` (state cloned off the event loop); 409 if it
         is running, its state was not kept or does not fit the loaded model."""
         self.check_usable(src)
-        try:
-            task = await self.store(_fork, src, new_id)
-        except TaskHeld:  # started meanwhile (Task.fork refuses then)
-            raise HTTPException(409, f"Task {src.task_id} is running; stop it or wait until "
-                                     "it has finished") from None
+        task = await self.unheld(_fork, src, new_id)
         check_resumable(src)  # started meanwhile: the copy may mix two moments
         return task
+
+    async def unheld(self, fn, src: Task, *args):
+        """``fn(src, *args)`` off the event loop; 409 if ``src`` started meanwhile (``TaskHeld``:
+        ``Task.fork`` and ``export_state`` refuse a task a scheduler holds)."""
+        try:
+            return await self.store(fn, src, *args)
+        except TaskHeld:
+            raise HTTPException(409, f"Task {src.task_id} is running; stop it or wait until "
+                                     "it has finished") from None
 
     async def check_template_room(self) -> None:
         """409 when ``RWKV_MAX_TEMPLATES`` templates are stored already (each one keeps a whole

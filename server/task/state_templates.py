@@ -81,9 +81,11 @@ def import_state(path, name: str, manager=None, cfg=None, layout: str = "vk") ->
 
 def export_state(task: Task, cfg, path=None) -> bytes:
     """The state file of an idle ``task`` (its zero state if it has none); written to ``path``
-    when given."""
+    when given. ``TaskHeld`` while a scheduler holds it: its state is in a slot then (the file
+    held the task's tokens with a zero or stale state; session 29's QA)."""
     from server.model.state import State
 
+    task._check_free("exporting its state")
     state = task.state if task.state is not None else State.zeros(cfg, 1)
     data = encode_state_file(state, cfg, task.history, task.current_token,
                              {"task_id": task.task_id}, task.pending)

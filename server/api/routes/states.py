@@ -34,7 +34,7 @@ async def export_task_state(task_id: str, svc: TaskService = Depends(get_service
     """The task's recurrent state (and the tokens it consumed) as a file."""
     task = await svc.get(task_id)
     svc.check_usable(task)
-    data = await svc.store(export_state, task, svc.loader.cfg)
+    data = await svc.unheld(export_state, task, svc.loader.cfg)
     check_resumable(task)  # started meanwhile: the copy may mix two moments
     return Response(data, media_type="application/octet-stream", headers={
         "Content-Disposition": f'attachment; filename="{task_id}.safetensors"'})
