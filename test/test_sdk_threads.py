@@ -180,3 +180,30 @@ def test_continue_gen_checks_its_parameters_before_changing_anything(tiny_loader
     with pytest.raises(ValueError, match="temperature=nan"):
         task.continue_gen(" x", temperature=float("nan"))
     assert task.temperature == 0 and task.status == Status.FINISHED  # unchanged
+
+
+@pytest.mark.parametrize("ending", ["return", "raise"])
+def test_a_script_ending_while_the_daemon_generates_exits_cleanly(tiny_model_path, ending):
+    """The seed's background mode: start_daemon(), a task, and the script ends (or fails)
+    without shutdown() while the daemon generates. The process aborted ("terminate called
+    without an active exception", status 134: the thread was inside torch as Python
+    finalized; session 29's QA). It ends with the script's own status now."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = (
+        "import time\n"
+        "from server import RWKV070ModelLoader, DynamicScheduler\n"
+        f"loader = RWKV070ModelLoader({str(tiny_model_path)!r}, device='cpu')\n"
+        "scheduler = DynamicScheduler(loader, 4, 32)\n"
+        "scheduler.start_daemon()\n"
+        "task = scheduler.new_task('User: hi\\n\\nAssistant:', max_tokens=40000)\n"
+        "while len(task.round_tokens()) < 40:\n"
+        "    time.sleep(0.01)\n"
+        + ("raise SystemExit(3)\n" if ending == "raise" else "print('done')\n"))
+    root = Path(__file__).resolve().parents[1]
+    r = subprocess.run([sys.executable, "-c", script], cwd=root, capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == (3 if ending == "raise" else 0), r.stderr[-2000:]
+    assert "terminate called" not in r.stderr

@@ -8,7 +8,8 @@ daemon, or the caller of ``run()`` — owns the device and repeats ``step()``:
    with a ``PrefixCache``, cached prefixes are loaded instead of computed);
 3. start decoding the tasks whose prompt is fully fed (``max_tokens=0`` tasks finish here);
 4. run one pulse of decode steps for all live slots and hand tokens to the tasks: ``buffer_size``
-   steps, except right after tasks start, when pulses ramp up 1, 2, 4, … steps (``_pulse``);
+   steps, except right after tasks start, when pulses ramp up 1, 2, 4, … steps (``_pulse``),
+   and never past the step at which every row has ended (``EndProbe``);
    then at most one checkpoint the prefiller put off (``run_later``: a chat turn's boundary
    state, wanted by the next turn, computed after this turn's first token; or the state after a
    finished reply as the next turn will re-send it, ``warm_prefix``);
@@ -22,8 +23,11 @@ every device tensor. This module holds the public surface and the thread; the ph
 
 from __future__ import annotations
 
+import atexit
+import functools
 import threading
 import time
+import weakref
 from collections import deque
 
 from server.logger import get_logger
@@ -35,6 +39,15 @@ from server.task.policy import model_mismatch
 from server.task.task import SCHEDULER_THREAD, Status, Task
 
 STEP_WAIT_S = 120.0  # shutdown: how long past its timeout a running step is waited for
+
+
+def _shutdown_at_exit(ref) -> None:
+    """(atexit) Stop a daemon still serving when the interpreter exits: left running, its thread
+    was inside torch when Python finalized and the process aborted ("terminate called without an
+    active exception", exit status 134) instead of ending as the script did (session 29's QA)."""
+    sched = ref()
+    if sched is not None and sched._daemon_alive:
+        sched.shutdown()
 
 
 class QueueFull(RuntimeError):
@@ -77,6 +90,7 @@ class BaseScheduler(SlotCycle):
         self._stops: list[Task] = []  # stop requests not yet applied to slots (any thread appends)
         self._cv = threading.Condition()
         self._thread: threading.Thread | None = None
+        self._at_exit = None  # the daemon's atexit hook while it serves (start_daemon)
         self._running = False
         self._busy = False  # True while step() has work in hand
         self._stepper: threading.Thread | None = None  # the caller of run() stepping now
@@ -347,6 +361,9 @@ class BaseScheduler(SlotCycle):
         self._running = True
         self._thread = threading.Thread(target=self._loop, name="rwkv-scheduler", daemon=True)
         self._thread.start()
+        if self._at_exit is None:
+            self._at_exit = functools.partial(_shutdown_at_exit, weakref.ref(self))
+            atexit.register(self._at_exit)
 
     def _loop(self) -> None:
         SCHEDULER_THREAD.on = True  # (callbacks run on this thread)
@@ -377,6 +394,9 @@ class BaseScheduler(SlotCycle):
         with self._cv:
             pending = list(self.waiting)
             self.waiting.clear()
+        if self._at_exit is not None:
+            atexit.unregister(self._at_exit)
+            self._at_exit = None
         for task in pending:
             task._finish("abort")
         for task in self.slots:
