@@ -42,16 +42,18 @@ def setup_logging(verbose: bool = True) -> None:
         _configured = True
 
 
-def replace_default_sink() -> None:
+def replace_default_sink(verbose: bool = True) -> None:
     """For the SDK (no ``setup_logging``): loguru's own default sink prints DEBUG (a line per
-    decode pulse) in another format; swap it for ours at INFO (progress ~1 line/s). A script
-    that removed that sink (configured loguru itself, or ran ``setup_logging``) is left alone."""
+    decode pulse) in another format; swap it for ours at INFO (progress ~1 line/s), or WARNING
+    when not ``verbose`` (``RWKV_VERBOSE=false``, as the server reads it). A script that removed
+    that sink (configured loguru itself, or ran ``setup_logging``) is left alone."""
     try:
         logger.remove(0)  # loguru's default sink has id 0
     except ValueError:
         return
     logger.configure(extra={"name": "rwkv"})
-    logger.add(sys.stderr, format=FORMAT, level="INFO", diagnose=False)
+    logger.add(sys.stderr, format=FORMAT, level="INFO" if verbose else "WARNING",
+               diagnose=False)
 
 
 def get_logger(name: str):

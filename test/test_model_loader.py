@@ -190,3 +190,35 @@ def test_reference_agrees_with_the_rwkv_package(tmp_path):
     step = ref.forward(tokens[-1], st)
     for got, want in ((out["prefill"], prefill), (out["step"], step), (out["wkv"], st.wkv[:, 0])):
         assert ((got - want).norm() / want.norm()) < 1e-5
+
+
+def test_a_missing_vocabulary_fails_before_the_model_loads(tiny_path, tmp_path, monkeypatch):
+    """The SDK read the vocabulary after building the model: a wrong path failed only after
+    seconds to minutes of loading (the server checks it first; session 29's QA)."""
+    import server.model.loader as loader_module
+
+    def no_model(*a, **k):
+        raise AssertionError("the model was loaded before the vocabulary was checked")
+
+    monkeypatch.setattr(loader_module, "load_checkpoint", no_model)
+    with pytest.raises(FileNotFoundError, match="nope.txt"):
+        RWKV070ModelLoader(tiny_path, vocab_path=tmp_path / "nope.txt", device="cpu")
+
+
+@pytest.mark.parametrize("verbose", ["false", "true"])
+def test_the_sdk_log_follows_rwkv_verbose(tiny_path, verbose):
+    """``RWKV_VERBOSE=false`` (the seed's settings table: INFO logs off) had no effect in the
+    SDK: the loader's sink printed INFO lines (a line a second while decoding) whatever it
+    said (session 29's QA). Warnings still print."""
+    script = textwrap.dedent(f"""
+        from server import RWKV070ModelLoader
+        from server.logger import get_logger
+        RWKV070ModelLoader({str(tiny_path)!r}, device="cpu", dtype="fp32")
+        get_logger("test").warning("a warning")
+    """)
+    env = {**os.environ, "RWKV_VERBOSE": verbose}
+    r = subprocess.run([sys.executable, "-c", script], cwd=Path(__file__).resolve().parents[1],
+                       env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "a warning" in r.stderr
+    assert ("| INFO " in r.stderr) == (verbose == "true")

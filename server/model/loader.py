@@ -46,6 +46,16 @@ def cpu_has_bf16() -> bool:
         return False
 
 
+def _verbose() -> bool:
+    """``RWKV_VERBOSE`` for the SDK's log sink (the server reads it in ``setup_logging``); True
+    if the settings cannot be read (their error is the server's, or the script's, to raise)."""
+    try:
+        from server.config import settings
+    except Exception:
+        return True
+    return settings.verbose
+
+
 class RWKV070ModelLoader:
     """Loads ``model_path`` (an RWKV-7 .pth) onto ``device`` in ``dtype`` (default: fp16 on CUDA,
     fp32 on CPU) with a WKV state in ``state_dtype`` (default fp32), plus the tokenizer at
@@ -61,9 +71,11 @@ class RWKV070ModelLoader:
         from server.logger import replace_default_sink
         from server.model.tokenizer import ReusingEncoder, Tokenizer
 
-        replace_default_sink()  # SDK use: INFO in the server's format, not a DEBUG line a pulse
+        replace_default_sink(_verbose())  # SDK use: the server's format, not a DEBUG line a pulse
         self.model_path = Path(model_path)
         self.name = self.model_path.stem
+        # the vocabulary first: a missing or bad file fails in a moment, not after the model
+        self.tokenizer = Tokenizer(vocab_path)
         if state_dict is None:
             sd, self.cfg = load_checkpoint(self.model_path)
         else:
@@ -78,7 +90,6 @@ class RWKV070ModelLoader:
                            state_dtype=parse_dtype(state_dtype) or torch.float32, fused=fused,
                            split_invariant=split_invariant)
         del sd
-        self.tokenizer = Tokenizer(vocab_path)
         self._encoder = ReusingEncoder(self.tokenizer)
         if self.tokenizer.vocab_size > self.cfg.vocab_size:
             logger.warning(f"tokenizer has {self.tokenizer.vocab_size} ids but the model only "
