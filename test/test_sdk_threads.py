@@ -53,6 +53,34 @@ def test_wait_in_a_callback_refuses_instead_of_freezing(tiny_loader, errors):
     assert any("wait() in a task's callback" in e for e in errors), errors
 
 
+@pytest.mark.parametrize("case", ["own task, token callback", "another task, finish callback"])
+def test_wait_in_a_callback_for_a_task_this_scheduler_holds_refuses(tiny_loader, errors, case):
+    """The refusal covered tasks no scheduler held only: a token callback waiting for its own
+    running task, or a finish callback waiting for another task in the same scheduler's
+    slots, blocked the thread that had to finish it, and every task of the scheduler hung
+    (session 29's review)."""
+    sched = DynamicScheduler(tiny_loader, max_batch_size=2, buffer_size=4)
+    sched.start_daemon()
+    box = {}
+    try:
+        if case.startswith("own"):
+            a = sched.new_task(PROMPT, max_tokens=5, temperature=0,
+                               collect_callback=lambda toks: box["a"].wait())
+            box["a"] = a
+            waited = [a]
+        else:
+            a = sched.new_task(PROMPT, max_tokens=2, temperature=0,
+                               finish_callback=lambda toks: box["b"].wait())
+            box["b"] = b = sched.new_task(PROMPT + " y", max_tokens=20, temperature=0)
+            waited = [a, b]
+        assert all(t.wait(30) for t in waited)
+        later = sched.new_task(PROMPT, max_tokens=3, temperature=0)
+        assert later.wait(30) and len(later.round_tokens()) == 3
+    finally:
+        sched.shutdown()
+    assert any("wait() in a task's callback" in e for e in errors), errors
+
+
 def test_a_finish_racing_add_task_is_refused(tiny_loader):
     """``add_task`` checked the status before the queue's lock and ``held`` under it: a task
     finishing in between (held no more, FINISHED only after) was queued again."""

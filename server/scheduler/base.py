@@ -72,6 +72,7 @@ class BaseScheduler(SlotCycle):
         self.max_queue = max_queue
         self.log = get_logger(self.log_name)
         self.engine = BatchEngine(loader.model)
+        self.engine.copyback.owner = self  # (its thread runs this scheduler's finish callbacks)
         self.sampler = self.engine.sampler
         # prompt feeding and the prefix state cache (``prefix_cache``: a PrefixCache or None)
         self.prefix_cache = prefix_cache
@@ -323,7 +324,7 @@ class BaseScheduler(SlotCycle):
                 self._cv.wait_for(lambda: not self.has_work and not self._busy)
                 return
             self._stepper = me
-        SCHEDULER_THREAD.on = True  # (callbacks run on this thread meanwhile)
+        SCHEDULER_THREAD.owner = self  # (callbacks run on this thread meanwhile)
         try:
             while self.has_work:
                 if self._has_slot_work:
@@ -331,7 +332,7 @@ class BaseScheduler(SlotCycle):
                 else:
                     self.engine.copyback.wait_idle(0.1)
         finally:
-            SCHEDULER_THREAD.on = False
+            SCHEDULER_THREAD.owner = None
             with self._cv:
                 self._stepper = None
                 self._cv.notify_all()
@@ -366,7 +367,7 @@ class BaseScheduler(SlotCycle):
             atexit.register(self._at_exit)
 
     def _loop(self) -> None:
-        SCHEDULER_THREAD.on = True  # (callbacks run on this thread)
+        SCHEDULER_THREAD.owner = self  # (callbacks run on this thread)
         while self._running:
             with self._cv:  # a run() begun before the daemon steps until it returns
                 mine = self._has_slot_work and self._stepper is None

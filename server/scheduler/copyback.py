@@ -143,6 +143,7 @@ class CopyBack:
     def __init__(self, device: torch.device, budget: int | None = None,
                  group_bytes: int | None = None):
         self.device = device
+        self.owner = None  # the scheduler whose finish callbacks run on this thread
         self.budget = BUDGET_BYTES if budget is None else budget
         self.group_bytes = GROUP_BYTES if group_bytes is None else group_bytes
         cuda = device.type == "cuda"
@@ -200,7 +201,8 @@ class CopyBack:
             return self._cv.wait_for(lambda: self._pending == 0, timeout)
 
     def _run(self) -> None:
-        SCHEDULER_THREAD.on = True  # finish callbacks run here (Task.wait refuses to block it)
+        SCHEDULER_THREAD.owner = self.owner  # finish callbacks run here (Task.wait refuses to
+        # block it on a task of that scheduler)
         while True:
             try:
                 item = self._queue.get(timeout=IDLE_EXIT_S)

@@ -33,8 +33,9 @@ class TaskHeld(RuntimeError):
     copied now."""
 
 
-# ``on`` is set on a scheduler's own threads (the daemon, a run() caller while it steps, the
-# copy-back thread): the task callbacks run there, and ``Task.wait`` must not block them
+# ``owner`` is set on a scheduler's own threads (the daemon, a run() caller while it steps, the
+# copy-back thread) to that scheduler: the task callbacks run there, and ``Task.wait`` must not
+# block them for a task only that scheduler could finish
 SCHEDULER_THREAD = threading.local()
 
 SAMPLING_FIELDS = (
@@ -204,11 +205,14 @@ class Task:
 
     def wait(self, timeout: float | None = None) -> bool:
         """Block until the task finishes; True if it did within ``timeout``. ``RuntimeError``
-        without a timeout on a scheduler's own thread (in a task's callback) for a task no
-        scheduler holds and not done (its own finish under way there, say): that wait could
-        never end, and the scheduler froze for good (session 28's QA)."""
-        if timeout is None and getattr(SCHEDULER_THREAD, "on", False) \
-                and not self._done.is_set() and not self.held:
+        without a timeout on a scheduler's own thread (in a task's callback) for a task not
+        done that no scheduler holds (its own finish under way there, say) or that this
+        scheduler holds (only this thread could finish it): that wait could never end, and the
+        scheduler froze for good (sessions 28-29's QA). Another scheduler's tasks may be
+        waited for."""
+        owner = getattr(SCHEDULER_THREAD, "owner", None)
+        if timeout is None and owner is not None and not self._done.is_set() \
+                and (not self.held or self._stop_hook == owner._on_stop):
             raise RuntimeError(f"task {self.task_id}: wait() in a task's callback (on the "
                                "scheduler's thread) would block the scheduler for ever; use a "
                                "finish_callback, or wait on another thread")
