@@ -235,3 +235,35 @@ def test_a_script_ending_while_the_daemon_generates_exits_cleanly(tiny_model_pat
                        text=True, timeout=120)
     assert r.returncode == (3 if ending == "raise" else 0), r.stderr[-2000:]
     assert "terminate called" not in r.stderr
+
+
+@pytest.mark.parametrize("mode", ["daemon", "run"])
+def test_shutdown_from_a_callback_on_the_stepping_thread(tiny_loader, errors, mode):
+    """``shutdown()`` in a token callback, on the thread running the step: the daemon raised
+    "cannot join current thread" and ended with its tasks RUNNING for ever; run() released
+    the slots under its pulse ("Pulse failed", a state past its history). The step ends, then
+    the slots are released: every task finishes, its state its history's, nothing logged."""
+    from model_cases import state_gap
+
+    sched = DynamicScheduler(tiny_loader, max_batch_size=2, buffer_size=4)
+    calls = []
+
+    def on_a(_):
+        if not calls:
+            calls.append(1)
+            sched.shutdown(timeout=2)
+
+    if mode == "daemon":
+        sched.start_daemon()
+    a = sched.new_task(PROMPT, max_tokens=50, temperature=0, collect_callback=on_a)
+    b = sched.new_task(PROMPT + " y", max_tokens=50, temperature=0)
+    if mode == "run":
+        sched.run()
+    else:
+        sched._thread.join(30)
+        assert not sched._thread.is_alive()
+    assert all(t.wait(10) and t.finish_reason == "abort" for t in (a, b)), (a, b)
+    assert sched.slots == [None] and errors == []
+    for t in (a, b):
+        if t.state is not None:
+            assert state_gap(tiny_loader.model, t.history, t.state) is None

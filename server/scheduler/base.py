@@ -93,6 +93,7 @@ class BaseScheduler(SlotCycle):
         self._thread: threading.Thread | None = None
         self._at_exit = None  # the daemon's atexit hook while it serves (start_daemon)
         self._running = False
+        self._teardown_due = False  # shutdown() from a callback: _teardown after the step
         self._busy = False  # True while step() has work in hand
         self._stepper: threading.Thread | None = None  # the caller of run() stepping now
         # CUDA queues a pass and returns: the host goes on while the device works (_under_way)
@@ -331,6 +332,8 @@ class BaseScheduler(SlotCycle):
                     self.step()
                 else:
                     self.engine.copyback.wait_idle(0.1)
+            if self._teardown_due:  # shutdown() from a callback of a step
+                self._teardown(10.0)
         finally:
             SCHEDULER_THREAD.owner = None
             with self._cv:
@@ -386,12 +389,18 @@ class BaseScheduler(SlotCycle):
                     # (its notify) sets a shorter timeout, the time until it is due
                     due = self.prefiller.warm_wait()
                     self._cv.wait(0.5 if due is None else min(0.5, due + 1e-3))
+        if self._teardown_due:  # shutdown() from a callback of the last step
+            self._teardown(10.0)
 
     def shutdown(self, timeout: float = 10.0) -> None:
         """Stop every task, join the thread and free device memory. A step still running after
         ``timeout`` is waited for (with a warning; up to STEP_WAIT_S more, then the device is
         taken as hung): its slots and tasks are the thread's until it ends (released while it
-        ran, a task finished "abort" with a history short of its state)."""
+        ran, a task finished "abort" with a history short of its state). From a callback on
+        this scheduler's stepping thread (the daemon, or a run() caller in its step) that step
+        is not over: the queue is emptied and the tasks stopped now, the slots and the device
+        memory freed when it has ended (``_teardown``, at the end of the loop or of run()).
+        Joining itself raised there, and run()'s slots were released under its pulse."""
         with self._cv:
             pending = list(self.waiting)
             self.waiting.clear()
@@ -406,6 +415,10 @@ class BaseScheduler(SlotCycle):
         self._running = False
         with self._cv:
             self._cv.notify_all()
+        me = threading.current_thread()
+        if me is self._thread or me is self._stepper:
+            self._teardown_due = True
+            return
         if self._thread is not None:
             self._thread.join(timeout)
             if self._thread.is_alive():
@@ -416,6 +429,12 @@ class BaseScheduler(SlotCycle):
             self.log.warning(f"run() on another thread is still stepping after {timeout} s; "
                              f"waiting up to {STEP_WAIT_S:.0f} s more for it to end")
             self._stepper_settled(STEP_WAIT_S)
+        self._teardown(timeout)
+
+    def _teardown(self, timeout: float) -> None:
+        """(shutdown, once no step runs) Release the slots' tasks ("abort") and free the device
+        memory."""
+        self._teardown_due = False
         for slot, task in enumerate(self.slots):
             if task is not None:
                 self._release([slot], "abort")
