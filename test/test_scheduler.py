@@ -680,3 +680,63 @@ def test_pulses_take_no_more_steps_than_the_tokens_left(tiny_loader, monkeypatch
     sched.run()
     assert len(task.output) == 34 and task.finish_reason == "length"
     assert [p["steps"] for p in sched.pulses] == [1, 2, 4, 8, 16, 3] and len(calls) == 33
+
+
+@pytest.mark.parametrize("where", ["free", "unload"])
+def test_a_fault_releasing_slots_finishes_their_tasks(tiny_loader, monkeypatch, where):
+    """The slots were cleared before the engine freed them (or sent their states home): a
+    fault there left those tasks in no slot and unfinished, RUNNING for ever (the step's
+    fault handler looks in the slots; session 29's review). A task whose state never left
+    its slot is an error, back to its own state; one that needs no state keeps its tokens;
+    the scheduler serves on."""
+    sched = DynamicScheduler(tiny_loader, max_batch_size=2, buffer_size=4)
+    real = getattr(sched.engine, where)
+
+    def once(*a, **k):
+        monkeypatch.setattr(sched.engine, where, real)
+        raise RuntimeError("injected fault")
+
+    monkeypatch.setattr(sched.engine, where, once)
+    task = sched.new_task("User: a\n\nAssistant:", max_tokens=6, temperature=0)
+    task.keep_state = where == "unload"
+    sched.start_daemon()
+    try:
+        assert task.wait(30), task
+        if where == "unload":
+            assert task.finish_reason == "error" and "injected fault" in task.error
+            assert task.history == [] and task.state is None
+        else:
+            assert task.finish_reason == "length" and len(task.output) == 6
+        later = sched.new_task("User: b\n\nAssistant:", max_tokens=6, temperature=0)
+        assert later.wait(30) and later.finish_reason == "length"
+    finally:
+        sched.shutdown()
+
+
+def test_a_fault_resetting_the_slots_after_a_fault_keeps_the_daemon(tiny_loader, monkeypatch):
+    """A fault in the reset after a pulse's fault (``_fail_all``'s resize) escaped the step and
+    ended the daemon's thread: every later task waited for ever."""
+    sched = DynamicScheduler(tiny_loader, max_batch_size=2, buffer_size=4)
+    real_decode, real_resize = sched.engine.model.decode, sched.engine.resize
+
+    def decode_once(*a, **k):
+        monkeypatch.setattr(sched.engine.model, "decode", real_decode)
+        monkeypatch.setattr(sched.engine, "resize", resize_once)
+        raise RuntimeError("injected fault")
+
+    def resize_once(*a, **k):
+        monkeypatch.setattr(sched.engine, "resize", real_resize)
+        raise RuntimeError("injected resize fault")
+
+    monkeypatch.setattr(sched.engine.model, "decode", decode_once)
+    sched.start_daemon()
+    try:
+        bad = sched.new_task("User: a\n\nAssistant:", max_tokens=6, temperature=0)
+        assert bad.wait(30) and bad.finish_reason == "error"
+        later = sched.new_task("User: b\n\nAssistant:", max_tokens=6, temperature=0)
+        assert later.wait(30) and later.finish_reason == "length"
+        assert later.output == run_alone(tiny_loader, "User: b\n\nAssistant:", max_tokens=6,
+                                         temperature=0.0)
+        assert sched._thread.is_alive()
+    finally:
+        sched.shutdown()

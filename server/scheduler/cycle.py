@@ -216,14 +216,24 @@ class SlotCycle:
         for slot in slots:
             self.slots[slot] = None
             self.decoding.discard(slot)
-        if home:
-            self.engine.unload([s for s, _ in home], [t for _, t in home],
-                               then=lambda ts, err: self._finish_home(ts, reason, err))
-        self.engine.free(slots)
-        going_home = {id(t) for _, t in home}
+        going_home, fault = set(), None
+        try:
+            if home:
+                self.engine.unload([s for s, _ in home], [t for _, t in home],
+                                   then=lambda ts, err: self._finish_home(ts, reason, err))
+                going_home = {id(t) for _, t in home}
+            self.engine.free(slots)
+        except Exception as e:  # finished here all the same: out of the slots, the step's
+            fault = e  # fault handler (_fail_all) would not see them (they hung, RUNNING)
+        stranded = {id(t) for _, t in home} - going_home  # their state never left the slot
         for task in tasks:
-            if id(task) not in going_home:
+            if id(task) in stranded:
+                self._restore_admitted(task)
+                task._finish("error", f"{type(fault).__name__}: {fault}")
+            elif id(task) not in going_home:
                 task._finish(reason, error)
+        if fault is not None:
+            raise fault
 
     def _finish_home(self, tasks: list[Task], reason: str, error: str | None) -> None:
         """Copy-back thread: the tasks' state is home (or failed to come): finish them."""
@@ -274,5 +284,10 @@ class SlotCycle:
             except Exception as e:  # a failing listener must not keep the others unfinished
                 self.log.error(f"Finishing {task.task_id} after the fault failed: {e!r}")
         self.decoding.clear()
-        self.engine.resize(self.initial_capacity(), [])
+        try:
+            self.engine.resize(self.initial_capacity(), [])
+        except Exception as e:  # (raised out of step(), it ended the daemon's thread for good)
+            self.log.error(f"Resetting the slots after the fault failed too ({e!r}); the next "
+                           "step sizes them again")
+            return
         self.slots = [None] * self.engine.capacity
