@@ -100,8 +100,24 @@ def parse_args(argv=None):
                    help="launch variants of the decode time mix above 16 rows, each timed in "
                         "the step: ';'-separated, e.g. ';num_warps=1;num_warps=1,HEADS=2,"
                         "STAGES=2' (empty: the server's launch)")
+    p.add_argument("--end-probe", default="1",
+                   help="comma-separated 1/0: the pulse reads its rows' end flags (EndProbe, "
+                        "as served) or not (as before session 29); e.g. 1,0,1 alternates")
     common.product_options(p)
     return p.parse_args(argv)
+
+
+class _NoProbe:
+    """``--end-probe 0``: a pulse that never reads its rows' end flags (no copies, no waits)."""
+
+    def __init__(self, *args):
+        pass
+
+    def record(self) -> None:
+        pass
+
+    def ended(self) -> bool:
+        return False
 
 
 def parse_variant(text: str) -> dict:
@@ -145,15 +161,20 @@ def main(argv=None) -> None:
           f"fused={args.fused} graphs={args.graphs} lora-stream={args.lora_stream} · "
           f"{common.gpu_name()}", flush=True)
     from server.model.kernels import decode_triton
+    from server.scheduler import engine as engine_module
+    from server.scheduler.probe import EndProbe
 
-    runs = [(sd, v) for sd in args.state_dtype.split(",") for v in args.time_mix.split(";")]
-    for sd, variant in runs:
+    runs = [(sd, v, probe) for sd in args.state_dtype.split(",")
+            for v in args.time_mix.split(";") for probe in args.end_probe.split(",")]
+    for sd, variant, probe in runs:
         model.state_dtype = common.DTYPES[sd]
         decode_triton.STEP_VARIANT = parse_variant(variant)
+        engine_module.EndProbe = EndProbe if probe == "1" else _NoProbe
         rows = []
         print(f"\n## state {sd}, {args.steps} steps a pulse, median of {args.pulses} pulses"
               + (f" each after {args.rest:g} s idle" if args.rest else "")
-              + (f", time mix {variant}" if variant else ""), flush=True)
+              + (f", time mix {variant}" if variant else "")
+              + (", end flags unread (--end-probe 0)" if probe != "1" else ""), flush=True)
         for B in map(int, args.batch.split(",")):
             try:
                 r = bench_batch(model, B, args.steps, args.pulses,
