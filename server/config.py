@@ -45,8 +45,9 @@ class Settings(BaseSettings):
     # at least the WKV prefill's chunk (32 tokens on the CPU, 16 on CUDA): the prefiller then
     # cuts prompts only at its multiples, and a cached state has an uncached run's bits (a
     # smaller step budget cut anywhere; session 27's QA: refused now, it was a warning)
-    prefill_chunk: int = Field(4096, ge=32, description="prompt tokens prefilled per "
-                               "scheduler step (at least 32)")
+    prefill_chunk: int = Field(0, description="prompt tokens prefilled per scheduler step (at "
+                               "least 32); 0 or auto: 4096 on CUDA, 512 on the CPU (a step's "
+                               "prefill holds up the other tasks' next pulse)")
     max_queue: int = Field(4096, ge=1, description="tasks waiting for a slot beyond this "
                            "get 503")
     max_prompt_tokens: int = Field(131072, ge=1)
@@ -104,6 +105,19 @@ class Settings(BaseSettings):
     def _check_device(cls, v: str) -> str:
         if not re.fullmatch(r"auto|cpu|cuda(:\d+)?", v):  # ("cuda:x" passed a prefix test and
             raise ValueError("must be auto, cpu, cuda or cuda:N")  # was a start-up traceback)
+        return v
+
+    @field_validator("prefill_chunk", mode="before")
+    @classmethod
+    def _auto_chunk(cls, v):
+        return 0 if isinstance(v, str) and v.strip().lower() == "auto" else v
+
+    @field_validator("prefill_chunk")
+    @classmethod
+    def _check_chunk(cls, v: int) -> int:
+        if v != 0 and v < 32:
+            raise ValueError("must be at least 32 (the WKV's chunk on the CPU), or 0 / auto "
+                             "(by device)")
         return v
 
     @field_validator("demo")

@@ -27,6 +27,9 @@ def test_bad_values_stop_with_the_variable_named(monkeypatch):
     for ok in ("32", "96"):
         monkeypatch.setenv("RWKV_PREFILL_CHUNK", ok)
         assert load_settings().prefill_chunk == int(ok)
+    for auto in ("auto", "0"):  # by device (BaseScheduler.PREFILL_CHUNK)
+        monkeypatch.setenv("RWKV_PREFILL_CHUNK", auto)
+        assert load_settings().prefill_chunk == 0
 
 
 def test_a_demo_and_a_model_path_exclude_each_other(monkeypatch):

@@ -740,3 +740,72 @@ def test_a_fault_resetting_the_slots_after_a_fault_keeps_the_daemon(tiny_loader,
         assert sched._thread.is_alive()
     finally:
         sched.shutdown()
+
+
+def test_a_long_prompt_on_the_cpu_is_fed_between_the_other_tasks_pulses(tiny_loader):
+    """A step feeds up to ``prefill_chunk`` prompt tokens, and the other tasks' next pulse waits
+    for that pass: at 4,096 tokens a step a long prompt held a CPU server's streams for 5-15 s
+    (session 29's QA; a 0.1B model prefills ~550 tok/s on the 2-core test machine). By default
+    the CPU feeds 512 a step now (CUDA 4,096): the decoding task gets a pulse after each."""
+    from server.scheduler.base import PREFILL_CHUNK
+
+    sched = DynamicScheduler(tiny_loader, max_batch_size=2, buffer_size=4)
+    assert sched.prefill_chunk == PREFILL_CHUNK["cpu"] == 512 and PREFILL_CHUNK["cuda"] == 4096
+    a = sched.new_task("User: hi\n\nAssistant:", max_tokens=400, temperature=0)
+    sched.step()
+    sched.step()
+    long_prompt = list(range(1000, 3000))
+    b = sched.new_task(long_prompt, max_tokens=1, temperature=0)
+    fed, got = [], []
+    while b.pending:
+        before = len(a.output)
+        sched.step()
+        fed.append(len(b.history))
+        got.append(len(a.output) - before)
+    assert fed[:3] == [512, 1024, 1536] and all(n > 0 for n in got)
+    sched.shutdown()
+
+
+def test_a_fault_releasing_one_slot_at_shutdown_finishes_every_task(tiny_loader):
+    """At shutdown the slots are released one by one; a fault freeing the first stopped the
+    loop: the other slot's task stayed RUNNING for ever and the device memory was kept."""
+    sched = DynamicScheduler(tiny_loader, max_batch_size=2, buffer_size=4)
+    gate, go = threading.Event(), threading.Event()
+
+    def hold(_):
+        gate.set()
+        go.wait(10)
+
+    a = sched.new_task("User: a\n\nAssistant:", max_tokens=200, temperature=0,
+                       collect_callback=hold)
+    b = sched.new_task("User: b\n\nAssistant:", max_tokens=200, temperature=0)
+    a.keep_state = b.keep_state = False
+    sched.start_daemon()
+    assert gate.wait(10)
+    real = sched.engine.free
+
+    def once(*args, **kwargs):
+        sched.engine.free = real
+        raise RuntimeError("injected free fault")
+
+    sched.engine.free = once
+    threading.Timer(0.2, go.set).start()
+    sched.shutdown(timeout=5)
+    assert a.wait(5) and b.wait(5), (a, b)
+    assert sched.slots == [None] and sched.engine.capacity == 1
+
+
+def test_lowering_max_tokens_mid_round_keeps_whole_pulses(tiny_loader):
+    """The pulses' cap read ``task.max_tokens``, which a user may lower mid-round while the
+    engine still ends the row at the round's value: every later pulse was one step (296 pulses
+    for 300 tokens; the review). The cap is the round's value as it started."""
+    sched = DynamicScheduler(tiny_loader, max_batch_size=2, buffer_size=32)
+
+    def lower(_):
+        if len(task.output) >= 5:
+            task.max_tokens = 3
+
+    task = sched.new_task("User: hi\n\nAssistant:", max_tokens=300, temperature=0,
+                          collect_callback=lower)
+    sched.run()
+    assert len(task.output) == 300 and len(sched.pulses) < 20

@@ -267,3 +267,76 @@ def test_shutdown_from_a_callback_on_the_stepping_thread(tiny_loader, errors, mo
     for t in (a, b):
         if t.state is not None:
             assert state_gap(tiny_loader.model, t.history, t.state) is None
+
+
+def _shutdown_once(sched):
+    fired = []
+
+    def on_tokens(_):
+        if not fired:
+            fired.append(1)
+            sched.shutdown()
+    return on_tokens
+
+
+def test_a_script_ending_after_a_shutdown_from_a_callback_exits_cleanly(tiny_model_path):
+    """A token callback's ``shutdown()`` puts the teardown off to the daemon's step end; the
+    task finished inside that teardown, the script ended while the daemon was still in torch,
+    and the process aborted (status 134) because the atexit hook was already gone (a review of
+    this session's changes): the hook now waits for that teardown."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = (
+        "from server import RWKV070ModelLoader, DynamicScheduler\n"
+        f"loader = RWKV070ModelLoader({str(tiny_model_path)!r}, device='cpu')\n"
+        "sched = DynamicScheduler(loader, 4, 32)\n"
+        "fired = []\n"
+        "def on_tok(_):\n"
+        "    if not fired:\n"
+        "        fired.append(1)\n"
+        "        sched.shutdown()\n"
+        "sched.start_daemon()\n"
+        "a = sched.new_task('User: hi\\n\\nAssistant:', max_tokens=400, collect_callback=on_tok)\n"
+        "b = sched.new_task('User: ho\\n\\nAssistant:', max_tokens=400)\n"
+        "assert a.wait(30)\n")
+    root = Path(__file__).resolve().parents[1]
+    for _ in range(3):  # (the window is ~1 ms: it failed 8 runs of 8)
+        r = subprocess.run([sys.executable, "-c", script], cwd=root, capture_output=True,
+                           text=True, timeout=120)
+        assert r.returncode == 0 and "terminate called" not in r.stderr, r.stderr[-2000:]
+
+
+def test_the_daemon_serves_again_after_a_shutdown_from_a_callback(tiny_loader):
+    """``start_daemon()`` right after a callback's ``shutdown()`` found the old thread alive
+    (still tearing down) and did nothing: later tasks waited for ever (2-5 runs in 10 for the
+    reviewer). It waits for that thread to end, then starts a new one."""
+    for _ in range(5):
+        sched = DynamicScheduler(tiny_loader, max_batch_size=2, buffer_size=4)
+        sched.start_daemon()
+        a = sched.new_task(PROMPT, max_tokens=50, temperature=0,
+                           collect_callback=_shutdown_once(sched))
+        assert a.wait(30) and a.finish_reason == "abort"
+        sched.start_daemon()
+        b = sched.new_task(PROMPT, max_tokens=5, temperature=0)
+        try:
+            assert b.wait(30) and len(b.round_tokens()) == 5, b
+        finally:
+            sched.shutdown()
+
+
+def test_a_second_shutdown_from_a_finish_callback_does_not_stall(tiny_loader):
+    """After a token callback's ``shutdown()``, a finish callback calling it again (on the
+    copy-back thread) joined the daemon, whose teardown waited for the copy-back thread: 10 s
+    of both waiting, a false "step still running" warning, and a second teardown."""
+    sched = DynamicScheduler(tiny_loader, max_batch_size=2, buffer_size=4)
+    sched.start_daemon()
+    a = sched.new_task(PROMPT, max_tokens=50, temperature=0,
+                       collect_callback=_shutdown_once(sched),
+                       finish_callback=lambda _: sched.shutdown())
+    b = sched.new_task(PROMPT + " y", max_tokens=50, temperature=0)
+    t0 = time.perf_counter()
+    assert a.wait(60) and b.wait(60)
+    sched._thread.join(30)
+    assert time.perf_counter() - t0 < 5 and not sched._thread.is_alive()

@@ -111,7 +111,7 @@ def build_runtime(settings) -> Runtime:
 
     loader = load_model(settings)
     scheduler = DynamicScheduler(loader, settings.max_batch_size, settings.buffer_size,
-                                 prefill_chunk=settings.prefill_chunk,
+                                 prefill_chunk=settings.prefill_chunk or None,  # (by device)
                                  max_queue=settings.max_queue,
                                  prefix_cache=make_prefix_cache(settings, loader))
     if settings.warmup and loader.model.device.type == "cuda":

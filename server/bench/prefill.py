@@ -9,7 +9,8 @@ Two ways for each case (random token ids):
   and time to first token (prefill + first step), cold (first run: kernel compilation, graph
   capture) and warm (median of the others);
 * scheduler: the prompts submitted together to a ``DynamicScheduler`` (``max_tokens=1``), as a
-  server runs them (its 4096-token prefill budget per step), after a server's warm-up (as many
+  server runs them (its prefill budget per step: 4,096 tokens on CUDA, 512 on the CPU, or
+  ``--prefill-chunk``), after a server's warm-up (as many
   short tasks, then every capacity's decode graph captured); time to first token per task, from
   submission to the callback of its first token (mean and max), and prompt tokens/s overall.
 "Of FLOP": 2 x matmul parameters x tokens over 790 TFLOP/s, divided by the measured time.
@@ -96,11 +97,12 @@ def step_lines(steps: list[dict], copyback: list) -> str:
             + f"\ncopy-back thread: {copyback[0]} tasks, {copyback[1] * 1e3:.0f} ms busy")
 
 
-def scheduler_case(model, n: int, length: int, seed: int = 99, detail: bool = False) -> dict:
+def scheduler_case(model, n: int, length: int, seed: int = 99, detail: bool = False,
+                   prefill_chunk: int | None = None) -> dict:
     from server.scheduler import DynamicScheduler
 
     sched = DynamicScheduler(common.BenchLoader(model, "bench"), max_batch_size=max(n, 1),
-                             buffer_size=32)
+                             buffer_size=32, prefill_chunk=prefill_chunk)
     # warm-up, as a server's: n short tasks compile the kernels at n rows, then the decode graph
     # of every capacity is captured (its state addresses are this scheduler's). Without the
     # latter the capacities the run shrinks through as prompts finish (n/2, n/4, ...) were
@@ -132,7 +134,8 @@ def scheduler_case(model, n: int, length: int, seed: int = 99, detail: bool = Fa
     captures = graphed.captures[n_captures:] if graphed is not None else []
     sched.shutdown()
     return dict(wall=wall, ttft_mean=statistics.mean(ttft), ttft_max=max(ttft),
-                tokens=n * length, got=len(ttft), detail=detail_text, captures=captures)
+                tokens=n * length, got=len(ttft), detail=detail_text, captures=captures,
+                chunk=sched.prefill_chunk)
 
 
 def profile_pass(model, length: int) -> str:
@@ -160,6 +163,8 @@ def main(argv=None) -> None:
     p.add_argument("--dtype", default="fp16")
     p.add_argument("--state-dtype", default="fp32")
     p.add_argument("--scheduler", type=int, default=1, help="0: engine only")
+    p.add_argument("--prefill-chunk", default="", help="the scheduler case's prompt tokens a "
+                   "step, comma-separated (each its own row; default: the scheduler's, by device)")
     p.add_argument("--device", default=None)
     p.add_argument("--profile", default="", help="prompt lengths: profile one eager pass of each "
                    "(kernel time by kind) and time its graph pass")
@@ -185,10 +190,12 @@ def main(argv=None) -> None:
                      f"{r['cold'][1] * 1e3:.0f}", f"{t_flop / r['t_pre']:.0%}",
                      f"{r['mem']['peak']:.2f}"])
         print(" ".join(rows[-1]), flush=True)
-        if args.scheduler:
-            s = scheduler_case(model, n, length, detail=args.detail)
+        for chunk in (args.prefill_chunk.split(",") if args.scheduler else []):
+            s = scheduler_case(model, n, length, detail=args.detail,
+                               prefill_chunk=int(chunk) if chunk else None)
             t_flop = 2 * params * s["tokens"] / common.MATMUL_FLOPS
-            rows.append([f"{n} x {length}", "scheduler", f"{s['tokens'] / s['wall']:,.0f}",
+            via = "scheduler" + (f" ({s['chunk']} a step)" if chunk else "")
+            rows.append([f"{n} x {length}", via, f"{s['tokens'] / s['wall']:,.0f}",
                          f"{s['wall'] * 1e3:.1f} (all)",
                          f"{s['ttft_mean'] * 1e3:.1f} mean / {s['ttft_max'] * 1e3:.1f} max",
                          "", f"{t_flop / s['wall']:.0%}", ""])

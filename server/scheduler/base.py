@@ -4,8 +4,9 @@ Callers submit tasks from any thread (``new_task`` / ``add_task``) and walk away
 daemon, or the caller of ``run()`` — owns the device and repeats ``step()``:
 
 1. admit waiting tasks into free slots (subclasses choose the capacity: ``target_capacity``);
-2. prefill up to ``prefill_chunk`` prompt tokens across admitted tasks, batched (``Prefiller``;
-   with a ``PrefixCache``, cached prefixes are loaded instead of computed);
+2. prefill up to ``prefill_chunk`` prompt tokens (by default 4,096 on CUDA, 512 on the CPU)
+   across admitted tasks, batched (``Prefiller``; with a ``PrefixCache``, cached prefixes are
+   loaded instead of computed);
 3. start decoding the tasks whose prompt is fully fed (``max_tokens=0`` tasks finish here);
 4. run one pulse of decode steps for all live slots and hand tokens to the tasks: ``buffer_size``
    steps, except right after tasks start, when pulses ramp up 1, 2, 4, … steps (``_pulse``),
@@ -39,6 +40,11 @@ from server.task.policy import model_mismatch
 from server.task.task import SCHEDULER_THREAD, Status, Task
 
 STEP_WAIT_S = 120.0  # shutdown: how long past its timeout a running step is waited for
+# prompt tokens a step feeds by default. The step's other tasks wait for that pass before their
+# next pulse: on CUDA 4,096 tokens take ~80 ms at 2.9B; on the CPU (hundreds to a few thousand
+# tokens a second) 512 keep that wait under a second or two, where 4,096 held streams for 5-15 s
+# (the model cuts a pass into 256-token pieces there anyway; session 29's QA)
+PREFILL_CHUNK = {"cuda": 4096, "cpu": 512}
 
 
 def _shutdown_at_exit(ref) -> None:
@@ -58,7 +64,9 @@ class BaseScheduler(SlotCycle):
     log_name = "scheduler.base"
 
     def __init__(self, loader, max_batch_size: int = 256, buffer_size: int = 32,
-                 prefill_chunk: int = 4096, max_queue: int = 1 << 30, prefix_cache=None):
+                 prefill_chunk: int | None = None, max_queue: int = 1 << 30, prefix_cache=None):
+        if prefill_chunk is None:  # (by device: PREFILL_CHUNK)
+            prefill_chunk = PREFILL_CHUNK.get(loader.model.device.type, PREFILL_CHUNK["cpu"])
         for name, value, low in (("max_batch_size", max_batch_size, 1),
                                  ("buffer_size", buffer_size, 1),
                                  ("prefill_chunk", prefill_chunk, 1), ("max_queue", max_queue, 0)):
@@ -99,7 +107,9 @@ class BaseScheduler(SlotCycle):
         # CUDA queues a pass and returns: the host goes on while the device works (_under_way)
         self._async_device = self.engine.device.type == "cuda"
         self.iteration = 0
-        self.pulses: deque[dict] = deque(maxlen=100_000)  # per-pulse stats (bench/stress)
+        # per-pulse stats (bench/stress; ~340 bytes each: 100,000 held ~34 MB after an hour of
+        # serving, session 29's review)
+        self.pulses: deque[dict] = deque(maxlen=10_000)
         self.resizes: deque[dict] = deque(maxlen=10_000)
         self._resize(self.initial_capacity(), [])
         self.log.info(f"Init capacity = {self.capacity} (max={max_batch_size})")
@@ -360,8 +370,14 @@ class BaseScheduler(SlotCycle):
 
     def start_daemon(self) -> None:
         """Serve from a background thread: run tasks as they arrive, idle otherwise."""
-        if self._thread is not None and self._thread.is_alive():
-            return
+        old = self._thread
+        if old is not None and old.is_alive():
+            if self._running:
+                return
+            if old is threading.current_thread():
+                raise RuntimeError("start_daemon() in a callback after shutdown(): the "
+                                   "stopping daemon is this thread; start it from another one")
+            self._await_teardown(STEP_WAIT_S)  # (a callback's shutdown: the old one ends first)
         self._running = True
         self._thread = threading.Thread(target=self._loop, name="rwkv-scheduler", daemon=True)
         self._thread.start()
@@ -401,12 +417,18 @@ class BaseScheduler(SlotCycle):
         is not over: the queue is emptied and the tasks stopped now, the slots and the device
         memory freed when it has ended (``_teardown``, at the end of the loop or of run()).
         Joining itself raised there, and run()'s slots were released under its pulse."""
+        me = threading.current_thread()
+        stepping = me is self._thread or me is self._stepper
         with self._cv:
-            pending = list(self.waiting)
-            self.waiting.clear()
-        if self._at_exit is not None:
-            atexit.unregister(self._at_exit)
-            self._at_exit = None
+            deferred = self._teardown_due
+            if not deferred:
+                pending = list(self.waiting)
+                self.waiting.clear()
+                self._teardown_due = stepping
+        if deferred:  # an earlier shutdown() in a callback: its stepping thread tears down
+            if not stepping and not self.engine.copyback.on_thread:  # (that one waits for it)
+                self._await_teardown(timeout + STEP_WAIT_S)
+            return
         for task in pending:
             task._finish("abort")
         for task in self.slots:
@@ -415,9 +437,7 @@ class BaseScheduler(SlotCycle):
         self._running = False
         with self._cv:
             self._cv.notify_all()
-        me = threading.current_thread()
-        if me is self._thread or me is self._stepper:
-            self._teardown_due = True
+        if stepping:
             return
         if self._thread is not None:
             self._thread.join(timeout)
@@ -431,13 +451,24 @@ class BaseScheduler(SlotCycle):
             self._stepper_settled(STEP_WAIT_S)
         self._teardown(timeout)
 
+    def _await_teardown(self, timeout: float) -> None:
+        """Wait until a teardown put off by a callback's ``shutdown()`` is done and its daemon
+        has ended (a script ending meanwhile aborted: the thread was inside torch)."""
+        with self._cv:
+            self._cv.wait_for(lambda: not self._teardown_due, timeout)
+        t = self._thread
+        if t is not None and t is not threading.current_thread():
+            t.join(timeout)
+
     def _teardown(self, timeout: float) -> None:
         """(shutdown, once no step runs) Release the slots' tasks ("abort") and free the device
-        memory."""
-        self._teardown_due = False
+        memory. A fault releasing one slot does not keep the others' tasks running."""
         for slot, task in enumerate(self.slots):
             if task is not None:
-                self._release([slot], "abort")
+                try:
+                    self._release([slot], "abort")
+                except Exception as e:  # (its tasks are finished: _release)
+                    self.log.error(f"Releasing slot {slot} at shutdown failed: {e!r}")
         if not self.engine.copyback.on_thread:  # (from a finish callback: it waited for itself)
             self.engine.copyback.wait_idle(timeout)
         self.prefiller.drop_later()
@@ -449,5 +480,9 @@ class BaseScheduler(SlotCycle):
             import torch
 
             torch.cuda.empty_cache()
+        if self._at_exit is not None:  # (last: until here the daemon may be inside torch)
+            atexit.unregister(self._at_exit)
+            self._at_exit = None
         with self._cv:  # a run() waiting on another thread returns: nothing is left to do
+            self._teardown_due = False
             self._cv.notify_all()

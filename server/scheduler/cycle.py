@@ -148,6 +148,7 @@ class SlotCycle:
             for t in tasks:
                 t.status = Status.RUNNING
                 t._t_gen = time.perf_counter()
+                t._max_new = t.max_tokens  # the round's end, as the engine has it (_pulse)
             # the pulses ramp from 1 step (``_pulse``), unless tasks already decoding ramped
             # less than ``ramp_gap`` steps ago (then the newcomers join that ramp)
             if not self.decoding or self._since_ramp >= self.ramp_gap:
@@ -165,9 +166,10 @@ class SlotCycle:
         self._ramp = min(2 * steps, self.buffer_size)
         # no more steps than the longest remaining max_tokens: a step gives a row one token at
         # most, so every row ends within them (the rest ran idle, holding the replies' end)
-        # (at least one: a max_tokens lowered by hand mid-round is the engine's to end)
-        steps = min(steps, max(1, max(self.slots[s].max_tokens - len(self.slots[s].output)
-                                      for s in self.decoding)))
+        # (the round's max_tokens as it started: one lowered by hand meanwhile is not the
+        # engine's, and made every later pulse a single step; session 29's review)
+        steps = min(steps, max(self.slots[s]._max_new - len(self.slots[s].output)
+                               for s in self.decoding))
         self._since_ramp += steps
         kept = {s for s in self.decoding if self.engine.has_first(s)}  # current: fed by prefill
         t0 = time.perf_counter()
