@@ -230,7 +230,7 @@ def test_a_lone_feed_passes_its_boundaries_with_the_deferred_jobs_full(tiny_load
              {"role": "user", "content": f"chat {c}: " + "what next? " * 12}], think=False))
 
     sched = DynamicScheduler(tiny_loader, max_batch_size=16, buffer_size=4,
-                             prefix_cache=PrefixCache(64 << 20))
+                             prefix_cache=PrefixCache(64 << 20), prefill_chunk=4096)
     for c in range(LATER_MAX + 2):  # admitted together: one batched pass, deferred jobs
         task = Task(prompt(c), max_tokens=1, temperature=0.0)
         task.cache_origin, task.cache_finish = "", False
