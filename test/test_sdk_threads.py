@@ -340,3 +340,76 @@ def test_a_second_shutdown_from_a_finish_callback_does_not_stall(tiny_loader):
     assert a.wait(60) and b.wait(60)
     sched._thread.join(30)
     assert time.perf_counter() - t0 < 5 and not sched._thread.is_alive()
+
+
+def test_run_after_a_shutdown_from_a_callback_steps_the_new_task(tiny_loader):
+    """After a token callback's ``shutdown()`` of the daemon, ``run()`` on the main thread found
+    the stopping daemon alive and waited for it to run the new task, for ever (10 runs of 10;
+    a review). It waits for that shutdown to end, then steps the task itself."""
+    sched = DynamicScheduler(tiny_loader, max_batch_size=2, buffer_size=4)
+    sched.start_daemon()
+    a = sched.new_task(PROMPT, max_tokens=50, temperature=0,
+                       collect_callback=_shutdown_once(sched))
+    assert a.wait(30) and a.finish_reason == "abort"
+    c = sched.new_task(PROMPT, max_tokens=3, temperature=0)
+    runner = threading.Thread(target=sched.run, daemon=True)
+    runner.start()
+    runner.join(30)
+    assert not runner.is_alive() and c.wait(0) and len(c.round_tokens()) == 3
+
+
+def test_an_interrupted_run_still_ends_a_shutdown_from_its_callback(tiny_loader):
+    """``run()`` left by an exception (Ctrl-C) after a callback's ``shutdown()`` put the
+    teardown off: nothing did it, every later ``shutdown()`` waited 130 s and returned with the
+    tasks RUNNING, and a daemon started then could not be stopped (a review). run()'s exit does
+    the teardown, whatever ends it."""
+    sched = DynamicScheduler(tiny_loader, max_batch_size=2, buffer_size=4)
+    real_step = sched.step
+
+    def step():
+        real_step()
+        if sched._teardown_due:
+            raise KeyboardInterrupt
+
+    sched.step = step
+    a = sched.new_task(PROMPT, max_tokens=500, temperature=0,
+                       collect_callback=_shutdown_once(sched))
+    b = sched.new_task(PROMPT + " y", max_tokens=500, temperature=0)
+    with pytest.raises(KeyboardInterrupt):
+        sched.run()
+    assert not sched._stopping and all(t.wait(5) for t in (a, b)) and sched.slots == [None]
+    sched.step = real_step
+    sched.start_daemon()
+    c = sched.new_task(PROMPT, max_tokens=3, temperature=0)
+    assert c.wait(30)
+    t0 = time.monotonic()
+    sched.shutdown(timeout=2)
+    assert time.monotonic() - t0 < 5 and not sched._daemon_alive
+
+
+def test_a_daemon_started_while_run_tears_down_keeps_its_exit_hook(tiny_loader):
+    """``run()`` on a worker thread, a token callback's ``shutdown()``, and the main thread
+    starting the daemon meanwhile: run()'s teardown removed the new daemon's atexit hook (a
+    script ending then aborted, 8 runs of 8; a review). start_daemon() waits for that
+    shutdown, then registers its own hook."""
+    sched = DynamicScheduler(tiny_loader, max_batch_size=2, buffer_size=4)
+    stopping = threading.Event()
+
+    def stop(_):
+        if not stopping.is_set():
+            sched.shutdown()
+            stopping.set()
+
+    sched.new_task(PROMPT, max_tokens=500, temperature=0, collect_callback=stop)
+    sched.new_task(PROMPT + " y", max_tokens=500, temperature=0)
+    worker = threading.Thread(target=sched.run)
+    worker.start()
+    assert stopping.wait(30)
+    sched.start_daemon()
+    worker.join(30)
+    try:
+        assert sched._at_exit is not None and sched._daemon_alive and sched._running
+        c = sched.new_task(PROMPT, max_tokens=3, temperature=0)
+        assert c.wait(30)
+    finally:
+        sched.shutdown()

@@ -101,7 +101,11 @@ class BaseScheduler(SlotCycle):
         self._thread: threading.Thread | None = None
         self._at_exit = None  # the daemon's atexit hook while it serves (start_daemon)
         self._running = False
-        self._teardown_due = False  # shutdown() from a callback: _teardown after the step
+        # a shutdown() is under way until its _teardown ends (a start_daemon(), run() or second
+        # shutdown() meanwhile waits for it); its stepping thread tears down when its step has
+        # ended if it was called in a callback there (_teardown_due)
+        self._stopping = False
+        self._teardown_due = False
         self._busy = False  # True while step() has work in hand
         self._stepper: threading.Thread | None = None  # the caller of run() stepping now
         # CUDA queues a pass and returns: the host goes on while the device works (_under_way)
@@ -328,6 +332,7 @@ class BaseScheduler(SlotCycle):
         if me is self._thread or me is self._stepper or self.engine.copyback.on_thread:
             raise RuntimeError("scheduler.run() called from a task's callback would wait for "
                                "itself; call add_task() there and run() or wait() elsewhere")
+        self._await_teardown(STEP_WAIT_S)  # (a shutdown() under way: the daemon is ending)
         with self._cv:  # (the daemon reads ``_stepper`` under this lock too)
             while self._stepper is not None and not self._daemon_alive:
                 self._cv.wait()
@@ -342,9 +347,9 @@ class BaseScheduler(SlotCycle):
                     self.step()
                 else:
                     self.engine.copyback.wait_idle(0.1)
+        finally:  # (also on Ctrl-C: a shutdown() put off to here is done, never left pending)
             if self._teardown_due:  # shutdown() from a callback of a step
                 self._teardown(10.0)
-        finally:
             SCHEDULER_THREAD.owner = None
             with self._cv:
                 self._stepper = None
@@ -370,14 +375,17 @@ class BaseScheduler(SlotCycle):
 
     def start_daemon(self) -> None:
         """Serve from a background thread: run tasks as they arrive, idle otherwise."""
-        old = self._thread
-        if old is not None and old.is_alive():
-            if self._running:
-                return
-            if old is threading.current_thread():
-                raise RuntimeError("start_daemon() in a callback after shutdown(): the "
-                                   "stopping daemon is this thread; start it from another one")
-            self._await_teardown(STEP_WAIT_S)  # (a callback's shutdown: the old one ends first)
+        with self._cv:
+            stopping = self._stopping
+        if stopping:  # a shutdown() under way ends first (else this was a no-op, or the new
+            # daemon stepped beside its teardown: tasks lost, the new daemon's atexit hook gone)
+            me = threading.current_thread()
+            if me is self._thread or me is self._stepper or self.engine.copyback.on_thread:
+                raise RuntimeError("start_daemon() in a task's callback while shutdown() is "
+                                   "under way; call it from another thread")
+            self._await_teardown(STEP_WAIT_S)
+        if self._thread is not None and self._thread.is_alive():
+            return
         self._running = True
         self._thread = threading.Thread(target=self._loop, name="rwkv-scheduler", daemon=True)
         self._thread.start()
@@ -420,13 +428,15 @@ class BaseScheduler(SlotCycle):
         me = threading.current_thread()
         stepping = me is self._thread or me is self._stepper
         with self._cv:
-            deferred = self._teardown_due
-            if not deferred:
-                pending = list(self.waiting)
+            under_way = self._stopping
+            if not under_way:
+                self._stopping = True
+                self._running = False  # (before any callback below: a start_daemon() there
+                pending = list(self.waiting)  # waits for this shutdown, never a no-op)
                 self.waiting.clear()
                 self._teardown_due = stepping
-        if deferred:  # an earlier shutdown() in a callback: its stepping thread tears down
-            if not stepping and not self.engine.copyback.on_thread:  # (that one waits for it)
+        if under_way:  # another shutdown() is under way: wait for its teardown (not on a
+            if not stepping and not self.engine.copyback.on_thread:  # thread it waits for)
                 self._await_teardown(timeout + STEP_WAIT_S)
             return
         for task in pending:
@@ -434,7 +444,6 @@ class BaseScheduler(SlotCycle):
         for task in self.slots:
             if task is not None:
                 task.stop()
-        self._running = False
         with self._cv:
             self._cv.notify_all()
         if stepping:
@@ -452,37 +461,44 @@ class BaseScheduler(SlotCycle):
         self._teardown(timeout)
 
     def _await_teardown(self, timeout: float) -> None:
-        """Wait until a teardown put off by a callback's ``shutdown()`` is done and its daemon
-        has ended (a script ending meanwhile aborted: the thread was inside torch)."""
+        """Wait until a ``shutdown()`` under way has torn down and its daemon has ended (a
+        script ending meanwhile aborted: the thread was inside torch). No-op otherwise."""
         with self._cv:
-            self._cv.wait_for(lambda: not self._teardown_due, timeout)
+            if not self._stopping:
+                return
+            self._cv.wait_for(lambda: not self._stopping, timeout)
         t = self._thread
         if t is not None and t is not threading.current_thread():
             t.join(timeout)
 
     def _teardown(self, timeout: float) -> None:
         """(shutdown, once no step runs) Release the slots' tasks ("abort") and free the device
-        memory. A fault releasing one slot does not keep the others' tasks running."""
-        for slot, task in enumerate(self.slots):
-            if task is not None:
-                try:
-                    self._release([slot], "abort")
-                except Exception as e:  # (its tasks are finished: _release)
-                    self.log.error(f"Releasing slot {slot} at shutdown failed: {e!r}")
-        if not self.engine.copyback.on_thread:  # (from a finish callback: it waited for itself)
-            self.engine.copyback.wait_idle(timeout)
-        self.prefiller.drop_later()
-        self.engine.release()  # frees the slot buffers and the decode graphs
-        self.slots = [None]
-        if self.prefix_cache is not None:
-            self.prefix_cache.clear()
-        if self.engine.device.type == "cuda":
-            import torch
+        memory. A fault releasing one slot does not keep the others' tasks running. Ends the
+        shutdown under way, whatever happens here."""
+        try:
+            for slot, task in enumerate(self.slots):
+                if task is not None:
+                    try:
+                        self._release([slot], "abort")
+                    except Exception as e:  # (its tasks are finished: _release)
+                        self.log.error(f"Releasing slot {slot} at shutdown failed: {e!r}")
+            if not self.engine.copyback.on_thread:  # (from a finish callback: it waited for
+                self.engine.copyback.wait_idle(timeout)  # itself)
+            self.prefiller.drop_later()
+            self.engine.release()  # frees the slot buffers and the decode graphs
+            self.slots = [None]
+            if self.prefix_cache is not None:
+                self.prefix_cache.clear()
+            if self.engine.device.type == "cuda":
+                import torch
 
-            torch.cuda.empty_cache()
-        if self._at_exit is not None:  # (last: until here the daemon may be inside torch)
-            atexit.unregister(self._at_exit)
-            self._at_exit = None
-        with self._cv:  # a run() waiting on another thread returns: nothing is left to do
-            self._teardown_due = False
-            self._cv.notify_all()
+                torch.cuda.empty_cache()
+        finally:
+            # last: until here the daemon may be inside torch (no new daemon started meanwhile:
+            # start_daemon waits for this shutdown, so the hook is the stopped daemon's)
+            if self._at_exit is not None:
+                atexit.unregister(self._at_exit)
+                self._at_exit = None
+            with self._cv:  # a run() waiting on another thread returns: nothing is left to do
+                self._teardown_due = self._stopping = False
+                self._cv.notify_all()
