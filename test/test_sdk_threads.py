@@ -302,10 +302,9 @@ def test_a_script_ending_after_a_shutdown_from_a_callback_exits_cleanly(tiny_mod
         "b = sched.new_task('User: ho\\n\\nAssistant:', max_tokens=400)\n"
         "assert a.wait(30)\n")
     root = Path(__file__).resolve().parents[1]
-    for _ in range(3):  # (the window is ~1 ms: it failed 8 runs of 8)
-        r = subprocess.run([sys.executable, "-c", script], cwd=root, capture_output=True,
-                           text=True, timeout=120)
-        assert r.returncode == 0 and "terminate called" not in r.stderr, r.stderr[-2000:]
+    r = subprocess.run([sys.executable, "-c", script], cwd=root, capture_output=True,
+                       text=True, timeout=120)  # (before: 8 runs of 8 aborted)
+    assert r.returncode == 0 and "terminate called" not in r.stderr, r.stderr[-2000:]
 
 
 def test_the_daemon_serves_again_after_a_shutdown_from_a_callback(tiny_loader):
