@@ -108,6 +108,33 @@ def sync(device) -> None:
         torch.cuda.synchronize()
 
 
+def cuda_graph(fn):
+    """A CUDA graph of ``fn()``, which runs once first on a side stream (kernels compiled,
+    memory allocated outside the capture)."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        fn()
+    torch.cuda.current_stream().wait_stream(side)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        fn()
+    return g
+
+
+def replay_us(graph, reps: int) -> list[float]:
+    """µs of each of ``reps`` replays of ``graph``, timed one by one with events; sorted."""
+    times = []
+    for _ in range(reps):
+        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        e0.record()
+        graph.replay()
+        e1.record()
+        e1.synchronize()
+        times.append(e0.elapsed_time(e1) * 1e3)
+    return sorted(times)
+
+
 def timed(fn, device) -> tuple[float, object]:
     """(seconds, result) of fn(), the device synchronised before and after."""
     sync(device)

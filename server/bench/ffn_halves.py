@@ -11,6 +11,7 @@ import sys
 import torch
 import torch.nn.functional as F
 
+from server.bench import common
 from server.model.kernels import fused_triton as k
 
 L = 8
@@ -47,26 +48,11 @@ def graph_time(fn, R, C, keys, vals, reps=30):
     def run():
         for i in range(L):
             fn(xs[i], xks[i], keys[i], vals[i])
-    s = torch.cuda.Stream(dev)
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        run()
-    torch.cuda.current_stream().wait_stream(s)
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        run()
+    g = common.cuda_graph(run)
     for _ in range(3):
         g.replay()
     torch.cuda.synchronize()
-    ts = []
-    for _ in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        g.replay()
-        b.record()
-        torch.cuda.synchronize()
-        ts.append(a.elapsed_time(b) * 1000 / L)
-    ts.sort()
+    ts = [t / L for t in common.replay_us(g, reps)]
     return ts[len(ts) // 2], ts[0]
 
 

@@ -36,15 +36,7 @@ def _us(fn, n: int = 50) -> float:
 
 
 def _graph_us(fn) -> float:
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        fn()
-    torch.cuda.current_stream().wait_stream(s)
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        fn()
-    return _us(g.replay)
+    return _us(common.cuda_graph(fn).replay)
 
 
 def _sampler(B: int, V: int, args, fused_topk: bool):

@@ -17,6 +17,7 @@ import sys
 
 import torch
 
+from server.bench import common
 from server.model import kernels
 from server.model.kernels import check
 from server.model.kernels import wkv_triton as wt
@@ -28,23 +29,8 @@ DTYPES = {"fp32": torch.float32, "fp16": torch.float16}
 
 def _graph_time_us(fn, reps: int = 20) -> float:
     """Median µs of one replay of a CUDA graph capturing fn()."""
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        fn()  # warm-up / compile outside the capture
-    torch.cuda.current_stream().wait_stream(s)
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        fn()
-    times = []
-    for _ in range(reps):
-        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        e0.record()
-        g.replay()
-        e1.record()
-        e1.synchronize()
-        times.append(e0.elapsed_time(e1) * 1e3)
-    return sorted(times)[len(times) // 2]
+    times = common.replay_us(common.cuda_graph(fn), reps)
+    return times[len(times) // 2]
 
 
 def bench_decode(B: int, state: str, **cfg) -> tuple[float, float]:
