@@ -210,6 +210,44 @@ def test_stream_include_usage(http, sdk):
     assert "include_usage" in assert_error(r, 400, param="stream_options")["message"]
 
 
+def test_usage_counts_the_tokens_a_template_has_not_fed(http, tiny_loader):
+    """A request from a state template feeds the template's not yet fed tokens (an imported
+    state exported mid-prompt: its ``pending``; a ``max_tokens: 0`` template: its last prompt
+    token) before its own prompt; ``usage.prompt_tokens`` counted only the request's (a QA
+    report, session 27). It counts what the model is fed, in the body and the usage chunk."""
+    from server.model.state import State
+    from server.task.state_file import encode_state_file
+
+    held = 5
+    data = encode_state_file(State.zeros(tiny_loader.cfg, 1), tiny_loader.cfg, pending=[11] * held)
+    r = http.post("/v1/tasks/import_state", params={"name": "_usage_held"}, content=data)
+    assert r.status_code == 200, r.text
+    src = http.post("/v1/tasks/create", json={"prompt": "System: be brief.\n\n",
+                                              "max_tokens": 0}).json()["task_id"]
+    made = http.post(f"/v1/tasks/{src}/as_template").json()["task_id"]
+    own = len(tiny_loader.encode(build_chat_prompt(MSGS, think=False)))
+    try:
+        for model, head in (("rwkv-7:_usage_held", held), (f"rwkv-7:{made}", 1)):
+            body = {**SAMPLE, **DIRECT, "model": model, "max_tokens": 2}
+            chat = http.post("/v1/chat/completions", json={"messages": MSGS, **body}).json()
+            assert chat["usage"]["prompt_tokens"] == own + head, (model, chat)
+            streamed = stream_chunks(http, "/v1/chat/completions", {
+                "messages": MSGS, **body, "stream_options": {"include_usage": True}})
+            assert streamed[-1]["usage"] == chat["usage"]
+            # per prompt (not per choice, as OpenAI counts), an empty prompt its head alone
+            prompts = ["Once upon", "The end", ""]
+            comp = {**body, "prompt": prompts, "n": 2}
+            want = sum(len(tiny_loader.encode(p)) + head for p in prompts)
+            usage = http.post("/v1/completions", json=comp).json()["usage"]
+            assert usage["prompt_tokens"] == want, (model, usage)
+            streamed = stream_chunks(http, "/v1/completions", {
+                **comp, "stream_options": {"include_usage": True}})
+            assert streamed[-1]["usage"]["prompt_tokens"] == want
+    finally:
+        for tid in ("_usage_held", made):
+            http.post(f"/v1/tasks/{tid}/delete", params={"force": "true"})
+
+
 def test_reasoning_content_is_split_out(sdk, http):
     # the same seeded generation seen raw (completion of the chat prompt) and through the chat route
     raw = sdk.completions.create(prompt=build_chat_prompt(MSGS, think=True), **SAMPLE)

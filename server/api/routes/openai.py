@@ -119,6 +119,12 @@ async def _submit(request: Request, rt, tasks, stream: bool) -> None:
         await started.wait()
 
 
+def _head(tpl) -> int:
+    """The tokens a state template ``tpl`` (None: none) holds but has not fed: each choice
+    feeds them before its prompt, so ``usage.prompt_tokens`` counts them (once per prompt)."""
+    return 0 if tpl is None else len(template_head(tpl))
+
+
 def _reply(rt, req, prefix: str, prompt_tokens: int) -> Reply:
     model = utf8_safe(req.model or rt.model_name)  # echoed: never a lone surrogate
     return Reply(f"{prefix}-{secrets.token_hex(12)}", int(time.time()), model, prompt_tokens,
@@ -264,7 +270,7 @@ async def chat_completions(request: Request):
     if len(choices) == 1 and rt.settings.chat_warm_next_turn and template_id(req.model) is None:
         choices[0].on_finish = _warm_next_turn(rt, req, tools if offer else None)
     await _submit(request, rt, tasks, req.stream)
-    reply = _reply(rt, req, "chatcmpl", len(tokens))
+    reply = _reply(rt, req, "chatcmpl", len(tokens) + _head(tpl))
     if req.stream:
         return _sse(chat_events(reply, choices, rt.loader.tokenizer), choices)
     await _run_to_end(request, rt, choices)
@@ -347,7 +353,7 @@ async def completions(request: Request):
                            echo=utf8_safe(text) if req.echo else "") for j, t in enumerate(tasks)]
     await prepare_tasks(rt, tpl, [c.task for c in choices])  # prefix cache; the template
     await _submit(request, rt, [c.task for c in choices], req.stream)
-    reply = _reply(rt, req, "cmpl", sum(len(t) for _, t in prompts))
+    reply = _reply(rt, req, "cmpl", sum(len(t) + _head(tpl) for _, t in prompts))
     if req.stream:
         return _sse(completion_events(reply, choices, rt.loader.tokenizer), choices)
     await _run_to_end(request, rt, choices)
