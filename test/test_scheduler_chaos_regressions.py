@@ -59,3 +59,35 @@ def test_a_finish_callback_resubmitting_before_the_slot_is_cleared(tiny_loader, 
     sched.run()
     assert errors == [] and [len(r) for r in rounds] == [2, 3]
     assert task.status == Status.FINISHED and task.output == rounds[1]
+
+
+def test_a_finish_callback_failing_after_continuing_its_task_ends_it(tiny_loader):
+    """A finish_callback that continued its task (``continue_gen``) and failed before
+    ``add_task`` queued it (its own error, or add_task's: a full queue, a bad parameter) left
+    the task READY in no scheduler: ``wait()`` blocked for ever (session 29's review). The
+    callback's error is logged as any callback's, and the round it began ends at once, an
+    error naming it. Without a timeout: a regression fails here instead of hanging."""
+    first_rounds = []
+
+    def continue_then_fail(tokens):
+        if first_rounds:
+            return
+        first_rounds.append(list(tokens))
+        task.continue_gen([300, 301], max_tokens=3)
+        raise RuntimeError("the callback failed before add_task")
+
+    task = Task([400, 401, 402], max_tokens=2, temperature=0.0,
+                finish_callback=continue_then_fail)
+    sched = DynamicScheduler(tiny_loader, max_batch_size=2, buffer_size=4)
+    sched.start_daemon()
+    try:
+        sched.add_task(task)
+        assert task.wait(10), "wait() blocked: the continued task was never queued"
+        assert task.status == Status.FINISHED and task.finish_reason == "error"
+        assert "the callback failed before add_task" in task.error
+        assert [len(r) for r in first_rounds] == [2] and task.output == []
+        task.continue_gen(max_tokens=2)  # it may run again: the prompt it was given first
+        sched.add_task(task)
+        assert task.wait(10) and task.finish_reason == "length" and len(task.output) == 2
+    finally:
+        sched.shutdown()

@@ -356,10 +356,25 @@ class Task:
             self.status = Status.FINISHED
             self._stop_hook = None  # it belongs to no scheduler (also when dropped unrun)
         if self.finish_callback is not None:
-            self._call(self.finish_callback, self.round_tokens())
+            failed = self._call(self.finish_callback, self.round_tokens())
+            if failed is not None:
+                self._end_unqueued_round(failed)
         if self.status == Status.FINISHED:  # unless the callback started the next round
             self._done.set()  # (continue_gen + add_task): wait() then waits for that one
         self._notify()
+
+    def _end_unqueued_round(self, failed: BaseException) -> None:
+        """A finish_callback that continued its task and failed before ``add_task`` queued it
+        left it READY in no scheduler: ``wait()`` blocked for ever. The round it began ends
+        unrun, an error naming the callback's (logged by ``_call``)."""
+        with self._lock:  # (add_task checks and queues under it)
+            if self.status == Status.FINISHED or self._stop_hook is not None:
+                return  # not continued, or queued: that round runs
+            self.status = Status.FINISHED
+        self.finish_reason = "error"
+        self.error = (f"finish_callback failed after continuing the task, before add_task: "
+                      f"{type(failed).__name__}: {failed}")
+        self.finished_at = time.time()
 
     def _notify(self) -> None:
         with self._lock:
@@ -367,14 +382,16 @@ class Task:
         for fn in listeners:
             self._call(fn, self)
 
-    def _call(self, fn, arg) -> None:
-        """Run a user callback or listener: its error is logged, never raised into the
-        scheduler (where it would fail every task of the pulse)."""
+    def _call(self, fn, arg) -> BaseException | None:
+        """Run a user callback or listener: its error is logged and returned, never raised
+        into the scheduler (where it would fail every task of the pulse)."""
         try:
             fn(arg)
-        except (Exception, SystemExit):  # (SystemExit ended the scheduler's thread for good;
-            # KeyboardInterrupt still stops a run() on the main thread)
+        except (Exception, SystemExit) as e:  # (SystemExit ended the scheduler's thread for
+            # good; KeyboardInterrupt still stops a run() on the main thread)
             logger.bind(name="task").exception(f"callback {fn!r} of task {self.task_id} failed")
+            return e
+        return None
 
     # ---- copying ----------------------------------------------------------------------
     def fork(self, task_id: str) -> Task:
