@@ -384,6 +384,33 @@ def test_template_put_while_running_is_written_when_it_finishes(db):
     tm.close()
 
 
+def test_a_template_put_while_running_whose_write_fails_is_not_kept(db, monkeypatch):
+    """A template put while busy is written by the writer thread when it finishes; when that
+    write failed (a full disk) it stayed in memory, served, listed and counted against
+    RWKV_MAX_TEMPLATES, until a restart lost it (as the synchronous put did before session
+    25). Not kept now, as a put whose write fails; the id is free again."""
+    import sqlite3
+
+    tm = manager(db)
+    t = make_task(1, status=Status.RUNNING)
+    tm.put_task("_late", t)
+    real = tm.store.put
+
+    def full(*a, **k):
+        raise sqlite3.OperationalError("database or disk is full")
+
+    monkeypatch.setattr(tm.store, "put", full)
+    t._finish("length")
+    tm.writer.flush()
+    monkeypatch.setattr(tm.store, "put", real)
+    assert not tm.store.contains("_late")
+    assert tm.get_task("_late") is None and tm.template_ids() == []
+    assert "_late" not in tm.list_all_tasks()["cpu_tasks"]
+    tm.put_task("_late", make_task(2))  # the id is free
+    assert tm.store.contains("_late")
+    tm.close()
+
+
 def test_delete_cancels_a_queued_write(db):
     tm = manager(db, capacity=1)
     with tm.writer._db_lock:  # hold the writer before it stores anything

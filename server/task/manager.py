@@ -439,10 +439,18 @@ class TaskManager:
             self.writer.submit(job)
 
     def _forget_clean(self, task_ids: list[str]) -> None:
-        """Rows failed to write or were pruned: tasks still in memory are written again."""
+        """Rows failed to write or were pruned: tasks still in memory are written again. A
+        template whose write failed (put while busy, written when it finished) is not kept, as
+        ``_put_template`` does: it was served from memory until a restart lost it."""
         with self._lock:
             for tid in task_ids:
                 self._clean.pop(tid, None)
+                tpl = self._templates.get(tid)
+                if tpl is not None and tpl is self.writer.pending_task(tid) \
+                        and not self.store.contains(tid):  # (pending: not deleted meanwhile)
+                    del self._templates[tid]
+                    self._template_fit.pop(tid, None)
+                    log.error(f"template {tid} was not stored: it is dropped")
 
 
 def _decode(meta, blob, task_id: str, **kw) -> Task:
