@@ -369,3 +369,35 @@ def test_a_task_that_generated_one_token_keeps_a_prefill_computed_state(tiny_loa
     hits = cache.stats()["hits"]
     _fresh_run_is_uncached(tiny_loader, sched, task.history[:64] + task.output[:1] + extra)
     assert cache.stats()["hits"] > hits
+
+
+def _together(loader, prompts, cache=None, **kw):
+    """``prompts`` admitted in one step (greedy unless ``kw`` says otherwise)."""
+    sched = DynamicScheduler(loader, max_batch_size=4, buffer_size=4, prefix_cache=cache)
+    tasks = [Task(list(p), max_tokens=6, **{"temperature": 0.0, **kw}) for p in prompts]
+    for task in tasks:
+        task.cache_origin = ""
+        sched.add_task(task)
+    sched.run()
+    return tasks, sched
+
+
+@pytest.mark.parametrize("extra", [0, 1])
+def test_identical_prompts_together_keep_the_uncached_bits(tiny_loader, extra):
+    """Two identical prompts admitted together (an ``n = 2`` request): the leader feeds its
+    whole prompt, last token included, as without the cache, and the other loads that whole
+    prompt with its logits. Before the fix the leader stopped short of its last token for the
+    other (whose state there, not a multiple of ``align``, was then not even kept): its first
+    token came from a decode step, its bits parted from the uncached run's, and seeded replies
+    differed with the cache on (seed 15: the leader's 7th token)."""
+    prompt = tiny_loader.encode(chat(3) + " x" * extra)
+    assert len(prompt) % 32 not in (0, 1)  # (its end is no multiple of align)
+    plain, _ = _together(tiny_loader, [prompt, prompt])
+    cached, sched = _together(tiny_loader, [prompt, prompt], PrefixCache(64 << 20))
+    for a, b in zip(cached, plain):
+        assert a.output == b.output and same_state(a.state, b.state)
+    assert sched.prefiller.prefilled_tokens == len(prompt)  # fed once, the last token too
+    seeded = dict(temperature=1.0, top_p=0.9, top_k=0, seed=15)
+    plain, _ = _together(tiny_loader, [prompt, prompt], **seeded)
+    cached, _ = _together(tiny_loader, [prompt, prompt], PrefixCache(64 << 20), **seeded)
+    assert [t.output for t in cached] == [t.output for t in plain]

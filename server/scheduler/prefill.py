@@ -259,8 +259,14 @@ class Prefiller:
                     key = self.cache.key(s.origin, s.hashes, target)
                 s.waited = key in claimed
                 if s.waited:
-                    j = claimed[key]  # its leader stops short of its last token after all:
-                    if j is not None:  # the state it stores there is what this one waits for
+                    # its leader stops short of its last token after all: the state it stores
+                    # there is what this one waits for. Not on a split-invariant model: a
+                    # first token decoded from the last one, not taken from the prompt's pass,
+                    # has other bits than without the cache; the leader stores its whole
+                    # prompt with its logits (the same prompt loads it) and the other resumes
+                    # from an aligned state
+                    j = claimed[key] if self.align == 1 else None
+                    if j is not None:
                         lead_slot, lead, lead_s, lead_n = plan[j]
                         plan[j] = (lead_slot, lead, lead_s, min(lead_n, len(lead.pending) - 1))
                     continue
