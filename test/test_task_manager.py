@@ -469,6 +469,25 @@ def test_pruned_task_still_in_memory_is_written_again(db):
     tm.close()
 
 
+def test_pruned_task_the_application_holds_is_written_again(db):
+    """An evicted task the application still holds, whose row was then pruned, and which the
+    application used again (``get_task``: back in the cache, the most recently used): its
+    signature from before the prune came back with it, so it was never written again and was
+    gone once the application dropped it, while older rows stayed. Written again now, as a
+    pruned task still in the cache is."""
+    tm = manager(db, capacity=1, max_db_size=2)
+    a = make_task(1)
+    tm.put_task("TASK_a", a)
+    tm.put_task("TASK_b", make_task(2))  # evicts TASK_a (written already); the caller holds it
+    tm.put_task("TASK_c", make_task(3))  # prunes TASK_a's row
+    tm.writer.flush()
+    assert tm.store.ids() == ["TASK_b", "TASK_c"]
+    assert tm.get_task("TASK_a") is a
+    tm.put_task("TASK_d", make_task(4))  # evicts TASK_a: written again
+    tm.close()
+    assert "TASK_a" in TaskStore(db).ids()
+
+
 def test_concurrent_use_loses_nothing(db):
     tm = manager(db, capacity=3, queue_size=2)
     errors = []

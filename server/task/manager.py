@@ -445,6 +445,9 @@ class TaskManager:
         with self._lock:
             for tid in task_ids:
                 self._clean.pop(tid, None)
+                held = self._evicted.get(tid)  # (its signature came back with it, unwritten)
+                if held is not None:
+                    self._evicted_clean.pop(held, None)
                 tpl = self._templates.get(tid)
                 if tpl is not None and tpl is self.writer.pending_task(tid) \
                         and not self.store.contains(tid):  # (pending: not deleted meanwhile)
