@@ -426,6 +426,28 @@ def test_delete_cancels_a_queued_write(db):
     tm.close()
 
 
+def test_a_write_that_finds_the_database_locked_is_tried_again(db):
+    """Another connection holding the write lock (the import command, a backup, an operator's
+    sqlite3 shell) for longer than the busy timeout: the writer counted the write as failed,
+    and a finished task evicted meanwhile was lost although the lock went a moment later (2 of
+    6 tasks in a live run). A locked write is tried again now."""
+    import sqlite3
+
+    tm = manager(db, capacity=1)
+    tm.store._db.execute("PRAGMA busy_timeout=100")
+    other = sqlite3.connect(db, isolation_level=None, check_same_thread=False)
+    other.execute("BEGIN IMMEDIATE")  # holds the write lock
+    tm.put_task("TASK_a", make_task(1))  # finished: its write finds the database locked
+    tm.put_task("TASK_b", make_task(2))  # evicts TASK_a (nobody else holds it)
+    time.sleep(0.5)  # several busy timeouts
+    other.execute("ROLLBACK")
+    other.close()
+    tm.writer.flush()
+    assert tm.store.contains("TASK_a") and tm.writer.failures == 0
+    assert same_task(tm.get_task("TASK_a"), make_task(1, "TASK_a"))
+    tm.close()
+
+
 def test_full_queue_blocks_and_loses_nothing(db):
     tm = manager(db, capacity=1, queue_size=1)
     done = threading.Event()

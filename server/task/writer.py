@@ -13,7 +13,9 @@ After each write the oldest non-template rows beyond ``max_db_size`` are pruned.
 from __future__ import annotations
 
 import queue
+import sqlite3
 import threading
+import time
 from dataclasses import dataclass
 
 from server.logger import get_logger
@@ -22,6 +24,17 @@ from server.task.store import TaskStore
 from server.task.task import Task
 
 log = get_logger("task.writer")
+BUSY_RETRY_S = 120.0  # a write that found the database locked by another connection (the import
+# command, a backup, a sqlite3 shell) past its busy timeout is tried again for this long: failed
+# at once, a finished task evicted meanwhile was lost although the lock went a moment later
+
+
+def is_busy_error(e: BaseException) -> bool:
+    """SQLite's "database is locked" (SQLITE_BUSY/LOCKED): another connection holds the lock."""
+    code = getattr(e, "sqlite_errorcode", None)
+    if code is not None:
+        return (code & 0xFF) in (5, 6)
+    return isinstance(e, sqlite3.OperationalError) and "is locked" in str(e)
 
 
 @dataclass(eq=False)
@@ -118,6 +131,17 @@ class AsyncWriter:
 
     def _write(self, job: WriteJob) -> None:
         meta, blob = job.snap.encode()
+        deadline = time.monotonic() + BUSY_RETRY_S
+        while True:
+            try:
+                return self._store(job, meta, blob)
+            except sqlite3.OperationalError as e:  # (the locks are free between the tries)
+                if not is_busy_error(e) or time.monotonic() > deadline:
+                    raise
+                log.warning(f"writing task {job.task_id}: {e}; trying again")
+                time.sleep(0.05)
+
+    def _store(self, job: WriteJob, meta: str, blob: bytes) -> None:
         pruned = []
         with self._db_lock:
             with self._tlock:
