@@ -374,7 +374,7 @@ def test_a_task_that_generated_one_token_keeps_a_prefill_computed_state(tiny_loa
 def _together(loader, prompts, cache=None, **kw):
     """``prompts`` admitted in one step (greedy unless ``kw`` says otherwise)."""
     sched = DynamicScheduler(loader, max_batch_size=4, buffer_size=4, prefix_cache=cache)
-    tasks = [Task(list(p), max_tokens=6, **{"temperature": 0.0, **kw}) for p in prompts]
+    tasks = [Task(list(p), **{"max_tokens": 6, "temperature": 0.0, **kw}) for p in prompts]
     for task in tasks:
         task.cache_origin = ""
         sched.add_task(task)
@@ -401,3 +401,36 @@ def test_identical_prompts_together_keep_the_uncached_bits(tiny_loader, extra):
     plain, _ = _together(tiny_loader, [prompt, prompt], **seeded)
     cached, _ = _together(tiny_loader, [prompt, prompt], PrefixCache(64 << 20), **seeded)
     assert [t.output for t in cached] == [t.output for t in plain]
+
+
+def test_states_of_a_pass_with_other_bits_per_row_are_not_kept(tiny_loader, monkeypatch):
+    """On CUDA a pass of more than #SMs / H prompts takes the WKV token loop
+    (``kernels.prefer_chunked``), whose bits differ from the chunked form's that a prompt fed
+    alone gets. Emulated here: a pass of four or more rows nudges its WKV state. The states
+    such a pass computes are not kept: the same prompt sent again alone then ends in the bits
+    of an uncached lone run. Before the fix its whole prompt was kept with its logits, and the
+    lone request started from the batched pass's bits."""
+    import server.scheduler.prefill as prefill
+
+    model = tiny_loader.model
+    real = model.wkv_chunk
+
+    def batched_other_bits(S, *args, **kw):
+        y = real(S, *args, **kw)
+        if S.shape[0] >= 4:
+            S.mul_(1 + 2 ** -20)
+        return y
+
+    monkeypatch.setattr(model, "wkv_chunk", batched_other_bits)
+    monkeypatch.setattr(prefill, "pass_keeps_bits", lambda model, rows: rows < 4,
+                        raising=False)
+    prompts = [tiny_loader.encode(chat(i)) for i in range(5)]
+
+    def runs(cache):
+        together, _ = _together(tiny_loader, prompts, cache, max_tokens=1)
+        alone, _ = _together(tiny_loader, prompts[:1], cache, max_tokens=1)
+        return together, alone[0]
+
+    _, plain_alone = runs(None)
+    _, cached_alone = runs(PrefixCache(64 << 20))
+    assert same_state(cached_alone.state, plain_alone.state)
