@@ -205,9 +205,9 @@ class Chaos:
             return prefill(slots, token_lists, first, mid)
 
         def faulty_pulse(steps, before_step=None):
-            def before():
+            def before(ran):
                 self.fault("decode", 0.005)
-                before_step()
+                return before_step(ran)
             return pulse(steps, before_step=before)
 
         eng.prefill, eng.pulse = faulty_prefill, faulty_pulse

@@ -5,7 +5,7 @@ import time
 import pytest
 
 from server.scheduler import DynamicScheduler
-from server.task.task import Task
+from server.task.task import Status, Task
 
 PROMPT = "User: 写一首诗\n\nAssistant:"
 
@@ -127,3 +127,51 @@ def test_a_task_is_under_way_once_its_pass_is_queued(tiny_loader):
         else:
             assert unders == [0, 1], seen  # at add_task, before any pass
         events.clear()
+
+
+@pytest.mark.parametrize("wait", [4, 0])
+def test_a_task_arriving_mid_pulse_ends_the_pulse_after_admit_wait_steps(tiny_loader,
+                                                                          monkeypatch, wait):
+    """A task that arrived while others decoded waited for the rest of the pulse (up to
+    buffer_size steps: ~80 ms at 2.9B, over a second on a CPU) before it was admitted. Now a
+    pulse ends once it has run ``admit_wait`` steps with such a task waiting, and the next step
+    admits it (0: the whole pulse, as before). A task that cannot fit (every slot taken at the
+    largest capacity) does not cut pulses short."""
+    real = tiny_loader.model.decode
+    sched = DynamicScheduler(tiny_loader, max_batch_size=2, buffer_size=32)
+    sched.admit_wait = wait
+
+    def full_pulses():  # past the ramp after a start: 32-step pulses
+        while not sched.pulses or sched.pulses[-1]["steps"] < 32:
+            sched.step()
+
+    def step_with_arrival(prompt: str) -> Task:
+        """One step; a task arrives during its pulse's second decode step."""
+        calls, late = [], []
+
+        def decode(*a, **k):
+            calls.append(1)
+            if len(calls) == 2:
+                late.append(sched.new_task(prompt, max_tokens=500, temperature=0))
+            return real(*a, **k)
+
+        monkeypatch.setattr(tiny_loader.model, "decode", decode)
+        sched.step()
+        monkeypatch.setattr(tiny_loader.model, "decode", real)
+        return late[0]
+
+    first = sched.new_task("User: hi\n\nAssistant:", max_tokens=500, temperature=0)
+    full_pulses()
+    second = step_with_arrival("User: late\n\nAssistant:")
+    assert sched.pulses[-1]["steps"] == (wait or 32)
+    assert second not in sched.slots
+    sched.step()  # admits it: its first token comes from its prompt's pass
+    assert second in sched.slots and second.output
+    full_pulses()
+    assert sched.capacity == 2 and first in sched.slots and second in sched.slots
+    third = step_with_arrival("User: third\n\nAssistant:")  # no slot for it
+    assert sched.pulses[-1]["steps"] == 32 and third not in sched.slots
+    for t in (first, second, third):
+        t.stop()
+    sched.run()
+    assert all(t.status == Status.FINISHED for t in (first, second, third))

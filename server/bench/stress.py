@@ -81,6 +81,8 @@ def run(args) -> dict:
     loader = load(args)
     sched = DynamicScheduler(loader, max_batch_size=args.max_batch_size, buffer_size=args.buffer_size)
     sched.ramp_gap = args.ramp_gap
+    if args.admit_wait is not None:
+        sched.admit_wait = args.admit_wait
     warm = warm_up(sched, loader) if args.warmup else 0.0
     graphed = getattr(loader.model, "_graphed", None)
     n_captures = len(graphed.captures) if graphed is not None else 0
@@ -89,11 +91,15 @@ def run(args) -> dict:
     prompt_tokens = [loader.encode(p) for p in prompts]
     t0 = time.perf_counter()
     tasks, finished = [], threading.Semaphore(0)
+    sent, first = {}, {}  # task -> when it was submitted, when its first tokens came
 
     def submit(i: int) -> None:
+        sent[i] = time.perf_counter()
         tasks.append(sched.new_task(prompt_tokens[i], max_tokens=args.max_tokens,
                                     temperature=args.temperature, top_p=args.top_p,
                                     top_k=args.top_k, seed=i,
+                                    collect_callback=lambda _, i=i: first.setdefault(
+                                        i, time.perf_counter()),
                                     finish_callback=lambda _: finished.release()))
 
     def past_deadline() -> bool:
@@ -143,7 +149,8 @@ def run(args) -> dict:
     return dict(loader=loader, tasks=len(tasks), n_in=n_in, n_out=n_out, seconds=seconds,
                 peak=peak, resizes=list(sched.resizes), memory=device_memory(loader),
                 warm=warm, unload=unload, captures=captures, pulses=len(sched.pulses),
-                steps=steps, stopped=stopped)
+                steps=steps, stopped=stopped,
+                ttft=sorted(first[i] - sent[i] for i in first))
 
 
 def device_memory(loader) -> str:
@@ -182,6 +189,11 @@ def report(r: dict, args) -> str:
                      f"were stopped ({r['tasks']} of {args.tasks} submitted)")
     lines.append(f" warm-up before the clock: {r['warm']:.1f} s (kernels, decode graphs) · "
                  f"pulses: {r['pulses']}, {r['steps']:.1f} steps each on average")
+    ttft = r["ttft"]
+    if ttft:
+        q = lambda f: ttft[min(len(ttft) - 1, int(f * len(ttft)))] * 1e3  # noqa: E731
+        lines.append(f" time to first token (submitted -> first tokens' callback), ms: "
+                     f"median {q(0.5):,.0f} · p90 {q(0.9):,.0f} · max {ttft[-1] * 1e3:,.0f}")
     lines.append(f" state copy-back: {r['unload'][0]} tasks in {r['unload'][1] * 1e3:.0f} ms"
                  f" · graph captures during the run: {len(r['captures'])}"
                  f" ({sum(ms for _, ms in r['captures']):.0f} ms)")
@@ -209,6 +221,9 @@ def parse_args(argv=None):
     p.add_argument("--ramp-gap", type=int, default=0,
                    help="decode steps between two pulse ramps while tasks decode (0: every "
                         "start ramps the pulses from 1 step, as the server does)")
+    p.add_argument("--admit-wait", type=int, default=None,
+                   help="decode steps a pulse runs at most once a task that fits is waiting "
+                        "(the scheduler's admit_wait; 0: the whole pulse)")
     p.add_argument("--arrivals-per-s", type=float, default=0,
                    help="submit the tasks one after another at this rate (a stream of "
                         "arrivals) instead of all at once")

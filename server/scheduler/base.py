@@ -45,6 +45,9 @@ STEP_WAIT_S = 120.0  # shutdown: how long past its timeout a running step is wai
 # tokens a second) 512 keep that wait under a second or two, where 4,096 held streams for 5-15 s
 # (the model cuts a pass into 256-token pieces there anyway; session 29's QA)
 PREFILL_CHUNK = {"cuda": 4096, "cpu": 512}
+# decode steps a pulse runs at least once a task that fits has arrived (``admit_wait``): then it
+# ends and the task is admitted, rather than waiting out a pulse of up to buffer_size steps
+ADMIT_WAIT_STEPS = 4
 
 
 def _shutdown_at_exit(ref) -> None:
@@ -95,6 +98,9 @@ class BaseScheduler(SlotCycle):
         # ramps; a benchmark knob, ``stress --ramp-gap``: docs/performance.md, session 16)
         self.ramp_gap = 0
         self._since_ramp = 0  # decode steps since the pulses last ramped from 1
+        # a task that arrives while others decode, and fits, waits at most this many decode
+        # steps for the pulse to end and admit it (0: the whole pulse, up to buffer_size steps)
+        self.admit_wait = ADMIT_WAIT_STEPS
         self._last_info = 0.0  # when a pulse line was last logged at INFO
         self._stops: list[Task] = []  # stop requests not yet applied to slots (any thread appends)
         self._cv = threading.Condition()

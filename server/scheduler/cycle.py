@@ -173,7 +173,7 @@ class SlotCycle:
         self._since_ramp += steps
         kept = {s for s in self.decoding if self.engine.has_first(s)}  # current: fed by prefill
         t0 = time.perf_counter()
-        res = self.engine.pulse(steps, before_step=self._apply_stops)
+        res = self.engine.pulse(steps, before_step=self._pulse_check())
         dt = time.perf_counter() - t0
         steps = res.steps  # (fewer than asked when stop requests ended every row)
         self.iteration += 1
@@ -204,6 +204,19 @@ class SlotCycle:
                 finished.setdefault(REASON_NAMES[reason], []).append(slot)
         for name, slots in finished.items():
             self._release(slots, name)
+
+    def _pulse_check(self):
+        """``engine.pulse``'s ``before_step``: apply stop requests; end the pulse once it has
+        run ``admit_wait`` steps while a task waits that a slot (or a larger capacity) could
+        take. Without it a task arriving mid-pulse waited for the rest of the pulse (up to
+        ``buffer_size`` steps: ~80 ms at 2.9B on the H200, over a second on a CPU)."""
+        room = self.capacity < self.max_batch_size or any(t is None for t in self.slots)
+        wait = self.admit_wait
+
+        def check(ran: int) -> bool:
+            self._apply_stops()
+            return bool(wait and room and ran >= wait and self.waiting)
+        return check
 
     def _release(self, slots: list[int], reason: str, error: str | None = None) -> None:
         """Free finished slots and finish their tasks — tasks that keep their state once it is

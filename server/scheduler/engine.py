@@ -376,8 +376,10 @@ class BatchEngine:
     @torch.no_grad()
     def pulse(self, steps: int, before_step=None) -> PulseResult:
         """Run up to ``steps`` decode steps for live slots; return what each produced.
-        ``before_step()`` runs on this thread before each step (the scheduler applies stop
-        requests there, so a stop takes effect within one step)."""
+        ``before_step(ran)`` runs on this thread before each step, ``ran`` the steps run so far
+        (the scheduler applies stop requests there, so a stop takes effect within one step); a
+        true result after at least one step ends the pulse there (requests waiting to be
+        admitted: ``cycle._pulse``)."""
         cap, dev = self.capacity, self.device
         out = torch.zeros(cap, steps, dtype=torch.long, device=dev)  # [cap, steps]
         valid = torch.zeros(cap, steps, dtype=torch.bool, device=dev)
@@ -396,8 +398,8 @@ class BatchEngine:
         applied, ran = None, 0
         probe = EndProbe(done, running) if running else None
         for s in range(steps):
-            if before_step is not None:
-                before_step()
+            if before_step is not None and before_step(ran) and ran:
+                break  # the scheduler has work for the pulse's end (arrivals to admit)
             if applied is not None and bool(applied[running].all()):
                 break  # the last step ended every row at a stop request: no more tokens come
             if probe is not None and probe.ended():
