@@ -252,3 +252,34 @@ def test_a_database_failing_under_a_request_is_a_500_naming_it(tiny_model_path, 
         assert r.status_code == 500, r.text
         detail = r.json()["detail"]
         assert store.path in detail and "malformed" in detail and "RWKV_TASK_DB_PATH" in detail
+
+
+def test_a_locked_database_under_a_request_is_a_503_to_retry(tiny_model_path, tmp_path):
+    """Another connection holding the write lock past the busy timeout (a backup, the import
+    command, a sqlite3 shell): ``as_template`` was a 500 advising to check the disk or point
+    RWKV_TASK_DB_PATH elsewhere (live: after 30 s). Now a 503 with Retry-After saying so; the
+    same request succeeds once the lock is gone."""
+    import httpx
+    from openai_helpers import LiveServer
+
+    from server.config import Settings
+
+    db = str(tmp_path / "tasks.db")
+    settings = Settings(model_path=tiny_model_path, demo=None, device="cpu", api_key=None,
+                        task_db_path=db, verbose=False)
+    with LiveServer(settings) as srv:
+        url = f"{srv.url}/v1/tasks"
+        tid = httpx.post(f"{url}/create", json={"prompt": "Hi", "max_tokens": 0},
+                         timeout=60).json()["task_id"]
+        srv.runtime.manager.flush()
+        srv.runtime.manager.store._db.execute("PRAGMA busy_timeout=200")
+        other = sqlite3.connect(db, isolation_level=None)
+        other.execute("BEGIN IMMEDIATE")
+        r = httpx.post(f"{url}/{tid}/as_template", timeout=30)
+        other.execute("ROLLBACK")
+        other.close()
+        assert r.status_code == 503 and r.headers["retry-after"] == "1", r.text
+        detail = r.json()["detail"]
+        assert db in detail and "locked" in detail and "retry" in detail
+        assert "Check the disk" not in detail
+        assert httpx.post(f"{url}/{tid}/as_template", timeout=30).status_code == 200

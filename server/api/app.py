@@ -35,7 +35,7 @@ from server.model.checkpoint import CheckpointError
 from server.model.state import State
 from server.scheduler.prefix_cache import state_nbytes
 from server.task.policy import TaskUnreadable
-from server.task.store import TaskStoreError, unusable
+from server.task.store import TaskStoreError, is_busy_error, unusable
 
 log = get_logger("api")
 
@@ -156,12 +156,16 @@ def _cache_health(sch) -> dict:
 
 async def _database_error(request: Request, exc: sqlite3.DatabaseError) -> Response:
     """The task database failed under a request (a file damaged while serving): a 500 naming
-    the file and what to do, not a bare "DatabaseError"."""
+    the file and what to do, not a bare "DatabaseError". Locked by another connection past the
+    busy timeout: a 503 with Retry-After (it was a 500 advising to check the disk)."""
     store = request.app.state.runtime.manager.store
     message = str(unusable(store.path, exc))
     log.error(f"{request.method} {request.url.path}: {message}")
-    body = error_body(request.url.path, 500, message, "database_error")
-    return Response(body, status_code=500, media_type="application/json")
+    busy = is_busy_error(exc)
+    status, code = (503, "database_locked") if busy else (500, "database_error")
+    body = error_body(request.url.path, status, message, code)
+    return Response(body, status_code=status, media_type="application/json",
+                    headers={"Retry-After": "1"} if busy else None)
 
 
 async def _unreadable_task(request: Request, exc: TaskUnreadable) -> Response:

@@ -41,6 +41,15 @@ class TaskStoreError(RuntimeError):
 COLUMNS = ("task_id", "is_template", "updated_at", "meta", "blob")
 
 
+def is_busy_error(e: BaseException) -> bool:
+    """SQLite's "database is locked" (SQLITE_BUSY/LOCKED): another connection held the lock
+    past the busy timeout; the file is fine and a retry can succeed."""
+    code = getattr(e, "sqlite_errorcode", None)
+    if code is not None:
+        return (code & 0xFF) in (5, 6)
+    return isinstance(e, sqlite3.OperationalError) and "is locked" in str(e)
+
+
 def unusable(path: str, e: sqlite3.Error) -> TaskStoreError:
     """The error for a database SQLite refused; the advice fits the cause: moving a healthy
     file aside on a full or read-only disk would lose its tasks (session 27's QA)."""
@@ -48,7 +57,10 @@ def unusable(path: str, e: sqlite3.Error) -> TaskStoreError:
     if path != ":memory:" and Path(path).is_dir():  # (SQLite says only "unable to open")
         return TaskStoreError(f"the task database {path} (RWKV_TASK_DB_PATH) is a directory; "
                               f"name a file in it (e.g. {Path(path) / 'rwkv_tasks.db'})")
-    if "malformed" in text or "not a database" in text:
+    if is_busy_error(e):  # (its advice was to check the disk or move to another file)
+        hint = ("Another connection holds its lock (a second server on this file, the state "
+                "import command, a backup, a sqlite3 shell); retry shortly")
+    elif "malformed" in text or "not a database" in text:
         hint = ("If it is damaged, restore it from a backup or move it aside (a new, empty one "
                 "is made); or point RWKV_TASK_DB_PATH elsewhere")
     else:  # full, read-only, unopenable, I/O: the disk or the path, not the file's content

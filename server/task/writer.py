@@ -20,21 +20,13 @@ from dataclasses import dataclass
 
 from server.logger import get_logger
 from server.task.serialize import Snapshot
-from server.task.store import TaskStore
+from server.task.store import TaskStore, is_busy_error
 from server.task.task import Task
 
 log = get_logger("task.writer")
 BUSY_RETRY_S = 120.0  # a write that found the database locked by another connection (the import
 # command, a backup, a sqlite3 shell) past its busy timeout is tried again for this long: failed
 # at once, a finished task evicted meanwhile was lost although the lock went a moment later
-
-
-def is_busy_error(e: BaseException) -> bool:
-    """SQLite's "database is locked" (SQLITE_BUSY/LOCKED): another connection holds the lock."""
-    code = getattr(e, "sqlite_errorcode", None)
-    if code is not None:
-        return (code & 0xFF) in (5, 6)
-    return isinstance(e, sqlite3.OperationalError) and "is locked" in str(e)
 
 
 @dataclass(eq=False)
