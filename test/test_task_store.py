@@ -47,6 +47,23 @@ def test_zero_state_and_statuses_round_trip():
         assert u.is_finished == (status == Status.FINISHED)
 
 
+def test_a_record_names_the_byte_order_it_was_written_in(monkeypatch):
+    """The blob holds the tensors' bytes as they lie in memory, but every record said
+    "little": on a big-endian machine (s390x) each task the server stored was refused by that
+    same server ("record is little-endian, this machine is big"). A record names the machine's
+    order now, and one of the other order is still refused."""
+    import sys
+
+    t = make_task(1)
+    monkeypatch.setattr(sys, "byteorder", "big")
+    meta, blob = encode_task(t)
+    assert json.loads(meta)["byteorder"] == "big"
+    assert same_task(decode_task(meta, blob), t)  # read back where it was written
+    monkeypatch.setattr(sys, "byteorder", "little")
+    with pytest.raises(RecordError, match="big-endian"):
+        decode_task(meta, blob)
+
+
 def test_stored_id_is_the_row_key():
     u = decode_task(*encode_task(make_task(1, "TASK_a")), task_id="_tpl")
     assert u.task_id == "_tpl" and u.is_template
