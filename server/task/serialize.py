@@ -2,8 +2,8 @@
 
 A record is ``(meta, blob)``. ``meta`` is a JSON object holding every scalar and token list of the
 task and, under ``"tensors"``, one entry per stored tensor ``{"name", "dtype", "shape", "offset",
-"nbytes"}``; ``blob`` is those tensors' bytes in the machine's order (``"byteorder"``: little on every
-usual machine; a record of the other order is refused), each at a 64-byte aligned offset.
+"nbytes"}``; ``blob`` is those tensors' bytes in the machine's order (``"byteorder"``: little
+on every usual machine; a record of the other order is refused), each at a 64-byte aligned offset.
 Stored tensors: ``shift`` ``[L, 2, 1, C]`` and ``wkv`` ``[L, 1, H, N, N]`` (the task's ``State``,
 absent for the zero state) and ``penalties`` ``[V]`` float32 (absent for all zeros). Loading only
 reads numbers and lists (``json``) and reinterprets bytes (``torch.frombuffer``): stored data can
