@@ -432,5 +432,9 @@ def test_states_of_a_pass_with_other_bits_per_row_are_not_kept(tiny_loader, monk
         return together, alone[0]
 
     _, plain_alone = runs(None)
-    _, cached_alone = runs(PrefixCache(64 << 20))
+    together, cached_alone = runs(PrefixCache(64 << 20))
     assert same_state(cached_alone.state, plain_alone.state)
+    # and marked so (``state_decoded``): their forks and templates keep nothing either (four
+    # share the pass; the fifth, past ``max_batch_size``, is fed alone)
+    assert [t.state_decoded for t in together] == [True] * 4 + [False]
+    assert not cached_alone.state_decoded

@@ -238,9 +238,9 @@ class Prefiller:
             self._keep_later(plan)
             first = self._feed(plan, mid)
             if self.align > 1 and not pass_keeps_bits(self.engine.model, len(plan)):
-                for *_, s, _ in plan:  # (its states until a jump replaces them: not kept)
-                    if s is not None:
-                        s.canonical = False
+                for _, task, s, _ in plan:  # (its states until a jump replaces them: not
+                    if s is not None:  # kept, nor those of its forks and templates)
+                        s.canonical, task.state_decoded = False, True
             for slot, task, s, _ in plan:
                 h = len(task.history)
                 if s is None or not s.canonical:
