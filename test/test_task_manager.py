@@ -448,6 +448,33 @@ def test_a_write_that_finds_the_database_locked_is_tried_again(db):
     tm.close()
 
 
+def test_lookups_are_not_held_up_by_a_write_waiting_for_a_lock(db):
+    """While another connection held the write lock, the writer waited for it for the whole
+    busy timeout (30 s) holding the store's one connection: every lookup that reached the
+    database waited as long (live: a 404 for an unknown id took 29 s, each time). The writer
+    waits in short tries now (``BUSY_TRY_S``), the connection free between them."""
+    import sqlite3
+
+    from server.task import writer
+
+    tm = manager(db, capacity=1)
+    other = sqlite3.connect(db, isolation_level=None, check_same_thread=False)
+    other.execute("BEGIN IMMEDIATE")  # holds the write lock
+    try:
+        tm.put_task("TASK_a", make_task(1))  # finished: its write waits for the lock
+        time.sleep(0.3)  # the writer is waiting now
+        t0 = time.monotonic()
+        assert tm.get_task("TASK_unknown") is None
+        waited = time.monotonic() - t0
+    finally:
+        other.execute("ROLLBACK")
+        other.close()
+    assert waited < writer.BUSY_TRY_S + 1.5, waited
+    tm.writer.flush()
+    assert tm.store.contains("TASK_a") and tm.writer.failures == 0
+    tm.close()
+
+
 def test_full_queue_blocks_and_loses_nothing(db):
     tm = manager(db, capacity=1, queue_size=1)
     done = threading.Event()

@@ -14,6 +14,7 @@ from __future__ import annotations
 import sqlite3
 import threading
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 SCHEMA_VERSION = 1
@@ -82,6 +83,7 @@ class TaskStore:
                 raise TaskStoreError(f"the task database {self.path} (RWKV_TASK_DB_PATH) "
                                      f"cannot be made: its folder: {e}") from None
         self._lock = threading.RLock()  # (reentrant: ``listing`` reads under one hold)
+        self.timeout = timeout
         try:
             self._db = sqlite3.connect(self.path, timeout=timeout, check_same_thread=False,
                                        isolation_level=None)  # autocommit; explicit transactions
@@ -135,6 +137,18 @@ class TaskStore:
             finally:
                 if durable:
                     self._db.execute("PRAGMA synchronous=NORMAL")
+
+    @contextmanager
+    def waiting(self, seconds: float):
+        """Hold the connection with a busy timeout of ``seconds`` (not ``timeout``): a caller
+        that tries again later (the writer) does not keep every reader waiting for it while
+        another connection holds the write lock (a lookup took the whole 30 s)."""
+        with self._lock:
+            self._db.execute(f"PRAGMA busy_timeout={max(0, int(seconds * 1000))}")
+            try:
+                yield self
+            finally:
+                self._db.execute(f"PRAGMA busy_timeout={int(self.timeout * 1000)}")
 
     def delete(self, task_id: str) -> bool:
         """Delete a row; True if there was one."""

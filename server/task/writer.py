@@ -24,9 +24,10 @@ from server.task.store import TaskStore, is_busy_error
 from server.task.task import Task
 
 log = get_logger("task.writer")
-BUSY_RETRY_S = 120.0  # a write that found the database locked by another connection (the import
-# command, a backup, a sqlite3 shell) past its busy timeout is tried again for this long: failed
-# at once, a finished task evicted meanwhile was lost although the lock went a moment later
+BUSY_TRY_S = 1.0  # a write waits this long for another connection's lock (the import command,
+BUSY_RETRY_S = 120.0  # a backup, a sqlite3 shell), the store free between tries, up to this
+# long in all. Failed at once, a finished task evicted meanwhile was lost although the lock went
+# a moment later; waiting the store's 30 s busy timeout, it held up every lookup as long
 
 
 @dataclass(eq=False)
@@ -123,19 +124,22 @@ class AsyncWriter:
 
     def _write(self, job: WriteJob) -> None:
         meta, blob = job.snap.encode()
-        deadline = time.monotonic() + BUSY_RETRY_S
+        deadline, warned = time.monotonic() + BUSY_RETRY_S, False
         while True:
             try:
                 return self._store(job, meta, blob)
             except sqlite3.OperationalError as e:  # (the locks are free between the tries)
                 if not is_busy_error(e) or time.monotonic() > deadline:
                     raise
-                log.warning(f"writing task {job.task_id}: {e}; trying again")
+                if not warned:
+                    log.warning(f"writing task {job.task_id}: {e}; trying again for up to "
+                                f"{BUSY_RETRY_S:.0f} s")
+                    warned = True
                 time.sleep(0.05)
 
     def _store(self, job: WriteJob, meta: str, blob: bytes) -> None:
         pruned = []
-        with self._db_lock:
+        with self._db_lock, self.store.waiting(BUSY_TRY_S):
             with self._tlock:
                 current = self._tickets.get(job.task_id) is job.ticket
             if not current:
