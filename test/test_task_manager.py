@@ -475,6 +475,35 @@ def test_lookups_are_not_held_up_by_a_write_waiting_for_a_lock(db):
     tm.close()
 
 
+def test_a_lock_that_stays_fails_a_backlog_in_one_retry_time(db, monkeypatch):
+    """A lock that does not go (a second server on the file): each queued write is tried for
+    BUSY_RETRY_S counted from the first locked write, not each for as long (a backlog of 200
+    would have kept a shutdown's flush waiting 200 times BUSY_RETRY_S)."""
+    import sqlite3
+
+    from server.task import writer
+
+    monkeypatch.setattr(writer, "BUSY_RETRY_S", 0.5)
+    monkeypatch.setattr(writer, "BUSY_TRY_S", 0.05)
+    tm = manager(db, capacity=1, queue_size=8)
+    other = sqlite3.connect(db, isolation_level=None, check_same_thread=False)
+    other.execute("BEGIN IMMEDIATE")
+    try:
+        t0 = time.monotonic()
+        for i in range(6):
+            tm.put_task(f"TASK_{i}", make_task(i))
+        tm.writer.flush()
+        took = time.monotonic() - t0
+    finally:
+        other.execute("ROLLBACK")
+        other.close()
+    assert tm.writer.failures == 6 and took < 2.0, took
+    tm.put_task("TASK_next", make_task(9))  # the lock went: written
+    tm.writer.flush()
+    assert tm.store.contains("TASK_next") and tm.writer.failures == 6
+    tm.close()
+
+
 def test_full_queue_blocks_and_loses_nothing(db):
     tm = manager(db, capacity=1, queue_size=1)
     done = threading.Event()

@@ -52,6 +52,7 @@ class AsyncWriter:
         self.max_db_size = max_db_size
         self.writes = 0  # rows written (for tests and stats)
         self.failures = 0
+        self._locked_since: float | None = None  # when writes began to find the database locked
         self._queue: queue.Queue = queue.Queue(maxsize=max(1, queue_size))
         self._tickets: dict[str, _Ticket] = {}
         self._tlock = threading.Lock()  # guards _tickets; never held while taking another lock
@@ -124,12 +125,19 @@ class AsyncWriter:
 
     def _write(self, job: WriteJob) -> None:
         meta, blob = job.snap.encode()
-        deadline, warned = time.monotonic() + BUSY_RETRY_S, False
+        warned = False
         while True:
             try:
-                return self._store(job, meta, blob)
+                self._store(job, meta, blob)
+                self._locked_since = None
+                return
             except sqlite3.OperationalError as e:  # (the locks are free between the tries)
-                if not is_busy_error(e) or time.monotonic() > deadline:
+                if not is_busy_error(e):
+                    raise
+                now = time.monotonic()  # (BUSY_RETRY_S counts from the first locked write
+                if self._locked_since is None:  # till one succeeds: a backlog of 200 under a
+                    self._locked_since = now   # lock that stays does not take 200 times it)
+                if now > self._locked_since + BUSY_RETRY_S:
                     raise
                 if not warned:
                     log.warning(f"writing task {job.task_id}: {e}; trying again for up to "
