@@ -438,3 +438,22 @@ def test_states_of_a_pass_with_other_bits_per_row_are_not_kept(tiny_loader, monk
     # share the pass; the fifth, past ``max_batch_size``, is fed alone)
     assert [t.state_decoded for t in together] == [True] * 4 + [False]
     assert not cached_alone.state_decoded
+
+
+def test_kept_logits_are_a_lone_pass_logits(tiny_loader):
+    """The logits kept with a whole prompt are those a pass of that prompt alone computes: the
+    same prompt sent again alone samples its first token from the bits an uncached lone run
+    has. A pass of several prompts gives each row the same state but other logits (the head's
+    product rounds by its row count), so a whole prompt fed with others is kept without them
+    (when its length is a multiple of ``align``) or not at all. Before the fix two prompts fed
+    together kept the batch's logits, and either sent again alone started from them."""
+    model = tiny_loader.model
+    prompts = [tiny_loader.encode(chat(i)) for i in (4, 5)]
+    cache = PrefixCache(64 << 20)
+    _together(tiny_loader, prompts, cache, max_tokens=1)
+    _together(tiny_loader, prompts[:1], cache, max_tokens=1)  # alone: kept with its logits
+    kept = [e for e in cache._lru.values() if e.logits is not None]
+    for e in kept:
+        logits = model.prefill([list(e.tokens)], model.new_state(1))
+        assert torch.equal(logits.reshape(-1), e.logits.reshape(-1))
+    assert [list(e.tokens) for e in kept] == [prompts[0]]

@@ -245,9 +245,13 @@ class Prefiller:
                 h = len(task.history)
                 if s is None or not s.canonical:
                     continue
-                if slot in first:  # the whole prompt, with its last token's logits
+                if slot in first:  # the whole prompt, with its last token's logits: only a
+                    # lone pass's (the head's product rounds by a pass's row count: the same
+                    # prompt alone would start from another batch's bits; without them it is
+                    # kept only at a multiple of align, for longer prompts)
+                    lone = len(plan) == 1 or self.align == 1
                     self._store(slot, s.origin, s.hashes, s.tokens, len(s.tokens),
-                                self.engine.first_logits(slot))
+                                self.engine.first_logits(slot) if lone else None)
                 elif h in s.points or h in s.later:  # (a budget cut may end a round on one)
                     self._store(slot, s.origin, s.hashes, s.tokens, h)
 
