@@ -411,6 +411,40 @@ def test_a_template_put_while_running_whose_write_fails_is_not_kept(db, monkeypa
     tm.close()
 
 
+def test_a_failed_template_write_whose_check_fails_too_keeps_the_writer(db, monkeypatch):
+    """A template put while busy whose write failed on a disk I/O error: the check whether its
+    row was stored anyway (``_forget_clean``, run by the writer thread) met the same error, and
+    it ended the writer thread: later writes were never done and a flush (a shutdown) waited
+    for ever. The template is dropped (its row unknown: not stored, as a rule) and the writer
+    goes on."""
+    import sqlite3
+
+    tm = manager(db)
+    t = make_task(1, status=Status.RUNNING)
+    tm.put_task("_late", t)
+
+    def io_error(*a, **k):
+        raise sqlite3.OperationalError("disk I/O error")
+
+    monkeypatch.setattr(tm.store, "put", io_error)
+    monkeypatch.setattr(tm.store, "contains", io_error)
+    t._finish("length")
+    done = threading.Thread(target=tm.writer.flush, daemon=True)
+    done.start()
+    done.join(10)
+    monkeypatch.undo()
+    assert tm.writer._thread.is_alive() and tm.writer.failures == 1
+    assert tm.get_task("_late") is None
+    tm.put_task("TASK_x", make_task(2))
+    tm.close_task("TASK_x")
+    done = threading.Thread(target=tm.writer.flush, daemon=True)
+    done.start()
+    done.join(10)
+    assert not done.is_alive(), "flush waited for a writer thread that had ended"
+    assert tm.store.contains("TASK_x")
+    tm.close()
+
+
 def test_delete_cancels_a_queued_write(db):
     tm = manager(db, capacity=1)
     with tm.writer._db_lock:  # hold the writer before it stores anything

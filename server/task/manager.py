@@ -25,6 +25,7 @@ database is not served (nor cached again).
 from __future__ import annotations
 
 import json
+import sqlite3
 import threading
 import weakref
 from collections import OrderedDict
@@ -450,10 +451,20 @@ class TaskManager:
                     self._evicted_clean.pop(held, None)
                 tpl = self._templates.get(tid)
                 if tpl is not None and tpl is self.writer.pending_task(tid) \
-                        and not self.store.contains(tid):  # (pending: not deleted meanwhile)
+                        and not self._stored(tid):  # (pending: not deleted meanwhile)
                     del self._templates[tid]
                     self._template_fit.pop(tid, None)
                     log.error(f"template {tid} was not stored: it is dropped")
+
+    def _stored(self, task_id: str) -> bool:
+        """Whether ``task_id`` has a row; False when the database cannot say (the error that
+        failed its write, as a rule: a disk I/O error). Raising, it ended the writer thread
+        (``_forget_clean`` runs there): later writes were never done, a flush waited for ever."""
+        try:
+            return self.store.contains(task_id)
+        except sqlite3.Error as e:
+            log.error(f"checking whether {task_id} was stored failed: {e}")
+            return False
 
 
 def _decode(meta, blob, task_id: str, **kw) -> Task:

@@ -116,8 +116,7 @@ class AsyncWriter:
             except Exception as e:  # a failed write is logged; the writer goes on
                 self.failures += 1
                 log.opt(exception=e).error(f"writing task {job.task_id} failed: {e}")
-                if self.on_lost is not None:
-                    self.on_lost([job.task_id])
+                self._lost([job.task_id])
             finally:
                 if job is not None:
                     self._done(job)
@@ -159,8 +158,17 @@ class AsyncWriter:
                 pruned = self.store.prune(self.max_db_size)
         if pruned:
             log.info(f"pruned {len(pruned)} oldest tasks (max {self.max_db_size})")
-            if self.on_lost is not None:
-                self.on_lost(pruned)
+            self._lost(pruned)
+
+    def _lost(self, task_ids: list[str]) -> None:
+        """Tell ``on_lost``; its error is logged: raised here, it ended this thread (a flush
+        then waited for ever) or counted a stored row as failed."""
+        if self.on_lost is None:
+            return
+        try:
+            self.on_lost(task_ids)
+        except Exception as e:
+            log.opt(exception=e).error(f"on_lost({task_ids[:4]}...) failed: {e}")
 
     def _done(self, job: WriteJob) -> None:
         with self._tlock:
