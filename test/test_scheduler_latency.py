@@ -175,3 +175,35 @@ def test_a_task_arriving_mid_pulse_ends_the_pulse_after_admit_wait_steps(tiny_lo
         t.stop()
     sched.run()
     assert all(t.status == Status.FINISHED for t in (first, second, third))
+
+
+def test_a_task_that_growth_failed_to_place_does_not_cut_pulses_short(tiny_loader,
+                                                                       monkeypatch):
+    """A task waiting because growing the capacity failed (out of memory: ``_admit`` goes on at
+    the capacity it has) cannot be admitted by ending the pulse: the next step's growth fails
+    again. Such a wait cut every pulse to ``admit_wait`` steps (4 of 32, plus a failed
+    allocation every 4 steps) for as long as the task waited."""
+    import torch
+
+    sched = DynamicScheduler(tiny_loader, max_batch_size=4, buffer_size=32)
+    real = sched.engine.resize
+
+    def resize(cap, keep):
+        if cap > 2:
+            raise torch.OutOfMemoryError("emulated: no memory for 4 slots")
+        return real(cap, keep)
+
+    monkeypatch.setattr(sched.engine, "resize", resize)
+    tasks = [sched.new_task("User: hi\n\nAssistant:", max_tokens=400, temperature=0)
+             for _ in range(2)]
+    while not sched.pulses or sched.pulses[-1]["steps"] < 32:
+        sched.step()
+    tasks.append(sched.new_task("User: late\n\nAssistant:", max_tokens=400, temperature=0))
+    last = sched.pulses[-1]["iter"]
+    for _ in range(3):
+        sched.step()
+    assert sched.capacity == 2 and len(sched.waiting) == 1
+    assert [p["steps"] for p in sched.pulses if p["iter"] > last] == [32, 32, 32]
+    for t in tasks:
+        t.stop()
+    sched.run()

@@ -101,6 +101,7 @@ class BaseScheduler(SlotCycle):
         # a task that arrives while others decode, and fits, waits at most this many decode
         # steps for the pulse to end and admit it (0: the whole pulse, up to buffer_size steps)
         self.admit_wait = ADMIT_WAIT_STEPS
+        self._grow_failed: int | None = None  # the capacity a growth last failed to leave
         self._last_info = 0.0  # when a pulse line was last logged at INFO
         self._stops: list[Task] = []  # stop requests not yet applied to slots (any thread appends)
         self._cv = threading.Condition()

@@ -56,9 +56,11 @@ class SlotCycle:
                 self.engine.write_params()
                 try:
                     self._resize(target, used)
+                    self._grow_failed = None
                 except Exception as e:  # (out of memory) the engine is as it was: admit into
                     # the slots there are; raising would fail the tasks in slots and leave the
                     # waiting ones waiting, every step again, forever
+                    self._grow_failed = self.capacity  # (no early pulse end for them: _pulse_check)
                     self.log.error(f"Growing capacity {self.capacity} -> {target} failed, "
                                    f"going on at {self.capacity}: {type(e).__name__}: {e}")
             free = [i for i, t in enumerate(self.slots) if t is None]
@@ -210,7 +212,10 @@ class SlotCycle:
         run ``admit_wait`` steps while a task waits that a slot (or a larger capacity) could
         take. Without it a task arriving mid-pulse waited for the rest of the pulse (up to
         ``buffer_size`` steps: ~80 ms at 2.9B on the H200, over a second on a CPU)."""
-        room = self.capacity < self.max_batch_size or any(t is None for t in self.slots)
+        # (not a larger capacity this step's growth failed to reach: the next step's fails
+        # too, and every pulse was cut to admit_wait steps while the task waited)
+        grow = self.capacity < self.max_batch_size and self._grow_failed != self.capacity
+        room = grow or any(t is None for t in self.slots)
         wait = self.admit_wait
 
         def check(ran: int) -> bool:
