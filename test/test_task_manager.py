@@ -538,6 +538,37 @@ def test_a_lock_that_stays_fails_a_backlog_in_one_retry_time(db, monkeypatch):
     tm.close()
 
 
+def test_a_later_lock_gets_its_own_retry_time(db, monkeypatch):
+    """A lock that stayed past BUSY_RETRY_S failed its writes; once the writer had nothing
+    left to write, the next lock (another backup, an hour later) is a new one: its write is
+    tried again for BUSY_RETRY_S. Before, the time counted from the old lock's first write
+    until a write succeeded, so the first write after it that found a lock failed at once
+    (one BUSY_TRY_S) and a finished task evicted meanwhile was lost."""
+    import sqlite3
+
+    from server.task import writer
+
+    monkeypatch.setattr(writer, "BUSY_RETRY_S", 0.5)
+    monkeypatch.setattr(writer, "BUSY_TRY_S", 0.05)
+    tm = manager(db, capacity=1)
+    other = sqlite3.connect(db, isolation_level=None, check_same_thread=False)
+    other.execute("BEGIN IMMEDIATE")
+    tm.put_task("TASK_a", make_task(1))
+    tm.writer.flush()  # failed: the lock stayed
+    other.execute("ROLLBACK")
+    assert tm.writer.failures == 1
+    time.sleep(0.6)  # idle, nothing to write
+    other.execute("BEGIN IMMEDIATE")  # another lock, released 0.2 s later
+    threading.Timer(0.2, lambda: other.execute("ROLLBACK")).start()
+    tm.put_task("TASK_b", make_task(2))
+    tm.writer.flush()
+    time.sleep(0.3)
+    other.close()
+    assert tm.writer.failures == 1 and tm.store.contains("TASK_b")
+    assert tm.store.contains("TASK_a")  # (written again when it was evicted)
+    tm.close()
+
+
 def test_full_queue_blocks_and_loses_nothing(db):
     tm = manager(db, capacity=1, queue_size=1)
     done = threading.Event()

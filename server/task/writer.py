@@ -108,6 +108,8 @@ class AsyncWriter:
     # ---- the thread ------------------------------------------------------------------------
     def _loop(self) -> None:
         while True:
+            if self._queue.empty():  # caught up: a lock the next write finds is a new one, with
+                self._locked_since = None  # its own BUSY_RETRY_S (not the end of an old one's)
             job = self._queue.get()
             try:
                 if job is None:
@@ -134,8 +136,9 @@ class AsyncWriter:
                 if not is_busy_error(e):
                     raise
                 now = time.monotonic()  # (BUSY_RETRY_S counts from the first locked write
-                if self._locked_since is None:  # till one succeeds: a backlog of 200 under a
-                    self._locked_since = now   # lock that stays does not take 200 times it)
+                if self._locked_since is None:  # till one succeeds or the queue is empty: a
+                    self._locked_since = now   # backlog of 200 under a lock that stays does
+                    # not take 200 times it)
                 if now > self._locked_since + BUSY_RETRY_S:
                     raise
                 if not warned:
