@@ -457,3 +457,31 @@ def test_kept_logits_are_a_lone_pass_logits(tiny_loader):
         logits = model.prefill([list(e.tokens)], model.new_state(1))
         assert torch.equal(logits.reshape(-1), e.logits.reshape(-1))
     assert [list(e.tokens) for e in kept] == [prompts[0]]
+
+
+def test_a_whole_prompt_kept_without_logits_gains_a_lone_pass_logits(tiny_loader):
+    """A whole prompt of a length ``align`` divides, first fed with another, is kept without
+    its logits (they are the batch's). The same prompt sent alone then resumes and feeds its
+    last chunk in a lone pass, whose logits are the right ones; they were not kept (the entry
+    was there already), so every later repeat fed that chunk again: a model call before its
+    first token where a prompt first seen alone needs none. The entry gains them now."""
+    model = tiny_loader.model
+    prompts = []
+    for i in range(40):
+        p = next((q for q in (tiny_loader.encode(chat(i) + " y" * k) for k in range(40))
+                  if len(q) % 32 == 0), None)
+        if p is not None and all(len(p) == len(q) for q in prompts):
+            prompts.append(p)
+        if len(prompts) == 2:
+            break
+    cache = PrefixCache(64 << 20)
+    _together(tiny_loader, prompts, cache, max_tokens=1)
+    _together(tiny_loader, prompts[:1], cache, max_tokens=1)  # resumes: a lone pass
+    again, sched = _together(tiny_loader, prompts[:1], cache, max_tokens=4)
+    assert sched.prefiller.prefilled_tokens == 0  # no model call before its first token
+    plain, _ = _together(tiny_loader, prompts[:1], None, max_tokens=4)
+    assert again[0].output == plain[0].output and same_state(again[0].state, plain[0].state)
+    kept = [e for e in cache._lru.values() if e.logits is not None]
+    assert [list(e.tokens) for e in kept] == [prompts[0]]
+    logits = model.prefill([prompts[0]], model.new_state(1))
+    assert torch.equal(logits.reshape(-1), kept[0].logits.reshape(-1))

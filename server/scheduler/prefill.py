@@ -588,9 +588,9 @@ class Prefiller:
         after ``tokens[:n]`` (with the logits after them, if given), unless it has it or could
         never resume it."""
         key = self.cache.key(origin, hashes, n)
-        if n < self.cache.min_tokens or self.cache.contains(key) or (
+        if n < self.cache.min_tokens or self.cache.contains(key, logits is not None) or (
                 n % self.align and logits is None):  # (never resumed: lookup's ``align``)
-            return
+            return  # (kept without logits, a whole prompt fed with others gains a lone pass's)
         self.cache.insert(key, tokens[:n], state(),
                           None if logits is None else logits.clone(), defer=True)
 

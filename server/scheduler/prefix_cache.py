@@ -192,9 +192,12 @@ class PrefixCache:
                     return n, entry.state, entry.logits
         return None
 
-    def contains(self, key: tuple) -> bool:
+    def contains(self, key: tuple, logits: bool = False) -> bool:
+        """``logits``: only an entry that has them, or could not keep them (host tier)."""
         with self._lock:
-            return key in self._lru
+            entry = self._lru.get(key)
+            return entry is not None and (not logits or entry.logits is not None
+                                          or not entry.hot)
 
     def key(self, origin: str, hashes: array, n: int) -> tuple:
         return (origin, n, hashes[n])
@@ -217,6 +220,13 @@ class PrefixCache:
             old = self._lru.get(key)
             if old is not None:
                 self._touch(old)
+                if logits is not None and old.logits is None and old.hot:  # (kept without
+                    # them first: a whole prompt fed with others; a lone pass brings them)
+                    extra = _nbytes(logits)
+                    old.logits, old.nbytes = logits, old.nbytes + extra
+                    self.bytes += extra
+                    self.hot_bytes += extra
+                    self._rebalance(over=self._defer(extra) if defer else 0)
                 return False
             entry = Entry(key, tokens, state, nbytes, hot, logits=logits)
             if not hot:
