@@ -71,3 +71,16 @@ def test_a_serving_app_hands_the_gil_over_at_its_setting(tiny_model_path, tmp_pa
     assert sys.getswitchinterval() == pytest.approx(1e-4)
     second.__exit__(None, None, None)
     assert sys.getswitchinterval() == before
+
+
+def test_the_admit_wait_setting_reaches_the_scheduler(tiny_model_path, tmp_path):
+    """RWKV_ADMIT_WAIT_STEPS is the serving scheduler's admit_wait (4 by default; 0: pulses
+    run out before a new request is admitted)."""
+    from server.api.app import create_app
+    from server.config import Settings
+
+    for extra, want in (({}, 4), ({"admit_wait_steps": 0}, 0)):
+        settings = Settings(model_path=tiny_model_path, demo=None, device="cpu", api_key=None,
+                            task_db_path=str(tmp_path / "t.db"), **extra)
+        with TestClient(create_app(settings)) as client:
+            assert client.app.state.runtime.scheduler.admit_wait == want

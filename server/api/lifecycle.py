@@ -114,6 +114,7 @@ def build_runtime(settings) -> Runtime:
                                  prefill_chunk=settings.prefill_chunk or None,  # (by device)
                                  max_queue=settings.max_queue,
                                  prefix_cache=make_prefix_cache(settings, loader))
+    scheduler.admit_wait = settings.admit_wait_steps
     if settings.warmup and loader.model.device.type == "cuda":
         warm_up(scheduler, settings.max_batch_size)
     scheduler.start_daemon()
