@@ -224,9 +224,7 @@ class PrefixCache:
                     # them first: a whole prompt fed with others; a lone pass brings them)
                     extra = _nbytes(logits)
                     old.logits, old.nbytes = logits, old.nbytes + extra
-                    self.bytes += extra
-                    self.hot_bytes += extra
-                    self._rebalance(over=self._defer(extra) if defer else 0)
+                    self._grow(extra, True, defer)
                 return False
             entry = Entry(key, tokens, state, nbytes, hot, logits=logits)
             if not hot:
@@ -234,12 +232,18 @@ class PrefixCache:
             self._lru[key] = entry
             if hot:
                 self._hot[key] = entry
-                self.hot_bytes += nbytes
-            self.bytes += nbytes
             insort(self._lengths.setdefault(origin, []), n)
             self.inserts += 1
-            self._rebalance(over=self._defer(nbytes) if defer else 0)
+            self._grow(nbytes, hot, defer)
         return True
+
+    def _grow(self, nbytes: int, hot: bool, defer: bool) -> None:
+        """(under the lock) ``nbytes`` more held, on the device tier if ``hot``; then the tiers
+        back within their budgets (``defer``: see ``insert``)."""
+        self.bytes += nbytes
+        if hot:
+            self.hot_bytes += nbytes
+        self._rebalance(over=self._defer(nbytes) if defer else 0)
 
     def settle(self) -> None:
         """Move what ``defer`` and hits left over the device tier's budget to the host."""
