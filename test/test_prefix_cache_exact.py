@@ -410,8 +410,6 @@ def test_states_of_a_pass_with_other_bits_per_row_are_not_kept(tiny_loader, monk
     such a pass computes are not kept: the same prompt sent again alone then ends in the bits
     of an uncached lone run. Before the fix its whole prompt was kept with its logits, and the
     lone request started from the batched pass's bits."""
-    import server.scheduler.prefill as prefill
-
     model = tiny_loader.model
     real = model.wkv_chunk
 
@@ -422,8 +420,7 @@ def test_states_of_a_pass_with_other_bits_per_row_are_not_kept(tiny_loader, monk
         return y
 
     monkeypatch.setattr(model, "wkv_chunk", batched_other_bits)
-    monkeypatch.setattr(prefill, "pass_keeps_bits", lambda model, rows: rows < 4,
-                        raising=False)
+    monkeypatch.setattr(model, "pass_keeps_bits", lambda rows: rows < 4)
     prompts = [tiny_loader.encode(chat(i)) for i in range(5)]
 
     def runs(cache):

@@ -151,6 +151,19 @@ class RWKV7:
         self.split_invariant = on
         self.wkv_step, self.wkv_chunk = _wkv_functions(self.device, self.wkv_impl, on)
 
+    def pass_keeps_bits(self, rows: int) -> bool:
+        """Whether a prefill pass of ``rows`` prompts gives each the bits a pass of its own gives
+        it. Not on CUDA past ``#SMs / H`` rows: the Triton WKV then takes the token loop
+        (``kernels.prefer_chunked``), which rounds otherwise than the chunked form a lone prompt
+        takes (the prefix cache keeps no state of such a pass: a later lone request would start
+        from bits an uncached run of it does not have)."""
+        from server.model import kernels
+
+        chunk = self.wkv_chunk
+        if rows <= 1 or getattr(chunk, "func", chunk) is not kernels.wkv_chunk:
+            return True
+        return kernels.prefer_chunked(rows, 64, self.cfg.n_head, self.device, True)
+
     def _products_keep_rows(self) -> bool:
         """Whether this model's prefill products give a row the same bits at every row count,
         in the form chosen for them (``row_invariance``: the fused path's residual products on

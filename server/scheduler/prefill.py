@@ -78,7 +78,6 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from server.logger import get_logger
-from server.model import kernels
 from server.model.cuda_graph import MID_POINTS
 from server.model.tokenizer import common_prefix_length
 from server.scheduler.prefix_cache import PrefixCache, common_prefix, prefix_hashes
@@ -92,18 +91,6 @@ WARM_TOKENS = 2048  # the longest feed a next-turn prefix may take from its cach
 WARM_DELAY_S = 0.05  # a serving scheduler's next-turn prefix waits this long after its reply
 IN_FLIGHT = 128  # tasks in flight a new sequence is compared with (the most recent)
 log = get_logger(__name__)
-
-
-def pass_keeps_bits(model, rows: int) -> bool:
-    """Whether a prefill pass of ``rows`` prompts gives each the bits a pass of its own gives
-    it. Not on CUDA past ``#SMs / H`` rows: the Triton WKV then takes the token loop
-    (``kernels.prefer_chunked``), which rounds otherwise than the chunked form a lone prompt
-    takes; a state such a pass computes is not kept (a later lone request would start from
-    bits an uncached run of it does not have)."""
-    chunk = getattr(model, "wkv_chunk", None)
-    if rows <= 1 or getattr(chunk, "func", chunk) is not kernels.wkv_chunk:
-        return True
-    return kernels.prefer_chunked(rows, 64, model.cfg.n_head, model.device, True)
 
 
 @dataclass(eq=False)
@@ -237,7 +224,7 @@ class Prefiller:
             mid = self._export_points(plan)
             self._keep_later(plan)
             first = self._feed(plan, mid)
-            if self.align > 1 and not pass_keeps_bits(self.engine.model, len(plan)):
+            if self.align > 1 and not self.engine.model.pass_keeps_bits(len(plan)):
                 for _, task, s, _ in plan:  # (its states until a jump replaces them: not
                     if s is not None:  # kept, nor those of its forks and templates)
                         s.canonical, task.state_decoded = False, True
