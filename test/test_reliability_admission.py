@@ -70,12 +70,40 @@ def _history(http, tid: str) -> list[int]:
 def test_full_queue_is_503_with_retry_after_and_leaves_nothing(http):
     wait_idle(http)
     done = http.post("/v1/tasks/create", json=task_body(2)).json()["task_id"]
-    _wait(http, lambda h: h["active"] == 0 and h["queue"] == 0)
+    # its own status, not /health: the slot is free (active 0) while its state is still on its
+    # way home, and it is finished only then (the CI's 2-core machine read it in between)
+    _wait(http, lambda h: http.get(f"/v1/tasks/{done}/status").json()["status"] == 3)
     result, history = http.get(f"/v1/tasks/{done}/get_result").json(), _history(http, done)
     running = http.post("/v1/tasks/create", json=task_body(LONG)).json()["task_id"]
+    waiting: list[str] = []
+    try:
+        _full_queue_refusals(http, done, result, history, running, waiting)
+    finally:  # stopped whatever happened: left running, they made the next tests' requests 503
+        for tid in (running, *waiting):
+            http.post(f"/v1/tasks/{tid}/stop")
+    assert _wait(http, lambda h: h["active"] == 0 and h["queue"] == 0) < 2
+    assert http.post("/v1/chat/completions", json=chat_body(2)).status_code == 200
+    # more choices than the slots and the queue hold: a 400 naming n, not "busy" on an idle
+    # server (session 22: a 503 the SDKs retry, saying tasks were waiting); n=3 fits since
+    # session 23 (one slot and two waiting places)
+    for body in (chat_body(2, n=4), {"prompt": ["a", "b", "c", "d"], "max_tokens": 2}):
+        path = "/v1/chat/completions" if "messages" in body else "/v1/completions"
+        r = http.post(path, json=body)
+        assert r.status_code == 400 and r.json()["error"]["param"] == "n", r.text
+        assert "RWKV_MAX_QUEUE=2" in r.json()["error"]["message"]
+    assert http.post(f"/v1/tasks/{done}/continue", json={"prompt": [7777],
+                                                         "max_tokens": 0}).status_code == 200
+    _wait(http, lambda h: http.get(f"/v1/tasks/{done}/status").json()["status"] == 3)
+    assert _history(http, done).count(7777) == history.count(7777) + 1
+
+
+def _full_queue_refusals(http, done: str, result: dict, history: list[int], running: str,
+                         waiting: list[str]) -> None:
+    """With ``running`` in the slot, fill the queue (into ``waiting``) and check each route's
+    refusal, and that refused continues and forks leave ``done`` as it was."""
     _wait(http, lambda h: h["active"] == 1)
-    waiting = [http.post("/v1/tasks/create", json=task_body(LONG)).json()["task_id"]
-               for _ in range(2)]
+    for _ in range(2):
+        waiting.append(http.post("/v1/tasks/create", json=task_body(LONG)).json()["task_id"])
     _wait(http, lambda h: h["queue"] == 2)
     template_mode = http.post("/v1/tasks/create", json=task_body(0))
     _busy(template_mode, "tasks")  # a prefill-only task needs a place in the queue too
@@ -96,22 +124,6 @@ def test_full_queue_is_503_with_retry_after_and_leaves_nothing(http):
     assert _history(http, done) == history
     h = http.get("/health").json()
     assert (h["active"], h["queue"]) == (1, 2)
-    for tid in (running, *waiting):
-        http.post(f"/v1/tasks/{tid}/stop")
-    assert _wait(http, lambda h: h["active"] == 0 and h["queue"] == 0) < 2
-    assert http.post("/v1/chat/completions", json=chat_body(2)).status_code == 200
-    # more choices than the slots and the queue hold: a 400 naming n, not "busy" on an idle
-    # server (session 22: a 503 the SDKs retry, saying tasks were waiting); n=3 fits since
-    # session 23 (one slot and two waiting places)
-    for body in (chat_body(2, n=4), {"prompt": ["a", "b", "c", "d"], "max_tokens": 2}):
-        path = "/v1/chat/completions" if "messages" in body else "/v1/completions"
-        r = http.post(path, json=body)
-        assert r.status_code == 400 and r.json()["error"]["param"] == "n", r.text
-        assert "RWKV_MAX_QUEUE=2" in r.json()["error"]["message"]
-    assert http.post(f"/v1/tasks/{done}/continue", json={"prompt": [7777],
-                                                         "max_tokens": 0}).status_code == 200
-    _wait(http, lambda h: h["active"] == 0 and h["queue"] == 0)
-    assert _history(http, done).count(7777) == history.count(7777) + 1
 
 
 # ---- clients that leave -------------------------------------------------------------------------
