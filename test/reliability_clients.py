@@ -110,11 +110,12 @@ async def watch_health(client: httpx.AsyncClient, seen: list[dict], stop: asynci
 
 
 def wait_idle(http: httpx.Client, timeout: float = 20.0) -> dict:
-    """Poll ``/health`` until no task is in a slot or queued and capacity is back to 1."""
+    """Poll ``/health`` until no task is in a slot, queued or finishing (its state on its way
+    home) and capacity is back to 1."""
     deadline = time.monotonic() + timeout
     while True:
         h = http.get("/health").json()
-        if (h["active"] == 0 and h["queue"] == 0 and h["capacity"] == 1) \
+        if (h["active"] == h["queue"] == h["finishing"] == 0 and h["capacity"] == 1) \
                 or time.monotonic() > deadline:
             return h
         time.sleep(0.02)

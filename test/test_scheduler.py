@@ -552,9 +552,12 @@ def test_copy_back_does_not_stall_the_batch(tiny_loader, held_copyback):
         time.sleep(0.01)
     assert len(long.output) >= 20  # generation went on while short's copy was held up
     assert len(short.output) == 2 and short.status == Status.RUNNING and short.state is None
+    # out of its slot, not finished: /health's "finishing", not its "active"
+    assert scheduler.num_finishing == 1 and scheduler.num_active == 1
     held_copyback.set()
     worker.join(20)
     assert not worker.is_alive() and short.status == Status.FINISHED
+    assert scheduler.num_finishing == 0
     assert short.state is not None and short.rng_counter == 2
     assert long.status == Status.FINISHED and long.state is not None
 

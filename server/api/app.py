@@ -127,6 +127,7 @@ def _health(request: Request) -> dict:
         "max_batch_size": sch.max_batch_size,
         "active": sch.num_active,
         "queue": sch.num_waiting,
+        "finishing": sch.num_finishing,  # out of the slots, state on its way home
         # without the key (when one is set) no cache figures: they reveal others' prompts
         **({"prefix_cache": _cache_health(sch)}
            if getattr(request.state, "authorized", True) else {}),

@@ -275,6 +275,12 @@ class BaseScheduler(SlotCycle):
         return sum(t is not None for t in self.slots)
 
     @property
+    def num_finishing(self) -> int:
+        """Tasks out of their slots whose state is still on its way home (the copy-back):
+        finished once it is there (a few ms; not counted in ``num_active``)."""
+        return self.engine.copyback.tasks
+
+    @property
     def num_waiting(self) -> int:
         """Tasks waiting for a slot, those ``_admit`` is placing included (off the queue, not
         yet in a slot: /health showed neither queued nor active then)."""

@@ -152,6 +152,7 @@ class CopyBack:
         self.stats = [0, 0.0]  # tasks copied back, seconds the copy-back thread spent
         self._queue: queue.Queue = queue.Queue()
         self._pending = 0  # groups queued or being copied
+        self._tasks = 0  # their tasks: out of their slots, not yet finished
         self._in_flight = 0  # bytes gathered and not yet copied home
         self._cv = threading.Condition()
         self._thread: threading.Thread | None = None
@@ -180,6 +181,7 @@ class CopyBack:
     def _put(self, g, tasks, then, size: int, error: str | None) -> None:
         with self._cv:
             self._pending += 1
+            self._tasks += len(tasks)
             self._in_flight += size
             self._queue.put((g, tasks, then, size, error))
             if self._thread is None:
@@ -190,6 +192,11 @@ class CopyBack:
     @property
     def busy(self) -> bool:
         return self._pending > 0
+
+    @property
+    def tasks(self) -> int:
+        """Tasks whose state is on its way home: out of their slots, finished once it is."""
+        return self._tasks
 
     @property
     def on_thread(self) -> bool:
@@ -212,12 +219,14 @@ class CopyBack:
                         self._thread = None
                         return
                 continue
+            n = len(item[1])
             try:
                 self._complete(*item)
             finally:
                 del item
                 with self._cv:
                     self._pending -= 1
+                    self._tasks -= n
                     self._cv.notify_all()
 
     def _complete(self, g, tasks, then, size: int, error: str | None) -> None:
