@@ -35,7 +35,7 @@ from server.task.policy import (TaskNotFound, TaskUnreadable, TemplateExists, Te
                                 TooManyTemplates, is_busy, is_template_id, is_temporary_id,
                                 model_mismatch, same_content, signature, stored_mismatch)
 from server.task.serialize import TaskBusy, decode_task, snapshot
-from server.task.store import DuplicateTaskId, TaskStore
+from server.task.store import DuplicateTaskId, TaskStore, TaskStoreError
 from server.task.task import Status, Task, new_task_id
 from server.task.writer import AsyncWriter, WriteJob
 
@@ -288,14 +288,25 @@ class TaskManager:
         self._submit([j for j in jobs if j])
         self.writer.flush()
 
+    def store_status(self) -> dict:
+        """For ``/health``: whether the database takes writes, and the tasks it refused (kept
+        in memory and tried again: ``AsyncWriter``)."""
+        unsaved = self.writer.unsaved
+        return {"ok": not unsaved, "unsaved": len(unsaved), "error": self.writer.last_error}
+
     def close(self) -> None:
-        """Flush, stop the writer thread and close the database (idempotent)."""
+        """Flush, stop the writer thread and close the database (idempotent). Tasks the
+        database still refuses are logged as lost (``writer.unsaved`` keeps their ids)."""
         if self._closed:
             return
         self._closed = True
         self.flush()
         self.writer.close()
-        self.store.close()
+        try:
+            self.store.close()
+        except TaskStoreError as e:  # (a full disk at the last checkpoint: the rows are in
+            log.error(f"closing the task database: {e}")  # its WAL, read back at the next
+            # start; a traceback here ended the shutdown before "Shutdown complete")
 
     # ---- internals ------------------------------------------------------------------------
     def _pin_locked(self, task_id: str) -> None:
@@ -440,9 +451,10 @@ class TaskManager:
             self.writer.submit(job)
 
     def _forget_clean(self, task_ids: list[str]) -> None:
-        """Rows failed to write or were pruned: tasks still in memory are written again. A
-        template whose write failed (put while busy, written when it finished) is not kept, as
-        ``_put_template`` does: it was served from memory until a restart lost it."""
+        """Rows pruned, or writes failed for a reason not the database's (a record that cannot
+        be encoded; those the database refuses the writer keeps and retries): tasks still in
+        memory are written again. Such a template (put while busy, written when it finished) is
+        not kept, as ``_put_template`` does: it was served from memory until a restart lost it."""
         with self._lock:
             for tid in task_ids:
                 self._clean.pop(tid, None)

@@ -8,6 +8,13 @@ Each task id with writes queued has a *ticket*; ``delete`` retires the ticket, s
 before a delete are skipped instead of resurrecting the row. Until its writes are done the task is
 still reachable through ``pending_task`` (the manager serves reads from it, not from a stale row).
 After each write the oldest non-template rows beyond ``max_db_size`` are pruned.
+
+A write the database refuses (a full disk, an I/O error, a lock held past ``BUSY_RETRY_S``) is
+kept, its task with it (still served through ``pending_task``), and tried again every
+``RETRY_FAILED_S`` until it lands, a newer write of the task lands, or the task is deleted;
+``close`` tries once more and reports what stays unsaved (``unsaved``). Failures are logged as one
+line, then once a ``LOG_EVERY_S`` while they last. Before, the task was dropped: an evicted one
+was gone although its create had been answered (session 31's QA, a full disk).
 """
 
 from __future__ import annotations
@@ -28,6 +35,8 @@ BUSY_TRY_S = 1.0  # a write waits this long for another connection's lock (the i
 BUSY_RETRY_S = 120.0  # a backup, a sqlite3 shell), the store free between tries, up to this
 # long in all. Failed at once, a finished task evicted meanwhile was lost although the lock went
 # a moment later; waiting the store's 30 s busy timeout, it held up every lookup as long
+RETRY_FAILED_S = 5.0  # a refused write is tried again this often
+LOG_EVERY_S = 60.0  # while writes keep failing, one line this often (not one per write)
 
 
 @dataclass(eq=False)
@@ -42,6 +51,8 @@ class WriteJob:
     ticket: _Ticket
     snap: Snapshot
     template: bool
+    seq: int = 0  # the order of prepare (a newer write of the id supersedes a failed one)
+    encoded: tuple | None = None  # (meta, blob), kept for a retry
 
 
 class AsyncWriter:
@@ -55,6 +66,11 @@ class AsyncWriter:
         self._locked_since: float | None = None  # when writes began to find the database locked
         self._queue: queue.Queue = queue.Queue(maxsize=max(1, queue_size))
         self._tickets: dict[str, _Ticket] = {}
+        self._failed: dict[str, WriteJob] = {}  # id -> its newest refused write (under _tlock)
+        self._seq = 0
+        self._retry_at = 0.0
+        self.last_error: str | None = None  # the last refusal, while writes are unsaved
+        self._logged_at = -LOG_EVERY_S
         self._tlock = threading.Lock()  # guards _tickets; never held while taking another lock
         self._db_lock = threading.Lock()  # orders "is the ticket current? write" against deletes
         self._thread = threading.Thread(target=self._loop, name="rwkv-task-writer", daemon=True)
@@ -69,7 +85,9 @@ class AsyncWriter:
                 ticket = self._tickets[task_id] = _Ticket(task)
             ticket.task = task
             ticket.pending += 1
-        return WriteJob(task_id, ticket, snap, template)
+            self._seq += 1
+            seq = self._seq
+        return WriteJob(task_id, ticket, snap, template, seq)
 
     def submit(self, job: WriteJob) -> None:
         """Queue a prepared write; blocks while the queue is full."""
@@ -89,10 +107,17 @@ class AsyncWriter:
             write(task_id, meta, blob, is_template=template, durable=template)
             self.writes += 1
 
+    @property
+    def unsaved(self) -> list[str]:
+        """Ids whose last write the database refused (kept, tried again)."""
+        with self._tlock:
+            return list(self._failed)
+
     def delete(self, task_id: str) -> bool:
         """Skip queued writes of ``task_id`` and delete its row; True if a row was deleted."""
         with self._tlock:
             self._tickets.pop(task_id, None)
+            self._failed.pop(task_id, None)
         with self._db_lock:
             return self.store.delete(task_id)
 
@@ -101,20 +126,34 @@ class AsyncWriter:
         self._queue.join()
 
     def close(self) -> None:
+        """Finish the queued writes, try the refused ones once more, stop the thread; what is
+        still unsaved then is logged (and left in ``unsaved``)."""
         if self._thread.is_alive():
             self._queue.put(None)
             self._thread.join()
+        unsaved = self.unsaved
+        if unsaved:
+            log.error(f"{len(unsaved)} tasks could not be saved to {self.store.path} and are "
+                      f"lost with this process: {', '.join(unsaved[:8])}"
+                      f"{' ...' if len(unsaved) > 8 else ''} ({self.last_error})")
 
     # ---- the thread ------------------------------------------------------------------------
     def _loop(self) -> None:
         while True:
             if self._queue.empty():  # caught up: a lock the next write finds is a new one, with
                 self._locked_since = None  # its own BUSY_RETRY_S (not the end of an old one's)
-            job = self._queue.get()
+            try:
+                job = self._queue.get(timeout=RETRY_FAILED_S if self._failed else None)
+            except queue.Empty:
+                self._retry_failed()
+                continue
             try:
                 if job is None:
+                    self._retry_failed(last=True)
                     return
                 self._write(job)
+            except _Refused as e:  # kept and tried again; its ticket stays (still served)
+                job = self._keep(job, e.__cause__)
             except Exception as e:  # a failed write is logged; the writer goes on
                 self.failures += 1
                 log.opt(exception=e).error(f"writing task {job.task_id} failed: {e}")
@@ -123,24 +162,28 @@ class AsyncWriter:
                 if job is not None:
                     self._done(job)
                 self._queue.task_done()
+            if self._failed and time.monotonic() >= self._retry_at:
+                self._retry_failed()
 
     def _write(self, job: WriteJob) -> None:
-        meta, blob = job.snap.encode()
+        meta, blob = job.encoded = job.snap.encode()
         warned = False
         while True:
             try:
                 self._store(job, meta, blob)
                 self._locked_since = None
+                self._settle(job)
+                self._retry_at = 0.0  # the database takes writes: the refused ones now
                 return
-            except sqlite3.OperationalError as e:  # (the locks are free between the tries)
+            except sqlite3.Error as e:  # (the locks are free between the tries)
                 if not is_busy_error(e):
-                    raise
+                    raise _Refused() from e  # full, read-only, I/O: the disk, not the task
                 now = time.monotonic()  # (BUSY_RETRY_S counts from the first locked write
                 if self._locked_since is None:  # till one succeeds or the queue is empty: a
                     self._locked_since = now   # backlog of 200 under a lock that stays does
                     # not take 200 times it)
                 if now > self._locked_since + BUSY_RETRY_S:
-                    raise
+                    raise _Refused() from e
                 if not warned:
                     log.warning(f"writing task {job.task_id}: {e}; trying again for up to "
                                 f"{BUSY_RETRY_S:.0f} s")
@@ -163,6 +206,69 @@ class AsyncWriter:
             log.info(f"pruned {len(pruned)} oldest tasks (max {self.max_db_size})")
             self._lost(pruned)
 
+    # ---- refused writes ------------------------------------------------------------------
+    def _keep(self, job: WriteJob, e: BaseException) -> WriteJob | None:
+        """The database refused ``job``: keep it for a retry unless it is void (deleted, or a
+        newer refused write of its id is kept). Returns the job now done with, if any."""
+        self.failures += 1
+        with self._tlock:
+            old = self._failed.get(job.task_id)
+            if self._tickets.get(job.task_id) is not job.ticket or (old and old.seq > job.seq):
+                drop = job
+            else:
+                self._failed[job.task_id], drop = job, old
+            self.last_error = f"{type(e).__name__}: {e}"
+        self._retry_at = time.monotonic() + RETRY_FAILED_S
+        self._log_failing(f"writing task {job.task_id} failed")
+        return drop
+
+    def _settle(self, job: WriteJob) -> None:
+        """``job`` is written (or void: deleted): a refused write of its id it supersedes is
+        done with (not ``job`` itself: its caller finishes it)."""
+        with self._tlock:
+            old = self._failed.get(job.task_id)
+            if old is not None and old.seq <= job.seq:
+                del self._failed[job.task_id]
+            else:
+                old = None
+            if not self._failed:
+                self.last_error = None
+        if old is not None and old is not job:
+            self._done(old)
+
+    def _retry_failed(self, last: bool = False) -> None:
+        """Try the refused writes again, oldest first, until the database refuses one."""
+        with self._tlock:
+            jobs = sorted(self._failed.values(), key=lambda j: j.seq)
+        for job in jobs:
+            try:
+                self._store(job, *job.encoded)
+            except sqlite3.Error as e:
+                self.last_error = f"{type(e).__name__}: {e}"
+                self._retry_at = time.monotonic() + RETRY_FAILED_S
+                if not last:
+                    self._log_failing("saving tasks still fails")
+                return
+            except Exception as e:  # (not the database's: a retry cannot help)
+                log.opt(exception=e).error(f"writing task {job.task_id} failed: {e}")
+                self._lost([job.task_id])
+            self._settle(job)  # (out of _failed)
+            self._done(job)
+        if jobs:
+            log.info(f"the task database {self.store.path} takes writes again: {len(jobs)} "
+                     "kept tasks saved")
+            self._logged_at = -LOG_EVERY_S
+
+    def _log_failing(self, what: str) -> None:
+        """One line, then one a LOG_EVERY_S while writes keep failing."""
+        now = time.monotonic()
+        if now - self._logged_at < LOG_EVERY_S:
+            return
+        self._logged_at = now
+        log.error(f"{what}: {self.last_error}; {len(self._failed)} tasks not yet saved to "
+                  f"{self.store.path}, kept in memory and tried again every "
+                  f"{RETRY_FAILED_S:g} s")
+
     def _lost(self, task_ids: list[str]) -> None:
         """Tell ``on_lost``; its error is logged: raised here, it ended this thread (a flush
         then waited for ever) or counted a stored row as failed."""
@@ -178,3 +284,7 @@ class AsyncWriter:
             job.ticket.pending -= 1
             if job.ticket.pending <= 0 and self._tickets.get(job.task_id) is job.ticket:
                 del self._tickets[job.task_id]
+
+
+class _Refused(Exception):
+    """The database refused a write (its cause: the sqlite3 error); the job is kept."""
