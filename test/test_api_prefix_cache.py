@@ -139,9 +139,14 @@ def test_task_api_results_equal_without_cache(on, off, route, sampling):
 
 def test_streamed_reply_is_warmed_for_the_next_turn(on, tiny_tokenizer):
     """A streamed chat reply (as Open WebUI or LobeChat read it) is computed for the next turn
-    too: that turn prefills only its new message."""
-    messages = [{"role": "system", "content": "Streaming system prompt, long enough. " * 12},
+    too: that turn prefills only its new message. (15 repeats: the history with the reply, 135
+    tokens, reaches a multiple of ``align``, 128, at which the prompt's own pass kept no state,
+    so the next turn resumes from the warm-up's; with 12, the history's multiple was one the
+    prompt's pass had kept: the warm-up had nothing to compute, and the test waited 10 s for
+    it.)"""
+    messages = [{"role": "system", "content": "Streaming system prompt, long enough. " * 15},
                 {"role": "user", "content": "Stream me a short answer, please."}]
+    warm = cache(on)["warm_tokens"]
     body = {"model": "rwkv-7", "messages": messages, "max_tokens": 12, "stream": True, **GREEDY}
     with on.stream("POST", "/v1/chat/completions", json=body) as r:
         assert r.status_code == 200
@@ -153,7 +158,8 @@ def test_streamed_reply_is_warmed_for_the_next_turn(on, tiny_tokenizer):
     history = tiny_tokenizer.encode(history_text(messages[:-1]))
     tokens = tiny_tokenizer.encode(build_chat_prompt(messages, think=False))
     assert tokens[:len(history)] == history
-    before = after_warm(on, cache(on)["warm_tokens"] + 1)
+    before = after_warm(on, warm + 1)
+    assert before["warm_tokens"] > warm  # the streamed reply's history was computed after it
     chat(on, messages, max_tokens=4, **GREEDY)
     resumed = len(history) - len(history) % before["align"]
     assert cache(on)["prefilled_tokens"] - before["prefilled_tokens"] == len(tokens) - resumed

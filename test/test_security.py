@@ -256,47 +256,73 @@ def _closed_within(sock: socket.socket, seconds: float, trickle: bytes = b"") ->
     return False
 
 
+def _each_on_its_own_connection(addr, checks: dict) -> None:
+    """Run each ``check(sock)`` on a connection of its own, all at once (a thread each: the
+    server's deadlines are per connection, and one after another the checks waited ~10 s);
+    a failing check's error is raised with its name."""
+    def run(check):
+        with socket.create_connection(addr) as sock:
+            check(sock)
+
+    with ThreadPoolExecutor(len(checks)) as pool:
+        futures = {name: pool.submit(run, check) for name, check in checks.items()}
+    for name, future in futures.items():
+        if (err := future.exception()) is not None:
+            raise AssertionError(f"{name}: {err!r}") from err
+
+
 def test_connections_without_a_request_head_are_closed(limited):
     """A connection that sent nothing, or sends its headers a byte at a time, was held for ever:
     20,000 of them (no API key needed) took every file descriptor and nobody else got in."""
     addr = ("127.0.0.1", limited.port)
-    with socket.create_connection(addr) as idle, socket.create_connection(addr) as slow:
-        assert _closed_within(idle, HEADER_TIMEOUT_S + 3)
-        assert _closed_within(slow, HEADER_TIMEOUT_S + 3,
-                              b"GET /health HTTP/1.1\r\nHost: x\r\nX-Pad: " + b"a" * 1000)
-    with socket.create_connection(addr) as keep:  # after a reply: the same deadline again
-        keep.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
-        keep.settimeout(10)
-        assert keep.recv(65536).startswith(b"HTTP/1.1 200")
-        assert _closed_within(keep, HEADER_TIMEOUT_S + 3, b"GET /health HTTP/1.1\r\n" + b"X" * 1000)
     head = (b"POST /v1/tasks/tmp HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
             b"Content-Length: 1000\r\n\r\n")
-    with socket.create_connection(addr) as stalled:
-        stalled.sendall(head + b'{"prompt": ')  # then nothing: it was held for ever (session 22)
-        assert _closed_within(stalled, HEADER_TIMEOUT_S + 3)
-    with socket.create_connection(addr) as slow_body:
+
+    def idle(sock):
+        assert _closed_within(sock, HEADER_TIMEOUT_S + 3)
+
+    def slow(sock):
+        assert _closed_within(sock, HEADER_TIMEOUT_S + 3,
+                              b"GET /health HTTP/1.1\r\nHost: x\r\nX-Pad: " + b"a" * 1000)
+
+    def keep(sock):  # after a reply: the same deadline again
+        sock.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+        sock.settimeout(10)
+        assert sock.recv(65536).startswith(b"HTTP/1.1 200")
+        assert _closed_within(sock, HEADER_TIMEOUT_S + 3, b"GET /health HTTP/1.1\r\n" + b"X" * 1000)
+
+    def stalled(sock):
+        sock.sendall(head + b'{"prompt": ')  # then nothing: it was held for ever (session 22)
+        assert _closed_within(sock, HEADER_TIMEOUT_S + 3)
+
+    def slow_body(sock):
         # a body trickled a byte at a time (10 bytes/s) was held for ever, however slow (20,000
         # of them took every file descriptor; session 26's QA): under MIN_BODY_RATE on average,
         # it is closed once the head's deadline has passed
-        slow_body.sendall(head)
-        assert _closed_within(slow_body, HEADER_TIMEOUT_S + 3, b" " * 100)
-    with socket.create_connection(addr) as steady:  # a body at 2,000 bytes/s is not cut
-        steady.sendall(b"POST /v1/tasks/tmp HTTP/1.1\r\nHost: x\r\nContent-Type: "
-                       b"application/json\r\nContent-Length: 100000\r\n\r\n")
-        steady.settimeout(0.1)
+        sock.sendall(head)
+        assert _closed_within(sock, HEADER_TIMEOUT_S + 3, b" " * 100)
+
+    def steady(sock):  # a body at 1,000 bytes/s (200 every 0.2 s) is not cut
+        sock.sendall(b"POST /v1/tasks/tmp HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                     b"application/json\r\nContent-Length: 100000\r\n\r\n")
+        sock.settimeout(0.1)
         start = time.monotonic()
         while time.monotonic() - start < HEADER_TIMEOUT_S + 2:
-            steady.sendall(b" " * 200)
+            sock.sendall(b" " * 200)
             time.sleep(0.1)
             try:
-                assert steady.recv(65536) != b"", "a body at 2,000 bytes/s was cut"
+                assert sock.recv(65536) != b"", "a body at 1,000 bytes/s was cut"
             except socket.timeout:
                 pass
-    with socket.create_connection(addr) as stream:  # a reply longer than the deadline goes on
+
+    def stream(sock):  # a reply longer than the deadline goes on
         body = b'{"prompt": "hi", "max_tokens": 40000, "stream": true}'
-        stream.sendall(b"POST /v1/tasks/tmp HTTP/1.1\r\nHost: x\r\nContent-Type: "
-                       b"application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
-        assert not _closed_within(stream, HEADER_TIMEOUT_S + 2)
+        sock.sendall(b"POST /v1/tasks/tmp HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                     b"application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+        assert not _closed_within(sock, HEADER_TIMEOUT_S + 2)
+
+    _each_on_its_own_connection(addr, {f.__name__: f for f in (
+        idle, slow, keep, stalled, slow_body, steady, stream)})
     assert httpx.get(limited.url + "/health", timeout=10).status_code == 200
 
 
