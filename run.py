@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import signal
 import socket
@@ -95,7 +96,7 @@ def main(argv=None) -> None:
         log.error(f"RWKV_MODEL_PATH / --model: {settings.model_path} is a directory; name the "
                   "checkpoint file in it (an RWKV-7 .pth)")
         sys.exit(2)
-    elif not os.path.isfile(settings.model_path):
+    elif not os.path.isfile(settings.model_path) and not _search_denied(settings.model_path):
         from server.model.checkpoint import WHERE_MODELS_COME_FROM
 
         log.error(f"Model file not found: {settings.model_path}. {WHERE_MODELS_COME_FROM}. "
@@ -122,12 +123,49 @@ def main(argv=None) -> None:
                             timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
                             http=with_header_timeout(settings.header_timeout_s))
     server = DrainingServer(config, on_exit=app.state.drain.begin)
+    logging.getLogger("uvicorn.error").addFilter(QuietOperatorError(app))
     try:  # as uvicorn.run: Ctrl-C comes back as KeyboardInterrupt once the server has stopped
         server.run()
     except KeyboardInterrupt:
         pass
-    if not server.started:  # the start failed (logged): uvicorn.run's exit status
-        sys.exit(3)
+    except SystemExit:  # uvicorn's status (3) for any failed start
+        if _startup_exit_code(app) is None:
+            raise
+    if not server.started:  # the start failed (logged): the operator's error is 2, as the
+        # checks above; uvicorn's status for anything else
+        sys.exit(_startup_exit_code(app) or 3)
+
+
+def _startup_exit_code(app) -> int | None:
+    """The exit status the app's start-up recorded for an error of the operator's (a bad
+    checkpoint found while the model loads: its lifespan logged the one line); None if none."""
+    return getattr(app.state, "startup_exit_code", None)
+
+
+class QuietOperatorError(logging.Filter):
+    """Drops uvicorn's error lines about a start-up that failed on the operator's error, once
+    the app's lifespan has logged the error's one line (and recorded ``startup_exit_code``):
+    the error's traceback, which starlette hands uvicorn as the failure's text, and
+    "Application startup failed. Exiting.". Any other failure (a bug) keeps its traceback."""
+
+    def __init__(self, app):
+        super().__init__()
+        self.app = app
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.levelno < logging.ERROR or _startup_exit_code(self.app) is None
+
+
+def _search_denied(path: str) -> bool:
+    """True if ``path`` cannot be looked at for want of permission (a folder above it that this
+    user may not search): not "not found"; load_checkpoint says permission denied."""
+    try:
+        os.stat(path)
+    except PermissionError:
+        return True
+    except OSError:
+        pass
+    return False
 
 
 def check_task_db(path: str, log) -> None:

@@ -5,6 +5,7 @@ environment variables. Bad values fail at start-up with a message naming the var
 """
 
 import re
+import sys
 from pathlib import Path
 from typing import Literal
 
@@ -110,6 +111,14 @@ class Settings(BaseSettings):
             raise ValueError("must be auto, cpu, cuda or cuda:N")  # was a start-up traceback)
         return v
 
+    @field_validator("host")
+    @classmethod
+    def _check_host(cls, v: str) -> str:
+        if not v.strip():  # (uvicorn took it: "Uvicorn running on http://:8000"; session 31)
+            raise ValueError("is empty (--host): name the address to listen on (0.0.0.0: every "
+                             "interface, 127.0.0.1: this machine only)")
+        return v
+
     @field_validator("prefill_chunk", mode="before")
     @classmethod
     def _auto_chunk(cls, v):
@@ -162,8 +171,19 @@ def unknown_variables(environ) -> list[str]:
     return notes
 
 
+class InvalidConfiguration(SystemExit):
+    """Bad settings: ``str()`` is the message naming each variable; the exit status is 2, as
+    for the server's other start-up errors (a SystemExit with a message exits 1: it did, a QA
+    report, session 31). Python prints no message for a status: whoever lets it end the
+    process prints it first (the import of ``settings`` below does)."""
+
+    def __init__(self, message: str):
+        super().__init__(message)
+        self.code = 2
+
+
 def load_settings() -> Settings:
-    """Read the settings, turning a validation error into a message naming the variables."""
+    """Read the settings; InvalidConfiguration names the variables with bad values."""
     from pydantic import ValidationError
 
     try:
@@ -171,7 +191,11 @@ def load_settings() -> Settings:
     except ValidationError as e:
         lines = [f"RWKV_{'_'.join(map(str, err['loc'])).upper()}: {err['msg']}" if err["loc"]
                  else err["msg"] for err in e.errors()]  # (no loc: a check of several)
-        raise SystemExit("Invalid configuration:\n  " + "\n  ".join(lines)) from None
+        raise InvalidConfiguration("Invalid configuration:\n  " + "\n  ".join(lines)) from None
 
 
-settings = load_settings()
+try:
+    settings = load_settings()
+except InvalidConfiguration as e:  # ends the importing process with status 2: said here
+    print(e, file=sys.stderr)
+    raise

@@ -17,6 +17,33 @@ from server.logger import get_logger
 log = get_logger("api")
 
 
+class StartupError(RuntimeError):
+    """A start-up that a setting must change for (the warm-up out of GPU memory): the message
+    says which. The operator's error, not a bug: one line, no traceback (``operator_error``)."""
+
+
+EXIT_OPERATOR_ERROR = 2  # run.py's status for every start-up error of the operator's
+
+
+def operator_error(e: BaseException) -> str | None:
+    """The one line to log for an error of the operator's found while building the runtime (a
+    bad checkpoint, an unusable task database, settings that do not fit the GPU): its message
+    says what is wrong and what to do, and a traceback would bury it. None for anything else
+    (a bug: its traceback is logged)."""
+    from server.model.checkpoint import CheckpointError, is_out_of_memory, load_error_text
+    from server.task.store import TaskStoreError
+
+    if isinstance(e, CheckpointError):  # says what is wrong and where models come from
+        return f"Cannot load the model: {e}"
+    if isinstance(e, (TaskStoreError, StartupError)):  # names the file or the settings
+        return f"Cannot start: {e}"
+    if is_out_of_memory(e):  # the model (with its slots and cache) does not fit the device
+        return (f"Cannot start: out of memory loading the model ({load_error_text(e)}): use a "
+                "smaller model, RWKV_DTYPE=bf16 or fp16, a smaller RWKV_MAX_BATCH_SIZE or "
+                "RWKV_STATE_CACHE_MB, or another RWKV_DEVICE")
+    return None
+
+
 def demo_state_dict(preset: str, device) -> dict:
     """Random weights of ``preset`` in the published layout (bf16, on the CPU as a loaded
     checkpoint's are), drawn on ``device`` one tensor at a time: on a GPU the 2.9B preset takes
@@ -94,7 +121,7 @@ def warm_up(scheduler, max_batch_size: int) -> None:
     try:
         caps = scheduler.engine.capture_graphs(max_batch_size)
     except torch.OutOfMemoryError as e:
-        raise RuntimeError(
+        raise StartupError(
             f"warm-up ran out of GPU memory holding {max_batch_size} slots and capturing their "
             "graphs: lower RWKV_MAX_BATCH_SIZE (or RWKV_STATE_DTYPE=fp16), or set "
             "RWKV_WARMUP=false to allocate on demand") from e

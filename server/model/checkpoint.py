@@ -226,6 +226,39 @@ def _torch_load(path: Path) -> object:
     return torch.load(path, map_location="cpu", weights_only=True)
 
 
+PERMISSION_DENIED = ("cannot read {path}: permission denied (make the file, and the folders "
+                     "above it, readable by the user the server runs as)")
+
+
+def looks_like_safetensors(path: Path) -> bool:
+    """Whether the file starts as a safetensors file does: an 8-byte little-endian header
+    length, then the header's JSON (``{``)."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(9)
+    except OSError:
+        return False
+    return len(head) == 9 and head[8:] == b"{" and 2 <= int.from_bytes(head[:8], "little") \
+        <= path.stat().st_size - 8
+
+
+def _unreadable(path: Path, e: Exception) -> str:
+    """Why torch.load could not read ``path`` (a CheckpointError's message). Not "corrupt"
+    where the file was never read (no permission: a QA report, session 31) or is another
+    format: a safetensors file was called corrupt, with torch's advice to install safetensors,
+    though this server reads .pth files only."""
+    if isinstance(e, PermissionError):
+        return PERMISSION_DENIED.format(path=path)
+    if isinstance(e, OSError) and e.errno is not None:  # an I/O error, not the file's content
+        return f"cannot read {path}: {load_error_text(e)}"
+    if looks_like_safetensors(path):
+        return (f"{path} looks like a safetensors file; this server reads RWKV-7 .pth "
+                "checkpoints (torch.save state dicts), not safetensors: torch.save its "
+                f"tensors as a .pth, or get the .pth. {WHERE_MODELS_COME_FROM}")
+    return (f"cannot read {path} as a PyTorch checkpoint (corrupt, or not a state dict of "
+            f"tensors): {load_error_text(e)}")
+
+
 def load_error_text(e: Exception) -> str:
     """The informative line of a torch.load error. A weights-only refusal starts with advice to
     load the file with ``weights_only=False`` (code execution: never passed on) and gives its
@@ -266,6 +299,12 @@ def load_checkpoint(path) -> tuple[dict[str, torch.Tensor], ModelConfig]:
     """Load an RWKV-7 `.pth` state dict (bf16/fp16/fp32) and read its ModelConfig from the shapes.
     Tensors stay on the CPU in the file's dtype (memory-mapped where possible)."""
     path = Path(path)
+    try:
+        path.stat()
+    except PermissionError:  # a folder above it that may not be searched: not "does not exist"
+        raise CheckpointError(PERMISSION_DENIED.format(path=path)) from None
+    except OSError:
+        pass
     if not path.is_file():
         what = "is a directory, not a checkpoint file" if path.is_dir() else "does not exist"
         raise CheckpointError(f"model file {path} {what}. {WHERE_MODELS_COME_FROM}")
@@ -279,8 +318,7 @@ def load_checkpoint(path) -> tuple[dict[str, torch.Tensor], ModelConfig]:
                                   f"{load_error_text(e)}") from e
         if not is_load_error(e):
             raise
-        raise CheckpointError(f"cannot read {path} as a PyTorch checkpoint (corrupt, or not a "
-                              f"state dict of tensors): {load_error_text(e)}") from e
+        raise CheckpointError(_unreadable(path, e)) from e
     sd, removed = unwrap_keys(sd)
     if removed:
         from server.logger import get_logger
