@@ -121,8 +121,11 @@ def _health(request: Request) -> dict:
     rt = request.app.state.runtime
     sch = rt.scheduler
     thread = getattr(sch, "_thread", None)
+    store = rt.manager.store_status()
     return {
-        "status": "ok",
+        # "degraded": the task database refuses writes (a full disk, say): tasks are kept in
+        # memory and written when it takes them again (lost if the process ends first)
+        "status": "ok" if store["ok"] else "degraded",
         "model": rt.loader.name,
         "loaded": True,
         "demo": bool(rt.settings.demo),
@@ -132,6 +135,7 @@ def _health(request: Request) -> dict:
         "active": sch.num_active,
         "queue": sch.num_waiting,
         "finishing": sch.num_finishing,  # out of the slots, state on its way home
+        "task_store": store,
         # without the key (when one is set) no cache figures: they reveal others' prompts
         **({"prefix_cache": _cache_health(sch)}
            if getattr(request.state, "authorized", True) else {}),

@@ -1,0 +1,48 @@
+"""``/health`` while the task database refuses writes (a full disk): "degraded", the tasks kept in
+memory named by count and the database's error, and back to "ok" once the writes land; the
+tasks' results are served all along (session 31's QA: a full disk was invisible to monitoring,
+and tasks evicted meanwhile were lost)."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+
+from fastapi.testclient import TestClient
+
+
+def _until(cond, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.02)
+
+
+def test_health_reports_a_database_that_refuses_writes(tiny_model_path, tmp_path, monkeypatch):
+    from server.api.app import create_app
+    from server.config import Settings
+    from server.task import writer
+
+    monkeypatch.setattr(writer, "RETRY_FAILED_S", 0.05)
+    settings = Settings(model_path=tiny_model_path, demo=None, device="cpu", api_key=None,
+                        task_db_path=str(tmp_path / "t.db"))
+    with TestClient(create_app(settings)) as client:
+        assert client.get("/health").json()["task_store"] == {"ok": True, "unsaved": 0,
+                                                              "error": None}
+        store = client.app.state.runtime.manager.store
+        real = store.put
+
+        def full(*a, **k):
+            raise sqlite3.OperationalError("database or disk is full")
+
+        monkeypatch.setattr(store, "put", full)
+        body = {"prompt": "User: hi\n\nAssistant:", "max_tokens": 3, "temperature": 0}
+        tid = client.post("/v1/tasks/create", json=body).json()["task_id"]
+        _until(lambda: client.get("/health").json()["status"] == "degraded")
+        h = client.get("/health").json()
+        assert h["task_store"]["unsaved"] == 1 and "disk is full" in h["task_store"]["error"]
+        assert client.get(f"/v1/tasks/{tid}/get_result").json()["finished"] is True
+        monkeypatch.setattr(store, "put", real)
+        _until(lambda: client.get("/health").json()["status"] == "ok")
+        assert client.get("/health").json()["task_store"]["unsaved"] == 0
+        assert store.contains(tid)
