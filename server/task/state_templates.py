@@ -118,8 +118,10 @@ def main(argv=None) -> int:
     exp.add_argument("out")
     args = ap.parse_args(argv)
     from server.task.manager import TaskManager, TemplateExists
+    from server.task.store import beside_a_server
 
-    manager = TaskManager()
+    with beside_a_server():  # (a running server's lock does not refuse it: see the docstring)
+        manager = TaskManager()
     try:
         if args.cmd == "import":
             task = import_state(args.file, args.name, manager, layout=args.layout)

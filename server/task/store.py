@@ -7,17 +7,36 @@ loss can take the last commits back); writes made with ``durable=True`` (templat
 ``synchronous=FULL`` and survive that too. A file left by a killed process opens normally (SQLite
 replays or discards its WAL). One connection guarded by a lock serves all threads. A file made
 here has ``auto_vacuum=INCREMENTAL``: deleted and pruned rows give their pages back (``_reclaim``).
+
+Opening checks the file before writing anything to it: another program's database (tables, none
+named ``tasks``), another ``tasks`` table or another schema version is refused unchanged. One
+process at a time holds a file: an exclusive ``flock`` on ``<file>.lock`` (holding its pid), shared
+by the stores of that process and released by the last one's ``close()`` (or by the OS when the
+process ends, a ``kill -9`` too); a second server is refused at start (``beside_a_server``: a short
+command, the state import, that runs beside one).
 """
 
 from __future__ import annotations
 
+import contextvars
+import os
 import sqlite3
 import threading
 import time
+import weakref
 from contextlib import contextmanager
 from pathlib import Path
 
+from server.logger import get_logger
+
+try:
+    import fcntl
+except ImportError:  # (Windows: no guard against a second server)
+    fcntl = None
+
+log = get_logger("task.store")
 SCHEMA_VERSION = 1
+WAIT_NOTICE_S = 0.5  # a lock held at opening this long is logged, then waited for up to timeout
 RECLAIM_PAGES = 1024  # free pages (4 KiB) a file may keep whatever its size
 _TABLE = """
 CREATE TABLE IF NOT EXISTS tasks (
@@ -40,6 +59,97 @@ class TaskStoreError(RuntimeError):
 
 
 COLUMNS = ("task_id", "is_template", "updated_at", "meta", "blob")
+_ELSEWHERE = ("point RWKV_TASK_DB_PATH elsewhere, or move the file aside (a new database is "
+              "made at its path)")
+
+
+class NotOurs(sqlite3.DatabaseError):
+    """A file whose content is not this server's (another program's tables, another ``tasks``
+    table, another schema version): found before anything is written to it; ``hint`` says
+    what to do (the disk is fine: session 31's QA)."""
+
+    def __init__(self, problem: str, hint: str):
+        super().__init__(problem)
+        self.hint = hint
+
+
+# ---- one process per file ------------------------------------------------------------------
+_held: dict[str, list] = {}  # lock file (real path) -> [its fd holding the flock, stores on it]
+_held_lock = threading.Lock()
+_beside = contextvars.ContextVar("beside_a_server", default=False)
+
+
+@contextmanager
+def beside_a_server():
+    """Stores opened in this block take no lock, and a server's lock does not refuse them: a
+    short command that runs beside a server on its file (the state import: a new template row,
+    which the server reads at its next lookup). Not for anything that keeps tasks in memory."""
+    token = _beside.set(True)
+    try:
+        yield
+    finally:
+        _beside.reset(token)
+
+
+def _claim(db_path: str) -> str | None:
+    """Hold ``<db_path>.lock`` for this process (an exclusive ``flock``, the pid written in it);
+    its key for ``_release``, None where there is nothing to hold (``:memory:``, no ``fcntl``,
+    a folder where no lock file can be made: SQLite then says what is wrong). A second store
+    of this process on the file shares the hold (counted): the SDK beside an in-process
+    server, a test reading a manager's rows. ``TaskStoreError`` if another process holds it."""
+    if fcntl is None or db_path == ":memory:" or _beside.get():
+        return None
+    key = os.path.realpath(db_path) + ".lock"  # (one lock for every link to the file)
+    with _held_lock:
+        if key in _held:  # (never a second fd: where flock is emulated by POSIX locks (NFS),
+            _held[key][1] += 1  # closing it would drop the process's lock)
+            return key
+        try:
+            fd = os.open(key, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError:
+            try:  # (a lock file another user made: read-only suffices for flock)
+                fd = os.open(key, os.O_RDONLY)
+            except OSError:
+                return None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            pid = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+            os.close(fd)
+            holder = f"pid {pid}" if pid.isdigit() else f"see {key}"
+            raise TaskStoreError(
+                f"the task database {db_path} (RWKV_TASK_DB_PATH) is in use by another server "
+                f"({holder}; or a script using the SDK on it): two on one file overwrite each "
+                "other's tasks. Stop that one first, or point RWKV_TASK_DB_PATH elsewhere"
+            ) from None
+        except OSError:  # (a file system without locks: no guard)
+            os.close(fd)
+            return None
+        try:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        except OSError:  # (opened read-only: the message then names the lock file)
+            pass
+        _held[key] = [fd, 1]
+        return key
+
+
+def _nothing() -> None:
+    pass
+
+
+def _release(key: str | None) -> None:
+    """One store of this process is done with the file; the last one's release unlocks it."""
+    if key is None:
+        return
+    with _held_lock:
+        hold = _held.get(key)
+        if hold is None:
+            return
+        hold[1] -= 1
+        if hold[1] <= 0:
+            del _held[key]
+            os.close(hold[0])  # (the flock goes with the file's last descriptor)
 
 
 def is_busy_error(e: BaseException) -> bool:
@@ -55,6 +165,9 @@ def unusable(path: str, e: sqlite3.Error) -> TaskStoreError:
     """The error for a database SQLite refused; the advice fits the cause: moving a healthy
     file aside on a full or read-only disk would lose its tasks (session 27's QA)."""
     text = str(e).lower()
+    if isinstance(e, NotOurs):  # its content, not the disk: the file was left unchanged
+        return TaskStoreError(f"the task database {path} (RWKV_TASK_DB_PATH) cannot be used: "
+                              f"{e}. {e.hint}")
     if path != ":memory:" and Path(path).is_dir():  # (SQLite says only "unable to open")
         return TaskStoreError(f"the task database {path} (RWKV_TASK_DB_PATH) is a directory; "
                               f"name a file in it (e.g. {Path(path) / 'rwkv_tasks.db'})")
@@ -84,33 +197,73 @@ class TaskStore:
                                      f"cannot be made: its folder: {e}") from None
         self._lock = threading.RLock()  # (reentrant: ``listing`` reads under one hold)
         self.timeout = timeout
+        self._db = None
+        self._claim: str | None = None
+        self._release = _nothing  # (a finalizer once the lock is held: a store never closed)
         try:
-            self._db = sqlite3.connect(self.path, timeout=timeout, check_same_thread=False,
+            self._db = sqlite3.connect(self.path, timeout=min(timeout, WAIT_NOTICE_S),
+                                       check_same_thread=False,
                                        isolation_level=None)  # autocommit; explicit transactions
-            # before anything is written: a newer server's file, or another program's that set
-            # its version, was given this server's table and version 1 (session 25's QA)
-            found = self._db.execute("PRAGMA user_version").fetchone()[0]
-            if found not in (0, SCHEMA_VERSION):  # a newer server's, or another program's
-                raise sqlite3.DatabaseError(f"its schema version is {found}; this server reads "
-                                            f"version {SCHEMA_VERSION}")
-            if not self._db.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchone():
-                # a new file: deleted rows' pages can be given back (``_reclaim``); set before
-                # its first table, the only time it can be without rewriting the file
-                self._db.execute("PRAGMA auto_vacuum=INCREMENTAL")
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=NORMAL")
-            self._db.execute(f"PRAGMA journal_size_limit={64 << 20}")  # WAL shrinks back
-            self._db.execute(_TABLE)
-            have = tuple(r[1] for r in self._db.execute("PRAGMA table_info(tasks)"))
-            if have != COLUMNS:  # another program's "tasks" table
-                raise sqlite3.DatabaseError(f"its tasks table has the columns {have}, not "
-                                            f"{COLUMNS}")
-            self._db.execute(_INDEX)
-            self._db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
-        except sqlite3.Error as e:  # (not a database, damaged, a directory, read-only, ...)
-            if getattr(self, "_db", None) is not None:
+            try:
+                self._open()
+            except sqlite3.Error as e:  # another connection's lock: say so, then wait for it
+                if not is_busy_error(e) or timeout <= WAIT_NOTICE_S:
+                    raise
+                log.warning(f"the task database {self.path} is locked by another connection "
+                            f"(a backup, a sqlite3 shell, the state import); waiting up to "
+                            f"{timeout:g} s")
+                self._db.execute(f"PRAGMA busy_timeout={int(timeout * 1000)}")
+                self._open()
+            self._db.execute(f"PRAGMA busy_timeout={int(timeout * 1000)}")
+        except BaseException as e:  # (not a database, damaged, a directory, read-only, ...)
+            if self._db is not None:
                 self._db.close()
-            raise unusable(self.path, e) from None
+                self._db = None
+            self._release()
+            if isinstance(e, sqlite3.Error):
+                raise unusable(self.path, e) from None
+            raise
+
+    def _open(self) -> None:
+        """Check the file, hold it, then make or update its table (run again after a wait)."""
+        db = self._db
+        # read only, before anything is written: another program's file was given this
+        # server's table, version 1 and WAL mode for good (sessions 25 and 31's QA)
+        found = db.execute("PRAGMA user_version").fetchone()[0]
+        if found not in (0, SCHEMA_VERSION):  # a newer server's, or another program's
+            raise NotOurs(f"its schema version is {found}; this server reads version "
+                          f"{SCHEMA_VERSION}", "It is another version's file (a newer "
+                          "server's) or another program's: run the version that made it, or "
+                          + _ELSEWHERE)
+        names = [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type IN "
+                                          "('table', 'view') AND name NOT LIKE 'sqlite~_%' "
+                                          "ESCAPE '~' ORDER BY name")]
+        if names and "tasks" not in names:
+            shown = ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
+            raise NotOurs(f"it has no tasks table but other tables ({shown}): it looks like "
+                          "another program's database (it was left unchanged)",
+                          "Point RWKV_TASK_DB_PATH at a file of this server's own (a missing "
+                          "or empty file is made into one)")
+        if names:
+            have = tuple(r[1] for r in db.execute("PRAGMA table_info(tasks)"))
+            if have != COLUMNS:  # another program's "tasks" table, or another version's
+                raise NotOurs(f"its tasks table has the columns {have}, not {COLUMNS}",
+                              "It is another program's file or another version's: "
+                              + _ELSEWHERE)
+        if self._claim is None:  # before the first write: a second server is refused here
+            self._claim = _claim(self.path)
+            if self._claim is not None:
+                self._release = weakref.finalize(self, _release, self._claim)
+        if not db.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchone():
+            # a new file: deleted rows' pages can be given back (``_reclaim``); set before
+            # its first table, the only time it can be without rewriting the file
+            db.execute("PRAGMA auto_vacuum=INCREMENTAL")
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=NORMAL")
+        db.execute(f"PRAGMA journal_size_limit={64 << 20}")  # WAL shrinks back
+        db.execute(_TABLE)
+        db.execute(_INDEX)
+        db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
 
     # ---- writing -------------------------------------------------------------------------
     def put(self, task_id: str, meta: str, blob: bytes | None, is_template: bool = False,
@@ -269,3 +422,4 @@ class TaskStore:
             finally:
                 self._db.close()
                 self._db = None
+                self._release()  # (after the connection: the file is this process's until then)
