@@ -222,7 +222,7 @@ def test_locustfile_headless_against_stub(tmp_path):
     try:
         cmd = [sys.executable, "-m", "locust", "-f", str(ROOT / "test" / "locustfile.py"),
                "--host", f"http://127.0.0.1:{server.server_port}", "--headless", "-u", "2",
-               "-r", "2", "--run-time", "2s", "--csv", str(tmp_path / "perf"), "--only-summary"]
+               "-r", "2", "--run-time", "5s", "--csv", str(tmp_path / "perf"), "--only-summary"]
         out = subprocess.run(cmd, capture_output=True, text=True, timeout=90,
                              env={**os.environ, "RWKV_LOCUST_MAX_TOKENS": "5"})
     finally:
