@@ -54,6 +54,30 @@ class LiveServer:
 
 
 @pytest.fixture(scope="module")
+def server(tiny_model_path, tmp_path_factory):
+    """For modules that import it (with ``script``): a ``LiveServer`` on the tiny checkpoint
+    (CPU, its own database, no API key, direct chat answers), one per module."""
+    from server.config import Settings
+
+    settings = Settings(model_path=tiny_model_path, demo=None, device="cpu",
+                        task_db_path=str(tmp_path_factory.mktemp("db") / "tasks.db"),
+                        api_key=None, chat_think=False, verbose=False)
+    with LiveServer(settings) as srv:
+        yield srv
+
+
+@pytest.fixture
+def script(server, tiny_loader, monkeypatch):
+    """``script(text, **kw)``: the next OpenAI requests' tasks all produce ``text``
+    (``ScriptedScheduler``; the Task API keeps the real scheduler)."""
+    def install(text: str, **kw) -> ScriptedScheduler:
+        fake = ScriptedScheduler(tiny_loader, text, **kw)
+        monkeypatch.setattr(server.runtime, "scheduler", fake)
+        return fake
+    return install
+
+
+@pytest.fixture(scope="module")
 def sdk(server):
     """The official client on the module's ``server`` (no retries: errors surface at once)."""
     return openai.OpenAI(base_url=server.url + "/v1", api_key="sk-local", max_retries=0, timeout=60)

@@ -6,12 +6,10 @@ another thread); everything else — routes, splitter, SSE — is the real serve
 """
 
 import json
-import threading
-import time
 
 import openai
 import pytest
-from openai_helpers import (LiveServer, ScriptedScheduler, http, sdk,  # noqa: F401 (fixtures)
+from openai_helpers import (LiveServer, http, script, sdk, server,  # noqa: F401 (fixtures)
                             stream_chunks)
 
 MSGS = [{"role": "user", "content": "Weather in Paris?"}]
@@ -19,27 +17,6 @@ TOOLS = [{"type": "function", "function": {
     "name": "get_weather", "description": "Current weather of a city",
     "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}]
 CALL = '<tool_call>{"name": "get_weather", "arguments": {"city": "Paris"}}</tool_call>'
-
-
-@pytest.fixture(scope="module")
-def server(tiny_model_path, tmp_path_factory):
-    from server.config import Settings
-
-    settings = Settings(model_path=tiny_model_path, demo=None, device="cpu",
-                        task_db_path=str(tmp_path_factory.mktemp("db") / "tasks.db"),
-                        api_key=None, chat_think=False, verbose=False)
-    with LiveServer(settings) as srv:
-        yield srv
-
-
-@pytest.fixture
-def script(server, tiny_loader, monkeypatch):
-    """``script(text, **kw)``: the next requests' tasks all produce ``text``."""
-    def install(text: str, **kw) -> ScriptedScheduler:
-        fake = ScriptedScheduler(tiny_loader, text, **kw)
-        monkeypatch.setattr(server.runtime, "scheduler", fake)
-        return fake
-    return install
 
 
 def test_tool_call_non_stream(sdk, script):
@@ -267,40 +244,7 @@ def test_completion_keeps_leading_whitespace(http, sdk, script):
         == "Hi."
 
 
-@pytest.mark.parametrize("path", ["/v1/chat/completions", "/v1/completions"])
-def test_shutdown_ends_a_plain_request_with_its_text_and_refuses_new_ones(http, server, script,
-                                                                          path):
-    """When the server is asked to stop (``Drain.begin``, as run.py's server calls it on
-    SIGTERM), a non-stream request in flight stops its task and answers 200 with the text so
-    far, as a stream ends, instead of generating on until uvicorn's graceful-shutdown limit
-    cancels it with a bare 500; requests that come after that are refused with a 503."""
-    fake = script("word " * 5000, per_pulse=1, delay=0.005)  # ~25 s if nobody stops it
-    body = ({"messages": MSGS} if path.endswith("chat/completions") else {"prompt": "Hi"})
-    body = {**body, "model": "rwkv-7", "max_tokens": 5000}
-    drain, out = server.app.state.drain, {}
-    reader = threading.Thread(target=lambda: out.setdefault("r", http.post(path, json=body)))
-    reader.start()
-    try:
-        deadline = time.monotonic() + 10
-        while not (fake.tasks and len(fake.tasks[0].get_all_tokens()) >= 4):
-            assert time.monotonic() < deadline, "the request did not start generating"
-            time.sleep(0.01)
-        t0 = time.monotonic()
-        drain.begin()
-        reader.join(10)
-        assert not reader.is_alive(), "the plain request went on generating"
-        r = out["r"]
-        assert r.status_code == 200 and time.monotonic() - t0 < 5, r.text
-        choice = r.json()["choices"][0]
-        text = choice["message"]["content"] if "message" in choice else choice["text"]
-        assert text.startswith("word word") and text.count("word") < 5000
-        assert fake.tasks[0].is_finished and fake.tasks[0].stop_requested
-        late = http.post(path, json=body)
-        assert late.status_code == 503 and late.headers["retry-after"] == "1"
-        assert late.json()["error"]["code"] == "server_shutting_down"
-        assert len(fake.tasks) == 1  # refused before any task was queued
-    finally:
-        drain.event.clear()  # the module's server serves the other tests
+# (a request cut short by the shutdown: test_shutdown_cut.py)
 
 
 def test_a_big_body_is_parsed_and_rendered_off_the_event_loop(http, monkeypatch):

@@ -297,7 +297,8 @@ def test_template_survives_restart(server, http):
     r = http.post(f"/v1/tasks/{tpl}/delete")
     assert r.status_code == 403 and "force" in r.json()["detail"]
 
-    # SIGTERM while a long stream runs: the stream still ends with [DONE], the task is kept
+    # SIGTERM while a long stream runs: the stream sends its text, says the shutdown stopped the
+    # task (an error event), then [DONE]; the task is kept with that text
     streaming, lines = threading.Event(), []
 
     def long_stream() -> None:
@@ -314,7 +315,9 @@ def test_template_survives_restart(server, http):
     assert streaming.wait(30)
     server.restart()
     reader.join(30)
-    drained = check_frames([ln[6:] for ln in lines if ln.startswith("data: ")])
+    events = [ln[6:] for ln in lines if ln.startswith("data: ")]
+    assert json.loads(events[-2])["error"]["code"] == "server_shutting_down"
+    drained = check_frames(events[:-2] + events[-1:])
     with httpx.Client(base_url=server.url, timeout=30) as c:
         kept = wait_result(c, drained[0]["task_id"])
         assert kept["result"] == text_of(drained) and len(kept["result"]) > 0

@@ -1,14 +1,17 @@
 """Crash safety (issue 6 §5) on a real server: ``kill -9`` during load, then a restart on the same
 database, loses no template and no persistent task that finished more than a second before the
 kill — text and state (a greedy fork or continue gives exactly the output it gave before). SIGTERM
-drains: every open stream ends with its final event, the store is flushed, the process exits
-cleanly (uvicorn re-raises SIGTERM after its graceful shutdown) within a bounded time.
+drains: every open stream sends its text so far, then says the shutdown cut it short (an OpenAI
+stream: an error event and no ``[DONE]``; a Task API stream: an error event before ``[DONE]``),
+plain OpenAI requests get a 503 to retry, the store is flushed, the process exits cleanly
+(uvicorn re-raises SIGTERM after its graceful shutdown) within a bounded time.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -18,13 +21,65 @@ import time
 import httpx
 import pytest
 
-from reliability_clients import (StreamReader, chat_body, check_chat_stream, check_task_stream,
-                                 task_body, wait_idle)
+from reliability_clients import StreamReader, chat_body, task_body, wait_idle
 
 GREEDY = {"temperature": 0, "top_k": 0, "top_p": 1, "presence_penalty": 0}
 FOLLOW_UP = {"prompt": "\n\nUser: And then?\n\nAssistant:", "max_tokens": 8, **GREEDY}
 SAFE_AFTER_S = 1.0  # tasks finished this long before the kill must be intact
 DRAIN_LIMIT_S = 10.0  # run.py's graceful shutdown bound
+OPENAI_CUT = re.compile(r"The server is shutting down: this reply was cut short after (\d+) "
+                        r"tokens; retry it")
+TASK_CUT = re.compile(r"The server is shutting down: task (TASK_\w+) was stopped after (\d+) "
+                      r"tokens; its tokens so far are saved: continue it \(POST /v1/tasks/\1/"
+                      r"continue\) once the server is back")
+TMP_CUT = re.compile(r"The server is shutting down: temporary task (TMP_\w+) was stopped after "
+                     r"(\d+) tokens and is not kept; retry it once the server is back")
+
+
+def _openai_error(body: dict, pattern: re.Pattern) -> int:
+    """The tokens an OpenAI ``{"error": …}`` body (no ``choices``) says the shutdown cut at."""
+    assert set(body) == {"error"}, body
+    err = body["error"]
+    assert {k: err[k] for k in ("type", "param", "code")} == {
+        "type": "server_error", "param": None, "code": "server_shutting_down"}, err
+    m = pattern.fullmatch(err["message"])
+    assert m, err["message"]
+    return int(m.group(1))
+
+
+def check_cut_openai_stream(events: list, n: int) -> int:
+    """An OpenAI stream the shutdown cut: content chunks of all ``n`` choices (text in each),
+    no ``finish_reason``, then the error event, no ``[DONE]``; the tokens the error names."""
+    *chunks, last = events
+    assert "[DONE]" not in events and all("choices" in c for c in chunks)
+    assert not any(ch.get("finish_reason") for c in chunks for ch in c["choices"])
+    texts = {}
+    for c in chunks:
+        for ch in c["choices"]:
+            d = ch.get("delta", {})
+            texts[ch["index"]] = texts.get(ch["index"], "") + (
+                ch.get("text") or d.get("content") or d.get("reasoning_content") or "")
+    assert sorted(texts) == list(range(n)) and all(texts.values()), texts
+    tokens = _openai_error(last, OPENAI_CUT)
+    assert tokens > 0
+    return tokens
+
+
+def check_cut_task_stream(events: list) -> tuple[str, str, int]:
+    """A Task API stream the shutdown cut: header, text, the error event, ``[DONE]``;
+    ``(task_id, text, tokens the error names)``."""
+    header, *frames, error, done = events
+    assert done == "[DONE]" and set(header) == {"task_id", "prefill_time"}, events[-3:]
+    tid = header["task_id"]
+    assert all(set(f) == {"data", "task_id", "gen_time", "speed"} for f in frames), frames
+    assert set(error) == {"error", "task_id"} and error["task_id"] == tid, error
+    assert {k: v for k, v in error["error"].items() if k != "message"} == {
+        "type": "server_error", "code": "server_shutting_down"}, error
+    m = (TMP_CUT if tid.startswith("TMP_") else TASK_CUT).fullmatch(error["error"]["message"])
+    assert m and m.group(1) == tid, error
+    text = "".join(f["data"] for f in frames)
+    assert text and int(m.group(2)) > 0
+    return tid, text, int(m.group(2))
 
 
 @pytest.fixture(scope="module")
@@ -205,8 +260,9 @@ def test_a_ctrl_c_before_the_server_takes_the_signals_is_one_line(tmp_path):
 def test_one_ctrl_c_delivered_twice_still_drains(start_server):
     """SIGINT reaching the server twice at once (sent to a process group under a launcher that
     forwards it, as ``uv run`` does; a supervisor stopping the group) is one stop: open streams
-    end with their final event, as after one SIGINT (uvicorn took the second as a force quit
-    and cut them; a plain request got a 500; session 27's QA)."""
+    end as after one SIGINT, with their text and the event saying the shutdown cut them
+    (uvicorn took the second as a force quit and cut them bare; a plain request got a 500;
+    session 27's QA)."""
     srv = start_server()
     readers = [StreamReader(srv.url, "/v1/tasks/tmp", task_body(40000)),
                StreamReader(srv.url, "/v1/chat/completions", chat_body(40000))]
@@ -222,12 +278,18 @@ def test_one_ctrl_c_delivered_twice_still_drains(start_server):
     for r in readers:
         r.join(10)
         assert not r.is_alive()
-    assert check_task_stream(readers[0].events) == ""
-    assert check_chat_stream(readers[1].events, 1) == ""
+    check_cut_task_stream(readers[0].events)
+    check_cut_openai_stream(readers[1].events, 1)
     assert "Exception in ASGI application" not in srv.log()
 
 
 def test_sigterm_drains_streams_flushes_and_exits(srv):
+    """SIGTERM with streams and plain requests generating: each stream sends its text so far
+    and then says the shutdown cut it (session 31's QA: they ended with ``finish_reason:
+    "stop"`` and ``[DONE]``, a plain reply was a 200 with ``finish_reason: "stop"``: a client
+    could not tell the reply was truncated); plain requests get a 503 with Retry-After (the
+    SDKs retry it); the persistent task is saved with the text it streamed and is continued
+    after the restart; the process exits cleanly."""
     http = httpx.Client(base_url=srv.url, timeout=30)
     wait_idle(http)
     readers = [StreamReader(srv.url, "/v1/tasks/create", task_body(40000)),
@@ -251,24 +313,27 @@ def test_sigterm_drains_streams_flushes_and_exits(srv):
     for r in readers + plain:
         r.join(10)
         assert not r.is_alive()
-    assert check_task_stream(readers[0].events) == "" and check_task_stream(readers[1].events) == ""
-    assert check_chat_stream(readers[2].events, 2) == ""
-    assert check_chat_stream(readers[3].events, 1) == ""
-    # plain requests end too, with the text so far (not a 500 at the graceful limit)
+    tid, text, tokens = check_cut_task_stream(readers[0].events)
+    assert check_cut_task_stream(readers[1].events)[0].startswith("TMP_")
+    check_cut_openai_stream(readers[2].events, 2)
+    check_cut_openai_stream(readers[3].events, 1)
+    # plain requests end too: a 503 naming the cut, to retry (not a 500 at the graceful limit,
+    # nor a 200 passing the text so far as a whole reply)
     for r in plain:
-        assert r.response.status_code == 200, r.response.text
-        choice = r.response.json()["choices"][0]
-        assert (choice.get("text") or choice["message"]["content"]
-                or choice["message"].get("reasoning_content"))
+        assert r.response.status_code == 503, r.response.text
+        assert r.response.headers["retry-after"] == "1"
+        assert _openai_error(r.response.json(), OPENAI_CUT) > 0
     assert "Exception in ASGI application" not in srv.log()
     # uvicorn re-raises the signal once its graceful shutdown is done: -15 is a clean exit
     assert rc == -signal.SIGTERM and "Finished server process" in srv.log()
     assert exit_s < DRAIN_LIMIT_S and "Shutdown complete" in srv.log()
-    print(f"\nSIGTERM with 4 open streams (5 tasks) and 2 plain requests: all ended with their "
-          f"final event or reply, "
+    print(f"\nSIGTERM with 4 open streams (5 tasks) and 2 plain requests: all sent their text "
+          f"and said the shutdown cut them (503 for the plain ones), "
           f"clean exit after {exit_s:.2f} s")
     srv.start()
-    tid = readers[0].events[0]["task_id"]  # the persistent task was flushed with its text
-    text = "".join(e.get("data", "") for e in readers[0].events[1:-1])
-    kept = httpx.get(f"{srv.url}/v1/tasks/{tid}/get_result", timeout=30).json()
-    assert kept["finished"] and kept["result"] == text and text
+    http = httpx.Client(base_url=srv.url, timeout=30)
+    kept = http.get(f"/v1/tasks/{tid}/get_result").json()  # flushed with its text: as said
+    assert kept["finished"] and kept["result"] == text
+    assert http.get(f"/v1/tasks/{tid}/status").json()["generated_buf"] == tokens
+    assert http.post(f"/v1/tasks/{tid}/continue", json=FOLLOW_UP).status_code == 200
+    assert _result(http, tid)

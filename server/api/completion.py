@@ -5,7 +5,8 @@ end, its finish reason. ``run_choices`` follows all of a request's tasks at once
 ``(choice, piece)`` as text arrives, ``(choice, None)`` when a choice is over. When a splitter
 matches a stop string or the turn boundary, the task is stopped and the choice ends there. When
 the consumer goes away (client disconnect: the generator is cancelled or closed), every task that
-is still running is stopped.
+is still running is stopped. A choice whose task the server's shutdown stopped (``Drain``) is
+``cut_short``: its reply is incomplete, and the route says so instead of a ``finish_reason``.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ class Choice:
     # without an error, before its end is sent
     stop_tokens: int | None = None  # a stop string or the turn boundary ended it: the tokens
     # up to the match's end
+    cut_short: bool = False  # the server's shutdown stopped its task (``Drain.cut_short``)
 
     @property
     def completion_tokens(self) -> int:
@@ -98,9 +100,10 @@ def final_reason(choice: Choice) -> str:
     return reason
 
 
-async def _pieces(choice: Choice, tokenizer) -> AsyncIterator[Piece]:
+async def _pieces(choice: Choice, tokenizer, drain=None) -> AsyncIterator[Piece]:
     """Follow one choice's task through its splitter, yielding each piece; at the end set its
-    ``finish_reason`` and await its ``on_finish``. A failure becomes ``choice.error``."""
+    ``finish_reason`` (and ``cut_short``: ``drain``, a ``stopping.Drain``, stopped its task) and
+    await its ``on_finish``. A failure becomes ``choice.error``."""
     task, splitter = choice.task, choice.splitter
     try:
         async with aclosing(follow(task, tokenizer)) as chunks:
@@ -119,6 +122,8 @@ async def _pieces(choice: Choice, tokenizer) -> AsyncIterator[Piece]:
                                                 splitter.stopped_at)
         if task.finish_reason == "error":
             choice.error = task.error or "generation failed"
+        choice.cut_short = (drain is not None and not splitter.stopped
+                            and drain.cut_short(task))
     except Exception as e:  # reported to the client, never a hung stream
         choice.error = f"{type(e).__name__}: {e}"
         stop_in_background([task])
@@ -130,20 +135,22 @@ async def _pieces(choice: Choice, tokenizer) -> AsyncIterator[Piece]:
             log.warning(f"on_finish of choice {choice.index} failed: {e!r}")
 
 
-async def _produce(choice: Choice, tokenizer, queue: asyncio.Queue) -> None:
+async def _produce(choice: Choice, tokenizer, queue: asyncio.Queue, drain=None) -> None:
     """Put ``(choice, piece)`` for each piece, then ``(choice, None)``."""
-    async with aclosing(_pieces(choice, tokenizer)) as pieces:
+    async with aclosing(_pieces(choice, tokenizer, drain)) as pieces:
         async for piece in pieces:
             await queue.put((choice, piece))
     await queue.put((choice, None))
 
 
-async def run_choices(choices: list[Choice], tokenizer) -> AsyncIterator[tuple[Choice, Piece | None]]:
+async def run_choices(choices: list[Choice], tokenizer,
+                      drain=None) -> AsyncIterator[tuple[Choice, Piece | None]]:
     """Follow every choice's task concurrently; see the module docstring. Each choice is read
     by a task of its own, also when the consumer is slow to take the pieces (a client reading
-    slowly): a stop string still stops the generation when it is produced."""
+    slowly): a stop string still stops the generation when it is produced. ``drain``: the
+    app's ``stopping.Drain``, which tells the choices it cut short (``Choice.cut_short``)."""
     queue: asyncio.Queue = asyncio.Queue()
-    producers = [asyncio.create_task(_produce(c, tokenizer, queue)) for c in choices]
+    producers = [asyncio.create_task(_produce(c, tokenizer, queue, drain)) for c in choices]
     open_choices = len(choices)
     try:
         while open_choices:
@@ -155,6 +162,16 @@ async def run_choices(choices: list[Choice], tokenizer) -> AsyncIterator[tuple[C
         stop_in_background([c.task for c in choices])
         for p in producers:
             p.cancel()
+
+
+def cut_message(choices: list[Choice]) -> str | None:
+    """What an OpenAI reply says when the server's shutdown cut any of its choices short (None
+    when none was): the tokens it had, and that a retry is the way to a whole reply."""
+    if not any(c.cut_short for c in choices):
+        return None
+    tokens = sum(c.completion_tokens for c in choices)
+    return (f"The server is shutting down: this reply was cut short after {tokens} tokens; "
+            "retry it")
 
 
 def usage(prompt_tokens: int, choices: list[Choice]) -> dict:

@@ -9,6 +9,9 @@ until the task has finished.
 from __future__ import annotations
 
 import asyncio
+import weakref
+
+import anyio
 
 from server.api.bridge import wait_finished
 from server.logger import get_logger
@@ -77,15 +80,20 @@ def stop_in_background(tasks) -> None:
 
 class Drain:
     """Set once the server is asked to shut down (``run.py``'s uvicorn server calls ``begin``
-    from its signal handler). Streams end on sse-starlette's own shutdown signal; plain
-    (non-stream) OpenAI requests wait on this one: they stop their tasks and answer with the
-    text so far, as a stream ends, instead of generating on until uvicorn's graceful-shutdown
-    limit cancels them (a bare 500 and a traceback). Requests that come after it are refused
+    from its signal handler). Every reply with tasks running then stops them through ``stop``
+    (``stop_when_draining``): plain OpenAI requests, OpenAI streams and Task API streams. The
+    Drain marks each task it stops, so that the reply can say it was cut short by the shutdown
+    (``cut_short``: OpenAI streams end with an error event, plain requests get a 503 to retry,
+    Task API streams an error event before ``[DONE]``) instead of looking complete. A task
+    already asked to stop (a client's ``/stop``, a stop string, a client that left) is not
+    marked: its reply ends as any stopped one. Requests that come after ``begin`` are refused
     (503)."""
 
     def __init__(self):
         self.event = asyncio.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
+        # task -> the round (``Task.round_output``) the shutdown stopped; weak: never keeps one
+        self._cut: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
     def bind(self, loop: asyncio.AbstractEventLoop) -> None:
         """The loop the app serves on (its lifespan's): ``begin`` wakes it from any thread."""
@@ -101,7 +109,29 @@ class Drain:
     def draining(self) -> bool:
         return self.event.is_set()
 
-    async def stop_when_draining(self, tasks) -> None:
-        """Stop ``tasks`` (in the background, until they finish) once draining begins."""
-        await self.event.wait()
+    def stop(self, tasks) -> None:
+        """Stop ``tasks`` for the shutdown (in the background, until they finish), marking
+        those that were running and not asked to stop already."""
+        for task in tasks:
+            if not task.is_finished and not task.stop_requested:
+                self._cut[task] = task.round_output()
         stop_in_background(tasks)
+
+    def cut_short(self, task) -> bool:
+        """Whether ``task``'s round ended because the shutdown stopped it (``stop``): it
+        finished "abort" in the round that was marked (it did not end first on its own)."""
+        return (task.finish_reason == "abort" and task.is_finished
+                and self._cut.get(task) is task.round_output())
+
+    async def stop_when_draining(self, tasks, also: anyio.Event | None = None) -> None:
+        """``stop`` the tasks once draining begins, or once ``also`` is set (sse-starlette's
+        own shutdown signal: the server is stopping without having called ``begin``)."""
+        waits = [asyncio.ensure_future(self.event.wait())]
+        if also is not None:
+            waits.append(asyncio.ensure_future(also.wait()))
+        try:
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for w in waits:
+                w.cancel()
+        self.stop(tasks)

@@ -5,7 +5,9 @@
     data: [DONE]
 
 Text never splits a UTF-8 character (``bridge.follow`` holds incomplete bytes back). Events are
-separated by ``\\n\\n``; keep-alives are comment lines.
+separated by ``\\n\\n``; keep-alives are comment lines. A round that failed, or that the server's
+shutdown cut short (``stopping.Drain``), gets an ``{"error": {…}, "task_id": …}`` event before
+``[DONE]``.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from server.api.bridge import follow
 from server.api.safe_json import sse_json
+from server.task.policy import is_temporary_id
 from server.task.task import Task
 
 PING_S = 15
@@ -27,10 +30,23 @@ def _event(obj) -> ServerSentEvent:
     return ServerSentEvent(data=sse_json(obj), sep="\n")
 
 
+def shutdown_message(task: Task) -> str:
+    """What a Task API stream says when the server's shutdown stopped its task's round."""
+    n = len(task.round_tokens())
+    if is_temporary_id(task.task_id):
+        return (f"The server is shutting down: temporary task {task.task_id} was stopped "
+                f"after {n} tokens and is not kept; retry it once the server is back")
+    return (f"The server is shutting down: task {task.task_id} was stopped after {n} tokens; "
+            f"its tokens so far are saved: continue it (POST /v1/tasks/{task.task_id}/continue) "
+            "once the server is back")
+
+
 async def task_events(task: Task, tokenizer, pos: int = 0,
-                      on_disconnect: Callable[[], None] | None = None) -> AsyncIterator:
+                      on_disconnect: Callable[[], None] | None = None,
+                      drain=None) -> AsyncIterator:
     """The task's SSE events from token ``pos``; ``on_disconnect`` runs if the client leaves
-    before the task has finished (the creator of a temporary task stops it this way)."""
+    before the task has finished (the creator of a temporary task stops it this way).
+    ``drain``: the app's ``stopping.Drain``, which tells whether the shutdown cut it short."""
     header = False
     finished = False
     try:
@@ -45,6 +61,9 @@ async def task_events(task: Task, tokenizer, pos: int = 0,
         if task.finish_reason == "error":
             yield _event({"error": {"message": f"Generation failed: {task.error}",
                                     "type": "server_error"}, "task_id": task.task_id})
+        elif drain is not None and drain.cut_short(task):
+            yield _event({"error": {"message": shutdown_message(task), "type": "server_error",
+                                    "code": "server_shutting_down"}, "task_id": task.task_id})
         finished = True
         yield ServerSentEvent(data="[DONE]", sep="\n")
     finally:
@@ -52,17 +71,19 @@ async def task_events(task: Task, tokenizer, pos: int = 0,
             on_disconnect()
 
 
-def sse_response(task: Task, tokenizer, pos: int = 0,
+def sse_response(task: Task, tokenizer, drain, pos: int = 0,
                  on_disconnect: Callable[[], None] | None = None) -> EventSourceResponse:
-    """The SSE reply. When the server is asked to shut down, the task is stopped so the stream
-    still ends normally (last chunk, ``[DONE]``) within ``SHUTDOWN_GRACE_S``."""
-    shutdown = anyio.Event()
+    """The SSE reply. When the server is asked to shut down, ``drain`` (the app's ``Drain``)
+    stops the task, so the stream ends within ``SHUTDOWN_GRACE_S``: the text so far, an error
+    event saying the shutdown stopped it, ``[DONE]``. The task stays as any stopped one
+    (finished; a persistent one saved with its tokens, to be continued)."""
+    shutdown = anyio.Event()  # sse-starlette's own signal (also a server without run.py's)
 
     async def stop_on_shutdown() -> None:
-        await shutdown.wait()
-        task.stop()
+        await drain.stop_when_draining([task], also=shutdown)
 
-    return EventSourceResponse(task_events(task, tokenizer, pos, on_disconnect), ping=PING_S,
+    return EventSourceResponse(task_events(task, tokenizer, pos, on_disconnect, drain),
+                               ping=PING_S,
                                sep="\n", shutdown_event=shutdown,
                                shutdown_grace_period=SHUTDOWN_GRACE_S,
                                data_sender_callable=stop_on_shutdown)

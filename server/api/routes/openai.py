@@ -29,7 +29,7 @@ from sse_starlette.sse import EventSourceResponse, ServerSentEvent
 
 from server.api.chat import ChatError, build_chat_prompt, fim_prompt, history_text, wants_think
 from server.api.bridge import UnderWay
-from server.api.completion import Choice, make_tasks, run_choices, submit
+from server.api.completion import Choice, cut_message, make_tasks, run_choices, submit
 from server.api.deps import get_runtime
 from server.api.encoding import encode, past_vocab, past_vocab_message
 from server.api.prefix import ALIAS, find_template, prepare_tasks, template_head, template_id
@@ -39,7 +39,7 @@ from server.api.routes.openai_schemas import (MAX_CHOICES, ChatRequest, Completi
                                               OpenAIError, off_loop_if_big, parse_request)
 from server.api.safe_json import utf8_safe
 from server.api.splitter import OutputSplitter
-from server.api.stopping import stop_in_background, stop_tasks
+from server.api.stopping import stop_in_background
 from server.api.task_stream import SHUTDOWN_GRACE_S
 from server.api.tools import choice_name, forced_tool, parse_tools, tools_active
 from server.scheduler import QueueFull
@@ -100,9 +100,7 @@ async def _submit(request: Request, rt, tasks, stream: bool) -> None:
     For a stream, return once the first is under way (``UnderWay``): its response is built
     while the device computes."""
     if request.app.state.drain.draining:
-        raise OpenAIError(503, "The server is shutting down; retry shortly.",
-                          type="server_error", code="server_shutting_down",
-                          headers={"Retry-After": "1"})
+        raise _shutting_down("The server is shutting down; retry shortly.")
     sched = rt.scheduler
     if len(tasks) > sched.max_in_flight:  # never taken at once: not "busy", a request to change
         raise OpenAIError(400, f"{len(tasks)} choices (prompts × n) are more than this server "
@@ -131,19 +129,26 @@ def _reply(rt, req, prefix: str, prompt_tokens: int) -> Reply:
                  req.include_usage)
 
 
-def _sse(events, choices: list[Choice]) -> EventSourceResponse:
+def _shutting_down(message: str) -> OpenAIError:
+    """503 ``server_shutting_down`` with ``Retry-After``: the SDKs retry it (OPENAI_COMPAT
+    13), which is what a client of a restarting server wants."""
+    return OpenAIError(503, message, type="server_error", code="server_shutting_down",
+                       headers={"Retry-After": "1"})
+
+
+def _sse(events, choices: list[Choice], drain) -> EventSourceResponse:
     """``data: <json>\\n\\n`` events only; keep-alives are ``: ping`` comments. A client that
     disconnects stops the tasks at once (the generator's own clean-up stops them too). When the
-    server shuts down the tasks are stopped, so the stream still ends normally (last chunk with
-    its ``finish_reason``, ``[DONE]``) within ``SHUTDOWN_GRACE_S``."""
+    server shuts down, ``drain`` (the app's ``Drain``) stops the tasks, so the stream ends within
+    ``SHUTDOWN_GRACE_S``: the text so far, then an error event saying the reply was cut short
+    (``openai_format``), never a ``finish_reason`` and ``[DONE]`` that would pass it as whole."""
     async def on_close(_message) -> None:
         stop_in_background([c.task for c in choices])
 
-    shutdown = anyio.Event()
+    shutdown = anyio.Event()  # sse-starlette's own signal (also a server without run.py's)
 
     async def stop_on_shutdown() -> None:
-        await shutdown.wait()
-        stop_tasks([c.task for c in choices])
+        await drain.stop_when_draining([c.task for c in choices], also=shutdown)
 
     return EventSourceResponse(events, sep="\n", ping=PING_SECONDS,
                                ping_message_factory=lambda: ServerSentEvent(comment="ping", sep="\n"),
@@ -163,12 +168,14 @@ async def _watch_disconnect(request: Request, choices: list[Choice]) -> None:
 
 async def _run_to_end(request: Request, rt, choices: list[Choice]) -> None:
     """Non-stream: run every choice to its end; a client that leaves stops the tasks, and so
-    does a shutdown (``Drain``: the reply then carries the text so far, as a stream ends)."""
+    does a shutdown (``Drain``), answered 503 ``server_shutting_down`` naming the cut (a 200
+    with the text so far passed a truncated reply as whole)."""
     tasks = [c.task for c in choices]
+    drain = request.app.state.drain
     watchers = [asyncio.create_task(_watch_disconnect(request, choices)),
-                asyncio.create_task(request.app.state.drain.stop_when_draining(tasks))]
+                asyncio.create_task(drain.stop_when_draining(tasks))]
     try:
-        async for _ in run_choices(choices, rt.loader.tokenizer):
+        async for _ in run_choices(choices, rt.loader.tokenizer, drain):
             pass  # each choice collects its pieces
     finally:
         for w in watchers:
@@ -179,6 +186,9 @@ async def _run_to_end(request: Request, rt, choices: list[Choice]) -> None:
         # 13); both openai-python and openai-node obey x-should-retry before the status
         raise OpenAIError(500, f"Generation failed: {failed[0]}", type="server_error",
                           code="generation_error", headers={"x-should-retry": "false"})
+    cut = cut_message(choices)
+    if cut is not None:
+        raise _shutting_down(cut)
 
 
 def _openai_errors(handler):
@@ -272,7 +282,8 @@ async def chat_completions(request: Request):
     await _submit(request, rt, tasks, req.stream)
     reply = _reply(rt, req, "chatcmpl", len(tokens) + _head(tpl))
     if req.stream:
-        return _sse(chat_events(reply, choices, rt.loader.tokenizer), choices)
+        drain = request.app.state.drain
+        return _sse(chat_events(reply, choices, rt.loader.tokenizer, drain), choices, drain)
     await _run_to_end(request, rt, choices)
     return JSONResponse(chat_body(reply, choices))
 
@@ -355,6 +366,8 @@ async def completions(request: Request):
     await _submit(request, rt, [c.task for c in choices], req.stream)
     reply = _reply(rt, req, "cmpl", sum(len(t) + _head(tpl) for _, t in prompts))
     if req.stream:
-        return _sse(completion_events(reply, choices, rt.loader.tokenizer), choices)
+        drain = request.app.state.drain
+        return _sse(completion_events(reply, choices, rt.loader.tokenizer, drain), choices,
+                    drain)
     await _run_to_end(request, rt, choices)
     return JSONResponse(completion_body(reply, choices))

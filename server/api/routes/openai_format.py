@@ -5,7 +5,9 @@ have ``choices`` with a ``delta``; each choice's first delta is ``{"role": "assi
 "content": ""}`` and ``role`` never appears again; each choice ends with ``delta: {}`` and its
 ``finish_reason``; with ``include_usage`` every chunk has ``"usage": null`` and one extra
 ``{"choices": [], "usage": {…}}`` chunk precedes ``[DONE]``. A failure after the stream started
-is sent as ``{"error": {…}}`` (no ``choices``) and the stream ends without ``[DONE]``.
+is sent as ``{"error": {…}}`` (no ``choices``) and the stream ends without ``[DONE]``; so does a
+reply the server's shutdown cut short (code ``server_shutting_down``), once all the text its
+choices had is sent.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from collections.abc import AsyncIterator
 from contextlib import aclosing
 from dataclasses import dataclass
 
-from server.api.completion import Choice, run_choices, usage
+from server.api.completion import Choice, cut_message, run_choices, usage
 from server.api.safe_json import sse_json
 from server.api.splitter import Piece, collect
 from server.api.tools import new_call_id
@@ -40,9 +42,9 @@ def dump(obj) -> str:
     return sse_json(obj, separators=(",", ":"))
 
 
-def error_event(message: str) -> str:
+def error_event(message: str, code: str = "generation_error") -> str:
     return dump({"error": {"message": message, "type": "server_error", "param": None,
-                           "code": "generation_error"}})
+                           "code": code}})
 
 
 # ---- chat ------------------------------------------------------------------------------------
@@ -74,22 +76,31 @@ def _tool_call_deltas(k: int, piece: Piece) -> list[dict]:
             {"tool_calls": [{"index": k, "function": {"arguments": piece.arguments}}]}]
 
 
-async def _events(reply: Reply, choices: list[Choice], tokenizer, obj: str,
-                  chunks_for) -> AsyncIterator[str]:
-    """Drive the choices; ``chunks_for(choice, piece)`` gives the chunks of one event."""
-    async with aclosing(run_choices(choices, tokenizer)) as events:
+async def _events(reply: Reply, choices: list[Choice], tokenizer, obj: str, chunks_for,
+                  drain=None) -> AsyncIterator[str]:
+    """Drive the choices; ``chunks_for(choice, piece)`` gives the chunks of one event. A
+    choice the shutdown cut short (``drain``) sends no end of its own: once every choice is
+    over, the stream ends with an error event saying so (no usage chunk, no ``[DONE]``)."""
+    async with aclosing(run_choices(choices, tokenizer, drain)) as events:
         async for choice, piece in events:
             if piece is None and choice.error:
                 yield error_event(f"Generation failed: {choice.error}")
                 return
+            if piece is None and choice.cut_short:
+                continue  # the others' text still comes, then the error event
             for chunk in chunks_for(choice, piece):
                 yield chunk
+    cut = cut_message(choices)
+    if cut is not None:
+        yield error_event(cut, "server_shutting_down")
+        return
     if reply.include_usage:
         yield dump({**reply.head(obj), "choices": [], "usage": usage(reply.prompt_tokens, choices)})
     yield DONE
 
 
-async def chat_events(reply: Reply, choices: list[Choice], tokenizer) -> AsyncIterator[str]:
+async def chat_events(reply: Reply, choices: list[Choice], tokenizer,
+                      drain=None) -> AsyncIterator[str]:
     obj = "chat.completion.chunk"
     extra = {"usage": None} if reply.include_usage else {}
     calls = {c.index: 0 for c in choices}
@@ -109,7 +120,7 @@ async def chat_events(reply: Reply, choices: list[Choice], tokenizer) -> AsyncIt
 
     for c in choices:
         yield chunk(c.index, {"role": "assistant", "content": ""})
-    async with aclosing(_events(reply, choices, tokenizer, obj, chunks_for)) as events:
+    async with aclosing(_events(reply, choices, tokenizer, obj, chunks_for, drain)) as events:
         async for event in events:
             yield event
 
@@ -122,7 +133,8 @@ def completion_body(reply: Reply, choices: list[Choice]) -> dict:
             "usage": usage(reply.prompt_tokens, choices)}
 
 
-async def completion_events(reply: Reply, choices: list[Choice], tokenizer) -> AsyncIterator[str]:
+async def completion_events(reply: Reply, choices: list[Choice], tokenizer,
+                            drain=None) -> AsyncIterator[str]:
     extra = {"usage": None} if reply.include_usage else {}
 
     def chunk(index: int, text: str, finish: str | None = None) -> str:
@@ -137,6 +149,7 @@ async def completion_events(reply: Reply, choices: list[Choice], tokenizer) -> A
     for c in choices:
         if c.echo:
             yield chunk(c.index, c.echo)
-    async with aclosing(_events(reply, choices, tokenizer, "text_completion", chunks_for)) as ev:
+    async with aclosing(_events(reply, choices, tokenizer, "text_completion", chunks_for,
+                                drain)) as ev:
         async for event in ev:
             yield event
