@@ -349,6 +349,8 @@ def test_states_stored_with_another_model_are_refused(server, http, start_server
         time.sleep(0.05)
     other = tmp_path / "rwkv7-l3-random.pth"
     make_random([str(other), "--layers", "3", "--embd", "128", "--seed", "2"])
+    assert f"rwkv-7:{tpl}" in [m["id"] for m in http.get("/v1/models").json()["data"]]
+    server.stop()  # one server per database (an upgrade stops the old one first)
     srv = start_server(db_path=server.db_path, model=other)
     try:
         with httpx.Client(base_url=srv.url, timeout=30) as c:
@@ -369,9 +371,8 @@ def test_states_stored_with_another_model_are_refused(server, http, start_server
             assert chat.headers["x-should-retry"] == "false"
             card = c.get(f"/v1/models/rwkv-7:{tpl}")
             assert card.status_code == 409 and card.json()["error"]["code"] == "template_mismatch"
-            # nor is it listed (a UI would offer it); the first server lists it
+            # nor is it listed (a UI would offer it); the first server listed it (above)
             assert f"rwkv-7:{tpl}" not in [m["id"] for m in c.get("/v1/models").json()["data"]]
-            assert f"rwkv-7:{tpl}" in [m["id"] for m in http.get("/v1/models").json()["data"]]
             # what was stored can still be read and deleted; other tasks are unharmed
             assert wait_result(c, done)["result"] == text
             assert c.get(f"/v1/tasks/{done}/status").json()["status"] == 3
@@ -379,6 +380,7 @@ def test_states_stored_with_another_model_are_refused(server, http, start_server
             assert c.get("/health").json()["scheduler_alive"] is True
     finally:
         srv.stop()
+        server.start()  # (the same port and database)
 
 
 def test_a_continue_racing_a_delete_leaves_no_task_running(tiny_model_path, tmp_path):
