@@ -205,7 +205,7 @@ def test_unusable_task_database_fails_fast(tmp_path):
     with sqlite3.connect(other) as db:
         db.execute("CREATE TABLE tasks (id INTEGER, name TEXT)")
     under_a_file = text / "tasks.db"  # its folder cannot be made: a traceback (session 25)
-    for path, says in ((text, "not a database"), (other, "columns"), (tmp_path, "open"),
+    for path, says in ((text, "not a database"), (other, "columns"), (tmp_path, "is a directory"),
                        (under_a_file, "cannot be made")):
         env = {**os.environ, **SERVER_ENV, "RWKV_TASK_DB_PATH": str(path)}
         cmd = [sys.executable, "run.py", "--demo", "tiny", "--port", str(free_port())]
