@@ -91,7 +91,7 @@ def _lifespan(settings, runtime, freeze: bool):
         app.state.runtime = rt
         app.state.drain.bind(asyncio.get_running_loop())
         app.state.metrics.runtime = rt
-        app.state.task_service = TaskService(rt)
+        app.state.task_service = TaskService(rt, app.state.drain)
         log.info(f"Serving {rt.loader.name} (max batch {settings.max_batch_size}, "
                  f"buffer {settings.buffer_size})")
         if not settings.api_key:  # (an empty RWKV_API_KEY too: say so, it may be a mistake)

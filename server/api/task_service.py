@@ -61,8 +61,9 @@ def _fork(src: Task, new_id: str) -> Task:
 
 
 class TaskService:
-    def __init__(self, runtime):
+    def __init__(self, runtime, drain=None):
         self.rt = runtime
+        self.drain = drain  # the app's ``stopping.Drain``: streams say when it cut them short
         self.settings = runtime.settings
         self.loader = runtime.loader
         self.scheduler = runtime.scheduler

@@ -15,7 +15,6 @@ from server.api.bridge import wait_finished
 from server.api.chat import fim_prompt
 from server.api.schemas.tasks import (I64_MAX, ContinueRequest, CreateRequest, FimRequest,
                                       TaskInfo, TaskList, TaskResponseModel)
-from server.api.stopping import Drain
 from server.api.task_service import TASK_NOT_FOUND, TaskService, invalid, is_busy
 from server.task.manager import TaskNotFound
 from server.task.policy import TaskUnreadable, is_template_id, is_temporary_id
@@ -36,52 +35,42 @@ def get_service(request: Request) -> TaskService:
     return request.app.state.task_service
 
 
-def get_drain(request: Request) -> Drain:
-    """The app's ``Drain``: streams stop their task through it when the server shuts down."""
-    return request.app.state.drain
-
-
-async def _started(svc: TaskService, task: Task, stream: bool, creator_owns: bool,
-                   drain: Drain):
+async def _started(svc: TaskService, task: Task, stream: bool, creator_owns: bool):
     """The reply to a create-like request once ``task`` is submitted."""
     if stream:
         stop = task.stop if creator_owns else None  # a temporary task dies with its stream
-        return sse_response(task, svc.loader.tokenizer, drain, 0, stop)
+        return sse_response(task, svc.loader.tokenizer, svc.drain, 0, stop)
     if task.max_tokens == 0:
         await wait_finished(task)  # prefill only: the state is ready when we answer
         return svc.reply(task)
     return svc.reply(task, finished=False)
 
 
-async def _create(svc: TaskService, body: CreateRequest | FimRequest, prompt, tmp: bool,
-                  drain: Drain):
+async def _create(svc: TaskService, body: CreateRequest | FimRequest, prompt, tmp: bool):
     tokens = await svc.encode(prompt, "prefix" if isinstance(body, FimRequest) else "prompt")
     task = svc.new_task(tokens, tmp, svc.sampling(body, defaults=True))
     await svc.submit_new(task)
-    return await _started(svc, task, body.stream, tmp, drain)
+    return await _started(svc, task, body.stream, tmp)
 
 
 @router.post("/tmp", response_model=TaskResponseModel, responses=CREATED)
-async def create_tmp(body: CreateRequest, svc: TaskService = Depends(get_service),
-                     drain: Drain = Depends(get_drain)):
+async def create_tmp(body: CreateRequest, svc: TaskService = Depends(get_service)):
     """A temporary task (``TMP_…``): never written to the database."""
-    return await _create(svc, body, body.prompt, True, drain)
+    return await _create(svc, body, body.prompt, tmp=True)
 
 
 @router.post("/create", response_model=TaskResponseModel, responses=CREATED)
-async def create_task(body: CreateRequest, svc: TaskService = Depends(get_service),
-                      drain: Drain = Depends(get_drain)):
+async def create_task(body: CreateRequest, svc: TaskService = Depends(get_service)):
     """A persistent task (``TASK_…``), written to the database when it finishes."""
-    return await _create(svc, body, body.prompt, False, drain)
+    return await _create(svc, body, body.prompt, tmp=False)
 
 
 @router.post("/fim", response_model=TaskResponseModel, responses=CREATED)
-async def fill_in_middle(body: FimRequest, svc: TaskService = Depends(get_service),
-                         drain: Drain = Depends(get_drain)):
+async def fill_in_middle(body: FimRequest, svc: TaskService = Depends(get_service)):
     """Fill in the middle (temporary task)."""
     if not body.prefix and not body.suffix:
         raise invalid("prefix", "prefix and suffix must not both be empty", "")
-    return await _create(svc, body, fim_prompt(body.prefix, body.suffix), True, drain)
+    return await _create(svc, body, fim_prompt(body.prefix, body.suffix), tmp=True)
 
 
 @router.get("/list", response_model=TaskList)
@@ -108,10 +97,10 @@ async def get_result(task_id: str, svc: TaskService = Depends(get_service)):
 
 @router.get("/{task_id}/stream", responses={200: {"content": _SSE}, **NOT_FOUND})
 async def stream(task_id: str, pos: int = Query(0, ge=0, description="token offset"),
-                 svc: TaskService = Depends(get_service), drain: Drain = Depends(get_drain)):
+                 svc: TaskService = Depends(get_service)):
     """SSE of the task's output from token ``pos``; any number of subscribers at once."""
     task = await svc.get(task_id)
-    return sse_response(task, svc.loader.tokenizer, drain, pos)
+    return sse_response(task, svc.loader.tokenizer, svc.drain, pos)
 
 
 @router.get("/{task_id}/status", response_model=TaskInfo, responses=NOT_FOUND)
@@ -147,7 +136,7 @@ def _resume(svc: TaskService, task: Task, tokens: list[int], body: ContinueReque
 @router.post("/{task_id}/fork", response_model=TaskResponseModel, responses=RESUMED)
 async def fork(task_id: str, body: ContinueRequest | None = None,
                tmp: bool = Query(False, description="make the copy a TMP_ task"),
-               svc: TaskService = Depends(get_service), drain: Drain = Depends(get_drain)):
+               svc: TaskService = Depends(get_service)):
     """A new task starting from a copy of ``task_id``'s state, then as continue."""
     body = body or ContinueRequest()
     tokens = await svc.encode(body.prompt, required=False)
@@ -160,13 +149,12 @@ async def fork(task_id: str, body: ContinueRequest | None = None,
         raise
     finally:
         await svc.unpin(task)
-    return await _started(svc, task, body.stream, tmp, drain)
+    return await _started(svc, task, body.stream, tmp)
 
 
 @router.post("/{task_id}/continue", response_model=TaskResponseModel, responses=RESUMED)
 async def continue_task(task_id: str, body: ContinueRequest | None = None,
-                        svc: TaskService = Depends(get_service),
-                        drain: Drain = Depends(get_drain)):
+                        svc: TaskService = Depends(get_service)):
     """Append ``prompt`` (if given) to the task and generate again; 409 while it runs."""
     body = body or ContinueRequest()
     tokens = await svc.encode(body.prompt, required=False)
@@ -186,7 +174,7 @@ async def continue_task(task_id: str, body: ContinueRequest | None = None,
             raise HTTPException(404, TASK_NOT_FOUND)
     finally:
         await svc.unpin(task)
-    return await _started(svc, task, body.stream, tmp, drain)
+    return await _started(svc, task, body.stream, tmp)
 
 
 @router.post("/{task_id}/stop", response_model=TaskInfo, responses=NOT_FOUND)
