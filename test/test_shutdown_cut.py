@@ -206,6 +206,40 @@ def test_a_task_stream_a_client_stopped_ends_as_before_while_draining(http, serv
     assert wait_result(http, tid)["result"] == text_of(frames)
 
 
+def _ids(http) -> set[str]:
+    listed = http.get("/v1/tasks/list").json()
+    return set(listed["cpu_tasks"]) | set(listed["db_tasks"])
+
+
+def test_task_api_work_is_refused_while_draining(http, server):
+    """Every Task API route that starts work answers 503 with ``Retry-After`` while draining,
+    naming the shutdown, and starts nothing: no task is created, a fork keeps no copy, a
+    continued task keeps its last round. They were accepted, and the new task stopped at once
+    (session 31's note). Reading routes still answer; after the drain work is taken again."""
+    done = http.post("/v1/tasks/create", json={"prompt": PROMPT, "max_tokens": 3}).json()
+    tid = done["task_id"]
+    before = wait_result(http, tid)
+    listed = _ids(http)
+    create = {"prompt": PROMPT, "max_tokens": 3}
+    work = [("/v1/tasks/tmp", create), ("/v1/tasks/create", create),
+            ("/v1/tasks/create", {**create, "stream": True}),
+            ("/v1/tasks/fim", {"prefix": "def f(", "suffix": "):", "max_tokens": 3}),
+            (f"/v1/tasks/{tid}/fork", {"prompt": " more", "max_tokens": 3}),
+            (f"/v1/tasks/{tid}/continue", {"prompt": " more", "max_tokens": 3})]
+    with draining(server) as drain:
+        drain.begin()
+        _wait(lambda: drain.draining, "the drain did not begin")
+        for path, body in work:
+            r = http.post(path, json=body)
+            assert r.status_code == 503, (path, r.status_code, r.text)
+            assert r.headers["retry-after"] == "1"
+            assert r.json() == {"detail": "The server is shutting down; retry shortly"}
+        assert wait_result(http, tid) == before  # reading still works; the task unchanged
+    assert _ids(http) == listed
+    r = http.post(f"/v1/tasks/{tid}/continue", json={"prompt": " more", "max_tokens": 3})
+    assert r.status_code == 200 and wait_result(http, tid)["finished"]
+
+
 def test_the_drain_marks_only_the_rounds_it_stops():
     """``Drain.cut_short``: true for a task the drain stopped that then finished "abort" in
     that round; not for one already asked to stop, one that ended on its own, or a later round."""

@@ -228,7 +228,8 @@ class TaskService:
             raise HTTPException(422, f"{e}; send a valid value with this request") from None
 
     def submit(self, task: Task) -> None:
-        """Hand a task to the scheduler; 503 with Retry-After when its queue is full."""
+        """Hand a task to the scheduler; 503 with Retry-After when its queue is full or the
+        server is shutting down."""
         with self._busy_is_503():
             self.scheduler.add_task(task)
 
@@ -239,9 +240,13 @@ class TaskService:
         with self._busy_is_503():
             self.scheduler.check_room()
 
-    @staticmethod
     @contextmanager
-    def _busy_is_503():
+    def _busy_is_503(self):
+        """503 with Retry-After for work the server cannot take now: a full queue, or a
+        shutdown under way (a task submitted then was stopped at once, its stream cut)."""
+        if self.drain is not None and self.drain.draining:
+            raise HTTPException(503, "The server is shutting down; retry shortly",
+                                headers={"Retry-After": RETRY_AFTER_S})
         try:
             yield
         except QueueFull as e:

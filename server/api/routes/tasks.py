@@ -26,7 +26,7 @@ _SSE = {"text/event-stream": {"schema": {"type": "string"}}}
 NOT_FOUND = {404: {"description": "Task not found"}}
 CREATED = {200: {"content": _SSE, "description": "JSON, or an SSE stream when stream=true"},
            400: {"description": "Prompt too long"},
-           503: {"description": "Queue full (Retry-After)"}}
+           503: {"description": "Queue full, or shutting down (Retry-After)"}}
 RESUMED = {**CREATED, **NOT_FOUND, 403: {"description": "Template (read-only)"},
            409: {"description": "Task running, or its state was not kept"}}
 
