@@ -301,6 +301,25 @@ def test_command_line_names_missing_and_unwritable_paths(tiny_model_path, tmp_pa
     assert read_state_file((tmp_path / "out.st").read_bytes(), cfg).history == []
 
 
+@pytest.mark.parametrize("kind", ["not sqlite", "directory"])
+def test_command_line_names_an_unusable_task_database(tmp_path, monkeypatch, capsys, kind):
+    """A task database the command cannot use is an ``error:`` line naming it and exit code 2,
+    as the server's start says it (it was a traceback; session 31's note)."""
+    from server.config import settings
+    from server.task.state_templates import main
+
+    db = tmp_path / "tasks.db"
+    if kind == "directory":
+        db.mkdir()
+    else:
+        db.write_bytes(b"this is no database" * 100)
+    monkeypatch.setattr(settings, "task_db_path", str(db))
+    assert main(["export", "_x", str(tmp_path / "out.st")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and str(db) in err and "Traceback" not in err
+    assert err.count("\n") == 1
+
+
 def test_a_state_beyond_the_served_dtypes_range_is_refused(tiny_model_path, tmp_path):
     """A state whose values overflow float16 imported into a server keeping its WKV state in
     fp16 became infinite in the slot: every request from the template got garbled or empty

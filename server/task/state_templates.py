@@ -118,10 +118,14 @@ def main(argv=None) -> int:
     exp.add_argument("out")
     args = ap.parse_args(argv)
     from server.task.manager import TaskManager, TemplateExists
-    from server.task.store import beside_a_server
+    from server.task.store import TaskStoreError, beside_a_server
 
-    with beside_a_server():  # (a running server's lock does not refuse it: see the docstring)
-        manager = TaskManager()
+    try:
+        with beside_a_server():  # (a running server's lock does not refuse it: see the docstring)
+            manager = TaskManager()
+    except TaskStoreError as e:  # not SQLite, another program's, a directory: one line
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     try:
         if args.cmd == "import":
             task = import_state(args.file, args.name, manager, layout=args.layout)
