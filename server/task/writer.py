@@ -237,25 +237,35 @@ class AsyncWriter:
             self._done(old)
 
     def _retry_failed(self, last: bool = False) -> None:
-        """Try the refused writes again, oldest first, until the database refuses one."""
+        """Try the refused writes again, oldest first. One the database refuses again does not
+        hold back the rest (a nearly full disk takes a short task's row, not a long one's: the
+        retry stopped at the first refusal, and a write that would land was never tried, then
+        lost at close); a lock held past ``BUSY_TRY_S`` ends the round (each would wait)."""
         with self._tlock:
             jobs = sorted(self._failed.values(), key=lambda j: j.seq)
+        saved, refused = 0, False
         for job in jobs:
             try:
                 self._store(job, *job.encoded)
             except sqlite3.Error as e:
                 self.last_error = f"{type(e).__name__}: {e}"
-                self._retry_at = time.monotonic() + RETRY_FAILED_S
-                if not last:
-                    self._log_failing("saving tasks still fails")
-                return
+                refused = True
+                if is_busy_error(e):
+                    break
+                continue
             except Exception as e:  # (not the database's: a retry cannot help)
                 log.opt(exception=e).error(f"writing task {job.task_id} failed: {e}")
                 self._lost([job.task_id])
+            else:
+                saved += 1
             self._settle(job)  # (out of _failed)
             self._done(job)
-        if jobs:
-            log.info(f"the task database {self.store.path} takes writes again: {len(jobs)} "
+        if refused:
+            self._retry_at = time.monotonic() + RETRY_FAILED_S
+            if not last:
+                self._log_failing("saving tasks still fails")
+        elif jobs:
+            log.info(f"the task database {self.store.path} takes writes again: {saved} "
                      "kept tasks saved")
             self._logged_at = -LOG_EVERY_S
 

@@ -1,0 +1,53 @@
+"""Review (session 32) of the writer's kept writes (session 31): what a retry tries."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+
+from task_fakes import make_task
+
+from server.task import writer
+from server.task.manager import TaskManager
+
+
+def manager(db, capacity=1):
+    return TaskManager(db_path=db, capacity=capacity, queue_size=4, max_db_size=1000)
+
+
+def _until(cond, timeout: float = 5.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
+
+
+def test_one_write_the_disk_still_refuses_does_not_hold_back_the_others(tmp_path, monkeypatch):
+    """Two kept writes; space comes back for the smaller one only (a nearly full disk takes a
+    short task's row, not a long one's). The retry stopped at the first refusal, oldest
+    first: the write the disk would take was never tried, and at close it was named lost."""
+    monkeypatch.setattr(writer, "RETRY_FAILED_S", 0.05)
+    db = str(tmp_path / "tasks.db")
+    tm = manager(db)
+    real = tm.store.put
+    big = {"TASK_big"}
+
+    def full(*a, **k):
+        raise sqlite3.OperationalError("database or disk is full")
+
+    def nearly_full(task_id, *a, **k):
+        if task_id in big:
+            raise sqlite3.OperationalError("database or disk is full")
+        return real(task_id, *a, **k)
+
+    monkeypatch.setattr(tm.store, "put", full)
+    tm.put_task("TASK_big", make_task(1))
+    tm.put_task("TASK_small", make_task(2))
+    tm.writer.flush()
+    assert tm.writer.unsaved == ["TASK_big", "TASK_small"]
+    monkeypatch.setattr(tm.store, "put", nearly_full)
+    saved = _until(lambda: tm.store.contains("TASK_small"), timeout=2.0)
+    tm.close()
+    assert saved and tm.writer.unsaved == ["TASK_big"], tm.writer.unsaved
