@@ -51,3 +51,24 @@ def test_one_write_the_disk_still_refuses_does_not_hold_back_the_others(tmp_path
     saved = _until(lambda: tm.store.contains("TASK_small"), timeout=2.0)
     tm.close()
     assert saved and tm.writer.unsaved == ["TASK_big"], tm.writer.unsaved
+
+
+def test_a_deleted_unsaved_task_leaves_no_error_in_the_health_report(tmp_path, monkeypatch):
+    """A task whose write the disk refused, then deleted: nothing is unsaved, yet /health's
+    task_store kept the old error beside ``ok: true`` until some later write landed
+    (``last_error`` is the refusal *while writes are unsaved*)."""
+    db = str(tmp_path / "tasks.db")
+    tm = manager(db)
+
+    def full(*a, **k):
+        raise sqlite3.OperationalError("database or disk is full")
+
+    monkeypatch.setattr(tm.store, "put", full)
+    tm.put_task("TASK_a", make_task(1))
+    tm.writer.flush()
+    assert tm.store_status()["unsaved"] == 1
+    tm.delete_task_from_any_level("TASK_a")
+    try:
+        assert tm.store_status() == {"ok": True, "unsaved": 0, "error": None}
+    finally:
+        tm.close()

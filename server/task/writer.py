@@ -118,6 +118,8 @@ class AsyncWriter:
         with self._tlock:
             self._tickets.pop(task_id, None)
             self._failed.pop(task_id, None)
+            if not self._failed:  # (its refusal is no longer one of an unsaved write)
+                self.last_error = None
         with self._db_lock:
             return self.store.delete(task_id)
 
@@ -217,9 +219,12 @@ class AsyncWriter:
                 drop = job
             else:
                 self._failed[job.task_id], drop = job, old
-            self.last_error = f"{type(e).__name__}: {e}"
-        self._retry_at = time.monotonic() + RETRY_FAILED_S
-        self._log_failing(f"writing task {job.task_id} failed")
+            kept = bool(self._failed)  # (none: a write deleted meanwhile, nothing unsaved)
+            if kept:
+                self.last_error = f"{type(e).__name__}: {e}"
+        if kept:
+            self._retry_at = time.monotonic() + RETRY_FAILED_S
+            self._log_failing(f"writing task {job.task_id} failed")
         return drop
 
     def _settle(self, job: WriteJob) -> None:
