@@ -112,7 +112,18 @@ def main(argv=None) -> None:
             sys.exit(2)
 
     check_port(settings.host, settings.port, log)  # before the model loads (minutes, GBs)
-    check_task_db(settings.task_db_path, log)  # (the same)
+    checked = check_task_db(settings.task_db_path, log)  # (the same)
+    try:  # its hold on the file's lock is kept until the server is done with the file
+        serve(settings)
+    finally:
+        try:
+            checked.close()
+        except Exception as e:  # (a full disk at exit: the server's own store said so)
+            log.warning(f"Closing the task database: {e}")
+
+
+def serve(settings) -> None:
+    """Serve until stopped: the app under uvicorn, with run.py's drain and exit statuses."""
     import uvicorn
 
     from server.api.app import create_app
@@ -168,17 +179,20 @@ def _search_denied(path: str) -> bool:
     return False
 
 
-def check_task_db(path: str, log) -> None:
+def check_task_db(path: str, log):
     """Exit with one line if the task database cannot be opened (not SQLite, damaged header,
-    another program's table, a directory, not writable): the store opens only after the model
-    has loaded. Opening makes a missing file, as the server would."""
+    another program's table, a directory, not writable, another server's): the server's store
+    opens only after the model has loaded. Opening makes a missing file, as the server would.
+    Returns the open store, for the caller to close once the server is done: until then it
+    holds the file's lock (``store._claim``: shared with this process's later stores), so a
+    second server started while this one loads its model is refused before loading its own."""
     from server.task.store import TaskStore, TaskStoreError
 
     if path == ":memory:":
         log.warning("RWKV_TASK_DB_PATH is :memory:: tasks and templates are not saved, a restart "
                     "loses them")
     try:
-        TaskStore(path).close()
+        return TaskStore(path)
     except TaskStoreError as e:
         log.error(f"Cannot start: {e}")
         sys.exit(2)

@@ -162,6 +162,46 @@ def test_a_second_server_on_the_database_exits_at_start(tmp_path):
     assert f"in use by another server (pid {os.getpid()}" in out and str(db) in out, out[-2000:]
 
 
+# run.py with its server replaced: while it "serves", another process opens the database
+HOLDS = """
+import subprocess, sys
+import run
+
+def serve(settings):  # the model's load and the server, as another process sees them
+    p = subprocess.run([sys.executable, "-c", OPEN], capture_output=True, text=True)
+    print("while serving:", p.returncode, p.stdout.strip(), flush=True)
+    raise KeyboardInterrupt  # (Ctrl-C: the server stopped)
+
+run.serve = serve
+run.check_port = lambda host, port, log: None
+try:
+    run.main(sys.argv[1:])
+except KeyboardInterrupt:
+    p = subprocess.run([sys.executable, "-c", OPEN], capture_output=True, text=True)
+    print("after:", p.returncode, p.stdout.strip(), flush=True)
+"""
+
+
+def test_run_py_holds_the_database_from_its_check_until_the_server_ends(tmp_path):
+    """run.py's start-up check of the database keeps its store open, and so the file's lock,
+    through the model's load (minutes) until the server is done: a second server started in
+    that time is refused at its own check, before loading its model. The check closed its
+    store at once, and the lock was taken again only in the lifespan, after the load (a
+    review, session 32). Once the server is done the lock is released."""
+    db = tmp_path / "tasks.db"
+    opener = ("import sys\nfrom server.task.store import TaskStore, TaskStoreError\n"
+              f"try:\n    TaskStore({str(db)!r}).close()\n"
+              "except TaskStoreError as e:\n    print(e)\n    sys.exit(2)\n")
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1",
+           "RWKV_TASK_DB_PATH": str(db)}
+    p = subprocess.run([sys.executable, "-c", HOLDS.replace("OPEN", repr(opener)), "--demo"],
+                       cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    lines = [x for x in p.stdout.splitlines() if x.startswith(("while serving:", "after:"))]
+    assert len(lines) == 2, p.stdout + p.stderr
+    assert lines[0].startswith("while serving: 2 ") and "in use by another server" in lines[0]
+    assert lines[1].strip() == "after: 0", lines
+
+
 def test_the_state_import_command_runs_beside_a_server(tiny_model_path, tmp_path):
     """``python -m server.task.state_templates import`` is documented to run beside a server
     on its database (the server reads the new template at its next lookup): the server's lock
