@@ -72,3 +72,27 @@ def test_a_deleted_unsaved_task_leaves_no_error_in_the_health_report(tmp_path, m
         assert tm.store_status() == {"ok": True, "unsaved": 0, "error": None}
     finally:
         tm.close()
+
+
+def test_an_unsaved_task_out_of_the_memory_cache_is_listed(tmp_path, monkeypatch):
+    """A task whose write the disk refused, then pushed out of the memory cache: served by
+    ``get_task`` (the writer keeps it), but ``/list`` showed it in neither ``cpu_tasks`` nor
+    ``db_tasks`` and ``total_count`` left it out, for as long as the disk refused it."""
+    db = str(tmp_path / "tasks.db")
+    tm = manager(db, capacity=1)
+
+    def full(*a, **k):
+        raise sqlite3.OperationalError("database or disk is full")
+
+    monkeypatch.setattr(tm.store, "put", full)
+    try:
+        tm.put_task("TASK_a", make_task(1))
+        tm.put_task("TASK_b", make_task(2))  # (capacity 1: TASK_a leaves the cache)
+        tm.writer.flush()
+        assert tm.writer.unsaved == ["TASK_a", "TASK_b"]
+        assert tm.get_task("TASK_a") is not None
+        listed = tm.list_all_tasks()
+        assert sorted(listed["cpu_tasks"]) == ["TASK_a", "TASK_b"], listed
+        assert listed["total_count"] == 2 and listed["cpu_cache_count"] == 2, listed
+    finally:
+        tm.close()
