@@ -128,12 +128,14 @@ def serve(settings) -> None:
 
     from server.api.app import create_app
     from server.api.http_protocol import DrainingServer, with_header_timeout
+    from server.api.lifecycle import EXIT_TASKS_LOST
+    from server.logger import get_logger
 
     app = create_app(settings, freeze_heap=True)
     config = uvicorn.Config(app, host=settings.host, port=settings.port, log_config=None,
                             timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
                             http=with_header_timeout(settings.header_timeout_s))
-    server = DrainingServer(config, on_exit=app.state.drain.begin)
+    server = DrainingServer(config, on_exit=app.state.drain.begin, lost=lambda: _lost(app))
     logging.getLogger("uvicorn.error").addFilter(QuietOperatorError(app))
     try:  # as uvicorn.run: Ctrl-C comes back as KeyboardInterrupt once the server has stopped
         server.run()
@@ -145,6 +147,16 @@ def serve(settings) -> None:
     if not server.started:  # the start failed (logged): the operator's error is 2, as the
         # checks above; uvicorn's status for anything else
         sys.exit(_startup_exit_code(app) or 3)
+    if _lost(app):  # (the store's close logged which); not the signal's clean stop
+        get_logger("api").error(
+            f"Exiting with status {EXIT_TASKS_LOST}: {len(app.state.lost_at_exit)} tasks "
+            "could not be saved to the task database")
+        sys.exit(EXIT_TASKS_LOST)
+
+
+def _lost(app) -> bool:
+    """Whether the app's shutdown lost tasks the task database refused to the end."""
+    return bool(getattr(app.state, "lost_at_exit", None))
 
 
 def _startup_exit_code(app) -> int | None:

@@ -200,17 +200,21 @@ def test_kill_9_during_load_loses_nothing_finished(srv):
           f"{len(before)} tasks (1 template) intact with their state")
 
 
-def _start_run_py(tmp_path, demo: str, **env_extra):
-    """``run.py --demo DEMO`` on a free port, its output into a log file: (process, log path)."""
+def _start_run_py(tmp_path, demo: str, script: str | None = None, **env_extra):
+    """``run.py --demo DEMO`` on a free port (``proc.url``), its output into a log file:
+    (process, log path). ``script``: Python code run instead of run.py, with its arguments."""
     from server_harness import ROOT, SERVER_ENV, free_port
 
     env = {**{k: v for k, v in os.environ.items() if not k.startswith("RWKV_")}, **SERVER_ENV,
            "RWKV_TASK_DB_PATH": str(tmp_path / "tasks.db"), **env_extra}
     log_path = tmp_path / "server.log"
+    port = free_port()
+    program = ["run.py"] if script is None else ["-c", script]
     with open(log_path, "wb") as log:
-        proc = subprocess.Popen([sys.executable, "run.py", "--demo", demo, "--host",
-                                 "127.0.0.1", "--port", str(free_port())], cwd=ROOT, env=env,
+        proc = subprocess.Popen([sys.executable, *program, "--demo", demo, "--host",
+                                 "127.0.0.1", "--port", str(port)], cwd=ROOT, env=env,
                                 stdout=log, stderr=subprocess.STDOUT)
+    proc.url = f"http://127.0.0.1:{port}"
     return proc, log_path
 
 
@@ -219,6 +223,50 @@ def _wait_for_line(proc, log_path, text: str) -> None:
     while text not in log_path.read_text(errors="replace"):
         assert proc.poll() is None and time.monotonic() < deadline, log_path.read_text()
         time.sleep(0.005)
+
+
+# run.py on a disk that refuses every persistent task's row (a full disk, for those writes)
+DISK_FULL = """
+import sqlite3, sys
+from server.task.store import TaskStore
+
+real = TaskStore.put
+
+def put(self, task_id, *args, **kwargs):
+    if task_id.startswith("TASK_"):
+        raise sqlite3.OperationalError("database or disk is full")
+    return real(self, task_id, *args, **kwargs)
+
+TaskStore.put = put
+import run
+run.main(sys.argv[1:])
+"""
+
+
+def test_a_shutdown_that_loses_tasks_exits_1(tmp_path):
+    """SIGTERM while the task database refuses a finished task's write: the shutdown names the
+    task as lost, and the process exits with status 1 saying why, not by the signal, which
+    a supervisor reads as a clean stop (session 31's note). A stop that loses nothing still
+    ends by the signal (``test_sigterm_drains_streams_flushes_and_exits``)."""
+    proc, log_path = _start_run_py(tmp_path, "tiny", DISK_FULL)
+    try:
+        _wait_for_line(proc, log_path, "Uvicorn running")
+        with httpx.Client(base_url=proc.url, timeout=30) as http:
+            tid = http.post("/v1/tasks/create", json={"prompt": "Hi", "max_tokens": 3}).json()[
+                "task_id"]
+            deadline = time.monotonic() + 30
+            while http.get("/health").json()["task_store"]["unsaved"] < 1:
+                assert time.monotonic() < deadline, "the write was not refused"
+                time.sleep(0.05)
+        proc.send_signal(signal.SIGTERM)
+        rc = proc.wait(30)
+    finally:
+        proc.kill()
+    text = log_path.read_text(errors="replace")
+    assert rc == 1, (rc, text[-3000:])
+    assert f"lost with this process: {tid}" in text, text[-3000:]
+    assert "Exiting with status 1: 1 tasks could not be saved to the task database" in text
+    assert "Traceback" not in text, text[-3000:]
 
 
 def test_a_stop_while_starting_exits_at_once(tmp_path):

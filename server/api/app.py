@@ -112,7 +112,7 @@ def _lifespan(settings, runtime, freeze: bool):
                 gc.unfreeze()
             app.state.task_service.close()
             if runtime is None:  # a runtime passed in belongs to the caller
-                close_runtime(rt)
+                app.state.lost_at_exit = close_runtime(rt)  # (run.py's exit status)
 
     return lifespan
 

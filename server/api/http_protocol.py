@@ -17,6 +17,7 @@ descriptor (session 26's QA). Replies (streams) are not limited.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import time
@@ -135,10 +136,22 @@ class DrainingServer(uvicorn.Server):
     twice (to the process group and forwarded by a launcher such as ``uv run``), not uvicorn's
     force quit, which cut every open stream."""
 
-    def __init__(self, config: uvicorn.Config, on_exit: Callable[[], None]):
+    def __init__(self, config: uvicorn.Config, on_exit: Callable[[], None],
+                 lost: Callable[[], bool] = lambda: False):
         super().__init__(config)
         self._on_exit = on_exit
+        self._lost = lost
         self._exit_at: float | None = None
+
+    @contextlib.contextmanager
+    def capture_signals(self):
+        """uvicorn's, which raises the stopping signal again once the server has stopped (the
+        process ends by it: how a clean stop on SIGTERM looks to a supervisor), unless the
+        shutdown lost tasks (``lost()``): the caller then exits with a status of its own."""
+        with super().capture_signals():
+            yield
+            if self._lost():
+                self._captured_signals.clear()
 
     def handle_exit(self, sig, frame) -> None:
         if not self.started:

@@ -23,6 +23,7 @@ class StartupError(RuntimeError):
 
 
 EXIT_OPERATOR_ERROR = 2  # run.py's status for every start-up error of the operator's
+EXIT_TASKS_LOST = 1  # run.py's status after a shutdown that lost tasks the database refused
 
 
 def operator_error(e: BaseException) -> str | None:
@@ -170,14 +171,16 @@ def freeze_heap() -> int:
     return gc.get_freeze_count()
 
 
-def close_runtime(rt: Runtime) -> None:
-    """Stop generation, flush and close the task store, free the device."""
+def close_runtime(rt: Runtime) -> list[str]:
+    """Stop generation, flush and close the task store, free the device. Returns the ids of
+    the tasks the database refused to the end (lost with the process; ``close`` logged them)."""
     log.info("Shutting down: stopping generation")
     rt.scheduler.shutdown()
     try:
         rt.manager.flush()
     finally:
         rt.manager.close()
+    lost = rt.manager.writer.unsaved
     device = getattr(rt.loader.model, "device", None)
     rt.loader = rt.scheduler = None
     gc.collect()
@@ -186,3 +189,4 @@ def close_runtime(rt: Runtime) -> None:
 
         torch.cuda.empty_cache()
     log.info("Shutdown complete")
+    return lost
