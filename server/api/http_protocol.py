@@ -150,8 +150,8 @@ class DrainingServer(uvicorn.Server):
         shutdown lost tasks (``lost()``): the caller then exits with a status of its own."""
         with super().capture_signals():
             yield
-            if self._lost():
-                self._captured_signals.clear()
+            if self._lost():  # (uvicorn's list of the signals it will raise again)
+                getattr(self, "_captured_signals", []).clear()
 
     def handle_exit(self, sig, frame) -> None:
         if not self.started:
