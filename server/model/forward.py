@@ -441,10 +441,18 @@ class RWKV7:
     def _product(self, lw: LayerWeights, T: int, name: str, x: Tensor) -> Tensor:
         """x times layer weight ``name`` (``row_invariance.product``): in a split-invariant
         prefill pass over the slices of K chosen for it, else as one product."""
-        slices = (self._slices.get(name, 1) if T > 1 and self.split_invariant and self._slices
-                  else 1)
-        return row_invariance.product(x, getattr(lw, name), name in row_invariance.LINEAR,
-                                      slices)
+        invariant = T > 1 and self.split_invariant and self._slices
+        slices = self._slices.get(name, 1) if invariant else 1
+        w, linear = getattr(lw, name), name in row_invariance.LINEAR
+        rows = row_invariance.checked_rows(self)
+        if invariant and x.dim() == 3 and x.shape[0] > 1 and x.shape[0] * T > rows:
+            # a batched pass: products of whole sequences at most ``rows`` rows at a time, the
+            # row counts checked (a BLAS on several threads rounded a 512-row product's rows
+            # otherwise than a lone prompt's 256: session 32's QA)
+            per = max(1, rows // T)
+            return torch.cat([row_invariance.product(part, w, linear, slices)
+                              for part in x.split(per)])
+        return row_invariance.product(x, w, linear, slices)
 
     def _logits(self, x: Tensor) -> Tensor:
         """x: [B, C] fp32 residual -> logits [B, V] fp32."""

@@ -43,12 +43,17 @@ def same_rows(fn: Callable[[Tensor], Tensor], x: Tensor, step: int = ROW_STEP) -
                for r in range(step, n, step))
 
 
+def checked_rows(model) -> int:
+    """The most rows a checked product has (the model's prefill chunk, cut to a multiple of its
+    ``prefill_align``): a batched pass's products run in parts of at most this many rows."""
+    return model.prefill_chunk - model.prefill_chunk % model.prefill_align
+
+
 def _inputs(model):
     """(step, rand): the row counts to check are the multiples of ``step`` (the model's
     ``prefill_align``: where the prefiller cuts) below ``rows`` (its prefill chunk, cut to a
     multiple), and ``rand(*lead, k)`` draws seeded inputs [*lead, rows, k] in its dtype."""
-    step = model.prefill_align
-    rows = model.prefill_chunk - model.prefill_chunk % step
+    step, rows = model.prefill_align, checked_rows(model)
     gen = torch.Generator(device=model.device).manual_seed(0)
 
     def rand(*shape) -> Tensor:
