@@ -444,8 +444,8 @@ class RWKV7:
         invariant = T > 1 and self.split_invariant and self._slices
         slices = self._slices.get(name, 1) if invariant else 1
         w, linear = getattr(lw, name), name in row_invariance.LINEAR
-        rows = row_invariance.checked_rows(self)
-        if invariant and x.dim() == 3 and x.shape[0] > 1 and x.shape[0] * T > rows:
+        if invariant and x.dim() == 3 and x.shape[0] > 1 and \
+                x.shape[0] * T > (rows := row_invariance.checked_rows(self)):
             # a batched pass: products of whole sequences at most ``rows`` rows at a time, the
             # row counts checked (a BLAS on several threads rounded a 512-row product's rows
             # otherwise than a lone prompt's 256: session 32's QA)

@@ -30,19 +30,23 @@ def damaged_entries(path: str | Path, progress=None) -> list[str]:
     cannot be read out of it (empty: all match). ``progress(done_bytes, total_bytes)`` is
     called after each read. ``OSError`` if the file cannot be read, ``zipfile.BadZipFile`` if
     it is not a zip archive."""
-    bad = []
     with zipfile.ZipFile(path) as archive:
-        entries = archive.infolist()
-        total, done = sum(e.file_size for e in entries), 0
-        for entry in entries:
-            try:
-                with archive.open(entry) as f:  # (it checks the CRC-32 at the entry's end)
-                    while chunk := f.read(READ):
-                        done += len(chunk)
-                        if progress is not None:
-                            progress(done, total)
-            except (zipfile.BadZipFile, EOFError):
-                bad.append(entry.filename)
+        return _damaged(archive, progress)
+
+
+def _damaged(archive: zipfile.ZipFile, progress=None) -> list[str]:
+    bad = []
+    entries = archive.infolist()
+    total, done = sum(e.file_size for e in entries), 0
+    for entry in entries:
+        try:
+            with archive.open(entry) as f:  # (it checks the CRC-32 at the entry's end)
+                while chunk := f.read(READ):
+                    done += len(chunk)
+                    if progress is not None:
+                        progress(done, total)
+        except (zipfile.BadZipFile, EOFError):
+            bad.append(entry.filename)
     return bad
 
 
@@ -65,8 +69,7 @@ def main(argv=None) -> int:
 
     try:
         with zipfile.ZipFile(args.checkpoint) as archive:
-            count = len(archive.infolist())
-        bad = damaged_entries(args.checkpoint, progress)
+            count, bad = len(archive.infolist()), _damaged(archive, progress)
     except OSError as e:
         print(f"error: cannot read {args.checkpoint}: {e.strerror or e}", file=sys.stderr)
         return 2
