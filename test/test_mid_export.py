@@ -84,7 +84,7 @@ from server.model.cuda_graph import GraphedPrefill
 from server.model.forward import RWKV7
 from server.model.kernels import wkv_triton as w
 from server.model.random import make_random_state_dict
-sd = make_random_state_dict(2, 128, 512, seed=3)
+sd = make_random_state_dict(1, 128, 512, seed=3)  # one layer: the export is each layer's alike
 m = RWKV7(sd, infer_config(sd), dtype=torch.float32, prefill_chunk=64, fused=True)
 assert m._fused is not None
 m._graphed_prefill = GraphedPrefill(m._forward, m.new_state, graphs=False)
