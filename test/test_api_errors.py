@@ -55,6 +55,18 @@ def test_bad_bodies_are_422_naming_the_field(http, body, field):
         _field_error(http.post(path, json=body), field)
 
 
+def test_a_fork_past_the_max_tokens_range_is_refused_before_any_copy(http):
+    """The range is a setting's (``TaskService.sampling``), checked before the state is copied:
+    no copy is left behind."""
+    tid = http.post("/v1/tasks/create", json={"prompt": PROMPT, "max_tokens": 2}).json()["task_id"]
+    wait_result(http, tid)
+    count = http.get("/v1/tasks/list").json()["total_count"]
+    for path in (f"/v1/tasks/{tid}/fork", f"/v1/tasks/{tid}/continue"):
+        _field_error(http.post(path, json={"max_tokens": 40961}), "max_tokens")
+    assert http.get("/v1/tasks/list").json()["total_count"] == count
+    http.post(f"/v1/tasks/{tid}/delete")
+
+
 def test_whole_numbers_written_as_floats_are_integers(http):
     """``max_tokens: 3.0`` (Python's json writes a computed count so) is 3, as the OpenAI routes
     read it; strict, it was a 422 (session 23's review). ``2.5`` stays a 422 (above)."""
@@ -250,7 +262,7 @@ def test_cors_preflight_and_headers_on_errors(http):
 def test_api_key_and_queue_limit(start_server):
     key = "sk-test-0123456789abcdef"
     srv = start_server(RWKV_API_KEY=key, RWKV_MAX_BATCH_SIZE="1", RWKV_MAX_QUEUE="1",
-                       RWKV_CORS_ORIGINS="https://ok.example")
+                       RWKV_CORS_ORIGINS="https://ok.example", RWKV_MAX_TOKENS_CAP="50000")
     auth = {"Authorization": f"Bearer {key}"}
     with httpx.Client(base_url=srv.url, timeout=30) as c:
         assert c.get("/health").status_code == 200  # open
@@ -265,8 +277,13 @@ def test_api_key_and_queue_limit(start_server):
         bad = c.options("/v1/tasks/tmp", headers={"Origin": "https://evil.example",
                                                   "Access-Control-Request-Method": "POST"})
         assert "access-control-allow-origin" not in bad.headers
+        # a cap above the Task API's 0…40960 raises its range to the cap (tasks below are
+        # past 40960), and past it is a 422 naming the field
+        over = c.post("/v1/tasks/tmp", json={"prompt": PROMPT, "max_tokens": 50001}, headers=auth)
+        _field_error(over, "max_tokens")
+        assert "50000" in json.dumps(over.json())
         # one slot, one waiting place: the third long task is refused with Retry-After
-        body = {"prompt": PROMPT, "max_tokens": 40000}
+        body = {"prompt": PROMPT, "max_tokens": 45000}
         ids = [c.post("/v1/tasks/create", json=body, headers=auth) for _ in range(2)]
         assert [r.status_code for r in ids] == [200, 200]
         deadline = time.monotonic() + 10

@@ -16,7 +16,8 @@ from fastapi import HTTPException
 from fastapi.exceptions import RequestValidationError
 
 from server.api.encoding import past_vocab, past_vocab_message
-from server.api.schemas.tasks import GenerationParams, TaskInfo, TaskResponseModel
+from server.api.schemas.tasks import (MAX_TOKENS_LIMIT, GenerationParams, TaskInfo,
+                                       TaskResponseModel)
 from server.model.tokenizer import IncrementalDecoder
 from server.scheduler import QueueFull
 from server.task.cache_origin import origin_of
@@ -131,7 +132,11 @@ class TaskService:
         out.update(body.sampling())
         if "seed" in body.model_fields_set and body.seed is None:
             out["seed"] = secrets.randbits(62)  # explicit null: a fresh random stream
-        if "max_tokens" in out:
+        top = max(MAX_TOKENS_LIMIT, s.max_tokens_cap)  # the documented range, or the cap's
+        if body.max_tokens is not None and body.max_tokens > top:
+            raise invalid("max_tokens", f"Input should be less than or equal to {top}",
+                          body.max_tokens)
+        if "max_tokens" in out:  # (capped, as the OpenAI routes cap it)
             out["max_tokens"] = min(out["max_tokens"], s.max_tokens_cap)
         if out.get("top_k", 0) > self.vocab_size:
             out["top_k"] = self.vocab_size

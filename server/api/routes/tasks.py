@@ -140,6 +140,7 @@ async def fork(task_id: str, body: ContinueRequest | None = None,
     """A new task starting from a copy of ``task_id``'s state, then as continue."""
     body = body or ContinueRequest()
     tokens = await svc.encode(body.prompt, required=False)
+    svc.sampling(body, defaults=False)  # (its 422s before the state is copied)
     task = await svc.copy(await svc.get(task_id), new_task_id("TMP" if tmp else "TASK"))
     await svc.register(task, pin=True)
     try:

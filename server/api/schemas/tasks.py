@@ -39,8 +39,11 @@ class _Body(BaseModel):
 class GenerationParams(_Body):
     """Sampling parameters shared by every create-like body."""
 
-    max_tokens: WholeInt | None = Field(None, ge=0, le=MAX_TOKENS_LIMIT,
-                                   description="0 = prefill only (template mode)")
+    # at most MAX_TOKENS_LIMIT, or RWKV_MAX_TOKENS_CAP when that is higher (a setting: checked
+    # by ``TaskService.sampling``)
+    max_tokens: WholeInt | None = Field(None, ge=0, description="0 = prefill only (template "
+                                        f"mode); at most {MAX_TOKENS_LIMIT} or "
+                                        "RWKV_MAX_TOKENS_CAP if higher")
     temperature: float | None = Field(None, ge=0, le=2, description="0 = greedy")
     top_k: WholeInt | None = Field(None, ge=-1, le=2**31 - 1, description="-1 or 0 = off")
     top_p: float | None = Field(None, ge=0, le=1)
