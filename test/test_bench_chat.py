@@ -31,3 +31,33 @@ def test_pooled_skips_the_first_turn_and_pools_the_conversations():
     nxt = pooled(runs, measure="next")
     assert nxt.startswith("next text chunk, ") and "cache on median 22.0 ms" in nxt
     assert "cache off median 150.0 ms (quartiles 66.0-156.0, 4 turns)" in nxt
+
+
+def test_the_raw_client_reads_what_httpx_reads(server_url):
+    """``--client raw``: the same greedy replies as httpx on one keep-alive socket, the cache
+    counters from ``/health``, a 4xx raised with its status, and a stream left half-read
+    followed by a working request (the socket is replaced)."""
+    import httpx
+    import pytest
+
+    from server.bench.chat import ask, prefilled
+    from server.bench.raw_client import RawClient
+
+    messages = [{"role": "user", "content": "Name three colours."}]
+    with httpx.Client(base_url=server_url, timeout=60) as h, RawClient(server_url, 60) as raw:
+        want = ask(h, messages, 8)[2]
+        first, _, got = ask(raw, messages, 8)
+        sock = raw.sock
+        assert got == want and first > 0
+        assert ask(raw, messages + [{"role": "assistant", "content": got},
+                                    {"role": "user", "content": "More."}], 4)[2]
+        assert raw.sock is sock  # kept alive
+        assert prefilled(raw) == prefilled(h)
+        with pytest.raises(RuntimeError, match="422|400"):
+            list(raw.request("POST", "/v1/chat/completions", {"messages": "no"}))
+        lines = raw.lines("POST", "/v1/chat/completions",
+                          {"messages": messages, "max_tokens": 8, "stream": True,
+                           "temperature": 0, "reasoning_effort": "none"})
+        next(lines)
+        lines.close()  # left unread: the next request opens another socket
+        assert ask(raw, messages, 8)[2] == want

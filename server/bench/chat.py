@@ -20,6 +20,7 @@ passes did not hand out), TTFT on/off, and the time from the first text chunk to
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import socket
@@ -32,6 +33,7 @@ from pathlib import Path
 import httpx
 
 from server.bench.conversation import Conversation
+from server.bench.raw_client import RawClient
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -73,15 +75,26 @@ def wait_until_served(url: str, proc: subprocess.Popen | None = None, log: Path 
     raise SystemExit(f"server did not start in {seconds:.0f} s{see}")
 
 
-def ask(client: httpx.Client, messages: list, max_tokens: int) -> tuple[float, float, str]:
+@contextlib.contextmanager
+def _sse_lines(client: httpx.Client | RawClient, body: dict):
+    """The lines of a streamed chat reply from either client."""
+    if isinstance(client, RawClient):
+        yield client.lines("POST", "/v1/chat/completions", body)
+        return
+    with client.stream("POST", "/v1/chat/completions", json=body) as r:
+        r.raise_for_status()
+        yield r.iter_lines()
+
+
+def ask(client: httpx.Client | RawClient, messages: list,
+        max_tokens: int) -> tuple[float, float, str]:
     """``(seconds to the first text chunk, seconds from it to the next one, reply)`` of one
     streamed, greedy chat request (the second figure NaN when no second text chunk came)."""
     body = {"model": "rwkv-7", "messages": messages, "max_tokens": max_tokens, "stream": True,
             "temperature": 0, "reasoning_effort": "none"}
     t0, first, second, parts = time.perf_counter(), None, None, []
-    with client.stream("POST", "/v1/chat/completions", json=body) as r:
-        r.raise_for_status()
-        for line in r.iter_lines():
+    with _sse_lines(client, body) as lines:
+        for line in lines:
             if not line.startswith("data: {"):
                 continue
             choices = json.loads(line[6:]).get("choices") or [{}]
@@ -96,10 +109,12 @@ def ask(client: httpx.Client, messages: list, max_tokens: int) -> tuple[float, f
     return first, float("nan") if second is None else second, "".join(parts)
 
 
-def prefilled(client: httpx.Client) -> tuple[int, int, int]:
+def prefilled(client: httpx.Client | RawClient) -> tuple[int, int, int]:
     """(prompt tokens prefill computed, its model calls, tokens computed again after first
     tokens) so far, from ``/health``."""
-    cache = client.get("/health").json()["prefix_cache"]
+    health = client.get_json("/health") if isinstance(client, RawClient) else \
+        client.get("/health").json()
+    cache = health["prefix_cache"]
     return (cache.get("prefilled_tokens", 0), cache.get("prefill_calls", 0),
             cache.get("later_tokens", 0))
 
@@ -194,6 +209,9 @@ def main(argv=None) -> None:
     ap.add_argument("--repeat", type=int, default=1,
                     help="conversations (each with its own system prompt); with more than one, "
                          "a last table of each turn's median TTFT")
+    ap.add_argument("--client", choices=("httpx", "raw"), default="httpx",
+                    help="httpx (the openai SDK's client) or a minimal socket client "
+                         "(server.bench.raw_client: TTFT without the client's own Python work)")
     ap.add_argument("--json", help="write the rows here")
     args = ap.parse_args(argv)
     from server.model.tokenizer import Tokenizer
@@ -212,10 +230,12 @@ def main(argv=None) -> None:
                 proc, url = start_server(source, env, tmp / f"{name}.log")
                 procs.append(proc)
             urls.append(url)
-        with httpx.Client(base_url=urls[0], timeout=600) as on, \
-                httpx.Client(base_url=urls[1], timeout=600) as off:
-            print(f"model: {on.get('/health').json()['model']}  max_tokens/turn: "
-                  f"{args.max_tokens}  buffer size: {args.buffer_size or 'server default'}\n{HEADER}")
+        client = RawClient if args.client == "raw" else httpx.Client
+        with client(base_url=urls[0], timeout=600) as on, \
+                client(base_url=urls[1], timeout=600) as off:
+            model = httpx.get(urls[0] + "/health").json()["model"]
+            print(f"model: {model}  max_tokens/turn: {args.max_tokens}  buffer size: "
+                  f"{args.buffer_size or 'server default'}  client: {args.client}\n{HEADER}")
             runs = []
             for i in range(args.repeat):
                 system = "You are a helpful assistant. " if i == 0 else \
