@@ -252,3 +252,31 @@ def test_a_stored_template_is_not_continued_in_place(settings, tiny_loader):
     scheduler.run()
     assert fork.finish_reason == "length" and fork.history[:len(history)] == history
     assert task_manager.get_task("_poet").history == history
+
+
+def test_serving_on_the_cpu_never_imports_triton(tiny_model_path):
+    """The CPU path is plain torch: a first request that asked whether a batched pass keeps its
+    prompts' bits imported the Triton kernels there (~0.4 s inside the scheduler's step, holding
+    the GIL: a fresh CPU server's first request waited for it)."""
+    import subprocess
+    import sys
+
+    script = f"""
+import sys
+from server import DynamicScheduler, RWKV070ModelLoader
+loader = RWKV070ModelLoader({tiny_model_path!r}, device="cpu")
+from server.scheduler.prefix_cache import PrefixCache
+scheduler = DynamicScheduler(loader, 4, 8, prefix_cache=PrefixCache(64 << 20, "cpu"))
+assert scheduler.engine.model.prefill_align > 1  # split-invariant, as served
+tasks = [scheduler.new_task("User: hi " * n + "\\n\\nAssistant:", max_tokens=3) for n in (5, 40, 90)]
+for t in tasks:
+    t.cache_origin = ""  # as the server's requests: the prefix cache's (a batched pass)
+scheduler.run()
+assert scheduler.prefiller.prefill_calls >= 1
+assert all(len(t.pop_tokens()) == 3 for t in tasks)
+print("triton" in sys.modules, "server.model.kernels" in sys.modules)
+"""
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["False", "False"], out.stdout

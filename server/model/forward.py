@@ -157,10 +157,12 @@ class RWKV7:
         (``kernels.prefer_chunked``), which rounds otherwise than the chunked form a lone prompt
         takes (the prefix cache keeps no state of such a pass: a later lone request would start
         from bits an uncached run of it does not have)."""
+        chunk = getattr(self.wkv_chunk, "func", self.wkv_chunk)
+        if rows <= 1 or chunk is wkv.wkv_chunk:  # (the torch WKV: no import of the kernels,
+            return True  # which brought Triton in, ~0.4 s, in a CPU server's first request)
         from server.model import kernels
 
-        chunk = self.wkv_chunk
-        if rows <= 1 or getattr(chunk, "func", chunk) is not kernels.wkv_chunk:
+        if chunk is not kernels.wkv_chunk:
             return True
         return kernels.prefer_chunked(rows, 64, self.cfg.n_head, self.device, True)
 
