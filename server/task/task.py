@@ -387,8 +387,10 @@ class Task:
         into the scheduler (where it would fail every task of the pulse)."""
         try:
             fn(arg)
-        except (Exception, SystemExit) as e:  # (SystemExit ended the scheduler's thread for
-            # good; KeyboardInterrupt still stops a run() on the main thread)
+        except KeyboardInterrupt:  # still stops a run() on the main thread (Ctrl-C)
+            raise
+        except BaseException as e:  # SystemExit, asyncio.CancelledError (a callback bridging
+            # into asyncio), GeneratorExit ... ended the scheduler's thread for good
             logger.bind(name="task").exception(f"callback {fn!r} of task {self.task_id} failed")
             return e
         return None
