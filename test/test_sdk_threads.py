@@ -213,6 +213,9 @@ def test_continue_gen_checks_its_parameters_before_changing_anything(tiny_loader
     with pytest.raises(ValueError, match="temperature=nan"):
         task.continue_gen(" x", temperature=float("nan"))
     assert task.temperature == 0 and task.status == Status.FINISHED  # unchanged
+    with pytest.raises(TypeError, match="temprature"):  # (max_tokens was set before it)
+        task.continue_gen(" x", max_tokens=7, temprature=0.5)
+    assert task.max_tokens == 2 and task.status == Status.FINISHED
 
 
 @pytest.mark.parametrize("ending", ["return", "raise"])

@@ -81,6 +81,13 @@ def new_task_id(prefix: str = "TASK") -> str:
     return f"{prefix}_{secrets.token_hex(16)}"
 
 
+def _check_names(params: dict) -> None:
+    """``TypeError`` naming the first key that is no task parameter."""
+    for key in params:
+        if key not in SAMPLING_FIELDS and key not in ("collect_callback", "finish_callback"):
+            raise TypeError(f"unknown task parameter {key!r}")
+
+
 class Task:
     def __init__(
         self,
@@ -270,16 +277,16 @@ class Task:
             self.prefill(prompt)
 
     def update_params(self, **params) -> None:
+        _check_names(params)  # (all of them first: a misspelt one changed the others before)
         for key, value in params.items():
-            if key not in SAMPLING_FIELDS and key not in ("collect_callback", "finish_callback"):
-                raise TypeError(f"unknown task parameter {key!r}")
             if value is not None:
                 setattr(self, key, value)
 
     def check_params(self, **changes) -> None:
-        """Raise ``ValueError`` naming the first sampling parameter out of ``PARAM_RANGES``;
-        ``changes``: the values ``continue_gen(**changes)`` would set (None: kept), checked
-        before it changes anything."""
+        """Raise ``TypeError`` naming an unknown parameter, ``ValueError`` naming the first
+        sampling parameter out of ``PARAM_RANGES``; ``changes``: the values
+        ``continue_gen(**changes)`` would set (None: kept), checked before it changes anything."""
+        _check_names(changes)
         for key, (integer, low, high) in PARAM_RANGES.items():
             v = changes.get(key)
             v = getattr(self, key) if v is None else v
