@@ -236,6 +236,10 @@ class Chaos:
         if self.cache is not None and r.random() < 0.8:
             task.cache_origin = ""  # from the zero state: may use and feed the cache
             task.cache_finish = r.random() < 0.7
+        if not p and task.max_tokens > 0:  # nothing to generate from: refused, as new_task("")
+            with pytest.raises(ValueError, match="has no prompt"):
+                self.sched.add_task(task)
+            return
         self.submit(task, p)
 
     def chain(self, task: Task, prompt: list[int], params: dict):
@@ -465,8 +469,9 @@ def errors():
     logger.remove(sink)
 
 
-CASES = [  # (seed, driver, prefix cache, injected faults, operations x)
-    (1, "step", False, False, 1), (2, "step", True, False, 1), (3, "step", True, True, 1),
+CASES = [  # (seed, driver, prefix cache, injected faults, operations x; seed 10 for 1 since
+    # new tasks without a prompt are refused: seed 1's run then stopped no task while decoding)
+    (10, "step", False, False, 1), (2, "step", True, False, 1), (3, "step", True, True, 1),
     (4, "daemon", False, False, 1), (5, "daemon", True, False, 1), (6, "daemon", True, True, 1),
     (7, "run", False, False, 1), (8, "run", True, False, 1), (9, "run", False, True, 1),
 ]

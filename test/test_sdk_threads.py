@@ -8,7 +8,7 @@ import time
 import pytest
 from loguru import logger
 
-from server.scheduler import DynamicScheduler
+from server.scheduler import DynamicScheduler, SimpleScheduler
 from server.task.task import Status, Task
 
 PROMPT = "User: hi\n\nAssistant:"
@@ -420,3 +420,50 @@ def test_a_daemon_started_while_run_tears_down_keeps_its_exit_hook(tiny_loader):
         assert c.wait(30)
     finally:
         sched.shutdown()
+
+
+def test_a_task_with_nothing_to_generate_from_is_refused(tiny_loader):
+    """``new_task("")`` raised; ``add_task(Task(""))`` was taken and "finished" at once with
+    reason stop and no tokens (a QA helper's report). A prefill-only task (max_tokens 0)
+    without tokens is still taken."""
+    sched = SimpleScheduler(tiny_loader, 4, 8)
+    for task in (Task(""), Task([]), Task(max_tokens=10)):
+        with pytest.raises(ValueError, match="has no prompt"):
+            sched.add_task(task)
+    assert not sched.waiting
+    empty = Task([], max_tokens=0)
+    sched.add_task(empty)
+    sched.run()
+    assert empty.status == Status.FINISHED and empty.output == []
+
+
+def test_ctrl_c_inside_a_pulse_ends_the_tasks_in_slots(tiny_loader):
+    """Ctrl-C while run() was inside a pulse, then run() again: the tasks in slots resumed
+    from host bookkeeping the cut pulse had left behind the device, and finished "length"
+    with other tokens than an uninterrupted run (a QA helper's report). They end with an
+    error naming the interrupt now; the tasks still queued then run as ever."""
+    prompts = [f"User: question {i}\n\nAssistant:" for i in range(4)]
+    ref = SimpleScheduler(tiny_loader, 2, 4)
+    want = [ref.new_task(p, max_tokens=12, temperature=0) for p in prompts]
+    ref.run()
+    sched = SimpleScheduler(tiny_loader, 2, 4)
+    tasks = [sched.new_task(p, max_tokens=12, temperature=0) for p in prompts]
+    real, calls = sched.engine.pulse, []
+
+    def pulse(*a, **k):  # the device ran the pulse; the interrupt lands before its results
+        out = real(*a, **k)
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return out
+
+    sched.engine.pulse = pulse
+    with pytest.raises(KeyboardInterrupt):
+        sched.run()
+    cut = [t for t in tasks if t.status == Status.FINISHED]
+    assert len(cut) == 2 and all(t.finish_reason == "error" and "KeyboardInterrupt" in t.error
+                                 for t in cut)
+    sched.run()
+    for t, w in zip(tasks, want):
+        if t not in cut:
+            assert t.finish_reason == "length" and t.output == w.output

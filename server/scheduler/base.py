@@ -190,7 +190,8 @@ class BaseScheduler(SlotCycle):
 
     def add_task(self, task: Task) -> None:
         """Enqueue an existing task (new, forked or continued). Thread-safe. ``ValueError`` for
-        a parameter out of range (``Task.check_params``); tokens that do not fit the model
+        a parameter out of range (``Task.check_params``) and for a new task without a prompt
+        (as ``new_task``); tokens that do not fit the model
         (``model_mismatch``) fail the task alone when it is admitted (``_admit``)."""
         if not isinstance(task, Task):  # (the spec's heading reads add_task(prompt, ...))
             raise TypeError(f"add_task takes a Task, not {type(task).__name__}: for a prompt, "
@@ -199,6 +200,10 @@ class BaseScheduler(SlotCycle):
             raise ValueError(f"task {task.task_id} is {task.status.name}; "
                              "call continue_gen() on a finished task first")
         task.check_params()
+        if (task.max_tokens > 0 and not task.can_generate and not task.history
+                and task.state is None):  # a new task without a prompt ("finished" at once)
+            raise ValueError(f"task {task.task_id} has no prompt: a new task needs at least "
+                             "one token to generate from")
         if task.tokenizer is None:
             task.tokenizer = self.loader
         with self._cv:
@@ -299,6 +304,9 @@ class BaseScheduler(SlotCycle):
             self._shrink()
         except Exception as e:  # a fault fails the tasks in hand, never the scheduler
             self._fail_all(e)
+        except KeyboardInterrupt as e:  # Ctrl-C in run(): a pulse cut short has moved the
+            self._fail_all(e)  # device past its tasks' tokens; a later run() resumed them
+            raise  # from there, wrong (a QA report): they end ("error") and run() stops
         else:
             self._run_later()
         finally:

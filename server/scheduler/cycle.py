@@ -291,7 +291,7 @@ class SlotCycle:
             self.resizes.append(dict(frm=old, to=cap, tasks=len(used), ms=ms))
             self.log.info(f"Compact {len(used)} tasks, cap {old} -> {cap} in {ms:.1f} ms")
 
-    def _fail_all(self, exc: Exception) -> None:
+    def _fail_all(self, exc: BaseException) -> None:
         msg = f"{type(exc).__name__}: {exc}"
         self.log.error(f"Pulse failed, failing {self.num_active} tasks: {msg}\n{traceback.format_exc()}")
         slots = [i for i, t in enumerate(self.slots) if t is not None]
