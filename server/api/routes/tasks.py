@@ -108,16 +108,17 @@ async def status(task_id: str, svc: TaskService = Depends(get_service)):
     return svc.info(await svc.get(task_id))
 
 
-def _resume(svc: TaskService, task: Task, tokens: list[int], body: ContinueRequest, tmp: bool,
-            named: str):
+def _resume(svc: TaskService, task: Task, tokens: list[int], body: ContinueRequest,
+            params: dict, tmp: bool, named: str):
     """Append ``tokens`` to an idle task, update its parameters and submit it. Synchronous: no
     other request can change the task between the caller's checks and this. A full queue is a
     503 before the task is changed: changed first, a refused continue left the prompt appended
     and the last round's output gone, and each retry (the openai SDK retries 503s) appended the
     prompt again (a review, session 14). The prompt's length counts the tokens the task has
     not fed yet (``check_prompt_length``: a template's from a state exported mid-prompt).
-    ``named``: the id the request named (a fork's source: its copy's id means nothing to it)."""
-    params = svc.sampling(body, defaults=False)
+    ``params``: ``svc.sampling(body)``'s, taken before anything (its 422s: a fork's before the
+    state is copied). ``named``: the id the request named (a fork's source: its copy's id means
+    nothing to it)."""
     if (not tokens and task.current_token is None and not task.pending
             and params.get("max_tokens", task.max_tokens) > 0):
         # (an imported state-tuning file, or a state exported without its next token): the
@@ -140,11 +141,11 @@ async def fork(task_id: str, body: ContinueRequest | None = None,
     """A new task starting from a copy of ``task_id``'s state, then as continue."""
     body = body or ContinueRequest()
     tokens = await svc.encode(body.prompt, required=False)
-    svc.sampling(body, defaults=False)  # (its 422s before the state is copied)
+    params = svc.sampling(body, defaults=False)
     task = await svc.copy(await svc.get(task_id), new_task_id("TMP" if tmp else "TASK"))
     await svc.register(task, pin=True)
     try:
-        _resume(svc, task, tokens, body, tmp, task_id)
+        _resume(svc, task, tokens, body, params, tmp, task_id)
     except Exception:  # refused (4xx/503: HTTPException, or a 422 naming a field): no copy kept
         await svc.forget(task)
         raise
@@ -159,13 +160,14 @@ async def continue_task(task_id: str, body: ContinueRequest | None = None,
     """Append ``prompt`` (if given) to the task and generate again; 409 while it runs."""
     body = body or ContinueRequest()
     tokens = await svc.encode(body.prompt, required=False)
+    params = svc.sampling(body, defaults=False)
     task = await svc.get(task_id, pin=True)  # (not evicted before it is submitted)
     try:
         if task.is_template:
             raise HTTPException(403, "Templates are read-only; fork them instead")
         svc.check_usable(task)
         tmp = is_temporary_id(task.task_id)
-        _resume(svc, task, tokens, body, tmp, task_id)
+        _resume(svc, task, tokens, body, params, tmp, task_id)
         if not svc.manager.holds(task_id, task):
             # deleted since ``get`` (a delete in a store thread): it found the task idle and so
             # did not stop it; submitted now, no route could reach or stop it (it ran to
