@@ -106,12 +106,15 @@ def test_a_finish_racing_add_task_is_refused(tiny_loader):
     assert len(outcome) == 1 and "FINISHED" in outcome[0] and not sched.waiting, outcome
 
 
-@pytest.mark.parametrize("error", [SystemExit(3), asyncio.CancelledError()],
-                         ids=["SystemExit", "CancelledError"])
+@pytest.mark.parametrize("error", [SystemExit(3), asyncio.CancelledError(), KeyboardInterrupt()],
+                         ids=["SystemExit", "CancelledError", "KeyboardInterrupt"])
 def test_callbacks_that_exit_or_fail_leave_everything_running(tiny_loader, errors, error):
     """A ``SystemExit`` in a callback ended the scheduler's thread for good; so did any other
     exception outside ``Exception`` (a callback bridging into asyncio raising CancelledError
-    ended the copy-back thread from a finish callback: that task never woke its waiters)."""
+    ended the copy-back thread from a finish callback: that task never woke its waiters).
+    A KeyboardInterrupt raised by a callback on these threads (not Ctrl-C: that reaches the
+    main thread only) ended the copy-back thread too, and every later task hung (session 34's
+    review): it is contained there as well."""
     sched = DynamicScheduler(tiny_loader, max_batch_size=2, buffer_size=4)
     sched.start_daemon()
     try:
@@ -216,6 +219,13 @@ def test_continue_gen_checks_its_parameters_before_changing_anything(tiny_loader
     with pytest.raises(TypeError, match="temprature"):  # (max_tokens was set before it)
         task.continue_gen(" x", max_tokens=7, temprature=0.5)
     assert task.max_tokens == 2 and task.status == Status.FINISHED
+    output = list(task.output)
+    for call in (lambda: task.continue_gen([1, "x"], max_tokens=7),
+                 lambda: task.prefill([1.5])):  # a bad prompt: the round was reset first (and
+        with pytest.raises(TypeError, match="integers"):  # the task left READY, queued
+            call()  # nowhere: wait() blocked for ever; session 34's review)
+        assert task.max_tokens == 2 and task.status == Status.FINISHED and task.output == output
+        assert task.wait(0)
 
 
 @pytest.mark.parametrize("ending", ["return", "raise"])
@@ -437,6 +447,22 @@ def test_a_task_with_nothing_to_generate_from_is_refused(tiny_loader):
     assert empty.status == Status.FINISHED and empty.output == []
 
 
+def _interrupt_second_pulse(sched):
+    """Ctrl-C after the device ran ``sched``'s second pulse, before its results are taken;
+    returns the engine's own ``pulse``."""
+    real, calls = sched.engine.pulse, []
+
+    def pulse(*a, **k):
+        out = real(*a, **k)
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return out
+
+    sched.engine.pulse = pulse
+    return real
+
+
 def test_ctrl_c_inside_a_pulse_ends_the_tasks_in_slots(tiny_loader):
     """Ctrl-C while run() was inside a pulse, then run() again: the tasks in slots resumed
     from host bookkeeping the cut pulse had left behind the device, and finished "length"
@@ -448,16 +474,7 @@ def test_ctrl_c_inside_a_pulse_ends_the_tasks_in_slots(tiny_loader):
     ref.run()
     sched = SimpleScheduler(tiny_loader, 2, 4)
     tasks = [sched.new_task(p, max_tokens=12, temperature=0) for p in prompts]
-    real, calls = sched.engine.pulse, []
-
-    def pulse(*a, **k):  # the device ran the pulse; the interrupt lands before its results
-        out = real(*a, **k)
-        calls.append(1)
-        if len(calls) == 2:
-            raise KeyboardInterrupt
-        return out
-
-    sched.engine.pulse = pulse
+    _interrupt_second_pulse(sched)
     with pytest.raises(KeyboardInterrupt):
         sched.run()
     cut = [t for t in tasks if t.status == Status.FINISHED]
@@ -467,3 +484,80 @@ def test_ctrl_c_inside_a_pulse_ends_the_tasks_in_slots(tiny_loader):
     for t, w in zip(tasks, want):
         if t not in cut:
             assert t.finish_reason == "length" and t.output == w.output
+
+
+def test_ctrl_c_while_releasing_slots_finishes_their_tasks(tiny_loader):
+    """Ctrl-C while a step released finished slots (their states on the way to the copy-back):
+    the tasks were out of their slots and not finished, held by no scheduler; wait() never
+    returned and continue_gen refused them for ever (session 34's review). They end with an
+    error naming the interrupt, back to their own state, and serve again."""
+    sched = SimpleScheduler(tiny_loader, 2, 4)
+    tasks = [sched.new_task(f"User: q{i}\n\nAssistant:", max_tokens=3, temperature=0)
+             for i in range(2)]
+    real = sched.engine.unload
+
+    def unload(*a, **k):
+        sched.engine.unload = real
+        raise KeyboardInterrupt
+
+    sched.engine.unload = unload
+    with pytest.raises(KeyboardInterrupt):
+        sched.run()
+    for t in tasks:
+        assert t.wait(0) and t.finish_reason == "error" and "KeyboardInterrupt" in t.error
+        assert t.history == [] and t.state is None  # back to what it stood for
+    tasks[0].continue_gen(" more", max_tokens=2)
+    sched.add_task(tasks[0])
+    sched.run()
+    assert tasks[0].wait(0) and tasks[0].finish_reason == "length"
+
+
+def test_ctrl_c_while_admitting_keeps_the_tasks_queued(tiny_loader, monkeypatch):
+    """Ctrl-C while a step took tasks off the queue for free slots (checking them against the
+    model): they were in no queue and no slot, PREFILL for ever (session 34's review). They
+    wait again, first in line, and the next run() runs them."""
+    import server.scheduler.cycle as cycle
+
+    sched = SimpleScheduler(tiny_loader, 2, 4)
+    tasks = [sched.new_task(f"User: q{i}\n\nAssistant:", max_tokens=3, temperature=0)
+             for i in range(3)]
+    real = cycle.model_mismatch
+
+    def check(*a, **k):
+        monkeypatch.setattr(cycle, "model_mismatch", real)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cycle, "model_mismatch", check)
+    with pytest.raises(KeyboardInterrupt):
+        sched.run()
+    assert list(sched.waiting) == tasks and sched.num_waiting == 3
+    sched.run()
+    assert all(t.wait(0) and t.finish_reason == "length" for t in tasks)
+
+
+def test_ctrl_c_again_in_a_finish_callback_after_a_cut_pulse(tiny_loader):
+    """Ctrl-C cut a pulse, and again while the first task's finish callback ran as the tasks
+    in slots were failed: that task was FINISHED with its wait() never returning, the other
+    stayed in its slot, and the next run() failed it with an AttributeError (session 34's
+    review). Both end (an error naming the interrupt) and the next run() serves."""
+    sched = SimpleScheduler(tiny_loader, 2, 4)
+    hits = []
+
+    def cb(_):
+        hits.append(1)
+        if len(hits) == 1:
+            raise KeyboardInterrupt
+
+    tasks = [sched.new_task(f"User: question {i}\n\nAssistant:", max_tokens=12,
+                            temperature=0, finish_callback=cb) for i in range(2)]
+    real = _interrupt_second_pulse(sched)
+    with pytest.raises(KeyboardInterrupt):
+        sched.run()
+    assert len(hits) == 2  # the second task's callback ran too
+    for t in tasks:
+        assert t.wait(0) and t.finish_reason == "error" and "KeyboardInterrupt" in t.error
+    assert all(s is None for s in sched.slots) and not sched.decoding
+    sched.engine.pulse = real
+    later = sched.new_task("User: again\n\nAssistant:", max_tokens=3, temperature=0)
+    sched.run()
+    assert later.wait(0) and later.finish_reason == "length"

@@ -158,12 +158,14 @@ class CopyBack:
         self._thread: threading.Thread | None = None
 
     def submit(self, state: State, penalties, counter, slots: list[int], tasks: list,
-               then) -> None:
+               then, handed: list | None = None) -> None:
         """Gather ``slots`` (in groups within the memory budget, waiting for earlier groups to
         be copied when needed: every row is gathered when this returns); later give each task
         its row and call ``then(group_tasks, error)`` once per group, in order — every task in
         exactly one call. ``then`` runs on the copy-back thread and must not wait for the
-        scheduler thread (which may be waiting for the copy-back)."""
+        scheduler thread (which may be waiting for the copy-back). ``handed`` (a list) gets
+        each task as its group is queued: raising (Ctrl-C in ``run()`` while this waits for
+        room), the tasks not in it are the caller's to finish."""
         nbytes = row_bytes(state, penalties, counter)
         for rows in split_groups(len(slots), nbytes, self.group_bytes):
             size = nbytes * len(rows)
@@ -174,16 +176,19 @@ class CopyBack:
                 g = gather_rows(state, penalties, counter, [slots[i] for i in rows])
             except Exception as e:  # this group and the rest fail (in order); earlier go on
                 log.exception("gathering finished states failed")
-                self._put(None, tasks[rows.start:], then, 0, f"{type(e).__name__}: {e}")
+                self._put(None, tasks[rows.start:], then, 0, f"{type(e).__name__}: {e}",
+                          handed)
                 return
-            self._put(g, tasks[rows.start:rows.stop], then, size, None)
+            self._put(g, tasks[rows.start:rows.stop], then, size, None, handed)
 
-    def _put(self, g, tasks, then, size: int, error: str | None) -> None:
+    def _put(self, g, tasks, then, size: int, error: str | None, handed=None) -> None:
         with self._cv:
             self._pending += 1
             self._tasks += len(tasks)
             self._in_flight += size
             self._queue.put((g, tasks, then, size, error))
+            if handed is not None:
+                handed.extend(tasks)
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="rwkv-copyback",
                                                 daemon=True)
@@ -247,5 +252,5 @@ class CopyBack:
         self.stats[1] += time.perf_counter() - t0
         try:
             then(tasks, error)
-        except Exception:
+        except BaseException:  # (any: this thread going on is what later tasks wait for)
             log.exception("finishing tasks after their copy-back failed")

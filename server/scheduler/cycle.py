@@ -32,6 +32,21 @@ from server.task.task import Status, Task
 REASON_NAMES = {REASON_EOS: "stop", REASON_LENGTH: "length", REASON_STOP: "abort"}
 
 
+def finish_all(items) -> None:
+    """``task._finish(reason, error)`` for each ``(task, reason, error)``: every one of them,
+    also when a callback raises on the way (Ctrl-C in ``run()``: ``Task._call`` lets a
+    KeyboardInterrupt through on the main thread), the first such interrupt raised again after
+    the last (tasks were left held by no scheduler, and their ``wait()`` never returned)."""
+    interrupt = None
+    for task, reason, error in items:
+        try:
+            task._finish(reason, error)
+        except BaseException as e:  # (_finish contains every other exception of a callback)
+            interrupt = interrupt or e
+    if interrupt is not None:
+        raise interrupt
+
+
 class SlotCycle:
     """Admission, prefill, pulses, release, resizing and faults: host bookkeeping of the slots."""
 
@@ -40,8 +55,7 @@ class SlotCycle:
             stopped = [t for t in self.waiting if t.stop_requested]
             for t in stopped:
                 self.waiting.remove(t)
-        for t in stopped:
-            t._finish("abort")
+        finish_all((t, "abort", None) for t in stopped)
 
     def _admit(self) -> None:
         with self._cv:
@@ -67,6 +81,7 @@ class SlotCycle:
             batch = [self.waiting.popleft() for _ in range(min(len(free), len(self.waiting)))]
             # off the queue and not yet in a slot: still counted against max_queue
             self._admitting = len(batch)
+        taken = batch
         try:
             batch = self._refuse_unfit(batch)
             slots = free[: len(batch)]
@@ -80,6 +95,16 @@ class SlotCycle:
                     task._admitted_as = (len(task.history), list(task.pending),
                                          task.current_token, task.state_decoded)
                 self._admitting = 0
+        except BaseException as e:  # the tasks taken off the queue, neither refused nor in a
+            # slot, were held by no scheduler (their wait() never returned; session 34's review)
+            with self._cv:
+                placed = {id(t) for t in self.slots if t is not None}
+                left = [t for t in taken if id(t) not in placed and t.status != Status.FINISHED]
+                if not isinstance(e, Exception):  # Ctrl-C in run(): they wait again, first
+                    self.waiting.extendleft(reversed(left))
+            if isinstance(e, Exception):  # a fault: they end with it (the step's handler
+                finish_all((t, "error", f"{type(e).__name__}: {e}") for t in left)  # fails
+            raise  # those in slots; queued again, they met the same fault every step)
         finally:
             with self._cv:
                 self._admitting = 0  # (also when a check above raised)
@@ -98,13 +123,15 @@ class SlotCycle:
         step (an index error in the first pass). Checked here, on this thread, not in
         ``add_task``: the API checked its prompts already, and its event loop would scan each
         task's tokens again."""
-        cfg, fit = self.engine.model.cfg, []
+        cfg, fit, unfit = self.engine.model.cfg, [], []
         for task in batch:
             problem = model_mismatch(task, cfg)
             if problem:
-                task._finish("error", f"task {task.task_id} does not fit the model: {problem}")
+                unfit.append((task, "error", f"task {task.task_id} does not fit the model: "
+                                             f"{problem}"))
             else:
                 fit.append(task)
+        finish_all(unfit)
         return fit
 
     def _prefill(self) -> None:
@@ -236,33 +263,38 @@ class SlotCycle:
         for slot in slots:
             self.slots[slot] = None
             self.decoding.discard(slot)
-        going_home, fault = set(), None
+        handed, fault = [], None
         try:
-            if home:
+            if home:  # (each task the copy-back has is in ``handed``: finished there)
                 self.engine.unload([s for s, _ in home], [t for _, t in home],
-                                   then=lambda ts, err: self._finish_home(ts, reason, err))
-                going_home = {id(t) for _, t in home}
+                                   then=lambda ts, err: self._finish_home(ts, reason, err),
+                                   handed=handed)
             self.engine.free(slots)
-        except Exception as e:  # finished here all the same: out of the slots, the step's
-            fault = e  # fault handler (_fail_all) would not see them (they hung, RUNNING)
+        except BaseException as e:  # (Ctrl-C in run() too) finished here all the same: out
+            fault = e  # of the slots, the step's fault handler (_fail_all) would not see them
+            # (they hung, RUNNING)
+        going_home = {id(t) for t in handed}
         stranded = {id(t) for _, t in home} - going_home  # their state never left the slot
         for task in tasks:
             if id(task) in stranded:
                 self._restore_admitted(task)
-                task._finish("error", f"{type(fault).__name__}: {fault}")
-            elif id(task) not in going_home:
-                task._finish(reason, error)
-        if fault is not None:
-            raise fault
+        try:
+            finish_all((t, "error", f"{type(fault).__name__}: {fault}") if id(t) in stranded
+                       else (t, reason, error) for t in tasks if id(t) not in going_home)
+        finally:
+            if fault is not None:
+                raise fault
 
     def _finish_home(self, tasks: list[Task], reason: str, error: str | None) -> None:
         """Copy-back thread: the tasks' state is home (or failed to come): finish them."""
-        for task in tasks:
-            if error is not None:
-                self._restore_admitted(task)
-            task._finish("error" if error else reason, error)
-        with self._cv:
-            self._cv.notify_all()
+        try:
+            for task in tasks:
+                if error is not None:
+                    self._restore_admitted(task)
+            finish_all((t, "error" if error else reason, error) for t in tasks)
+        finally:
+            with self._cv:
+                self._cv.notify_all()
 
     @staticmethod
     def _restore_admitted(task: Task) -> None:
@@ -295,6 +327,7 @@ class SlotCycle:
         msg = f"{type(exc).__name__}: {exc}"
         self.log.error(f"Pulse failed, failing {self.num_active} tasks: {msg}\n{traceback.format_exc()}")
         slots = [i for i, t in enumerate(self.slots) if t is not None]
+        interrupt = None
         for slot in slots:
             task = self.slots[slot]
             self.slots[slot] = None
@@ -303,11 +336,15 @@ class SlotCycle:
                 task._finish("error", msg)
             except Exception as e:  # a failing listener must not keep the others unfinished
                 self.log.error(f"Finishing {task.task_id} after the fault failed: {e!r}")
+            except BaseException as e:  # Ctrl-C in a callback (main thread): the others and
+                interrupt = interrupt or e  # the slots' reset first, then raised again
         self.decoding.clear()
         try:
             self.engine.resize(self.initial_capacity(), [])
         except Exception as e:  # (raised out of step(), it ended the daemon's thread for good)
             self.log.error(f"Resetting the slots after the fault failed too ({e!r}); the next "
                            "step sizes them again")
-            return
-        self.slots = [None] * self.engine.capacity
+        else:
+            self.slots = [None] * self.engine.capacity
+        if interrupt is not None:
+            raise interrupt

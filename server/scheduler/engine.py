@@ -304,15 +304,16 @@ class BatchEngine:
         self.live.index_fill_(0, idx, True)
         self._running.update(slots)
 
-    def unload(self, slots: list[int], tasks: list, then) -> None:
+    def unload(self, slots: list[int], tasks: list, then, handed: list | None = None) -> None:
         """Send the state, penalties and random-stream position of ``slots`` home to the tasks
         without stalling the batch: the rows are gathered on the device now (before any reuse of
         the slots; in groups within a memory budget, so this may wait for earlier copies); the
         copy to host memory and ``then(tasks, error)`` — once per group, in order — happen on
-        the copy-back thread (copyback.py). The caller frees the slots."""
+        the copy-back thread (copyback.py). The caller frees the slots. ``handed``: gets each
+        task once ``then`` has it (after a fault here, the others are the caller's)."""
         if slots:
             self.copyback.submit(self.state, self.samp.penalties, self.samp.counter, slots,
-                                 tasks, then)
+                                 tasks, then, handed)
 
     @property
     def unload_stats(self) -> list:

@@ -237,12 +237,16 @@ class Task:
         """Append a prompt (text or token ids) to the sequence; it is fed when the scheduler
         next runs the task."""
         self._check_free("prefilling")
+        tokens = self._tokens(prompt)  # before anything changes (a bad prompt changes nothing)
         if self.status == Status.FINISHED:
             self.continue_gen()
+        self._feed(tokens)
+
+    def _feed(self, tokens: list[int]) -> None:
         if self.current_token is not None:
             self.pending.append(self.current_token)
             self.current_token = None
-        self.pending.extend(self._tokens(prompt))
+        self.pending.extend(tokens)
         self.status = Status.PREFILL
         self._done.clear()
 
@@ -255,6 +259,9 @@ class Task:
         a fresh random stream, as in ``Task()`` and the API's ``"seed": null``)."""
         self._check_free("continuing")
         self.check_params(**params)  # before anything changes (nan was stored, refused later)
+        # the prompt's tokens too (a bad prompt raised after the round was reset: the task
+        # stayed READY in no scheduler, and wait() blocked for ever; session 34's review)
+        tokens = self._tokens(prompt) if prompt else None
         if "seed" in params and params["seed"] is None:  # (it kept the old seed: two forks
             params["seed"] = secrets.randbits(62)       # continued so sampled the same)
         if self.is_template:  # the stored row would stay as it was: forks in this process and
@@ -274,7 +281,7 @@ class Task:
         self.prefill_time = self.gen_time = 0.0  # this round's, like output
         self._done.clear()
         if prompt:
-            self.prefill(prompt)
+            self._feed(tokens)
 
     def update_params(self, **params) -> None:
         _check_names(params)  # (all of them first: a misspelt one changed the others before)
@@ -354,7 +361,6 @@ class Task:
             self._call(fn, self)
 
     def _finish(self, reason: str, error: str | None = None) -> None:
-        self._under_way()
         self.finish_reason = reason
         self.error = error
         self.finished_at = time.time()
@@ -362,13 +368,20 @@ class Task:
             # the two a task finishing was not held and not yet finished, and was queued again
             self.status = Status.FINISHED
             self._stop_hook = None  # it belongs to no scheduler (also when dropped unrun)
-        if self.finish_callback is not None:
-            failed = self._call(self.finish_callback, self.round_tokens())
+        failed = None
+        try:
+            self._under_way()
+            if self.finish_callback is not None:
+                failed = self._call(self.finish_callback, self.round_tokens())
+        except KeyboardInterrupt as e:  # (Ctrl-C in a callback on the main thread: _call)
+            failed = e
+            raise
+        finally:  # done and its readers told, also when Ctrl-C cut the callbacks short
             if failed is not None:
                 self._end_unqueued_round(failed)
-        if self.status == Status.FINISHED:  # unless the callback started the next round
-            self._done.set()  # (continue_gen + add_task): wait() then waits for that one
-        self._notify()
+            if self.status == Status.FINISHED:  # unless the callback started the next round
+                self._done.set()  # (continue_gen + add_task): wait() then waits for that one
+            self._notify()
 
     def _end_unqueued_round(self, failed: BaseException) -> None:
         """A finish_callback that continued its task and failed before ``add_task`` queued it
@@ -386,16 +399,28 @@ class Task:
     def _notify(self) -> None:
         with self._lock:
             listeners = list(self._listeners)
-        for fn in listeners:
-            self._call(fn, self)
+        interrupt = None
+        for fn in listeners:  # every one of them, also after a Ctrl-C in one (main thread)
+            try:
+                self._call(fn, self)
+            except KeyboardInterrupt as e:
+                interrupt = interrupt or e
+        if interrupt is not None:
+            raise interrupt
 
     def _call(self, fn, arg) -> BaseException | None:
         """Run a user callback or listener: its error is logged and returned, never raised
-        into the scheduler (where it would fail every task of the pulse)."""
+        into the scheduler (where it would fail every task of the pulse). A KeyboardInterrupt
+        is raised again on the main thread only (Ctrl-C stops a ``run()`` there); raised by a
+        callback on another thread (the serving scheduler's, the copy-back's) it is contained
+        too: it ended that thread for good, and later tasks hung (session 34's review)."""
         try:
             fn(arg)
-        except KeyboardInterrupt:  # still stops a run() on the main thread (Ctrl-C)
-            raise
+        except KeyboardInterrupt as e:
+            if threading.current_thread() is threading.main_thread():
+                raise
+            logger.bind(name="task").exception(f"callback {fn!r} of task {self.task_id} failed")
+            return e
         except BaseException as e:  # SystemExit, asyncio.CancelledError (a callback bridging
             # into asyncio), GeneratorExit ... ended the scheduler's thread for good
             logger.bind(name="task").exception(f"callback {fn!r} of task {self.task_id} failed")
