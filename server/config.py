@@ -55,7 +55,7 @@ class Settings(BaseSettings):
     max_queue: int = Field(4096, ge=1, description="tasks waiting for a slot beyond this "
                            "get 503")
     max_prompt_tokens: int = Field(131072, ge=1)
-    max_tokens_cap: int = Field(40960, ge=0)
+    max_tokens_cap: int = Field(40960, ge=0, le=2**63 - 1)  # (the Task API's range reaches it)
 
     # sampling defaults
     default_max_tokens: int = Field(2000, ge=0, le=2**63 - 1)  # (Task.check_params' ranges)

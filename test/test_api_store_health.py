@@ -46,3 +46,35 @@ def test_health_reports_a_database_that_refuses_writes(tiny_model_path, tmp_path
         _until(lambda: client.get("/health").json()["status"] == "ok")
         assert client.get("/health").json()["task_store"]["unsaved"] == 0
         assert store.contains(tid)
+
+
+def test_a_task_whose_submission_fails_unexpectedly_is_not_left_listed(tiny_model_path, tmp_path,
+                                                                       monkeypatch):
+    """A fault in ``add_task`` other than the API's own refusals (a ValueError from its
+    parameter check: a cap past 2**63 - 1 let such a max_tokens through) was a 500 that left
+    the new task listed, PREFILL for ever, its stream hanging (session 34's review). The task
+    is forgotten now; the next request is served."""
+    from server.api.app import create_app
+    from server.config import Settings
+
+    settings = Settings(model_path=tiny_model_path, demo=None, device="cpu", api_key=None,
+                        task_db_path=str(tmp_path / "t.db"))
+    with TestClient(create_app(settings), raise_server_exceptions=False) as client:
+        sched = client.app.state.runtime.scheduler
+        real = sched.add_task
+
+        def once(task):
+            monkeypatch.setattr(sched, "add_task", real)
+            raise ValueError("injected")
+
+        monkeypatch.setattr(sched, "add_task", once)
+        before = set(client.get("/v1/tasks/list").json()["cpu_tasks"])
+        body = {"prompt": "User: hi\n\nAssistant:", "max_tokens": 3, "temperature": 0}
+        for path in ("/v1/tasks/tmp", "/v1/tasks/create"):
+            r = client.post(path, json=body)
+            assert r.status_code == 500, r.text
+            assert set(client.get("/v1/tasks/list").json()["cpu_tasks"]) == before
+            monkeypatch.setattr(sched, "add_task", once)
+        monkeypatch.setattr(sched, "add_task", real)
+        tid = client.post("/v1/tasks/create", json=body).json()["task_id"]
+        _until(lambda: client.get(f"/v1/tasks/{tid}/get_result").json()["finished"])

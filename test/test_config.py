@@ -16,13 +16,17 @@ def test_bad_values_stop_with_the_variable_named(monkeypatch):
     monkeypatch.setenv("RWKV_TASK_DB_PATH", "")
     # inside the WKV's 32-token chunks: cached states had other bits than uncached runs
     monkeypatch.setenv("RWKV_PREFILL_CHUNK", "20")
+    # the Task API's max_tokens range reaches the cap: past 2**63 - 1 a request in range was a
+    # 500 in add_task, its task left listed, PREFILL for ever (session 34's review)
+    monkeypatch.setenv("RWKV_MAX_TOKENS_CAP", str(2**63))
     with pytest.raises(SystemExit) as e:
         load_settings()
     msg = str(e.value)
     assert "Invalid configuration" in msg and "RWKV_PDL:" in msg and "RWKV_DTYPE:" in msg
     assert "RWKV_DEFAULT_TOP_K:" in msg and "RWKV_TASK_DB_PATH:" in msg
-    assert "RWKV_PREFILL_CHUNK:" in msg
-    for name in ("RWKV_PDL", "RWKV_DTYPE", "RWKV_DEFAULT_TOP_K", "RWKV_TASK_DB_PATH"):
+    assert "RWKV_PREFILL_CHUNK:" in msg and "RWKV_MAX_TOKENS_CAP:" in msg
+    for name in ("RWKV_PDL", "RWKV_DTYPE", "RWKV_DEFAULT_TOP_K", "RWKV_TASK_DB_PATH",
+                 "RWKV_MAX_TOKENS_CAP"):
         monkeypatch.delenv(name)
     for ok in ("32", "96"):
         monkeypatch.setenv("RWKV_PREFILL_CHUNK", ok)

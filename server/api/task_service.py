@@ -262,7 +262,7 @@ class TaskService:
         await self.register(task, pin=True)
         try:
             self.submit(task)
-        except HTTPException:
+        except Exception:  # (any: an unexpected one left the task listed, PREFILL for ever)
             await self.forget(task)
             raise
         finally:
