@@ -61,3 +61,40 @@ def test_the_raw_client_reads_what_httpx_reads(server_url):
         next(lines)
         lines.close()  # left unread: the next request opens another socket
         assert ask(raw, messages, 8)[2] == want
+
+
+def test_the_raw_client_replaces_a_socket_the_server_closed_while_idle():
+    """uvicorn closes a keep-alive connection after 5 idle seconds; the raw client wrote its
+    next request into that socket and failed ("the server closed the connection"), ending
+    ``server.bench.chat --client raw`` wherever a turn of the other server took over 5 s
+    (session 34's review). It connects again and resends."""
+    import socket
+    import threading
+
+    from server.bench.raw_client import RawClient
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    served = []
+
+    def serve():  # each connection: one request answered with keep-alive, then closed
+        for _ in range(2):
+            conn, _ = listener.accept()
+            with conn:
+                data = b""
+                while b"\r\n\r\n" not in data:
+                    data += conn.recv(4096)
+                served.append(data.split(b"\r\n")[0])
+                body = b'{"n": %d}' % len(served)
+                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                             b"Content-Length: %d\r\n\r\n" % len(body) + body)
+
+    t = threading.Thread(target=serve, daemon=True)
+    t.start()
+    with RawClient(f"http://127.0.0.1:{port}", 10) as raw:
+        assert raw.get_json("/health") == {"n": 1}
+        t.join(0.5)  # (the server has closed the kept socket by now)
+        assert raw.get_json("/health") == {"n": 2}
+    t.join(5)
+    listener.close()
+    assert served == [b"GET /health HTTP/1.1"] * 2
