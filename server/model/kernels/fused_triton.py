@@ -145,11 +145,10 @@ def ln_mix(x: Tensor, ln_w: Tensor, ln_b: Tensor, prev: Tensor, new_prev: Tensor
     out = torch.empty(M, R, C, dtype=out_dtype, device=x.device)
     block = triton.next_power_of_2(C)
     chunk = min(LN_MIX_CHUNK, block) if split and R <= LN_MIX_SPLIT_ROWS else block
-    # a prefill's whole-row programs: 4 warps (the same bits at every row count, as it keeps
-    # one program a row; a 2.9B pass of 160 / 1,888 / 4,096 tokens 0.05 / 0.7 / 1.2 ms faster
-    # than with 8 on the H200, session 34); decode's wide rows keep the 8 they were measured with
-    warps = 8 if chunk >= 4096 and T == 1 else 4
-    opts = dict(num_warps=warps, **pdl.launch_options(x.device, R))
+    # 4 warps, whole rows too (8 before session 34, measured on the H200 at 2.9B: a pass of
+    # 160 / 1,888 / 4,096 tokens 0.05 / 0.7 / 1.2 ms faster, decode 1.1 % at batch 256 and
+    # 1,024; a prefill keeps one program a row, so the same bits at every row count)
+    opts = dict(num_warps=4, **pdl.launch_options(x.device, R))
     n_mid = 0 if mid is None or mid_prev is None else mid.shape[0]
     if n_mid and (mid_prev.shape != (n_mid, C) or mid_prev.stride(0) != C or R != T):
         raise ValueError("ln_mix's export: one sequence, a contiguous [K, C] mid_prev")
