@@ -1,5 +1,5 @@
 """Decode's whole-row ln_mix programs (above ``LN_MIX_SPLIT_ROWS`` rows) with 8 warps (as
-served) against 4, through ``server.bench.decode``'s engine pulses (fp16 state, 32 steps a
+served before 2b95113) against 4 (since), each set explicitly, through ``server.bench.decode``'s engine pulses (fp16 state, 32 steps a
 pulse), the two alternating. GPU machine:
     python3 docs/experiments/session34/decode_warps.py [ROUNDS] [BATCHES]
 Prints ms a step (median pulse of 5) per round."""
