@@ -277,7 +277,7 @@ def test_tasks_being_admitted_still_count_against_max_queue(tiny_loader, monkeyp
 
     scheduler = DynamicScheduler(tiny_loader, max_batch_size=2, buffer_size=4, max_queue=1)
     first = [scheduler.new_task(f"User: {i}\n\nAssistant:", max_tokens=2) for i in range(2)]
-    check, late = scheduler._refuse_unfit, []
+    check, late = scheduler._split_unfit, []
 
     def add_meanwhile(batch):
         late.append(scheduler.new_task("User: late\n\nAssistant:", max_tokens=2))  # waits
@@ -285,9 +285,9 @@ def test_tasks_being_admitted_still_count_against_max_queue(tiny_loader, monkeyp
             scheduler.new_task("User: too many\n\nAssistant:", max_tokens=2)
         return check(batch)
 
-    monkeypatch.setattr(scheduler, "_refuse_unfit", add_meanwhile)
+    monkeypatch.setattr(scheduler, "_split_unfit", add_meanwhile)
     scheduler._admit()
-    monkeypatch.setattr(scheduler, "_refuse_unfit", check)
+    monkeypatch.setattr(scheduler, "_split_unfit", check)
     assert scheduler._admitting == 0 and len(late) == 1
     scheduler.run()
     assert all(len(t.output) == 2 for t in first + late)

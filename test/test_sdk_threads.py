@@ -447,6 +447,19 @@ def test_a_task_with_nothing_to_generate_from_is_refused(tiny_loader):
     assert empty.status == Status.FINISHED and empty.output == []
 
 
+def _ctrl_c_in_first_callback():
+    """(calls, callback): a callback that records each call and raises KeyboardInterrupt in
+    the first (Ctrl-C pressed while it ran)."""
+    hits = []
+
+    def cb(_):
+        hits.append(1)
+        if len(hits) == 1:
+            raise KeyboardInterrupt
+
+    return hits, cb
+
+
 def _interrupt_second_pulse(sched):
     """Ctrl-C after the device ran ``sched``'s second pulse, before its results are taken;
     returns the engine's own ``pulse``."""
@@ -541,13 +554,7 @@ def test_ctrl_c_again_in_a_finish_callback_after_a_cut_pulse(tiny_loader):
     stayed in its slot, and the next run() failed it with an AttributeError (session 34's
     review). Both end (an error naming the interrupt) and the next run() serves."""
     sched = SimpleScheduler(tiny_loader, 2, 4)
-    hits = []
-
-    def cb(_):
-        hits.append(1)
-        if len(hits) == 1:
-            raise KeyboardInterrupt
-
+    hits, cb = _ctrl_c_in_first_callback()
     tasks = [sched.new_task(f"User: question {i}\n\nAssistant:", max_tokens=12,
                             temperature=0, finish_callback=cb) for i in range(2)]
     real = _interrupt_second_pulse(sched)
@@ -559,5 +566,49 @@ def test_ctrl_c_again_in_a_finish_callback_after_a_cut_pulse(tiny_loader):
     assert all(s is None for s in sched.slots) and not sched.decoding
     sched.engine.pulse = real
     later = sched.new_task("User: again\n\nAssistant:", max_tokens=3, temperature=0)
+    sched.run()
+    assert later.wait(0) and later.finish_reason == "length"
+
+
+def test_ctrl_c_after_a_refused_task_was_queued_again_queues_it_once(tiny_loader):
+    """A task refused at admission (a token past the vocabulary) whose finish callback queued
+    it again, then Ctrl-C: the tasks taken off the queue went back to it, this one included,
+    so it was queued twice (two slots for one task at the next run: every task there failed;
+    a review of session 34's change). It is queued once."""
+    sched = SimpleScheduler(tiny_loader, 4, 4)
+    good = tiny_loader.encode(PROMPT)
+    reasons = []
+
+    def retry_once(_):
+        reasons.append(task.finish_reason)
+        if len(reasons) == 1:
+            task.continue_gen()
+            sched.add_task(task)
+            raise KeyboardInterrupt
+
+    task = Task(good[:-1] + [tiny_loader.cfg.vocab_size + 5], task_id="A", max_tokens=3,
+                finish_callback=retry_once, tokenizer=tiny_loader)
+    other = sched.new_task(PROMPT, max_tokens=3, temperature=0)
+    sched.add_task(task)
+    with pytest.raises(KeyboardInterrupt):
+        sched.run()
+    assert list(sched.waiting) == [other, task]  # (other: taken with it, waits again first)
+    sched.run()
+    assert reasons == ["error", "error"] and other.wait(0) and other.finish_reason == "length"
+
+
+def test_ctrl_c_in_a_callback_during_shutdown_finishes_every_task(tiny_loader):
+    """shutdown() from the main thread finishes the queued tasks ("abort"); Ctrl-C in the
+    first one's callback left the others queued nowhere, held for ever, and the scheduler
+    stopping (a review of session 34's change). Every task ends, the shutdown completes,
+    then the interrupt is raised; the scheduler runs again afterwards."""
+    sched = SimpleScheduler(tiny_loader, 2, 4)
+    hits, cb = _ctrl_c_in_first_callback()
+    tasks = [sched.new_task(f"User: {i}\n\nAssistant:", max_tokens=3, finish_callback=cb)
+             for i in range(3)]
+    with pytest.raises(KeyboardInterrupt):
+        sched.shutdown()
+    assert all(t.wait(0) and t.finish_reason == "abort" for t in tasks) and len(hits) == 3
+    later = sched.new_task(PROMPT, max_tokens=3, temperature=0)
     sched.run()
     assert later.wait(0) and later.finish_reason == "length"

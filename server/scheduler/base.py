@@ -32,7 +32,7 @@ import weakref
 from collections import deque
 
 from server.logger import get_logger
-from server.scheduler.cycle import SlotCycle
+from server.scheduler.cycle import SlotCycle, finish_all
 from server.scheduler.engine import BatchEngine
 from server.scheduler.prefill import WARM_DELAY_S, Prefiller
 from server.scheduler.stats import SchedulerStats
@@ -460,8 +460,16 @@ class BaseScheduler(SlotCycle):
             if not stepping and not self.engine.copyback.on_thread:  # thread it waits for)
                 self._await_teardown(timeout + STEP_WAIT_S)
             return
-        for task in pending:
-            task._finish("abort")
+        try:
+            finish_all((task, "abort", None) for task in pending)
+        except BaseException:  # Ctrl-C in a callback (main thread): every queued task
+            self._shutdown_rest(stepping, timeout)  # is finished, and the shutdown goes on
+            raise  # first (it stranded them, and left the scheduler stopping for ever)
+        self._shutdown_rest(stepping, timeout)
+
+    def _shutdown_rest(self, stepping: bool, timeout: float) -> None:
+        """``shutdown()`` once the queue is emptied: stop the tasks in slots, wait for the
+        stepping thread, tear down."""
         for task in self.slots:
             if task is not None:
                 task.stop()
@@ -496,6 +504,7 @@ class BaseScheduler(SlotCycle):
         """(shutdown, once no step runs) Release the slots' tasks ("abort") and free the device
         memory. A fault releasing one slot does not keep the others' tasks running. Ends the
         shutdown under way, whatever happens here."""
+        interrupt = None
         try:
             for slot, task in enumerate(self.slots):
                 if task is not None:
@@ -503,6 +512,8 @@ class BaseScheduler(SlotCycle):
                         self._release([slot], "abort")
                     except Exception as e:  # (its tasks are finished: _release)
                         self.log.error(f"Releasing slot {slot} at shutdown failed: {e!r}")
+                    except BaseException as e:  # Ctrl-C in a callback (main thread): the
+                        interrupt = interrupt or e  # other slots first, raised at the end
             if not self.engine.copyback.on_thread:  # (from a finish callback: it waited for
                 self.engine.copyback.wait_idle(timeout)  # itself)
             self.prefiller.drop_later()
@@ -523,3 +534,5 @@ class BaseScheduler(SlotCycle):
             with self._cv:  # a run() waiting on another thread returns: nothing is left to do
                 self._teardown_due = self._stopping = False
                 self._cv.notify_all()
+        if interrupt is not None:
+            raise interrupt

@@ -81,9 +81,11 @@ class SlotCycle:
             batch = [self.waiting.popleft() for _ in range(min(len(free), len(self.waiting)))]
             # off the queue and not yet in a slot: still counted against max_queue
             self._admitting = len(batch)
-        taken = batch
+        taken, fit = batch, None
         try:
-            batch = self._refuse_unfit(batch)
+            fit, unfit = self._split_unfit(batch)
+            finish_all(unfit)
+            batch = fit
             slots = free[: len(batch)]
             # in a slot and off the admitting count in one step under the lock: counted twice
             # between the two, a full queue's check refused a task there was room for (and
@@ -97,9 +99,9 @@ class SlotCycle:
                 self._admitting = 0
         except BaseException as e:  # the tasks taken off the queue, neither refused nor in a
             # slot, were held by no scheduler (their wait() never returned; session 34's review)
-            with self._cv:
+            with self._cv:  # (not a refused one: its callback may have queued it again)
                 placed = {id(t) for t in self.slots if t is not None}
-                left = [t for t in taken if id(t) not in placed and t.status != Status.FINISHED]
+                left = [t for t in (taken if fit is None else fit) if id(t) not in placed]
                 if not isinstance(e, Exception):  # Ctrl-C in run(): they wait again, first
                     self.waiting.extendleft(reversed(left))
             if isinstance(e, Exception):  # a fault: they end with it (the step's handler
@@ -116,13 +118,13 @@ class SlotCycle:
             task.status = Status.PREFILL if task.needs_prefill else Status.READY
             task._t_admit = time.perf_counter()
 
-    def _refuse_unfit(self, batch: list[Task]) -> list[Task]:
-        """Finish ("error", saying why) the tasks whose state or next tokens do not fit the
-        model (``model_mismatch``: ids past the vocabulary, a state stored with another model)
-        before any is loaded; the others go on. Loaded, such a task failed every task of the
-        step (an index error in the first pass). Checked here, on this thread, not in
-        ``add_task``: the API checked its prompts already, and its event loop would scan each
-        task's tokens again."""
+    def _split_unfit(self, batch: list[Task]) -> tuple[list[Task], list]:
+        """(fit, unfit): the tasks whose state and next tokens fit the model, and ``(task,
+        "error", why)`` for the others (``model_mismatch``: ids past the vocabulary, a state
+        stored with another model), to be finished before any is loaded. Loaded, such a task
+        failed every task of the step (an index error in the first pass). Checked here, on
+        this thread, not in ``add_task``: the API checked its prompts already, and its event
+        loop would scan each task's tokens again."""
         cfg, fit, unfit = self.engine.model.cfg, [], []
         for task in batch:
             problem = model_mismatch(task, cfg)
@@ -131,8 +133,7 @@ class SlotCycle:
                                              f"{problem}"))
             else:
                 fit.append(task)
-        finish_all(unfit)
-        return fit
+        return fit, unfit
 
     def _prefill(self) -> None:
         """Feed pending prompt tokens of admitted tasks, within the budget (``Prefiller``: with
