@@ -121,3 +121,14 @@ def held_copyback(monkeypatch):
 
     monkeypatch.setattr(copyback, "to_host", held_to_host)
     return gate
+
+
+# the longest tests (Triton's CPU interpreter: 10-95 s each on a 2-core machine, none with a
+# module-scoped fixture that moving it would start twice) run first: pytest-xdist hands tests
+# out in collection order, and one of these started late kept one worker busy alone at the end
+LONG_FIRST = ("interpret", "test_fused_topk_is_torch_topk",
+              "test_sample_through_the_cuda_kernels_is_the_torch_path")
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    items.sort(key=lambda item: not any(name in item.name for name in LONG_FIRST))
