@@ -94,6 +94,14 @@ def test_other_bad_requests(http):
     assert http.post(f"/v1/tasks/{tid}/fork", params={"tmp": "maybe"}).status_code == 422
     too_long = http.post("/v1/tasks/tmp", json={"prompt": [1] * 131073})
     assert too_long.status_code == 400 and "RWKV_MAX_PROMPT_TOKENS" in too_long.json()["detail"]
+    # the sampling parameters are checked before the prompt is encoded (a long text was
+    # encoded first, and its 400 hid the parameter's 422; session 34's review)
+    for path in ("/v1/tasks/tmp", "/v1/tasks/create", f"/v1/tasks/{tid}/continue",
+                 f"/v1/tasks/{tid}/fork"):
+        _field_error(http.post(path, json={"prompt": [1] * 131073, "max_tokens": 40961}),
+                     "max_tokens")
+    _field_error(http.post("/v1/tasks/fim", json={"prefix": "x " * 140000,
+                                                  "max_tokens": 40961}), "max_tokens")
     big = http.post("/v1/tasks/tmp", content=b"x" * (8 * 1024 * 1024 + 1))
     assert big.status_code == 413 and "RWKV_MAX_BODY_BYTES" in big.json()["detail"]
     # chunked bodies (no Content-Length) are measured as they arrive

@@ -47,8 +47,9 @@ async def _started(svc: TaskService, task: Task, stream: bool, creator_owns: boo
 
 
 async def _create(svc: TaskService, body: CreateRequest | FimRequest, prompt, tmp: bool):
+    params = svc.sampling(body, defaults=True)  # (its 422s before a long prompt is encoded)
     tokens = await svc.encode(prompt, "prefix" if isinstance(body, FimRequest) else "prompt")
-    task = svc.new_task(tokens, tmp, svc.sampling(body, defaults=True))
+    task = svc.new_task(tokens, tmp, params)
     await svc.submit_new(task)
     return await _started(svc, task, body.stream, tmp)
 
@@ -140,8 +141,8 @@ async def fork(task_id: str, body: ContinueRequest | None = None,
                svc: TaskService = Depends(get_service)):
     """A new task starting from a copy of ``task_id``'s state, then as continue."""
     body = body or ContinueRequest()
-    tokens = await svc.encode(body.prompt, required=False)
     params = svc.sampling(body, defaults=False)
+    tokens = await svc.encode(body.prompt, required=False)
     task = await svc.copy(await svc.get(task_id), new_task_id("TMP" if tmp else "TASK"))
     await svc.register(task, pin=True)
     try:
@@ -159,8 +160,8 @@ async def continue_task(task_id: str, body: ContinueRequest | None = None,
                         svc: TaskService = Depends(get_service)):
     """Append ``prompt`` (if given) to the task and generate again; 409 while it runs."""
     body = body or ContinueRequest()
-    tokens = await svc.encode(body.prompt, required=False)
     params = svc.sampling(body, defaults=False)
+    tokens = await svc.encode(body.prompt, required=False)
     task = await svc.get(task_id, pin=True)  # (not evicted before it is submitted)
     try:
         if task.is_template:
