@@ -22,29 +22,21 @@ to ``BaseScheduler``, which sets them up.
 
 from __future__ import annotations
 
+import functools
 import time
 import traceback
 
 from server.scheduler.engine import REASON_EOS, REASON_LENGTH, REASON_STOP
 from server.task.policy import model_mismatch
-from server.task.task import Status, Task
+from server.task.task import Status, Task, call_all
 
 REASON_NAMES = {REASON_EOS: "stop", REASON_LENGTH: "length", REASON_STOP: "abort"}
 
 
 def finish_all(items) -> None:
     """``task._finish(reason, error)`` for each ``(task, reason, error)``: every one of them,
-    also when a callback raises on the way (Ctrl-C in ``run()``: ``Task._call`` lets a
-    KeyboardInterrupt through on the main thread), the first such interrupt raised again after
-    the last (tasks were left held by no scheduler, and their ``wait()`` never returned)."""
-    interrupt = None
-    for task, reason, error in items:
-        try:
-            task._finish(reason, error)
-        except BaseException as e:  # (_finish contains every other exception of a callback)
-            interrupt = interrupt or e
-    if interrupt is not None:
-        raise interrupt
+    also when a callback raises on the way (``call_all``)."""
+    call_all(functools.partial(task._finish, reason, error) for task, reason, error in items)
 
 
 class SlotCycle:

@@ -76,6 +76,21 @@ def default_tokenizer():
     return Tokenizer(settings.vocab_path)
 
 
+def call_all(calls) -> None:
+    """Run each of ``calls`` (callables without arguments), every one also after one raised (a
+    Ctrl-C on the main thread: ``Task._call`` lets KeyboardInterrupt through there), and raise
+    the first such exception again after the last: a task's listeners, the tasks a scheduler
+    finishes together (left unfinished, they were held by no scheduler for ever)."""
+    first = None
+    for call in calls:
+        try:
+            call()
+        except BaseException as e:
+            first = first or e
+    if first is not None:
+        raise first
+
+
 def new_task_id(prefix: str = "TASK") -> str:
     """``TASK_<32 hex>`` / ``TMP_<32 hex>``: 128 random bits, unguessable."""
     return f"{prefix}_{secrets.token_hex(16)}"
@@ -399,14 +414,7 @@ class Task:
     def _notify(self) -> None:
         with self._lock:
             listeners = list(self._listeners)
-        interrupt = None
-        for fn in listeners:  # every one of them, also after a Ctrl-C in one (main thread)
-            try:
-                self._call(fn, self)
-            except KeyboardInterrupt as e:
-                interrupt = interrupt or e
-        if interrupt is not None:
-            raise interrupt
+        call_all(functools.partial(self._call, fn, self) for fn in listeners)
 
     def _call(self, fn, arg) -> BaseException | None:
         """Run a user callback or listener: its error is logged and returned, never raised
@@ -416,13 +424,11 @@ class Task:
         too: it ended that thread for good, and later tasks hung (session 34's review)."""
         try:
             fn(arg)
-        except KeyboardInterrupt as e:
-            if threading.current_thread() is threading.main_thread():
-                raise
-            logger.bind(name="task").exception(f"callback {fn!r} of task {self.task_id} failed")
-            return e
         except BaseException as e:  # SystemExit, asyncio.CancelledError (a callback bridging
             # into asyncio), GeneratorExit ... ended the scheduler's thread for good
+            if isinstance(e, KeyboardInterrupt) and \
+                    threading.current_thread() is threading.main_thread():
+                raise
             logger.bind(name="task").exception(f"callback {fn!r} of task {self.task_id} failed")
             return e
         return None
