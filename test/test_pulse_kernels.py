@@ -18,8 +18,8 @@ def ints(n, *vals):
     return torch.tensor(vals, dtype=torch.long)[torch.randint(len(vals), (n,), generator=g)]
 for trial in range(20):
     n, steps, s = 37, 4, trial % 4
-    cur = ints(n, 5, E.NEWLINE_TOKENS[0], E.NEWLINE_TOKENS[1], 7)
-    tok = ints(n, 0, E.USER_TOKEN, 9, 11, E.NEWLINE_TOKENS[1])
+    cur = ints(n, 5, 11, E.TURN_NEWLINE, 7)  # (11: one newline)
+    tok = ints(n, 0, E.USER_TOKEN, 9, 11, E.TURN_NEWLINE)
     n_gen = torch.randint(0, 5, (n,), generator=g)
     max_new = torch.randint(1, 7, (n,), generator=g)
     done = torch.rand(n, generator=g) < 0.3

@@ -812,3 +812,57 @@ def test_lowering_max_tokens_mid_round_keeps_whole_pulses(tiny_loader):
                           collect_callback=lower)
     sched.run()
     assert len(task.output) == 300 and len(sched.pulses) < 20
+
+
+def _forced(loader, monkeypatch, script: list[int]) -> None:
+    """The model's passes answer with logits that make ``script`` the greedy tokens, in turn."""
+    drawn = iter(script)
+
+    def forcing(pass_fn):
+        def run(*args, **kw):
+            logits = pass_fn(*args, **kw)
+            if logits is not None:
+                logits = torch.full_like(logits, -1e4)
+                logits[:, next(drawn, 0)] = 1e4
+            return logits
+        return run
+
+    for name in ("decode", "prefill"):
+        monkeypatch.setattr(loader.model, name, forcing(getattr(loader.model, name)))
+
+
+@pytest.mark.parametrize("text,kept", [
+    ("Headers:\nUser-Agent: curl\nAccept: */*", "Headers:\nUser-Agent: curl\nAccept: */*"),
+    ("Step 2\nUser clicks OK", "Step 2\nUser clicks OK"),
+    ("Done.\n\nUser: and now?", "Done.\n\n"),  # a new turn: "User" after "\n\n" ends it
+])
+def test_only_user_after_a_blank_line_ends_generation(tiny_loader, monkeypatch, text, kept):
+    """The engine's new-turn stop is "User" right after "\\n\\n" (token 261). After a single
+    newline "User" is the reply's text: "\\nUser-Agent" in a list of HTTP headers ended the
+    reply there, a 200 with finish_reason "stop" (session 35's QA)."""
+    script = tiny_loader.encode(text)
+    assert 24281 in script and (text == kept) == (261 not in script)
+    _forced(tiny_loader, monkeypatch, script + [0])
+    sched = DynamicScheduler(tiny_loader, max_batch_size=1, buffer_size=4)
+    task = sched.new_task("Q: list\nA:", max_tokens=40, temperature=0)
+    sched.run()
+    assert task.finish_reason == "stop" and tiny_loader.decode(task.output) == kept
+
+
+def test_a_request_refused_for_room_queues_none_of_its_choices(tiny_loader):
+    """The OpenAI routes' ``submit`` of n choices checks the room for all of them first: a
+    request refused at its second choice held a queue place with its first (stopped, but
+    waiting until the scheduler's next step: another request could be refused for it), and
+    its 503 counted that choice among the waiting tasks (session 35's QA)."""
+    from server.api.completion import submit
+    from server.scheduler.base import QueueFull
+
+    sched = DynamicScheduler(tiny_loader, max_batch_size=1, max_queue=1)  # takes 2; not started
+    other = sched.new_task("User: hi\n\nAssistant:", max_tokens=3)
+    choices = [Task("User: hi\n\nAssistant:", max_tokens=3) for _ in range(2)]
+    with pytest.raises(QueueFull, match="^1 tasks are waiting"):
+        submit(sched, choices)
+    assert list(sched.waiting) == [other] and not any(t.held for t in choices)
+    submit(sched, choices[:1])  # the room left is the request's to take
+    sched.run()
+    assert other.status == choices[0].status == Status.FINISHED

@@ -4,8 +4,8 @@ Every tensor here has the slot (capacity) dimension; slot ``i`` of every tensor 
 sequence. The scheduler (no torch) decides which task sits in which slot; the engine moves data.
 
 A pulse runs up to ``steps`` decode steps with no host synchronisation except one copy at the end.
-End of generation is detected on the device: token 0, a new turn (``User`` right after ``\\n\\n`` or
-``\\n``), ``max_tokens``, or a stop request (a host flag copied to the device before each step). A
+End of generation is detected on the device: token 0, a new turn (``User`` right after ``\\n\\n``),
+``max_tokens``, or a stop request (a host flag copied to the device before each step). A
 finished row stops updating its state, penalties and random stream at once, so its state is
 exactly "all tokens but ``current_token`` consumed". The pulse ends early once every row has
 ended (``EndProbe``: on CUDA the host reads the rows' flags a few steps behind the device, through
@@ -33,7 +33,11 @@ from server.scheduler.probe import EndProbe
 from server.scheduler.slots import FLOAT_PARAMS, LONG_PARAMS, SlotBuffers
 
 EOS_TOKEN = 0
-NEWLINE_TOKENS = (11, 261)  # "\n", "\n\n"
+# a new turn: USER_TOKEN right after TURN_NEWLINE. The chat format folds "\n\n" inside a message to
+# "\n", so only "\n\n" opens a turn: "User" after one newline ("\nUser-Agent: curl", "Step 2\nUser
+# clicks") is the reply's own text (it ended the reply too, before session 35's QA). The check
+# cannot wait for the ":" of "\n\nUser:": "User" would be in the state by then
+TURN_NEWLINE = 261  # "\n\n"
 USER_TOKEN = 24281  # "User"
 
 # SamplingBatch field -> (Task attribute, dtype) copied into a slot when a task is loaded
@@ -475,11 +479,10 @@ class BatchEngine:
         ``out``/``valid``, ``cur`` and ``n_gen``."""
         if self._kernels is not None:
             self._kernels.step_end(tok, self.cur, active, self.n_gen, self.max_new, done, reason,
-                                   out, valid, s, EOS_TOKEN, NEWLINE_TOKENS, USER_TOKEN,
+                                   out, valid, s, EOS_TOKEN, TURN_NEWLINE, USER_TOKEN,
                                    REASON_EOS, REASON_LENGTH)
             return
-        after_newline = (self.cur == NEWLINE_TOKENS[0]) | (self.cur == NEWLINE_TOKENS[1])
-        is_eos = (tok == EOS_TOKEN) | ((tok == USER_TOKEN) & after_newline)
+        is_eos = (tok == EOS_TOKEN) | ((tok == USER_TOKEN) & (self.cur == TURN_NEWLINE))
         ok = active & ~is_eos
         out[:, s] = tok
         valid[:, s] = ok
