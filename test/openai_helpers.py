@@ -132,6 +132,10 @@ class ScriptedScheduler:
         self.max_batch_size = 1  # max_in_flight at once)
         self.tasks = []
 
+    def check_room(self, n: int = 1) -> None:
+        if len(self.tasks) + n > self.capacity:
+            raise QueueFull(f"{len(self.tasks)} tasks are waiting (capacity {self.capacity})")
+
     def add_task(self, task) -> None:
         if len(self.tasks) >= self.capacity:
             raise QueueFull("4096 tasks are waiting (max_queue=4096)")

@@ -78,7 +78,11 @@ def make_tasks(prompt: list[int], n: int, params: dict, seed: int | None) -> lis
 
 
 def submit(scheduler, tasks: list[Task]) -> None:
-    """Enqueue all ``tasks``; if the queue fills midway, stop the ones already queued and re-raise."""
+    """Enqueue all ``tasks``; if the queue fills midway, stop the ones already queued and re-raise.
+    Room for all of them is checked first: a request refused at its second choice held a queue
+    place with its first until that one was stopped (another request could be refused for it),
+    and its 503 counted its own first choice as a waiting task (session 35's QA)."""
+    scheduler.check_room(len(tasks))  # (the room stays: no other add_task on the event loop)
     added = []
     try:
         for task in tasks:
