@@ -14,6 +14,7 @@ from task_fakes import make_task, same_bits, same_task
 
 from server.task.manager import (TaskBusy, TaskManager, TaskNotFound, TemplateExists,
                                  TemplateProtected)
+from server.task.serialize import encode_task
 from server.task.store import TaskStore
 from server.task.task import Status
 
@@ -607,6 +608,31 @@ def test_prune_keeps_templates(db):
     tm.close()
     ids = TaskStore(db).ids()
     assert sorted(ids) == ["TASK_5", "TASK_6", "TASK_7", "_a", "_b"]
+
+
+def test_stored_tasks_are_pruned_to_their_megabytes(db, monkeypatch):
+    """``RWKV_TASK_DB_MAX_MB``: the oldest stored tasks go once their rows pass it (templates
+    stay), the count (``RWKV_TASK_DB_MAX_SIZE``) far off; 0: no byte limit."""
+    from server.config import settings
+
+    monkeypatch.setattr(settings, "task_db_max_mb", 1)
+    big = lambda i: make_task(i, f"TASK_{i}", shape=(2, 8, 8, 64))  # noqa: E731 (262 KB states)
+    rows = [len(m) + len(b) for m, b in (encode_task(big(i)) for i in range(8))]
+    kept = max(k for k in range(9) if sum(rows[8 - k:]) <= 1 << 20)
+    assert 2 <= kept < 8
+    tm = manager(db, capacity=1)  # max_db_size 1,000
+    tm.put_task("_a", big(0))
+    for i in range(8):
+        tm.put_task(f"TASK_{i}", big(i))
+        tm.writer.flush()
+    tm.close()
+    assert sorted(TaskStore(db).ids()) == [f"TASK_{i}" for i in range(8 - kept, 8)] + ["_a"]
+    tm = manager(db, capacity=1, max_db_mb=0)
+    for i in range(8, 11):
+        tm.put_task(f"TASK_{i}", big(i))
+        tm.writer.flush()
+    tm.close()
+    assert TaskStore(db).count() == kept + 3 + 1
 
 
 def test_pruned_task_still_in_memory_is_written_again(db):

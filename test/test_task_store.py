@@ -124,6 +124,25 @@ def test_prune_drops_oldest_non_templates(tmp_path):
     assert s.prune(0) == ["TASK_4", "TASK_5"] and sorted(s.ids()) == ["_a", "_b"]
 
 
+def test_prune_keeps_the_rows_bytes_within_a_limit(tmp_path):
+    """``max_bytes``: the oldest non-template rows go until the rest (meta and blob) fit; a
+    count alone let the default 10,000 rows of 21 MB states (2.9B) fill a disk."""
+    s = TaskStore(tmp_path / "b.db")
+    s.put("_t", "{}", bytes(5000), is_template=True)  # templates: not counted, never pruned
+    for i in range(5):
+        s.put(f"TASK_{i}", "{}", bytes(1000))  # 1,002 bytes a row
+    assert s.prune(None, 5010) == [] and s.prune(10, 5010) == []
+    assert s.prune(None, 3500) == ["TASK_0", "TASK_1"]  # 3,006 bytes left
+    for i in range(5, 8):  # written after the sum: counted on top of it
+        s.put(f"TASK_{i}", "{}", bytes(1000))
+    assert s.prune(None, 3006) == ["TASK_2", "TASK_3", "TASK_4"]
+    s.put("TASK_5", "{}", bytes(3000))  # replaced (now the newest): 5,006 bytes, the bound
+    assert s.prune(None, 5006) == [] and s.prune(2, 5006) == ["TASK_6"]  # says more
+    assert s.prune(None, 3003) == ["TASK_7"]  # whole rows, oldest first
+    assert sorted(s.ids()) == ["TASK_5", "_t"]
+    s.close()
+
+
 def test_deleted_and_pruned_rows_give_their_space_back(tmp_path):
     """Rows deleted or pruned give their pages back to the file system once the free pages
     pass a quarter of the file: the file kept its largest size before (a QA report, session 26:

@@ -84,7 +84,7 @@ def open_manager(settings, loader):
 
     return TaskManager(db_path=settings.task_db_path,
                        capacity=settings.task_default_cpu_capacity,
-                       max_db_size=settings.task_db_max_size,
+                       max_db_size=settings.task_db_max_size, max_db_mb=settings.task_db_max_mb,
                        queue_size=settings.task_async_queue_size, loader=loader)
 
 

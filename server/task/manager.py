@@ -46,14 +46,17 @@ __all__ = ["TaskManager", "TaskNotFound", "TemplateProtected", "TemplateExists",
 
 class TaskManager:
     def __init__(self, db_path: str | None = None, capacity: int | None = None,
-                 max_db_size: int | None = None, queue_size: int | None = None, loader=None):
+                 max_db_size: int | None = None, queue_size: int | None = None, loader=None,
+                 max_db_mb: int | None = None):
         from server.config import settings
 
         self.capacity = capacity or settings.task_default_cpu_capacity
         self.max_db_size = max_db_size or settings.task_db_max_size
+        mb = settings.task_db_max_mb if max_db_mb is None else max_db_mb  # (0: no limit)
         self.store = TaskStore(db_path or settings.task_db_path)
         self.writer = AsyncWriter(self.store, queue_size or settings.task_async_queue_size,
-                                  self.max_db_size, on_lost=self._forget_clean)
+                                  self.max_db_size, on_lost=self._forget_clean,
+                                  max_db_bytes=mb << 20 if mb else None)
         self.loader, self.sampler = loader, None
         self._lock = threading.RLock()
         self._cache: OrderedDict[str, Task] = OrderedDict()  # non-templates, least recent first

@@ -7,7 +7,8 @@ never dropped; callers must not hold a lock the writer needs (the writer takes o
 Each task id with writes queued has a *ticket*; ``delete`` retires the ticket, so writes queued
 before a delete are skipped instead of resurrecting the row. Until its writes are done the task is
 still reachable through ``pending_task`` (the manager serves reads from it, not from a stale row).
-After each write the oldest non-template rows beyond ``max_db_size`` are pruned.
+After each write the oldest non-template rows beyond ``max_db_size`` rows or ``max_db_bytes``
+bytes are pruned.
 
 A write the database refuses (a full disk, an I/O error, a lock held past ``BUSY_RETRY_S``) is
 kept, its task with it (still served through ``pending_task``), and tried again every
@@ -57,10 +58,10 @@ class WriteJob:
 
 class AsyncWriter:
     def __init__(self, store: TaskStore, queue_size: int, max_db_size: int | None = None,
-                 on_lost=None):
+                 on_lost=None, max_db_bytes: int | None = None):
         self.store = store
         self.on_lost = on_lost  # called with ids whose row is gone or was not written (or pruned)
-        self.max_db_size = max_db_size
+        self.max_db_size, self.max_db_bytes = max_db_size, max_db_bytes
         self.writes = 0  # rows written (for tests and stats)
         self.failures = 0
         self._locked_since: float | None = None  # when writes began to find the database locked
@@ -202,10 +203,12 @@ class AsyncWriter:
             self.store.put(job.task_id, meta, blob, is_template=job.template,
                            durable=job.template)
             self.writes += 1
-            if self.max_db_size is not None:
-                pruned = self.store.prune(self.max_db_size)
+            if self.max_db_size is not None or self.max_db_bytes is not None:
+                pruned = self.store.prune(self.max_db_size, self.max_db_bytes)
         if pruned:
-            log.info(f"pruned {len(pruned)} oldest tasks (max {self.max_db_size})")
+            mb = "no limit" if self.max_db_bytes is None else f"{self.max_db_bytes / 2**20:g}"
+            log.info(f"pruned {len(pruned)} oldest tasks (at most {self.max_db_size} tasks, "
+                     f"{mb} MB: RWKV_TASK_DB_MAX_SIZE, RWKV_TASK_DB_MAX_MB)")
             self._lost(pruned)
 
     # ---- refused writes ------------------------------------------------------------------
