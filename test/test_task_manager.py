@@ -831,3 +831,26 @@ def test_writes_still_refused_at_close_are_named(db, monkeypatch):
     lost = [m for m in lines if "could not be saved" in m]
     assert len(lost) == 1 and "TASK_a, TASK_b" in lost[0] and "disk is full" in lost[0]
     assert len(lines) == 2 and "Traceback" not in "".join(lines)  # the first failure, the loss
+
+
+def test_start_up_logs_the_task_database_and_its_limits(db):
+    """The server's start-up names the task database, what it holds and how much it keeps (an
+    operator sizing the disk: RWKV_TASK_DB_MAX_SIZE, RWKV_TASK_DB_MAX_MB)."""
+    from loguru import logger
+
+    from server.api.lifecycle import open_manager
+    from server.config import Settings
+
+    tm = manager(db)
+    tm.put_task("_a", make_task(0))
+    tm.put_task("TASK_1", make_task(1))
+    tm.close()
+    lines = []
+    sink = logger.add(lines.append, level="INFO", format="{message}")
+    try:
+        for mb, said in ((0, "no byte limit"), (512, "512 MB")):
+            open_manager(Settings(task_db_path=db, task_db_max_mb=mb), loader=None).close()
+            assert any(f"Task database {db}: 1 stored tasks and 1 templates (tasks kept: at most "
+                       f"10000 and {said}, the oldest pruned)" in line for line in lines), lines
+    finally:
+        logger.remove(sink)
