@@ -128,6 +128,8 @@ def test_prune_keeps_the_rows_bytes_within_a_limit(tmp_path):
     """``max_bytes``: the oldest non-template rows go until the rest (meta and blob) fit; a
     count alone let the default 10,000 rows of 21 MB states (2.9B) fill a disk."""
     s = TaskStore(tmp_path / "b.db")
+    sums = []  # the sum over every row: once, then kept by writes, deletes and prunes
+    s._db.set_trace_callback(lambda sql: sums.append(sql) if "TOTAL(" in sql else None)
     s.put("_t", "{}", bytes(5000), is_template=True)  # templates: not counted, never pruned
     for i in range(5):
         s.put(f"TASK_{i}", "{}", bytes(1000))  # 1,002 bytes a row
@@ -136,10 +138,13 @@ def test_prune_keeps_the_rows_bytes_within_a_limit(tmp_path):
     for i in range(5, 8):  # written after the sum: counted on top of it
         s.put(f"TASK_{i}", "{}", bytes(1000))
     assert s.prune(None, 3006) == ["TASK_2", "TASK_3", "TASK_4"]
-    s.put("TASK_5", "{}", bytes(3000))  # replaced (now the newest): 5,006 bytes, the bound
-    assert s.prune(None, 5006) == [] and s.prune(2, 5006) == ["TASK_6"]  # says more
+    s.put("TASK_5", "{}", bytes(3000))  # replaced (now the newest): 5,006 bytes
+    assert s.prune(None, 5006) == [] and s.prune(2, 5006) == ["TASK_6"]
     assert s.prune(None, 3003) == ["TASK_7"]  # whole rows, oldest first
     assert sorted(s.ids()) == ["TASK_5", "_t"]
+    s.put("TASK_8", "{}", bytes(1000))
+    assert s.delete("TASK_5") and s.prune(None, 1002) == [] and s.prune(None, 1001) == ["TASK_8"]
+    assert len(sums) == 1, sums
     s.close()
 
 

@@ -199,10 +199,11 @@ class TaskStore:
         self.timeout = timeout
         self._db = None
         self._claim: str | None = None
-        # at least the bytes of the non-template rows (meta and blob): the last sum, plus every
-        # write since (None: not summed yet). ``prune`` sums them again only once it passes
-        # its limit (a sum reads every row: ~25 ms at 10,000 rows)
-        self._bytes_bound: float | None = None
+        # the bytes of the non-template rows (meta and blob; None: not summed yet): summed once,
+        # at the first ``prune`` with a byte limit (a sum reads every row: 68-82 ms at 10,000
+        # rows of 20 KB, docs/experiments/session35/prune_sum.py), then kept by each write,
+        # delete and prune (this connection is the file's only writer: ``_claim``)
+        self._bytes: float | None = None
         self._release = _nothing  # (a finalizer once the lock is held: a store never closed)
         try:
             self._db = sqlite3.connect(self.path, timeout=min(timeout, WAIT_NOTICE_S),
@@ -290,9 +291,10 @@ class TaskStore:
             if durable:
                 self._db.execute("PRAGMA synchronous=FULL")
             try:
+                old = self._row_bytes(task_id)  # (a row this replaces)
                 self._db.execute(sql, (task_id, int(is_template), time.time(), meta, blob))
-                if not is_template and self._bytes_bound is not None:
-                    self._bytes_bound += len(meta) + len(blob or b"")
+                if self._bytes is not None:
+                    self._bytes += (0 if is_template else len(meta) + len(blob or b"")) - old
             finally:
                 if durable:
                     self._db.execute("PRAGMA synchronous=NORMAL")
@@ -312,10 +314,22 @@ class TaskStore:
     def delete(self, task_id: str) -> bool:
         """Delete a row; True if there was one."""
         with self._lock:
+            size = self._row_bytes(task_id)
             gone = self._db.execute("DELETE FROM tasks WHERE task_id=?", (task_id,)).rowcount > 0
             if gone:
+                if self._bytes is not None:
+                    self._bytes -= size
                 self._reclaim()
             return gone
+
+    def _row_bytes(self, task_id: str) -> int:
+        """(Holding the lock) what ``task_id``'s row adds to ``_bytes``: its meta and blob when
+        it is a non-template row, else 0 (none, or a template); 0 while nothing is summed."""
+        if self._bytes is None:
+            return 0
+        row = self._db.execute("SELECT LENGTH(meta) + IFNULL(LENGTH(blob), 0) FROM tasks "
+                               "WHERE task_id=? AND is_template=0", (task_id,)).fetchone()
+        return 0 if row is None else row[0]
 
     def _reclaim(self) -> None:
         """Give free pages back to the file system once they are over a quarter of the file
@@ -336,12 +350,12 @@ class TaskStore:
             n = self._db.execute("SELECT COUNT(*) FROM tasks WHERE is_template=0").fetchone()[0]
             extra_rows = 0 if max_size is None else n - max_size
             extra_bytes = 0
-            if max_bytes is not None and (self._bytes_bound is None
-                                          or self._bytes_bound > max_bytes):
-                self._bytes_bound = self._db.execute(
-                    "SELECT TOTAL(LENGTH(meta)) + TOTAL(LENGTH(blob)) FROM tasks "
-                    "WHERE is_template=0").fetchone()[0]
-                extra_bytes = self._bytes_bound - max_bytes
+            if max_bytes is not None:
+                if self._bytes is None:
+                    self._bytes = self._db.execute(
+                        "SELECT TOTAL(LENGTH(meta)) + TOTAL(LENGTH(blob)) FROM tasks "
+                        "WHERE is_template=0").fetchone()[0]
+                extra_bytes = self._bytes - max_bytes
             if extra_rows <= 0 and extra_bytes <= 0:
                 return []
             ids, freed = [], 0
@@ -360,8 +374,8 @@ class TaskStore:
             except BaseException:
                 self._db.execute("ROLLBACK")
                 raise
-            if self._bytes_bound is not None:
-                self._bytes_bound -= freed
+            if self._bytes is not None:
+                self._bytes -= freed
             self._reclaim()
             return ids
 
