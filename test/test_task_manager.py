@@ -850,7 +850,8 @@ def test_start_up_logs_the_task_database_and_its_limits(db):
     try:
         for mb, said in ((0, "no byte limit"), (512, "512 MB")):
             open_manager(Settings(task_db_path=db, task_db_max_mb=mb), loader=None).close()
-            assert any(f"Task database {db}: 1 stored tasks and 1 templates (tasks kept: at most "
-                       f"10000 and {said}, the oldest pruned)" in line for line in lines), lines
+            want = (f"Task database {db}: 1 stored tasks and 1 templates (kept: at most 10000 "
+                    f"tasks and {said}, the oldest pruned)")
+            assert any(want in line for line in lines), lines
     finally:
         logger.remove(sink)

@@ -86,10 +86,9 @@ def open_manager(settings, loader):
                      capacity=settings.task_default_cpu_capacity,
                      max_db_size=settings.task_db_max_size, max_db_mb=settings.task_db_max_mb,
                      queue_size=settings.task_async_queue_size, loader=loader)
-    mb = f"{settings.task_db_max_mb} MB" if settings.task_db_max_mb else "no byte limit"
     log.info(f"Task database {settings.task_db_path}: {tm.store.count(templates=False)} stored "
-             f"tasks and {tm.store.count(templates=True)} templates (tasks kept: at most "
-             f"{settings.task_db_max_size} and {mb}, the oldest pruned)")
+             f"tasks and {tm.store.count(templates=True)} templates (kept: {tm.writer.limits}, "
+             "the oldest pruned)")
     return tm
 
 

@@ -109,6 +109,12 @@ class AsyncWriter:
             self.writes += 1
 
     @property
+    def limits(self) -> str:
+        """The stored tasks kept, in words (the start-up's log and the prune's)."""
+        mb = "no byte limit" if self.max_db_bytes is None else f"{self.max_db_bytes >> 20} MB"
+        return f"at most {self.max_db_size} tasks and {mb}"
+
+    @property
     def unsaved(self) -> list[str]:
         """Ids whose last write the database refused (kept, tried again)."""
         with self._tlock:
@@ -206,9 +212,8 @@ class AsyncWriter:
             if self.max_db_size is not None or self.max_db_bytes is not None:
                 pruned = self.store.prune(self.max_db_size, self.max_db_bytes)
         if pruned:
-            mb = "no limit" if self.max_db_bytes is None else f"{self.max_db_bytes / 2**20:g}"
-            log.info(f"pruned {len(pruned)} oldest tasks (at most {self.max_db_size} tasks, "
-                     f"{mb} MB: RWKV_TASK_DB_MAX_SIZE, RWKV_TASK_DB_MAX_MB)")
+            log.info(f"pruned {len(pruned)} oldest tasks ({self.limits}: RWKV_TASK_DB_MAX_SIZE, "
+                     "RWKV_TASK_DB_MAX_MB)")
             self._lost(pruned)
 
     # ---- refused writes ------------------------------------------------------------------
