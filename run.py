@@ -100,7 +100,7 @@ def main(argv=None) -> None:
         from server.model.checkpoint import WHERE_MODELS_COME_FROM
 
         log.error(f"Model file not found: {settings.model_path}. {WHERE_MODELS_COME_FROM}. "
-                  "Or try the API with random weights: python run.py --demo")
+                  "Or try the API with random weights: uv run python run.py --demo")
         sys.exit(2)
     else:  # a file that is no RWKV-7 checkpoint: one line now, not a start-up traceback later
         from server.model.checkpoint import CheckpointError, load_checkpoint

@@ -192,8 +192,10 @@ def load_settings() -> Settings:
     try:
         return Settings()
     except ValidationError as e:
-        lines = [f"RWKV_{'_'.join(map(str, err['loc'])).upper()}: {err['msg']}" if err["loc"]
-                 else err["msg"] for err in e.errors()]  # (no loc: a check of several)
+        # a validator's own ValueError reads "Value error, <its text>": its text alone
+        msgs = [err["msg"].removeprefix("Value error, ") for err in e.errors()]
+        lines = [f"RWKV_{'_'.join(map(str, err['loc'])).upper()}: {msg}" if err["loc"]
+                 else msg for err, msg in zip(e.errors(), msgs)]  # (no loc: a check of several)
         raise InvalidConfiguration("Invalid configuration:\n  " + "\n  ".join(lines)) from None
 
 

@@ -24,7 +24,8 @@ def test_bad_values_stop_with_the_variable_named(monkeypatch):
     msg = str(e.value)
     assert "Invalid configuration" in msg and "RWKV_PDL:" in msg and "RWKV_DTYPE:" in msg
     assert "RWKV_DEFAULT_TOP_K:" in msg and "RWKV_TASK_DB_PATH:" in msg
-    assert "RWKV_PREFILL_CHUNK:" in msg and "RWKV_MAX_TOKENS_CAP:" in msg
+    assert "RWKV_PREFILL_CHUNK: must be at least 32" in msg and "RWKV_MAX_TOKENS_CAP:" in msg
+    assert "Value error" not in msg  # pydantic's prefix for a validator's own message
     for name in ("RWKV_PDL", "RWKV_DTYPE", "RWKV_DEFAULT_TOP_K", "RWKV_TASK_DB_PATH",
                  "RWKV_MAX_TOKENS_CAP"):
         monkeypatch.delenv(name)
