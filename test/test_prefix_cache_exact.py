@@ -324,7 +324,8 @@ def test_a_fault_restores_whether_the_state_was_decoded(tiny_loader, monkeypatch
     state consumed decode steps goes back with it: a task that generated, continued, resumed
     from the cache (which clears the flag), then failed, ran again on its decode-computed state
     flagged as a prefill-computed one — the prefix cache would keep what it computed from it
-    (session 23's review)."""
+    (session 23's review). Since session 36 such a task no longer resumes from the cache; the
+    flag must still say decoded after the fault."""
     cache, sched, g, source = _generated_source(tiny_loader, 5)
     extra = torch.randint(1, 60000, (63,), generator=g).tolist()
     fresh = Task(source.history + [source.current_token] + extra, max_tokens=1, temperature=0.0)
@@ -340,7 +341,8 @@ def test_a_fault_restores_whether_the_state_was_decoded(tiny_loader, monkeypatch
     source.continue_gen(list(extra), max_tokens=4)
     sched.add_task(source)
     sched.run()
-    assert cache.stats()["hits"] == 1  # it resumed from the fresh prompt's state
+    # it computes from its own decoded state (session 36: no jump to the fresh prompt's)
+    assert cache.stats()["hits"] == 0
     assert source.finish_reason == "error" and len(source.history) == 32
     assert source.state_decoded, "the restored state was decoded, the flag says otherwise"
     monkeypatch.setattr(sched.engine.model, "decode", real)
@@ -482,3 +484,98 @@ def test_a_whole_prompt_kept_without_logits_gains_a_lone_pass_logits(tiny_loader
     assert [list(e.tokens) for e in kept] == [prompts[0]]
     logits = model.prefill([prompts[0]], model.new_state(1))
     assert torch.equal(logits.reshape(-1), kept[0].logits.reshape(-1))
+
+
+def _one_by_one(loader, cache, tasks):
+    """``tasks`` through one scheduler with ``cache`` (None: without one), each run to its end
+    before the next is added."""
+    sched = DynamicScheduler(loader, max_batch_size=4, buffer_size=4, prefix_cache=cache)
+    for task in tasks:
+        sched.add_task(task)
+        sched.run()
+    return sched
+
+
+def test_a_prompt_cached_but_for_its_last_token_ends_as_uncached(tiny_loader):
+    """The cache holds the state after all but the last token of a prompt (a template of it,
+    max_tokens 0, stored it): the same prompt that decodes feeds that token in a pass of its
+    own, as its prompt's pass does without the cache, and its first token comes from that
+    pass. Before the fix the token went through a decode step: other bits, and seeded replies
+    parted from the uncached ones (session 36's QA: 20 of 20 states differed)."""
+    g = torch.Generator().manual_seed(21)
+    for length in (33, 65):
+        prompt = torch.randint(1, 60000, (length,), generator=g).tolist()
+        seeded = dict(max_tokens=6, temperature=1.0, top_p=1.0, top_k=0, seed=5)
+
+        def tasks(template: bool):
+            out = [Task(list(prompt), max_tokens=0)] if template else []
+            out.append(Task(list(prompt), **seeded))
+            for t in out:
+                t.cache_origin = ""
+            return out
+
+        plain = tasks(False)
+        _one_by_one(tiny_loader, None, plain)
+        cached = tasks(True)
+        sched = _one_by_one(tiny_loader, PrefixCache(64 << 20), cached)
+        assert sched.prefix_cache.stats()["hits"] == 1  # resumed at length - 1
+        assert sched.prefiller.prefilled_tokens == (length - 1) + 1  # the last token: a pass
+        assert cached[-1].output == plain[-1].output
+        assert same_state(cached[-1].state, plain[-1].state)
+
+
+def test_a_fork_off_the_align_rule_computes_from_its_own_state(tiny_loader):
+    """A template whose history is no multiple of ``align`` (its prompt's length) and a task
+    that generated (its state decoded) hold states that a prefill from the zero state does not
+    compute. A fork or continue of one feeds its prompt from that state, as without the cache,
+    even when the cache holds states of the same tokens computed from scratch (a fresh request
+    of the whole text): it jumped to those before the fix, and its bits, and seeded replies,
+    were the fresh request's instead of the uncached fork's (session 36's QA)."""
+    from server.api.prefix import _start_all
+    from server.api.task_service import _fork
+
+    g = torch.Generator().manual_seed(22)
+    head = torch.randint(1, 60000, (45,), generator=g).tolist()  # history 44: off the rule
+    question = torch.randint(1, 60000, (40,), generator=g).tolist()
+    seeded = dict(max_tokens=4, temperature=1.0, top_p=1.0, top_k=0, seed=9)
+
+    def from_template(cache):
+        tpl_src = Task(list(head), max_tokens=0)
+        tpl_src.cache_origin = ""
+        fresh = Task(head + question, **seeded)  # the whole text, from scratch
+        fresh.cache_origin = ""
+        sched = _one_by_one(tiny_loader, cache, [tpl_src, fresh])
+        tpl = _fork(tpl_src, "_TMPL_off")
+        fork = Task(list(question), **seeded)
+        fork.cache_origin = _start_all(tpl, [fork])
+        sched.add_task(fork)
+        sched.run()
+        return fork, sched
+
+    plain, _ = from_template(None)
+    cached, sched = from_template(PrefixCache(64 << 20))
+    assert sched.prefix_cache.stats()["hits"] == 0
+    assert cached.output == plain.output and same_state(cached.state, plain.state)
+
+    def continued(cache):
+        source = Task(torch.randint(1, 60000, (13,), generator=torch.Generator().manual_seed(3))
+                      .tolist(), max_tokens=20, temperature=0.0)
+        source.cache_origin = ""
+        sched = _one_by_one(tiny_loader, cache, [source])
+        extra = torch.randint(1, 60000, (63,), generator=g).tolist()
+        fresh = Task(source.history + [source.current_token] + extra, max_tokens=1,
+                     temperature=0.0)
+        fresh.cache_origin = ""
+        sched.add_task(fresh)
+        sched.run()
+        source.continue_gen(list(extra), **seeded)
+        sched.add_task(source)
+        sched.run()
+        return source
+
+    state = g.get_state()
+    plain = continued(None)
+    g.set_state(state)
+    cached = continued(PrefixCache(64 << 20))
+    assert cached.state_decoded and cached.output == plain.output
+    assert same_state(cached.state, plain.state)

@@ -101,3 +101,39 @@ def test_a_resumed_chat_ends_in_the_uncached_bits(sd, invariant):
     assert bits == invariant
     if invariant:
         assert cached.output == plain.output
+
+
+@pytest.mark.parametrize("length", [33, 705])
+def test_a_prompt_cached_but_for_its_last_token_ends_in_the_uncached_bits(sd, length):
+    """The cache holds the state after all but the last token (a max_tokens 0 request stored
+    it): the same prompt that decodes feeds that token in a pass of its own (a 16-row graph
+    bucket) and ends, prompt and six decoded tokens, in the bits of the prompt's one pass
+    without the cache (session 36: the token went through a decode step before, other bits)."""
+    from server.model.loader import RWKV070ModelLoader
+    from server.scheduler import DynamicScheduler
+    from server.scheduler.prefix_cache import PrefixCache
+    from server.task.task import Task
+
+    loader = RWKV070ModelLoader("split-invariance.pth", state_dict={k: v.cpu() for k, v in
+                                                                 sd.items()},
+                                device="cuda", dtype="fp16")
+    prompt = torch.randint(300, 60000, (length,), generator=torch.Generator().manual_seed(2))
+    prompt = prompt.tolist()
+
+    def run(max_tokens_list, cache):
+        sched = DynamicScheduler(loader, max_batch_size=2, buffer_size=4, prefix_cache=cache)
+        for m in max_tokens_list:
+            task = Task(list(prompt), max_tokens=m, temperature=0.0)
+            task.cache_origin = ""
+            sched.add_task(task)
+            sched.run()
+        assert task.wait(60)
+        return task, sched
+
+    plain, _ = run([6], None)
+    cached, sched = run([0, 6], PrefixCache(1 << 30))
+    assert sched.prefix_cache.stats()["hits"] == 1
+    assert sched.prefiller.prefilled_tokens == length  # length - 1, then the last alone
+    assert torch.equal(cached.state.wkv, plain.state.wkv)
+    assert torch.equal(cached.state.shift, plain.state.shift)
+    assert cached.output == plain.output

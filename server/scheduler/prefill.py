@@ -16,7 +16,9 @@ after exactly ``history``) is *eligible*. Its sequence ``history + pending`` is 
 * **jump**: when first seen (and after waiting, below), the longest cached prefix beyond
   ``history`` (short of the last token, or the whole prompt with its logits for a task that
   decodes) is loaded into its slot; those tokens (but the last) move from
-  ``pending`` to ``history`` without being computed;
+  ``pending`` to ``history`` without being computed. A jump to all but the last token leaves
+  that token to a pass of its own (``_last_alone``) for a task that decodes, as part of a pass
+  it is without the cache;
 * **checkpoints**: positions where its state is worth keeping and feeding stops — the end of
   its prompt (all but the last token; when the round feeds the last token too, the whole prompt
   is stored instead, with the last token's logits: the same prompt again starts decoding at
@@ -63,8 +65,8 @@ next-turn prefix is stored at the multiple before its end, states no lookup woul
 kept, and ``on_release`` keeps nothing (decode computed the generated tokens' state, with other
 bits than a prefill of them). A task that came with history of another length, or with tokens
 its state consumed through decode steps (``Task.state_decoded``: a fork or continue of a task
-that generated), computes without storing until a jump replaces its state
-(``_Seq.canonical``). A cached prompt then ends in the bits an uncached one does
+that generated), computes from its own state, neither storing nor jumping
+(``_Seq.canonical``): a cached state would give other bits than that state gives. A cached prompt then ends in the bits an uncached one does
 (docs/prefix_cache.md).
 """
 
@@ -134,8 +136,8 @@ class _Seq:
     counted: bool = False  # its hit or miss is counted (once: the counters never go down)
     waited: bool = False  # skipped the last round: another task was computing its checkpoint
     # its state is what a prefill from its origin computes (the cut rule kept: ``align``); not
-    # for a task that came with history of another length (decoded, or cut elsewhere) until a
-    # jump replaces its state: nothing it computes is stored
+    # for a task that came with history of another length (decoded, or cut elsewhere): it
+    # neither stores what it computes nor jumps
     canonical: bool = True
 
     @property
@@ -225,8 +227,8 @@ class Prefiller:
             self._keep_later(plan)
             first = self._feed(plan, mid)
             if self.align > 1 and not self.engine.model.pass_keeps_bits(len(plan)):
-                for _, task, s, _ in plan:  # (its states until a jump replaces them: not
-                    if s is not None:  # kept, nor those of its forks and templates)
+                for _, task, s, _ in plan:  # (its states: not kept, nor those of its
+                    if s is not None:  # forks and templates)
                         s.canonical, task.state_decoded = False, True
             for slot, task, s, _ in plan:
                 h = len(task.history)
@@ -255,6 +257,9 @@ class Prefiller:
         for slot, task, s in seqs:
             n = len(task.pending) - 1
             if n <= 0:
+                if n == 0 and budget > 0 and self._last_alone(slot, task, s):
+                    plan.append((slot, task, s, 1))
+                    budget -= 1
                 continue
             key = None
             if s is not None:  # (before the budget: a task heading for a claimed key waits)
@@ -307,6 +312,15 @@ class Prefiller:
     def _decodes(task) -> bool:
         """The task will decode once its prompt is fed (its last token may go with the prompt)."""
         return task.max_tokens > 0 and not task.stop_requested
+
+    def _last_alone(self, slot: int, task, s: _Seq | None) -> bool:
+        """A jump left the task with its last token alone (the cache held the state after all
+        but it): a task that decodes feeds it in a pass of its own, and its first token comes
+        from that pass, as from its prompt's pass without the cache. A decode step of the token
+        has other bits: seeded replies parted from the uncached ones (session 36's QA). Only
+        where the cache is exact (``align`` > 1): elsewhere the decode step costs no more."""
+        return (self.align > 1 and s is not None and s.looked and self._decodes(task)
+                and not self.engine.has_first(slot))
 
     def _with_last(self, task, n: int, budget: int) -> int:
         """``n`` tokens of ``task`` to feed, plus its last token when ``n`` reaches the end of
@@ -543,6 +557,12 @@ class Prefiller:
         if first and self._warm:
             self._drop_warm_for(s)
         s.looked, pos = True, len(task.history)
+        if not s.canonical:
+            # its state is not what a prefill from its origin computes (a fork or continue of a
+            # history cut off a multiple of align, or decoded): without the cache it computes
+            # its prompt from that state, and a cached state would give other bits (seeded
+            # replies parted from the uncached ones; session 36's QA)
+            return
         whole = len(s.tokens)  # the whole prompt, with logits: only for a task that decodes
         hi = whole if self._decodes(task) else s.end
         found = (self.cache.lookup(s.origin, s.hashes, s.tokens, pos, hi, logits_at=whole,
