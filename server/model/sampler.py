@@ -18,7 +18,8 @@ Candidate selection (a full-vocabulary sort is the expensive step, so it is avoi
 - rows with top-k off and top-p off ("full") sample the whole distribution in vocabulary
   order: one cumsum and a `searchsorted`, no sort;
 - rows with `1 <= top_k <= TOPK_CAP` ("topk") share one `torch.topk` with k = the largest k of
-  those rows (on CUDA with k <= 64: `sampling_triton.topk_draw`, four launches: the same candidates,
+  those rows (ties put in column order, `_topk_low_ties`: a row's candidates do not depend on
+  that k) (on CUDA with k <= 64: `sampling_triton.topk_draw`, four launches: the same candidates,
   the draw in the last launch);
   each row then truncates to its own k;
 - the remaining filtered rows (top-k off or above the cap, with top-p on) are fully sorted.
@@ -155,6 +156,34 @@ class SamplingBatch:
 
     def to(self, device) -> "SamplingBatch":
         return SamplingBatch(**{f.name: getattr(self, f.name).to(device) for f in fields(self)})
+
+
+def _topk_low_ties(x: Tensor, kmax: int, k: Tensor) -> tuple[Tensor, Tensor]:
+    """``torch.topk(x, kmax)`` [R, kmax] with equal values in column order, the lower first (as
+    ``sampling_triton``'s kernels and a stable sort break ties), so that each row's first ``k``
+    are one set in one order whatever ``kmax``. ``kmax`` is the largest k of the batch's top-k
+    rows, and ``torch.topk`` orders and cuts ties by it: a seeded row's token changed with its
+    neighbours' top_k where its logits tied (bf16 logits tie often; session 36's QA: 4 of 4
+    seeded tasks changed beside a top_k 500 one, and top_k 1 could differ from greedy).
+    Where a row's tie at its k-th value reaches past ``kmax`` (the (kmax + 1)-th value equals
+    it: ``topk`` kept an arbitrary part of the tie), the tie's lowest columns are taken from the
+    whole row. That check reads a count back, so it runs on the CPU only (on CUDA, k <= 64 runs
+    in the kernels, which break ties alike; above, such a row may still follow ``topk``)."""
+    V = x.shape[1]
+    check = x.device.type == "cpu" and kmax < V
+    vals, idx = torch.topk(x, kmax + 1 if check else kmax, dim=1)
+    beyond = vals[:, -1] if check else None
+    idx, by_col = torch.sort(idx[:, :kmax], dim=1)
+    vals, order = torch.sort(vals[:, :kmax].gather(1, by_col), dim=1, descending=True,
+                             stable=True)
+    idx = idx.gather(1, order)
+    if check:
+        t = vals.gather(1, (k - 1)[:, None]).squeeze(1)
+        for r in (beyond == t).nonzero().squeeze(1).tolist():
+            g, n = int((vals[r] > t[r]).sum()), int(k[r])
+            idx[r, g:n] = (x[r] == t[r]).nonzero().squeeze(1)[:n - g]
+            vals[r, g:n] = t[r]
+    return vals, idx
 
 
 def _draw_prefix(vals: Tensor, k: Tensor, top_p: Tensor, u: Tensor) -> Tensor:
@@ -324,12 +353,13 @@ class BatchSampler:
         f = self._kernels(x)
         if f and kmax <= min(f.TOPK_MAX, x.shape[1]):  # four launches
             return f.topk_draw(x.contiguous(), kmax, k, top_p, u)
-        vals, idx = torch.topk(x, kmax, dim=1)                      # [R, kmax] descending
+        vals, idx = _topk_low_ties(x, kmax, k)                      # [R, kmax] descending
         return idx.gather(1, _draw_prefix(vals, k, top_p, u)[:, None]).squeeze(1)
 
     @staticmethod
     def _sorted(x: Tensor, k: Tensor, top_p: Tensor, u: Tensor, kmax: int) -> Tensor:
-        vals, idx = torch.sort(x, dim=1, descending=True)           # [R, V]
+        vals, idx = torch.sort(x, dim=1, descending=True, stable=True)  # [R, V], ties: lower
+        # column first
         return idx.gather(1, _draw_prefix(vals, k, top_p, u)[:, None]).squeeze(1)
 
     @staticmethod
