@@ -137,6 +137,8 @@ def serve(settings) -> None:
                             http=with_header_timeout(settings.header_timeout_s))
     server = DrainingServer(config, on_exit=app.state.drain.begin, lost=lambda: _lost(app))
     logging.getLogger("uvicorn.error").addFilter(QuietOperatorError(app))
+    # uvicorn takes the signals over from here (restoring this handler when it stops)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     try:  # as uvicorn.run: Ctrl-C comes back as KeyboardInterrupt once the server has stopped
         server.run()
     except KeyboardInterrupt:
@@ -225,11 +227,21 @@ def check_port(host: str, port: int, log) -> None:
             sys.exit(2)
 
 
+def _stop_while_starting(signum=signal.SIGINT, frame=None) -> None:
+    """Ctrl-C before the server takes the signals over (settings, checks, imports): one line,
+    and the process ends by the signal, as later in the start. A handler, not the default
+    KeyboardInterrupt: an exception raised inside an import can be swallowed there, and the
+    server then started and served after a Ctrl-C (session 36: 3 of 3 full-suite runs of
+    test_a_ctrl_c_before_the_server_takes_the_signals_is_one_line); before it, a traceback of
+    whichever line it hit (session 28's QA)."""
+    print("Stopped while starting (SIGINT): nothing was served yet", file=sys.stderr)
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    os.kill(os.getpid(), signal.SIGINT)
+
+
 if __name__ == "__main__":
+    signal.signal(signal.SIGINT, _stop_while_starting)  # uvicorn's handlers replace it
     try:
         main()
-    except KeyboardInterrupt:  # before the server took the signals over (settings, checks,
-        # imports: a traceback of whichever line it hit; session 28's QA)
-        print("Stopped while starting (SIGINT): nothing was served yet", file=sys.stderr)
-        signal.signal(signal.SIGINT, signal.SIG_DFL)
-        os.kill(os.getpid(), signal.SIGINT)  # ended by the signal, as later in the start
+    except KeyboardInterrupt:  # (one raised by other code all the same)
+        _stop_while_starting()
