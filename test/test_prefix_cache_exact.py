@@ -24,17 +24,12 @@ def chat(i: int) -> str:
 def run(loader, prompts, cache=None, max_tokens=6, prefill_chunk=4096):
     """Tasks of ``prompts`` (texts or token lists) one after another through one scheduler
     (greedy)."""
-    sched = DynamicScheduler(loader, max_batch_size=4, buffer_size=4, prefix_cache=cache,
-                             prefill_chunk=prefill_chunk)
     tasks = []
     for p in prompts:
-        task = Task(p if isinstance(p, list) else loader.encode(p), max_tokens=max_tokens,
-                    temperature=0.0)
-        task.cache_origin = ""
-        sched.add_task(task)
-        sched.run()
-        tasks.append(task)
-    return tasks, sched
+        tasks.append(Task(p if isinstance(p, list) else loader.encode(p), max_tokens=max_tokens,
+                          temperature=0.0))
+        tasks[-1].cache_origin = ""
+    return tasks, _one_by_one(loader, cache, tasks, prefill_chunk)
 
 
 def same_state(a, b) -> bool:
@@ -486,10 +481,11 @@ def test_a_whole_prompt_kept_without_logits_gains_a_lone_pass_logits(tiny_loader
     assert torch.equal(logits.reshape(-1), kept[0].logits.reshape(-1))
 
 
-def _one_by_one(loader, cache, tasks):
+def _one_by_one(loader, cache, tasks, prefill_chunk=4096):
     """``tasks`` through one scheduler with ``cache`` (None: without one), each run to its end
     before the next is added."""
-    sched = DynamicScheduler(loader, max_batch_size=4, buffer_size=4, prefix_cache=cache)
+    sched = DynamicScheduler(loader, max_batch_size=4, buffer_size=4, prefix_cache=cache,
+                             prefill_chunk=prefill_chunk)
     for task in tasks:
         sched.add_task(task)
         sched.run()

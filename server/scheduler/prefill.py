@@ -66,8 +66,8 @@ kept, and ``on_release`` keeps nothing (decode computed the generated tokens' st
 bits than a prefill of them). A task that came with history of another length, or with tokens
 its state consumed through decode steps (``Task.state_decoded``: a fork or continue of a task
 that generated), computes from its own state, neither storing nor jumping
-(``_Seq.canonical``): a cached state would give other bits than that state gives. A cached prompt then ends in the bits an uncached one does
-(docs/prefix_cache.md).
+(``_Seq.canonical``): a cached state would give other bits than that state gives. A cached
+prompt then ends in the bits an uncached one does (docs/prefix_cache.md).
 """
 
 from __future__ import annotations
