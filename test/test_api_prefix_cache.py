@@ -122,6 +122,45 @@ def test_ten_turn_chat_prefills_only_the_new_messages(on, off, tiny_tokenizer):
     assert cache(off)["warm_tokens"] == 0
 
 
+def test_a_chat_from_a_template_prefills_only_the_new_messages(on, off, tiny_tokenizer):
+    """A chat naming a template (``rwkv-7:_name``: the template's state, then the messages)
+    resumes its previous turns from the cache as a plain chat does, its states keyed by the
+    template's own state and counted from its history's end (most templates' history is no
+    multiple of ``align``: such chats resumed nothing past the template before session 37).
+    Each later turn prefills only its new message; replies equal the cache-off server's."""
+    system = "System: " + "You answer as a ship's navigator would, in few words. " * 9 + "\n\n"
+    sys_tokens = tiny_tokenizer.encode(system)
+    base = len(sys_tokens) - 1  # the template's history (its last token waits, as a head)
+    align = cache(on)["align"]
+    assert base % align, "the test wants a template whose history is off the zero state's rule"
+    down = lambda n: n - (n - base) % align  # noqa: E731 - where a state is kept and resumed
+    models = {}
+    for c in (on, off):
+        made = c.post("/v1/tasks/create", json={"prompt": system, "max_tokens": 0}).json()
+        tpl = c.post(f"/v1/tasks/{made['task_id']}/as_template").json()["task_id"]
+        models[c] = f"rwkv-7:{tpl}"
+    messages, warmed, start = [], None, cache(on)
+    for turn in range(4):
+        messages.append({"role": "user", "content": f"Turn {turn}: " + "where are we now? " * 20})
+        tokens = sys_tokens + tiny_tokenizer.encode(build_chat_prompt(messages, think=False))
+        before = after_warm(on, start["warm_tokens"] + (0 if warmed is None else 1))
+        replies = [c.post("/v1/chat/completions", json={
+            "model": models[c], "messages": messages, "max_tokens": 24, **GREEDY})
+            for c in (on, off)]
+        assert all(r.status_code == 200 for r in replies), replies[0].text
+        reply, other = (r.json()["choices"][0]["message"]["content"] for r in replies)
+        assert reply == other  # outputs equal
+        fed = cache(on)["prefilled_tokens"] - before["prefilled_tokens"]
+        if warmed is None:
+            assert fed == len(tokens) - base  # the template's history is its state
+        else:  # from the end of the previous reply (warmed after it): the new message only
+            assert tokens[:len(warmed)] == warmed
+            assert fed == len(tokens) - down(len(warmed)), (fed, len(tokens), len(warmed))
+        messages.append({"role": "assistant", "content": reply})
+        warmed = sys_tokens + tiny_tokenizer.encode(history_text(messages))
+    assert cache(on)["hits"] - start["hits"] >= 3
+
+
 @pytest.mark.parametrize("sampling", [{"temperature": 0},
                                       {"temperature": 1.0, "top_p": 0.8, "seed": 11}])
 @pytest.mark.parametrize("route", ["/v1/tasks/tmp", "/v1/tasks/create"])
@@ -165,9 +204,10 @@ def test_streamed_reply_is_warmed_for_the_next_turn(on, tiny_tokenizer):
     assert cache(on)["prefilled_tokens"] - before["prefilled_tokens"] == len(tokens) - resumed
 
 
-def test_only_single_plain_chat_replies_are_warmed(tiny_model_path, tmp_path):
-    """The next-turn warm-up is queued for a plain chat reply (n = 1), not for n = 2 choices,
-    nor for a template model (its tokens come first), nor with RWKV_CHAT_WARM_NEXT_TURN off."""
+def test_only_single_chat_replies_are_warmed(tiny_model_path, tmp_path):
+    """The next-turn warm-up is queued for a chat reply (n = 1: from the zero state, or from a
+    template's state, keyed by it), not for n = 2 choices, nor with RWKV_CHAT_WARM_NEXT_TURN
+    off."""
     msgs = [{"role": "system", "content": "Gating system prompt, long enough to cache. " * 10},
             {"role": "user", "content": "Say something."}]
     body = {"model": "rwkv-7", "messages": msgs, "max_tokens": 3, **GREEDY}
@@ -188,7 +228,9 @@ def test_only_single_plain_chat_replies_are_warmed(tiny_model_path, tmp_path):
             tpl = c.post(f"/v1/tasks/{made['task_id']}/as_template").json()["task_id"]
             r = c.post("/v1/chat/completions", json={**body, "model": f"rwkv-7:{tpl}"})
             assert r.status_code == 200, r.text
-            assert calls == ([""] if warm_on else [])
+            origin = srv.runtime.manager.get_task(tpl).cache_origin  # its own state's
+            assert origin.startswith("state:")
+            assert calls == (["", origin] if warm_on else [])
 
 
 def test_chat_seeded_equal_without_cache(on, off):

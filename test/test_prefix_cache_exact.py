@@ -86,17 +86,19 @@ def test_cut_points():
                                                       "prefill_align": 32})()})()
     assert p.align == 32
     p._step_budget = 4096
-    assert p._cut(0, 40) == 32 and p._cut(10, 40) == 22 and p._cut(32, 64) == 64
-    assert p._cut(32, 8) == 0  # a step's leftover budget: the next step goes on from 32
+    assert p._cut(0, 40, 0) == 32 and p._cut(10, 40, 0) == 22 and p._cut(32, 64, 0) == 64
+    assert p._cut(32, 8, 0) == 0  # a step's leftover budget: the next step goes on from 32
+    # from a template's state after 44 tokens: cuts at 44 + a multiple of 32
+    assert p._cut(44, 40, 44) == 32 and p._cut(50, 40, 44) == 26 and p._cut(76, 8, 44) == 0
     p._step_budget = 20
-    assert p._cut(0, 20) == 20  # a step's budget under a chunk: progress, not exactness
+    assert p._cut(0, 20, 0) == 20  # a step's budget under a chunk: progress, not exactness
     p.engine.model.split_invariant = False
-    assert p.align == 1 and p._cut(10, 37) == 37
+    assert p.align == 1 and p._cut(10, 37, 0) == 37
 
 
 def test_lookup_resumes_only_aligned_states_or_the_whole_prompt():
-    """``PrefixCache.lookup(align=...)``: the longest prefix at a multiple of ``align``, or the
-    whole prompt (``logits_at``) when its entry has logits."""
+    """``PrefixCache.lookup(align=...)``: the longest prefix at a multiple of ``align`` (from
+    ``base``), or the whole prompt (``logits_at``) when its entry has logits."""
     from array import array
 
     from server.model.state import State
@@ -119,6 +121,7 @@ def test_lookup_resumes_only_aligned_states_or_the_whole_prompt():
     assert look(55, align=1)[0] == 50
     assert look(60, at=60)[0] == 60  # the whole prompt, with its logits
     assert look(59)[0] == 16
+    assert cache.lookup("", hashes, seq, 0, 55, align=16, base=8)[0] == 40  # 8 + 2 × 16
 
 
 def _turns_forking_past_a_chunk(loader):
@@ -575,3 +578,44 @@ def test_a_fork_off_the_align_rule_computes_from_its_own_state(tiny_loader):
     cached = continued(PrefixCache(64 << 20))
     assert cached.state_decoded and cached.output == plain.output
     assert same_state(cached.state, plain.state)
+
+
+def test_forks_of_a_template_share_their_prefixes_exactly(tiny_loader):
+    """Requests from a template (a chat naming ``rwkv-7:_name``, a fork) resume each other's
+    states: positions count from the template's history's end (``origin_base``), the template's
+    state is their origin. Its history here (44) is no multiple of ``align``: before session 37
+    such forks computed everything from the template's state (no hit), and a chat from a
+    template never resumed its previous turns. The resumed fork ends in the uncached bits."""
+    from server.api.prefix import _start_all
+    from server.api.task_service import _fork
+    from server.scheduler.prefill import TURN_TOKEN
+
+    g = torch.Generator().manual_seed(23)
+    head = torch.randint(1, 60000, (45,), generator=g).tolist()
+    first = torch.randint(1, 60000, (60,), generator=g).tolist()
+    first[40] = TURN_TOKEN  # a turn boundary: the state there is kept (its pass hands it out)
+    second = first + torch.randint(1, 60000, (50,), generator=g).tolist()
+    seeded = dict(max_tokens=4, temperature=1.0, top_p=1.0, top_k=0, seed=9)
+
+    def forks(cache):
+        tpl_src = Task(list(head), max_tokens=0)
+        tpl_src.cache_origin = ""
+        sched = _one_by_one(tiny_loader, cache, [tpl_src])
+        tpl = _fork(tpl_src, "_TMPL_chat")
+        out = []
+        for prompt in (first, second):
+            task = Task(list(prompt), **seeded)
+            task.cache_origin = _start_all(tpl, [task])
+            sched.add_task(task)
+            sched.run()
+            out.append(task)
+        return out, sched
+
+    (_, plain), _ = forks(None)
+    (_, cached), sched = forks(PrefixCache(64 << 20))
+    stats = sched.prefix_cache.stats()
+    base = len(head) - 1
+    assert stats["hits"] == 1 and stats["tokens_saved"] > 0 and stats["tokens_saved"] % 32 == 0
+    assert cached.output == plain.output and same_state(cached.state, plain.state)
+    kept = [e for (origin, *_), e in sched.prefix_cache._lru.items() if origin.startswith("state:")]
+    assert kept and all((len(e.tokens) - base) % 32 == 0 or e.logits is not None for e in kept)

@@ -58,12 +58,13 @@ boundary, or a completion the client extends), unless the task says ``cache_fini
 
 **exact** (a split-invariant model, the default: ``align`` = its ``prefill_align``, else 1):
 the model's prefill gives the same bits however a sequence is cut into passes at multiples of
-``align`` tokens, so the prefiller cuts and resumes only there: a feed cut by the budget ends at
-a multiple of ``align`` (the rest waits for the next step), branch points and ``later`` points
-move down to one, a lookup resumes only such a state (or the whole prompt, with its logits), a
-next-turn prefix is stored at the multiple before its end, states no lookup would resume are not
-kept, and ``on_release`` keeps nothing (decode computed the generated tokens' state, with other
-bits than a prefill of them). A task that came with history of another length, or with tokens
+``align`` tokens from its starting state (the zero state, or a template's: positions count from
+its origin's history length, ``origin_base``), so the prefiller cuts and resumes only there: a
+feed cut by the budget ends at a multiple of ``align`` (the rest waits for the next step),
+branch points and ``later`` points move down to one, a lookup resumes only such a state (or the
+whole prompt, with its logits), a next-turn prefix is stored at the multiple before its end,
+states no lookup would resume are not kept, and ``on_release`` keeps nothing (decode computed
+the generated tokens' state, with other bits than a prefill of them). A task that came with history of another length, or with tokens
 its state consumed through decode steps (``Task.state_decoded``: a fork or continue of a task
 that generated), computes from its own state, neither storing nor jumping
 (``_Seq.canonical``): a cached state would give other bits than that state gives. A cached
@@ -83,6 +84,7 @@ from server.logger import get_logger
 from server.model.cuda_graph import MID_POINTS
 from server.model.tokenizer import common_prefix_length
 from server.scheduler.prefix_cache import PrefixCache, common_prefix, prefix_hashes
+from server.task.cache_origin import origin_base
 from server.task.task import Status
 
 TURN_TOKEN = 261  # "\n\n": turns of the chat format are separated by it
@@ -93,6 +95,11 @@ WARM_TOKENS = 2048  # the longest feed a next-turn prefix may take from its cach
 WARM_DELAY_S = 0.05  # a serving scheduler's next-turn prefix waits this long after its reply
 IN_FLIGHT = 128  # tasks in flight a new sequence is compared with (the most recent)
 log = get_logger(__name__)
+
+
+def _base(task) -> int:
+    """Where the tokens ``task``'s prefill computes from its origin's state begin."""
+    return origin_base(getattr(task, "cache_origin", None))
 
 
 @dataclass(eq=False)
@@ -139,6 +146,7 @@ class _Seq:
     # for a task that came with history of another length (decoded, or cut elsewhere): it
     # neither stores what it computes nor jumps
     canonical: bool = True
+    base: int = 0  # origin_base(origin): cuts fall at base + a multiple of align
 
     @property
     def end(self) -> int:
@@ -194,13 +202,14 @@ class Prefiller:
         model = getattr(self.engine, "model", None)
         return model.prefill_align if getattr(model, "split_invariant", False) else 1
 
-    def _cut(self, h: int, n: int) -> int:
-        """``n`` tokens from ``h``, cut back so that the feed ends at a multiple of ``align``;
-        0 when that leaves none (the next step feeds it), unless a whole step's budget is
-        smaller than ``align``: then ``n``, progress before exactness."""
+    def _cut(self, h: int, n: int, base: int) -> int:
+        """``n`` tokens from ``h``, cut back so that the feed ends at ``base`` plus a multiple of
+        ``align``; 0 when that leaves none (the next step feeds it), unless a whole step's budget
+        is smaller than ``align``: then ``n``, progress before exactness."""
         end = h + n
-        if end % self.align == 0 or end - end % self.align > h:
-            return n - end % self.align
+        over = (end - base) % self.align
+        if over == 0 or end - over > h:
+            return n - over
         return n if self._step_budget < self.align else 0
 
     # ---- one scheduler step ----------------------------------------------------------------
@@ -289,7 +298,7 @@ class Prefiller:
                 n = target - h
             if budget <= 0:
                 continue
-            n = self._fit(task, n, budget)
+            n = self._fit(task, n, budget, s.base if s is not None else _base(task))
             if n <= 0:
                 continue
             if key is not None:
@@ -298,12 +307,12 @@ class Prefiller:
             budget -= n
         return plan
 
-    def _fit(self, task, n: int, budget: int) -> int:
+    def _fit(self, task, n: int, budget: int, base: int) -> int:
         """Tokens of ``task`` to feed this round: ``n``, cut by the budget at a multiple of
-        ``align`` (``_cut``; 0: none this step), plus its last token where ``_with_last``
-        allows it."""
+        ``align`` from ``base`` (``_cut``; 0: none this step), plus its last token where
+        ``_with_last`` allows it."""
         if n > budget:
-            n = self._cut(len(task.history), budget)
+            n = self._cut(len(task.history), budget, base)
             if n <= 0:
                 return 0
         return self._with_last(task, n, budget)
@@ -426,11 +435,12 @@ class Prefiller:
     def _warm_one(self, origin: str, tokens: array) -> None:
         if not self.cache.enabled:
             return
-        n_all = len(tokens) - len(tokens) % self.align  # (the next turn feeds the rest)
+        base = origin_base(origin)
+        n_all = len(tokens) - (len(tokens) - base) % self.align  # (the next turn feeds the rest)
         hashes = prefix_hashes(tokens, self._known_hashes(self._shares(tokens)))
         key = self.cache.key(origin, hashes, n_all)
         found = None if self.cache.contains(key) else self.cache.lookup(
-            origin, hashes, tokens, 0, n_all - 1, align=self.align)
+            origin, hashes, tokens, 0, n_all - 1, align=self.align, base=base)
         if found is None or n_all - found[0] > WARM_TOKENS:
             return
         n, cached = found[0], found[1]
@@ -486,7 +496,7 @@ class Prefiller:
     def _plain(self, work, budget: int) -> None:
         plan = []
         for slot, task in work:
-            n = self._fit(task, len(task.pending) - 1, budget)
+            n = self._fit(task, len(task.pending) - 1, budget, _base(task))
             if n > 0:
                 plan.append((slot, task, None, n))
                 budget -= n
@@ -502,8 +512,10 @@ class Prefiller:
             return s
         tokens = array("I", task.history + task.pending)
         shares = self._shares(tokens)
+        base = origin_base(origin)
         s = _Seq(task, origin, tokens, prefix_hashes(tokens, self._known_hashes(shares)),
-                 canonical=len(task.history) % self.align == 0 and not task.state_decoded)
+                 canonical=(len(task.history) - base) % self.align == 0
+                 and not task.state_decoded, base=base)
         self._choose_points(s, len(task.history), shares)
         self._seqs[id(task)] = s
         self._recent.append((origin, tokens, s.hashes))
@@ -524,18 +536,18 @@ class Prefiller:
         """Checkpoints of a new sequence (see the module docstring); tells sequences in flight
         about the branch points they share with it. A branch point just after a turn boundary
         (closer than ``min_tokens``) is moved to the boundary: the state worth sharing."""
-        gap, align = self.cache.min_tokens, self.align
+        gap, align, base = self.cache.min_tokens, self.align, s.base
         lo = max(start, gap - 1)
         ids = np.frombuffer(s.tokens, dtype=np.uint32)[lo + 1:s.end]
         raw = (np.flatnonzero(ids == TURN_TOKEN) + lo + 1).tolist()  # just after each "\n\n"
-        turns = [q for q in (q - q % align for q in raw) if q > start]
+        turns = [q for q in (q - (q - base) % align for q in raw) if q > start]
 
         def point(m: int) -> int:
             """A branch just after a turn boundary: the boundary (told apart before aligning:
             a fork a few tokens after a boundary, aligned, may fall a chunk past it; a chat's
             next turn sent at once then stopped there, one model call more)."""
             q = max((q for q in raw if 0 <= m - q < gap), default=m)
-            return q - q % align
+            return q - (q - base) % align
 
         branch = []
         for origin, m, _ in shares:  # recent sequences
@@ -566,7 +578,7 @@ class Prefiller:
         whole = len(s.tokens)  # the whole prompt, with logits: only for a task that decodes
         hi = whole if self._decodes(task) else s.end
         found = (self.cache.lookup(s.origin, s.hashes, s.tokens, pos, hi, logits_at=whole,
-                                   align=self.align) if pos < s.end else None)
+                                   align=self.align, base=s.base) if pos < s.end else None)
         if found is None:
             s.missed = s.missed or first  # counted when it feeds (a waiter may hit first)
             return
@@ -595,8 +607,9 @@ class Prefiller:
         after ``tokens[:n]`` (with the logits after them, if given), unless it has it or could
         never resume it."""
         key = self.cache.key(origin, hashes, n)
+        off_rule = (n - origin_base(origin)) % self.align  # never resumed (lookup's ``align``)
         if n < self.cache.min_tokens or self.cache.contains(key, logits is not None) or (
-                n % self.align and logits is None):  # (never resumed: lookup's ``align``)
+                off_rule and logits is None):
             return  # (kept without logits, a whole prompt fed with others gains a lone pass's)
         self.cache.insert(key, tokens[:n], state(),
                           None if logits is None else logits.clone(), defer=True)

@@ -165,9 +165,10 @@ class PrefixCache:
 
     # ---- lookups -----------------------------------------------------------------------
     def lookup(self, origin: str, hashes: array, tokens: array, lo: int, hi: int,
-               logits_at: int | None = None, align: int = 1):
+               logits_at: int | None = None, align: int = 1, base: int = 0):
         """The longest cached prefix ``tokens[:n]`` with ``lo < n <= hi`` (at ``n == logits_at``
-        only an entry with logits), ``n`` a multiple of ``align`` unless it is ``logits_at``:
+        only an entry with logits), ``n - base`` a multiple of ``align`` unless ``n`` is
+        ``logits_at``:
         ``(n, state, logits)`` (the cache's own tensors: read them, never write them; logits
         None unless kept) or None."""
         with self._lock:
@@ -182,7 +183,7 @@ class PrefixCache:
             for n in candidates:
                 if n <= lo:
                     break
-                if n == seen or (n % align and n != logits_at):
+                if n == seen or ((n - base) % align and n != logits_at):
                     continue
                 seen = n
                 entry = self._lru.get((origin, n, hashes[n]))

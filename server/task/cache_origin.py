@@ -7,9 +7,17 @@ consumed since. ``task.cache_origin``:
   for tasks read back from the database);
 * ``""``: the zero state; the task's state is exactly the zero state after ``history``
   (fresh requests, and copies of them);
-* ``"state:<digest>:<n>"``: a known non-zero starting state (an imported template), ``<n>`` being
+* ``"state:<digest>:<n>"``: a known non-zero starting state (a template), ``<n>`` being
   the length of the history it came with (states after the same tokens from the same starting
-  point are the same, whatever the template's name).
+  point are the same, whatever the template's name). ``origin_base`` gives ``<n>`` (0 for
+  ``""``): where the tokens computed from that state begin, from which a split-invariant
+  model's passes are cut (``Prefiller.align``).
+
+Every template is its own origin (``origin_of``), however its state was made: an imported file,
+``as_template`` of a task that generated, or a prompt prefilled from the zero state (``""``,
+whose history is seldom cut where the prefix cache resumes states). Requests from a template
+then share their prefixes with each other (a chat naming ``rwkv-7:_name`` resumes its previous
+turns), never with requests from elsewhere.
 """
 
 from __future__ import annotations
@@ -35,14 +43,20 @@ def state_origin(state: State, n_history: int) -> str:
     return f"state:{state_digest(state)}:{n_history}"
 
 
+def origin_base(origin: str | None) -> int:
+    """The history length of ``origin``'s starting state: ``<n>`` of ``"state:<digest>:<n>"``,
+    0 for the zero state (and for None)."""
+    return int(origin.rsplit(":", 1)[1]) if origin else 0
+
+
 def origin_of(task) -> str | None:
-    """``task.cache_origin``; for a template without one, or whose state consumed tokens
-    through decode steps (``Task.state_decoded``: as_template of a task that generated), derived
-    from its content and kept on it — the state is then its own starting point, nothing of it
-    decoded since. Slow for big states the first time (a hash of the state): call off the
+    """``task.cache_origin``; for a template, its own state's origin (derived from its content
+    and kept on it, unless it has one already and consumed nothing through decode steps since:
+    ``Task.state_decoded``, as_template of a task that generated) — the state is then its own
+    starting point. Slow for big states the first time (a hash of the state): call off the
     event loop."""
     origin = getattr(task, "cache_origin", None)
-    if not task.task_id.startswith("_") or (origin is not None and not task.state_decoded):
+    if not task.task_id.startswith("_") or (origin and not task.state_decoded):
         return origin
     if task.state is None:  # the zero state, unless a history says its state was not kept
         origin = None if task.history else ""

@@ -32,7 +32,7 @@ from server.api.bridge import UnderWay
 from server.api.completion import Choice, cut_message, make_tasks, run_choices, submit
 from server.api.deps import get_runtime
 from server.api.encoding import encode, past_vocab, past_vocab_message
-from server.api.prefix import ALIAS, find_template, prepare_tasks, template_head, template_id
+from server.api.prefix import ALIAS, find_template, prepare_tasks, template_head
 from server.api.routes.openai_format import (Reply, chat_body, chat_events, chat_message,
                                              completion_body, completion_events)
 from server.api.routes.openai_schemas import (MAX_CHOICES, ChatRequest, CompletionRequest,
@@ -277,8 +277,8 @@ async def chat_completions(request: Request):
                                            tools=offer, inline_think=inline, tool_names=names,
                                            one_call=req.parallel_tool_calls is False))
                for i, t in enumerate(tasks)]
-    if len(choices) == 1 and rt.settings.chat_warm_next_turn and template_id(req.model) is None:
-        choices[0].on_finish = _warm_next_turn(rt, req, tools if offer else None)
+    if len(choices) == 1 and rt.settings.chat_warm_next_turn:
+        choices[0].on_finish = _warm_next_turn(rt, req, tools if offer else None, tasks[0], tpl)
     await _submit(request, rt, tasks, req.stream)
     reply = _reply(rt, req, "chatcmpl", len(tokens) + _head(tpl))
     if req.stream:
@@ -288,11 +288,15 @@ async def chat_completions(request: Request):
     return JSONResponse(chat_body(reply, choices))
 
 
-def _warm_next_turn(rt, req, tools):
+def _warm_next_turn(rt, req, tools, task, tpl):
     """A chat choice's ``on_finish``: the conversation's history with this reply, as a client
     re-sends it in the next request, goes to the prefix cache (computed when the scheduler has
     time), so the next turn prefills only its new message. Not for tool calls (a client's
-    rendering of them is its own) nor with a template state (its tokens come first)."""
+    rendering of them is its own). From a template (``tpl``), the template's tokens come first
+    and the state is keyed by its origin (``task.cache_origin``), as the next turn's is."""
+    origin = task.cache_origin
+    head = [] if tpl is None else list(tpl.history) + template_head(tpl)
+
     async def warm(choice: Choice) -> None:
         if choice.finish_reason == "tool_calls":
             return
@@ -300,7 +304,7 @@ def _warm_next_turn(rt, req, tools):
             return  # cut short (client gone, shutdown): the client will not re-send it
         text = history_text(list(req.messages) + [chat_message(choice)], tools, req.tool_choice)
         tokens = await encode(rt.loader, text)  # reuses the prompt's tokens
-        rt.scheduler.warm_prefix("", tokens)
+        rt.scheduler.warm_prefix(origin, head + tokens)
     return warm
 
 
