@@ -98,3 +98,46 @@ def test_the_raw_client_replaces_a_socket_the_server_closed_while_idle():
     t.join(5)
     listener.close()
     assert served == [b"GET /health HTTP/1.1"] * 2
+
+
+def test_the_template_option_names_a_template_of_the_system_prompt(server_url, http,
+                                                                    monkeypatch):
+    """``--template``: each server gets a template of the system message (its rendering, up to
+    the first user turn) and the turns name it instead of sending that message; the replies of
+    two such templates of one text (here both on the shared server) are equal, and the prompt
+    counts the template's tokens."""
+    from argparse import Namespace
+
+    from server.api.chat import build_chat_prompt
+    from server.bench.chat import make_template, run_chat, template_prompt
+    from server.model.tokenizer import Tokenizer
+
+    system = [{"role": "system", "content": "Be brief."}]
+    assert template_prompt(system) == "System: Be brief.\n\n"
+    model = make_template(server_url, system)
+    assert model.startswith("rwkv-7:_")
+    tid = model.split(":", 1)[1]
+    assert http.get(f"/v1/tasks/{tid}/status").status_code == 200
+    import server.bench.chat as bench
+
+    sent, real = [], bench.ask
+    monkeypatch.setattr(bench, "ask", lambda c, messages, n, model: (
+        sent.append((model, messages[0]["role"])), real(c, messages, n, model))[1])
+    args = Namespace(turns=2, target=300, max_tokens=4, template=True)
+    with httpx_client(server_url) as a, httpx_client(server_url) as b:
+        rows = run_chat(a, b, Tokenizer(), args, "Be brief. ", urls=(server_url, server_url))
+    assert [r["equal"] for r in rows] == [True, True]
+    models = {m for m, _ in sent}
+    assert len(sent) == 4 and len(models) == 2 and all(m.startswith("rwkv-7:_") for m in models)
+    assert {role for _, role in sent} == {"user"}  # the system message is the template's
+    system = [{"role": "system", "content": "Be brief. " * 20}]  # (Conversation's)
+    head = len(Tokenizer().encode(template_prompt(system)))
+    first = Tokenizer().encode(build_chat_prompt(bench.Conversation(
+        Tokenizer(), 2, 300, 4, "Be brief. ").ask(0)[1:], think=False))
+    assert rows[0]["prompt_tokens"] == head + len(first)
+
+
+def httpx_client(url: str):
+    import httpx
+
+    return httpx.Client(base_url=url, timeout=60)

@@ -15,6 +15,11 @@ and in how many prefill calls (``/health``: one a turn unless a checkpoint stops
 the prompt tokens it computed again after the first token (``again``: turn boundaries its
 passes did not hand out), TTFT on/off, and the time from the first text chunk to the next
 (``next``: the second pulse, and any work the scheduler does between them) on/off.
+
+``--template``: the system prompt is made a state template on each server first (a Task API
+``create`` with ``max_tokens: 0``, then ``as_template``), and the conversation names it
+(``"model": "rwkv-7:_TMPL_…"``) instead of sending the system message: the prefix cache then
+resumes the turns from the template's state (prompt tokens count the template's too).
 """
 
 from __future__ import annotations
@@ -86,11 +91,11 @@ def _sse_lines(client: httpx.Client | RawClient, body: dict):
         yield r.iter_lines()
 
 
-def ask(client: httpx.Client | RawClient, messages: list,
-        max_tokens: int) -> tuple[float, float, str]:
+def ask(client: httpx.Client | RawClient, messages: list, max_tokens: int,
+        model: str = "rwkv-7") -> tuple[float, float, str]:
     """``(seconds to the first text chunk, seconds from it to the next one, reply)`` of one
     streamed, greedy chat request (the second figure NaN when no second text chunk came)."""
-    body = {"model": "rwkv-7", "messages": messages, "max_tokens": max_tokens, "stream": True,
+    body = {"model": model, "messages": messages, "max_tokens": max_tokens, "stream": True,
             "temperature": 0, "reasoning_effort": "none"}
     t0, first, second, parts = time.perf_counter(), None, None, []
     with _sse_lines(client, body) as lines:
@@ -119,25 +124,50 @@ def prefilled(client: httpx.Client | RawClient) -> tuple[int, int, int]:
             cache.get("later_tokens", 0))
 
 
+def template_prompt(messages: list) -> str:
+    """The system message ``messages[0]`` as the chat prompt renders it."""
+    from server.api.chat import build_chat_prompt
+
+    return build_chat_prompt(messages[:1], think=False).rsplit("Assistant:", 1)[0]
+
+
+def make_template(url: str, messages: list) -> str:
+    """The system message ``messages[0]`` as a state template on the server at ``url``; returns
+    the model name that starts from it (``rwkv-7:_TMPL_…``)."""
+    prompt = template_prompt(messages)
+    with httpx.Client(base_url=url, timeout=600) as c:
+        made = c.post("/v1/tasks/create", json={"prompt": prompt, "max_tokens": 0})
+        made.raise_for_status()
+        tpl = c.post(f"/v1/tasks/{made.json()['task_id']}/as_template")
+        tpl.raise_for_status()
+        return f"rwkv-7:{tpl.json()['task_id']}"
+
+
 def run_chat(on: httpx.Client, off: httpx.Client, tokenizer, args,
-             system: str = "You are a helpful assistant. ", flip: bool = False) -> list[dict]:
+             system: str = "You are a helpful assistant. ", flip: bool = False,
+             urls: tuple[str, str] | None = None) -> list[dict]:
     """One conversation, each turn sent to both servers; ``flip``: the cache-off server first
     at odd turns (else at even ones), so that neither is always the one whose request comes
-    after the other's reply was read."""
+    after the other's reply was read. ``urls`` (the servers', with ``args.template``): the
+    system message goes into a template on each (``make_template``), the turns name it."""
     from server.api.chat import build_chat_prompt
 
     chat = Conversation(tokenizer, args.turns, args.target, args.max_tokens, system)
+    models, skip, head = ("rwkv-7", "rwkv-7"), 0, 0
+    if getattr(args, "template", False):
+        models, skip = tuple(make_template(u, chat.messages) for u in urls), 1
+        head = len(tokenizer.encode(template_prompt(chat.messages)))
     rows = []
     for turn in range(args.turns):
-        messages = chat.ask(turn)
-        n_prompt = len(tokenizer.encode(build_chat_prompt(messages, think=False)))
+        messages = chat.ask(turn)[skip:]
+        n_prompt = head + len(tokenizer.encode(build_chat_prompt(messages, think=False)))
         before = prefilled(on)
         if flip != (turn % 2 == 1):
-            ttft_off, next_off, reply_off = ask(off, messages, args.max_tokens)
-        ttft_on, next_on, reply = ask(on, messages, args.max_tokens)
+            ttft_off, next_off, reply_off = ask(off, messages, args.max_tokens, models[1])
+        ttft_on, next_on, reply = ask(on, messages, args.max_tokens, models[0])
         fed, calls, again = (a - b for a, b in zip(prefilled(on), before))
         if flip == (turn % 2 == 1):
-            ttft_off, next_off, reply_off = ask(off, messages, args.max_tokens)
+            ttft_off, next_off, reply_off = ask(off, messages, args.max_tokens, models[1])
         rows.append({"turn": turn + 1, "prompt_tokens": n_prompt, "prefilled_on": fed,
                      "calls_on": calls, "again_on": again,
                      "ttft_on_s": ttft_on, "ttft_off_s": ttft_off, "next_on_s": next_on,
@@ -212,6 +242,8 @@ def main(argv=None) -> None:
     ap.add_argument("--client", choices=("httpx", "raw"), default="httpx",
                     help="httpx (the openai SDK's client) or a minimal socket client "
                          "(server.bench.raw_client: TTFT without the client's own Python work)")
+    ap.add_argument("--template", action="store_true",
+                    help="the system prompt as a state template the turns name (rwkv-7:_TMPL_…)")
     ap.add_argument("--json", help="write the rows here")
     args = ap.parse_args(argv)
     from server.model.tokenizer import Tokenizer
@@ -235,12 +267,14 @@ def main(argv=None) -> None:
                 client(base_url=urls[1], timeout=600) as off:
             model = httpx.get(urls[0] + "/health").json()["model"]
             print(f"model: {model}  max_tokens/turn: {args.max_tokens}  buffer size: "
-                  f"{args.buffer_size or 'server default'}  client: {args.client}\n{HEADER}")
+                  f"{args.buffer_size or 'server default'}  client: {args.client}"
+                  f"{'  system prompt: a template' if args.template else ''}\n{HEADER}")
             runs = []
             for i in range(args.repeat):
                 system = "You are a helpful assistant. " if i == 0 else \
                     f"You are helpful assistant number {i}. "
-                runs.append(run_chat(on, off, Tokenizer(), args, system, flip=i % 2 == 1))
+                runs.append(run_chat(on, off, Tokenizer(), args, system, flip=i % 2 == 1,
+                                     urls=tuple(urls)))
     finally:
         for proc in procs:
             proc.terminate()
