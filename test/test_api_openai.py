@@ -214,7 +214,8 @@ def test_usage_counts_the_tokens_a_template_has_not_fed(http, tiny_loader):
     """A request from a state template feeds the template's not yet fed tokens (an imported
     state exported mid-prompt: its ``pending``; a ``max_tokens: 0`` template: its last prompt
     token) before its own prompt; ``usage.prompt_tokens`` counted only the request's (a QA
-    report, session 27). It counts what the model is fed, in the body and the usage chunk."""
+    report, session 27). It counts what the model is fed, in the body and the usage chunk (an
+    empty prompt without a template: the end-of-text token)."""
     from server.model.state import State
     from server.task.state_file import encode_state_file
 
@@ -243,6 +244,13 @@ def test_usage_counts_the_tokens_a_template_has_not_fed(http, tiny_loader):
             streamed = stream_chunks(http, "/v1/completions", {
                 **comp, "stream_options": {"include_usage": True}})
             assert streamed[-1]["usage"]["prompt_tokens"] == want
+        # without a template an empty prompt starts a document: the end-of-text token it is
+        # fed counts, as OpenAI counts it (it said 0: session 37's QA)
+        for prompt in ("", [[]], ["", "x"]):
+            comp = {**SAMPLE, "prompt": prompt, "max_tokens": 1}
+            want = 1 + (len(tiny_loader.encode("x")) if prompt == ["", "x"] else 0)
+            usage = http.post("/v1/completions", json=comp).json()["usage"]
+            assert usage["prompt_tokens"] == want, (prompt, usage)
     finally:
         for tid in ("_usage_held", made):
             http.post(f"/v1/tasks/{tid}/delete", params={"force": "true"})

@@ -368,7 +368,7 @@ async def completions(request: Request):
                            echo=utf8_safe(text) if req.echo else "") for j, t in enumerate(tasks)]
     await prepare_tasks(rt, tpl, [c.task for c in choices])  # prefix cache; the template
     await _submit(request, rt, [c.task for c in choices], req.stream)
-    reply = _reply(rt, req, "cmpl", sum(len(t) + _head(tpl) for _, t in prompts))
+    reply = _reply(rt, req, "cmpl", sum(len(t or start) + _head(tpl) for _, t in prompts))
     if req.stream:
         drain = request.app.state.drain
         return _sse(completion_events(reply, choices, rt.loader.tokenizer, drain), choices,
