@@ -580,13 +580,27 @@ def test_a_fork_off_the_align_rule_computes_from_its_own_state(tiny_loader):
     assert same_state(cached.state, plain.state)
 
 
+def _from_template(sched, tpl, prompts, params: dict) -> list:
+    """Tasks of ``prompts`` started from the template ``tpl`` (as an OpenAI request naming it),
+    each run to its end through ``sched`` before the next."""
+    from server.api.prefix import _start_all
+
+    out = []
+    for prompt in prompts:
+        task = Task(list(prompt), **params)
+        task.cache_origin = _start_all(tpl, [task])
+        sched.add_task(task)
+        sched.run()
+        out.append(task)
+    return out
+
+
 def test_forks_of_a_template_share_their_prefixes_exactly(tiny_loader):
     """Requests from a template (a chat naming ``rwkv-7:_name``, a fork) resume each other's
     states: positions count from the template's history's end (``origin_base``), the template's
     state is their origin. Its history here (44) is no multiple of ``align``: before session 37
     such forks computed everything from the template's state (no hit), and a chat from a
     template never resumed its previous turns. The resumed fork ends in the uncached bits."""
-    from server.api.prefix import _start_all
     from server.api.task_service import _fork
     from server.scheduler.prefill import TURN_TOKEN
 
@@ -601,15 +615,7 @@ def test_forks_of_a_template_share_their_prefixes_exactly(tiny_loader):
         tpl_src = Task(list(head), max_tokens=0)
         tpl_src.cache_origin = ""
         sched = _one_by_one(tiny_loader, cache, [tpl_src])
-        tpl = _fork(tpl_src, "_TMPL_chat")
-        out = []
-        for prompt in (first, second):
-            task = Task(list(prompt), **seeded)
-            task.cache_origin = _start_all(tpl, [task])
-            sched.add_task(task)
-            sched.run()
-            out.append(task)
-        return out, sched
+        return _from_template(sched, _fork(tpl_src, "_TMPL_chat"), (first, second), seeded), sched
 
     (_, plain), _ = forks(None)
     (_, cached), sched = forks(PrefixCache(64 << 20))
@@ -619,3 +625,51 @@ def test_forks_of_a_template_share_their_prefixes_exactly(tiny_loader):
     assert cached.output == plain.output and same_state(cached.state, plain.state)
     kept = [e for (origin, *_), e in sched.prefix_cache._lru.items() if origin.startswith("state:")]
     assert kept and all((len(e.tokens) - base) % 32 == 0 or e.logits is not None for e in kept)
+
+
+def test_forks_of_a_fork_of_a_template_and_its_template(tiny_loader):
+    """A prefill-only fork F1 of a template (its history 10 tokens past the template's: off the
+    align rule) and a template T2 made of F1. Forks of F1 store and resume nothing, and stop
+    nowhere but at their prompt's end: they stopped at branch points (a prefix they share with
+    another fork), a cut the server without the cache never makes — other bits in 6 of 6 seeds
+    and seeded text apart (session 37's QA); they count as misses. T2 is its own origin (it
+    kept T's, and its forks resumed nothing): its forks share their prefixes, exactly."""
+    from server.api.prefix import _start_all
+    from server.api.task_service import _fork
+    from server.scheduler.prefill import TURN_TOKEN
+    from server.task.cache_origin import origin_base, origin_of
+
+    g = torch.Generator().manual_seed(24)
+    rnd = lambda n: torch.randint(1, 60000, (n,), generator=g).tolist()  # noqa: E731
+    head, ten, q = rnd(45), rnd(10), rnd(80)
+    q[45] = TURN_TOKEN  # a boundary inside the shared part: kept by T2's forks
+    b_prompt, d_prompts = q[:40] + rnd(40), (q, q[:60] + rnd(30))
+    seeded = dict(max_tokens=4, temperature=1.0, top_p=1.0, top_k=0, seed=3)
+
+    def chain(cache):
+        tpl_src = Task(list(head), max_tokens=0)
+        tpl_src.cache_origin = ""
+        sched = _one_by_one(tiny_loader, cache, [tpl_src])
+        f1 = Task(list(ten), max_tokens=0)
+        f1.cache_origin = _start_all(_fork(tpl_src, "_T1"), [f1])
+        sched.add_task(f1)
+        sched.run()
+        out = []
+        for i, prompt in enumerate((q, b_prompt)):  # forks of F1 (the Task API's fork)
+            task = _fork(f1, f"TASK_{i}")
+            task.continue_gen(list(prompt), **seeded)
+            out.append(task)
+        for task in out:  # added together: the second shares a prefix with the first
+            sched.add_task(task)
+        sched.run()
+        t2 = _fork(f1, "_T2")
+        assert origin_base(origin_of(t2)) == len(t2.history)  # its own origin
+        return out + _from_template(sched, t2, d_prompts, seeded), sched
+
+    plain, _ = chain(None)
+    cached, sched = chain(PrefixCache(64 << 20))
+    for p, c in zip(plain, cached):
+        assert c.output == p.output and same_state(c.state, p.state)
+    stats = sched.prefix_cache.stats()
+    assert stats["hits"] == 1  # T2's second fork resumed its first's boundary
+    assert stats["misses"] >= 3  # F1's two forks (they stored nothing), T2's first fork

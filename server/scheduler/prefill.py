@@ -64,11 +64,12 @@ feed cut by the budget ends at a multiple of ``align`` (the rest waits for the n
 branch points and ``later`` points move down to one, a lookup resumes only such a state (or the
 whole prompt, with its logits), a next-turn prefix is stored at the multiple before its end,
 states no lookup would resume are not kept, and ``on_release`` keeps nothing (decode computed
-the generated tokens' state, with other bits than a prefill of them). A task that came with history of another length, or with tokens
-its state consumed through decode steps (``Task.state_decoded``: a fork or continue of a task
-that generated), computes from its own state, neither storing nor jumping
-(``_Seq.canonical``): a cached state would give other bits than that state gives. A cached
-prompt then ends in the bits an uncached one does (docs/prefix_cache.md).
+the generated tokens' state, with other bits than a prefill of them). A task that came with
+history of another length, or with tokens its state consumed through decode steps
+(``Task.state_decoded``: a fork or continue of a task that generated), computes from its own
+state, neither storing nor jumping nor stopping before its prompt's end (``_Seq.canonical``):
+a cached state would give other bits than that state gives. A cached prompt then ends in the
+bits an uncached one does (docs/prefix_cache.md).
 """
 
 from __future__ import annotations
@@ -271,7 +272,8 @@ class Prefiller:
                     budget -= 1
                 continue
             key = None
-            if s is not None:  # (before the budget: a task heading for a claimed key waits)
+            if s is not None and s.canonical:  # (before the budget: a task heading for a
+                # claimed key waits; not for one that stores nothing: no leader, nor waiting)
                 h = len(task.history)
                 target = s.next_point(h)
                 key = self.cache.key(s.origin, s.hashes, target)
@@ -516,7 +518,12 @@ class Prefiller:
         s = _Seq(task, origin, tokens, prefix_hashes(tokens, self._known_hashes(shares)),
                  canonical=(len(task.history) - base) % self.align == 0
                  and not task.state_decoded, base=base)
-        self._choose_points(s, len(task.history), shares)
+        if s.canonical:
+            self._choose_points(s, len(task.history), shares)
+        else:  # it stores nothing, so it stops nowhere but at its prompt's end: a stop at a
+            # branch point was a cut the server without the cache never makes (other bits, and
+            # seeded replies; session 37's QA)
+            s.points = [s.end]
         self._seqs[id(task)] = s
         self._recent.append((origin, tokens, s.hashes))
         return s
@@ -554,7 +561,7 @@ class Prefiller:
             if origin == s.origin and lo < m < s.end and (p := point(m)) > start:
                 branch.append(p)
         for other in list(self._seqs.values())[-IN_FLIGHT:]:
-            if other.origin == s.origin:
+            if other.origin == s.origin and other.canonical:
                 m = common_prefix(s.hashes, other.hashes)
                 if len(other.task.history) < m < other.end and m >= gap:
                     p = point(m)
@@ -573,7 +580,9 @@ class Prefiller:
             # its state is not what a prefill from its origin computes (a fork or continue of a
             # history cut off a multiple of align, or decoded): without the cache it computes
             # its prompt from that state, and a cached state would give other bits (seeded
-            # replies parted from the uncached ones; session 36's QA)
+            # replies parted from the uncached ones; session 36's QA). A miss, counted when it
+            # feeds, as any task's the cache did not serve
+            s.missed = s.missed or first
             return
         whole = len(s.tokens)  # the whole prompt, with logits: only for a task that decodes
         hi = whole if self._decodes(task) else s.end

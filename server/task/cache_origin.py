@@ -50,13 +50,16 @@ def origin_base(origin: str | None) -> int:
 
 
 def origin_of(task) -> str | None:
-    """``task.cache_origin``; for a template, its own state's origin (derived from its content
-    and kept on it, unless it has one already and consumed nothing through decode steps since:
-    ``Task.state_decoded``, as_template of a task that generated) — the state is then its own
-    starting point. Slow for big states the first time (a hash of the state): call off the
-    event loop."""
+    """``task.cache_origin``; for a template, its own state's origin: derived from its content
+    and kept on it, unless its origin is its own already (``origin_base`` its history's length,
+    nothing consumed through decode steps since: ``Task.state_decoded``, as_template of a task
+    that generated). A template of a fork of a template inherited that template's origin and
+    now gets its own: its history is seldom where the prefix cache's cuts fall from that
+    origin, and after a restart (read back without an origin) it got its own anyway. Slow for
+    big states the first time (a hash of the state): call off the event loop."""
     origin = getattr(task, "cache_origin", None)
-    if not task.task_id.startswith("_") or (origin and not task.state_decoded):
+    if not task.task_id.startswith("_") or (
+            origin and origin_base(origin) == len(task.history) and not task.state_decoded):
         return origin
     if task.state is None:  # the zero state, unless a history says its state was not kept
         origin = None if task.history else ""
