@@ -673,3 +673,23 @@ def test_forks_of_a_fork_of_a_template_and_its_template(tiny_loader):
     stats = sched.prefix_cache.stats()
     assert stats["hits"] == 1  # T2's second fork resumed its first's boundary
     assert stats["misses"] >= 3  # F1's two forks (they stored nothing), T2's first fork
+
+
+def test_requests_from_a_template_share_its_state_and_leave_it_unchanged(tiny_loader):
+    """Requests from a template start from its very state tensors (no copy: nothing writes
+    into a task's state, the engine gives it new ones when it is done); running them leaves
+    the template's state as it was, and the same request again gives the same reply."""
+    from server.api.task_service import _fork
+
+    g = torch.Generator().manual_seed(25)
+    prompt = torch.randint(1, 60000, (40,), generator=g).tolist()
+    tpl_src = Task(torch.randint(1, 60000, (30,), generator=g).tolist(), max_tokens=0)
+    tpl_src.cache_origin = ""
+    sched = _one_by_one(tiny_loader, None, [tpl_src])
+    tpl = _fork(tpl_src, "_TMPL_shared")
+    before = tpl.state.clone()
+    params = dict(max_tokens=6, temperature=1.0, top_p=1.0, top_k=0, seed=4)
+    first, second = _from_template(sched, tpl, (prompt, prompt), params)
+    assert same_state(tpl.state, before)
+    assert first.output == second.output and same_state(first.state, second.state)
+    assert first.state.wkv is not tpl.state.wkv  # its own, new state when it finished
