@@ -109,11 +109,13 @@ def start_from(task, tpl) -> None:
 
 
 def load_ready(tpl):
-    """``tpl.state`` as its requests start from it: where CUDA is, a copy in pinned memory, made
-    once and kept on the template (not stored), so that a slot loads it at the host link's
-    speed (pageable memory is copied through a staging buffer, and the copy waits for it)."""
+    """``tpl.state`` as its requests start from it: in a process that uses CUDA (a CUDA
+    server: its model is there), a copy in pinned memory, made once and kept on the template
+    (not stored), so that a slot loads it at the host link's speed (pageable memory is copied
+    through a staging buffer, and the copy waits for it). Not in a CPU server on a machine
+    with a GPU: pinning would start a CUDA context there."""
     st = tpl.state
-    if st is None or not torch.cuda.is_available():
+    if st is None or not torch.cuda.is_initialized():
         return st
     kept = getattr(tpl, "_pinned", None)
     if kept is None or kept[0] is not st:  # (none yet, or the template's state was replaced)
