@@ -147,11 +147,14 @@ class _Seq:
     # for a task that came with history of another length (decoded, or cut elsewhere): it
     # neither stores what it computes nor jumps
     canonical: bool = True
-    base: int = 0  # origin_base(origin): cuts fall at base + a multiple of align
 
     @property
     def end(self) -> int:
         return len(self.tokens) - 1  # the prompt's end checkpoint: all but its last token
+
+    @property
+    def base(self) -> int:
+        return origin_base(self.origin)  # cuts fall at base + a multiple of align
 
     def fits(self, task) -> bool:
         """Still this task's sequence (a task failed and resubmitted may have changed)."""
@@ -300,7 +303,7 @@ class Prefiller:
                 n = target - h
             if budget <= 0:
                 continue
-            n = self._fit(task, n, budget, s.base if s is not None else _base(task))
+            n = self._fit(task, n, budget, _base(task))
             if n <= 0:
                 continue
             if key is not None:
@@ -514,10 +517,9 @@ class Prefiller:
             return s
         tokens = array("I", task.history + task.pending)
         shares = self._shares(tokens)
-        base = origin_base(origin)
         s = _Seq(task, origin, tokens, prefix_hashes(tokens, self._known_hashes(shares)),
-                 canonical=(len(task.history) - base) % self.align == 0
-                 and not task.state_decoded, base=base)
+                 canonical=(len(task.history) - origin_base(origin)) % self.align == 0
+                 and not task.state_decoded)
         if s.canonical:
             self._choose_points(s, len(task.history), shares)
         else:  # it stores nothing, so it stops nowhere but at its prompt's end: a stop at a

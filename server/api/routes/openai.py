@@ -295,7 +295,6 @@ def _warm_next_turn(rt, req, tools, task, tpl):
     rendering of them is its own). From a template (``tpl``), the template's tokens come first
     and the state is keyed by its origin (``task.cache_origin``), as the next turn's is."""
     origin = task.cache_origin
-    head = [] if tpl is None else list(tpl.history) + template_head(tpl)
 
     async def warm(choice: Choice) -> None:
         if choice.finish_reason == "tool_calls":
@@ -304,6 +303,7 @@ def _warm_next_turn(rt, req, tools, task, tpl):
             return  # cut short (client gone, shutdown): the client will not re-send it
         text = history_text(list(req.messages) + [chat_message(choice)], tools, req.tool_choice)
         tokens = await encode(rt.loader, text)  # reuses the prompt's tokens
+        head = [] if tpl is None else list(tpl.history) + template_head(tpl)
         rt.scheduler.warm_prefix(origin, head + tokens)
     return warm
 
