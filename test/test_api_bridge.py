@@ -5,6 +5,7 @@ import asyncio
 import threading
 import time
 
+import pytest
 import torch
 
 from server.api import encoding
@@ -232,3 +233,23 @@ def test_a_reader_of_one_round_ends_with_it_when_a_continue_comes_first():
     assert "".join(c.text for c in chunks) == tok.decode(r1)
     assert chunks[-1].finished and sum(c.tokens for c in chunks) == len(r1)
     assert "".join(c.text for c in late) == tok.decode(r2) and late[-1].finished
+
+
+def test_a_template_state_that_cannot_be_pinned_is_used_as_it_is(monkeypatch):
+    """In a CUDA server a template's state is pinned once for fast loads; where pinning fails
+    (no pinned memory to be had: here, a CPU machine told CUDA is in use), requests go on from
+    the state as it is — a slower load, not a failed request — and the template keeps no
+    pinned copy."""
+    from server.api import prefix
+    from server.model.state import State
+
+    if torch.cuda.is_available():
+        pytest.skip("pinning works here")
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    tpl = Task([5, 6], task_id="_tpl_unpinned")
+    tpl.history, tpl.pending, tpl.current_token = [1, 2, 3], [], 4
+    tpl.state = State(torch.zeros(2, 2, 1, 8), torch.ones(2, 1, 1, 4, 4))
+    task = make_tasks([9], 1, {"max_tokens": 1}, None)[0]
+    prefix.start_from(task, tpl)
+    assert task.state is tpl.state and not hasattr(tpl, "_pinned")
+    assert task.pending == [4, 9] and task.history == [1, 2, 3]

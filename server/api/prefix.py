@@ -17,11 +17,13 @@ import asyncio
 import torch
 
 from server.api.routes.openai_schemas import OpenAIError
+from server.logger import get_logger
 from server.model.state import State
 from server.task.cache_origin import origin_of
 from server.task.manager import is_busy
 from server.task.policy import model_mismatch
 
+log = get_logger(__name__)
 ALIAS = "rwkv-7"  # the loaded model's other name (``/v1/models``); ``rwkv-7:_name``: a template
 
 
@@ -119,6 +121,11 @@ def load_ready(tpl):
         return st
     kept = getattr(tpl, "_pinned", None)
     if kept is None or kept[0] is not st:  # (none yet, or the template's state was replaced)
-        kept = (st, State(st.shift.pin_memory(), st.wkv.pin_memory()))
+        try:
+            kept = (st, State(st.shift.pin_memory(), st.wkv.pin_memory()))
+        except RuntimeError as e:  # (no pinned memory to be had): the request goes on from
+            # the pageable state, a slower load, not a failed request
+            log.warning(f"Pinning template {tpl.task_id}'s state failed, using it as it is: {e}")
+            return st
         tpl._pinned = kept
     return kept[1]
