@@ -171,7 +171,7 @@ def test_tasks_start_from_a_template_off_the_event_loop(monkeypatch):
     """Tasks start from the template in a worker thread, not on the event loop that serves
     every other request (the template's origin is a hash of its state, 21 MB at 2.9B, the first
     time; in a process using CUDA a pinned copy of it, once). They share its state's tensors: a copy
-    each (up to 128 tasks a request) cost ~15 ms at 2.9B on the 2-core machine."""
+    each (up to 128 tasks a request) cost 16-18 ms at 2.9B on the 2-core machine."""
     from server.api import prefix
     from server.model.state import State
 

@@ -103,7 +103,8 @@ def start_from(task, tpl) -> None:
     """Put ``tpl``'s state and consumed tokens under ``task``'s not yet fed prompt. The state is
     shared, not copied: nothing writes into a task's state tensors (the engine loads them into
     a slot and gives the task new ones when it is done: ``policy.signature``). A copy cost a
-    request from a template ~15 ms at 2.9B on the 2-core machine, before its first token."""
+    request from a template 16-18 ms at 2.9B on the 2-core machine, before its first token
+    (docs/experiments/session37/clone_cost.py)."""
     task.pending = template_head(tpl) + task.pending
     task.history = list(tpl.history)
     task.state = load_ready(tpl)
