@@ -20,10 +20,13 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def run_interpreted(script: str, timeout: float) -> subprocess.CompletedProcess:
-    """Run ``script`` in a fresh Python with Triton's CPU interpreter (kernels on CPU tensors);
-    asserts it exited 0 (its output in the message otherwise)."""
-    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT)}
-    out = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env,
+    """Run ``script`` in a fresh Python with Triton's CPU interpreter (kernels on CPU tensors),
+    ``interpreter_patch`` imported first; asserts it exited 0 (its output in the message
+    otherwise)."""
+    env = {**os.environ, "TRITON_INTERPRET": "1",
+           "PYTHONPATH": os.pathsep.join((str(ROOT), str(ROOT / "test")))}
+    out = subprocess.run([sys.executable, "-c", "import interpreter_patch\n" + script],
+                         cwd=ROOT, env=env,
                          capture_output=True, text=True, timeout=timeout)
     assert out.returncode == 0, out.stdout + out.stderr
     return out
