@@ -23,7 +23,8 @@ def _apply() -> None:
 
     real_patch = getattr(interpreter, "_patch_lang", None)
     real_launch = getattr(getattr(interpreter, "GridExecutor", None), "__call__", None)
-    if os.environ.get("RWKV_TEST_PLAIN_INTERPRETER") == "1" or real_patch is None or real_launch is None or not hasattr(interpreter, "_LangPatchScope"):
+    usable = None not in (real_patch, real_launch) and hasattr(interpreter, "_LangPatchScope")
+    if not usable or os.environ.get("RWKV_TEST_PLAIN_INTERPRETER") == "1":
         return
     patched: set[int] = set()  # the language modules patched in the launch running now
 
