@@ -253,3 +253,58 @@ def test_a_template_state_that_cannot_be_pinned_is_used_as_it_is(monkeypatch):
     prefix.start_from(task, tpl)
     assert task.state is tpl.state and not hasattr(tpl, "_pinned")
     assert task.pending == [4, 9] and task.history == [1, 2, 3]
+
+
+def test_requests_from_a_template_start_inline_once_its_state_was_prepared(monkeypatch):
+    """The first request from a template starts its tasks in a thread (the state's hash for its
+    cache origin, and on CUDA its pinned copy: tens of ms at 2.9B, off the event loop); later
+    requests from the same template state start inline, as the first did (a thread's two
+    hand-overs saved on each request's time to first token). A template whose state was
+    replaced is prepared in a thread again. ``find_template`` takes a template held in memory
+    without a thread."""
+    from server.api import prefix
+    from server.model.state import State
+
+    threads = []
+    real = asyncio.to_thread
+
+    async def counting(fn, *args):
+        threads.append(getattr(fn, "__name__", fn))
+        return await real(fn, *args)
+
+    monkeypatch.setattr(prefix.asyncio, "to_thread", counting)
+    tpl = Task([5, 6], task_id="_tpl_inline")
+    tpl.history, tpl.pending, tpl.current_token = [1, 2, 3], [], 4
+    tpl.state = State(torch.zeros(2, 2, 1, 8), torch.ones(2, 1, 1, 4, 4))
+
+    def start() -> list:
+        tasks = make_tasks([9], 2, {"max_tokens": 1}, None)
+        asyncio.run(prefix.prepare_tasks(None, tpl, tasks))
+        return [(t.history, t.pending, t.state, t.cache_origin) for t in tasks]
+
+    first = start()
+    assert threads == ["_start_all"]
+    assert start() == first and threads == ["_start_all"]  # inline, the same tasks
+    assert first[0][:3] == ([1, 2, 3], [4, 9], tpl.state)
+    assert first[0][3].startswith("state:") and first[0][3].endswith(":3")
+    tpl.state = State(torch.zeros(2, 2, 1, 8), torch.full((2, 1, 1, 4, 4), 2.0))
+    again = start()
+    assert threads == ["_start_all"] * 2 and again[0][2] is tpl.state
+
+    class Manager:
+        def held_template(self, tid):
+            return tpl if tid == "_tpl_inline" else None
+
+        def get_task(self, tid):
+            return None
+
+    class Runtime:
+        manager, loader = Manager(), type("Loader", (), {"cfg": None})
+
+    monkeypatch.setattr(prefix, "model_mismatch", lambda task, cfg: None)  # (fits the model)
+    threads.clear()
+    assert asyncio.run(prefix.find_template(Runtime, "rwkv-7:_tpl_inline")) is tpl
+    assert threads == []
+    with pytest.raises(prefix.OpenAIError):  # not held: read in a thread, and unknown
+        asyncio.run(prefix.find_template(Runtime, "rwkv-7:_other"))
+    assert threads == ["get_task"]

@@ -112,6 +112,12 @@ class TaskManager:
         self._submit(jobs)
         return task_id
 
+    def held_template(self, task_id: str) -> Task | None:
+        """The template ``task_id`` if it is in memory (templates stay there once read), else
+        None: never reads the database, so an event loop may call it (``get_task`` otherwise)."""
+        with self._lock:
+            return self._templates.get(task_id)
+
     def get_task(self, task_id: str, pin: bool = False) -> Task | None:
         """The task from memory, else from the database (then cached); None if unknown.
         ``pin``: as ``put_task``'s, when the task is found."""
