@@ -9,6 +9,7 @@ import pytest
 import torch
 from model_cases import state_gap
 
+from server.model.state import State
 from server.scheduler import DynamicScheduler
 from server.scheduler.prefill import Prefiller
 from server.scheduler.prefix_cache import PrefixCache, prefix_hashes
@@ -625,6 +626,52 @@ def test_forks_of_a_template_share_their_prefixes_exactly(tiny_loader):
     assert cached.output == plain.output and same_state(cached.state, plain.state)
     kept = [e for (origin, *_), e in sched.prefix_cache._lru.items() if origin.startswith("state:")]
     assert kept and all((len(e.tokens) - base) % 32 == 0 or e.logits is not None for e in kept)
+
+
+def test_a_request_resuming_a_cached_state_never_loads_its_templates(tiny_loader, monkeypatch):
+    """A chat's later turn from a template resumes its previous turn's state from the cache: its
+    slot is loaded with that state only, not first with the template's (21 MB from host memory
+    at 2.9B, then replaced). The first turn, a miss, loads the template's. Outputs and states
+    as without the cache."""
+    from server.api.task_service import _fork
+    from server.scheduler.prefill import TURN_TOKEN
+
+    g = torch.Generator().manual_seed(25)
+    head = torch.randint(1, 60000, (45,), generator=g).tolist()
+    first = torch.randint(1, 60000, (70,), generator=g).tolist()
+    first[60] = TURN_TOKEN  # the first turn's boundary: kept, the second turn resumes it
+    second = first + torch.randint(1, 60000, (50,), generator=g).tolist()
+    seeded = dict(max_tokens=4, temperature=1.0, top_p=1.0, top_k=0, seed=4)
+    loads = []  # per request: whether the template's state went into a slot
+    real = State.assign
+
+    def assign(self, idx, other):
+        loads.append(other.wkv.data_ptr() == tpl_ptr[0])
+        return real(self, idx, other)
+
+    tpl_ptr = [None]
+    monkeypatch.setattr(State, "assign", assign)
+
+    def chat(cache):
+        tpl_src = Task(list(head), max_tokens=0)
+        tpl_src.cache_origin = ""
+        sched = _one_by_one(tiny_loader, cache, [tpl_src])
+        tpl = _fork(tpl_src, "_TMPL_load")
+        tpl_ptr[0] = tpl.state.wkv.data_ptr()
+        per_turn = []
+        for prompt in (first, second):
+            loads.clear()
+            (task,) = _from_template(sched, tpl, [prompt], seeded)
+            per_turn.append((task, sum(loads)))
+        return per_turn, sched
+
+    plain, _ = chat(None)
+    cached, sched = chat(PrefixCache(64 << 20))
+    assert [n for _, n in plain] == [1, 1]  # without the cache every turn loads it
+    assert [n for _, n in cached] == [1, 0]  # the second turn resumed the first's boundary
+    assert sched.prefix_cache.stats()["hits"] == 1
+    for (p, _), (c, _) in zip(plain, cached):
+        assert c.output == p.output and same_state(c.state, p.state)
 
 
 def test_forks_of_a_fork_of_a_template_and_its_template(tiny_loader):

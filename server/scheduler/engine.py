@@ -233,9 +233,11 @@ class BatchEngine:
         return len(runs)
 
     # ---- moving tasks in and out -------------------------------------------------------
-    def load(self, slots: list[int], tasks: list) -> None:
+    def load(self, slots: list[int], tasks: list, cached=()) -> None:
         """Copy tasks' state and penalties into ``slots`` (not yet live) and note their sampling
-        parameters, as they are now (later changes to a task do not count). The parameters
+        parameters, as they are now (later changes to a task do not count); not the state of
+        the slots in ``cached``: the prefix cache's resumes it next (``Prefiller
+        .take_at_admission``). The parameters
         reach the device in ``write_params``, which every reader of them calls first (``samp``,
         start, resize, ...): in a request's first scheduler step that is ``start``, after its
         prefill pass is queued, so their host time (~0.4 ms on the H200 machine: two uploads
@@ -247,11 +249,11 @@ class BatchEngine:
                   for name, (attr, _) in TASK_PARAMS.items()}
         self._params.append((list(slots), column))
         self._fill_rows(slots, (self._samp.penalties, 0.0), (self.live, False))
-        fresh = [s for s, t in zip(slots, tasks) if t.state is None]
+        fresh = [s for s, t in zip(slots, tasks) if t.state is None and s not in cached]
         if fresh:
             self.state.zero_(slots if len(fresh) == len(slots) else fresh)
         for slot, task in zip(slots, tasks):
-            if task.state is not None:
+            if task.state is not None and slot not in cached:
                 self.state.assign([slot], task.state)
             if task.penalties is not None:
                 self._samp.penalties[slot].copy_(task.penalties)

@@ -16,9 +16,11 @@ after exactly ``history``) is *eligible*. Its sequence ``history + pending`` is 
 * **jump**: when first seen (and after waiting, below), the longest cached prefix beyond
   ``history`` (short of the last token, or the whole prompt with its logits for a task that
   decodes) is loaded into its slot; those tokens (but the last) move from
-  ``pending`` to ``history`` without being computed. A jump to all but the last token leaves
-  that token to a pass of its own (``_last_alone``) for a task that decodes, as part of a pass
-  it is without the cache;
+  ``pending`` to ``history`` without being computed. A task is first seen at admission
+  (``find_at_admission``): a jump short of its prompt's end is taken there, and the engine
+  does not load the task's own state into the slot first (a template's, from host memory).
+  A jump to all but the last token leaves that token to a pass of its own (``_last_alone``)
+  for a task that decodes, as part of a pass it is without the cache;
 * **checkpoints**: positions where its state is worth keeping and feeding stops — the end of
   its prompt (all but the last token; when the round feeds the last token too, the whole prompt
   is stored instead, with the last token's logits: the same prompt again starts decoding at
@@ -573,7 +575,40 @@ class Prefiller:
         s.points = sorted(stops)
         s.later = [p for p in sorted(set(turns[:1] + turns[-1:])) if p not in stops and p >= gap]
 
+    def find_at_admission(self, placed) -> list[tuple[int, _Seq, tuple]]:
+        """At admission, before the slots are loaded: the first lookup of each eligible task of
+        ``placed`` (``(slot, task)``) with more than one token to feed. ``(slot, seq, found)``
+        for each that resumes a cached state short of its prompt's end: the engine need not
+        load such a task's own state (a template's: 21 MB at 2.9B, a copy from host memory)
+        before ``take_at_admission`` replaces it. A hit at the prompt's end (or one token short
+        of it) is left to ``run``'s lookup (its last token's pass and first logits)."""
+        out = []
+        if not self.caching:
+            return out
+        for slot, task in placed:
+            if len(task.pending) <= 1 or getattr(task, "cache_origin", None) is None:
+                continue
+            s = self._seq(task)
+            found = self._find(s)
+            if found is not None and found[0] < s.end:
+                out.append((slot, s, found))
+            elif found is not None:
+                s.looked = False
+        return out
+
+    def take_at_admission(self, resumed) -> None:
+        """``find_at_admission``'s hits, once their slots are loaded."""
+        for slot, s, found in resumed:
+            self._take(slot, s, found)
+
     def _jump(self, slot: int, s: _Seq) -> None:
+        found = self._find(s)
+        if found is not None:
+            self._take(slot, s, found)
+
+    def _find(self, s: _Seq) -> tuple | None:
+        """The longest cached state ``s`` may resume from (``PrefixCache.lookup``'s
+        ``(n, state, logits)``), None if none."""
         task, first = s.task, not s.looked
         if first and self._warm:
             self._drop_warm_for(s)
@@ -585,14 +620,18 @@ class Prefiller:
             # replies parted from the uncached ones; session 36's QA). A miss, counted when it
             # feeds, as any task's the cache did not serve
             s.missed = s.missed or first
-            return
+            return None
         whole = len(s.tokens)  # the whole prompt, with logits: only for a task that decodes
         hi = whole if self._decodes(task) else s.end
         found = (self.cache.lookup(s.origin, s.hashes, s.tokens, pos, hi, logits_at=whole,
                                    align=self.align, base=s.base) if pos < s.end else None)
         if found is None:
             s.missed = s.missed or first  # counted when it feeds (a waiter may hit first)
-            return
+        return found
+
+    def _take(self, slot: int, s: _Seq, found: tuple) -> None:
+        """Resume ``s``'s task in ``slot`` from ``found`` (``_find``'s)."""
+        task, pos, whole = s.task, len(s.task.history), len(s.tokens)
         n, state, logits = found
         self.engine.state.assign([slot], state)
         s.canonical, task.state_decoded = True, False
