@@ -263,6 +263,39 @@ def test_export_of_a_task_stopped_mid_prompt_keeps_the_rest_of_its_prompt(tiny_l
     assert sf.pending == task.pending and sf.history == task.history
 
 
+def test_a_fork_of_an_imported_export_samples_as_a_fork_of_the_task(tiny_loader):
+    """A task that generated with presence penalties holds them (``[V]``), and its forks inherit
+    them: the export carries them, so a seeded fork of the imported file samples the tokens a
+    fork of the task does (the file had none: 7 of 10 such forks differed in a QA run, session
+    38). Without penalties (a state-tuning file, a task that generated nothing) none are
+    written. A file whose penalties do not fit the model is refused, naming them."""
+    cfg = tiny_loader.cfg
+    params = dict(temperature=1.0, top_p=0.3, top_k=50, presence_penalty=2.0,
+                  penalty_decay=0.99)
+    src = Task(tiny_loader.encode("alpha beta gamma"), max_tokens=20, seed=1, **params)
+    sched = DynamicScheduler(tiny_loader, max_batch_size=4, buffer_size=4)
+    sched.add_task(src)
+    sched.run()
+    assert src.penalties is not None and src.penalties.count_nonzero() > 0
+    sf = read_state_file(export_state(src, cfg), cfg)
+    assert torch.equal(sf.penalties, src.penalties)
+    tpl = template_task("penalised", sf, dict(max_tokens=20, **params))
+    prompt = tiny_loader.encode(" hello there")
+    forks = [t.fork(f"TMP_p{i}") for i, t in enumerate((src, tpl))]
+    for f in forks:
+        f.continue_gen(prompt, max_tokens=24, seed=7, top_p=0.9)
+        sched.add_task(f)
+    sched.run()
+    assert forks[0].output == forks[1].output and len(forks[0].output) == 24
+    fresh = Task(prompt, max_tokens=0)
+    assert read_state_file(export_state(fresh, cfg), cfg).penalties is None
+    for bad, match in ((torch.zeros(cfg.vocab_size + 1), r"penalties has shape \[65537\]"),
+                       (torch.full((cfg.vocab_size,), float("nan")), "penalties holds NaN")):
+        data = encode_state_file(random_state(cfg), cfg, penalties=bad)
+        with pytest.raises(StateShapeError, match=match):
+            read_state_file(data, cfg)
+
+
 def test_pickled_objects_are_refused(tiny_loader):
     """A .pth that needs arbitrary unpickling is never executed (weights_only)."""
     import pickle

@@ -17,7 +17,9 @@ Two formats are read (no pickle execution: ``torch.load`` only with ``weights_on
    ``rwkv-server-state``, ``version``, the model sizes, ``history`` (JSON token list: what the
    state consumed), ``current_token`` (the next input, not yet consumed; ``null`` if none) and
    ``pending`` (JSON token list, absent if empty: prompt tokens not yet consumed, fed before
-   ``current_token`` — a task stopped mid-prompt).
+   ``current_token`` — a task stopped mid-prompt); and ``penalties`` ``[V]`` (float32, absent
+   for all zeros: the presence/repetition penalties of the tokens the task generated, which
+   its forks inherit, so that a fork of the imported file samples as a fork of the task).
    Readable with the ``safetensors`` package too.
 
 ``read_state_file`` checks every shape against the model and raises ``StateFileError`` (a
@@ -66,6 +68,7 @@ class StateFile:
     history: list[int] = field(default_factory=list)
     current_token: int | None = None
     pending: list[int] = field(default_factory=list)  # prompt tokens not yet consumed
+    penalties: torch.Tensor | None = None  # [V] f32 (exported states only; None: zeros)
 
 
 def check_range(sf: StateFile, dtype: torch.dtype, state_dtype: torch.dtype) -> None:
@@ -84,9 +87,12 @@ def check_range(sf: StateFile, dtype: torch.dtype, state_dtype: torch.dtype) -> 
 
 # ---- writing -----------------------------------------------------------------------------
 def encode_state_file(state: State, cfg, history=(), current_token=None,
-                      meta: dict | None = None, pending=()) -> bytes:
-    """The exported file of a batch-1 ``state`` of a model with config ``cfg``."""
+                      meta: dict | None = None, pending=(), penalties=None) -> bytes:
+    """The exported file of a batch-1 ``state`` of a model with config ``cfg`` (``penalties``:
+    the task's ``[V]`` penalties, None for zeros)."""
     tensors = {"shift": state.shift[:, :, 0], "wkv": state.wkv[:, 0]}  # [L,2,C], [L,H,N,N]
+    if penalties is not None:
+        tensors["penalties"] = penalties.float()
     info = {"format": FORMAT, "version": VERSION, "n_layer": cfg.n_layer, "n_embd": cfg.n_embd,
             "n_head": cfg.n_head, "head_size": cfg.head_size,
             "history": json.dumps([int(t) for t in history]),
@@ -298,5 +304,9 @@ def _exported(tensors: dict, meta: dict, cfg) -> StateFile:
     if bad:
         raise StateShapeError(f"the exported state's tokens include {bad[0]!r}, outside the "
                              f"model's vocabulary [0, {cfg.vocab_size})")
+    penalties = None
+    if "penalties" in tensors:
+        penalties = _check("penalties", tensors["penalties"], (cfg.vocab_size,),
+                           f"the model's vocabulary of {cfg.vocab_size} tokens")
     return StateFile(State(shift.unsqueeze(2), wkv.unsqueeze(1)), FORMAT, history, current,
-                     pending)
+                     pending, penalties)

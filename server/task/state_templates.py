@@ -38,13 +38,15 @@ def template_name(name: str) -> str:
 
 
 def template_task(name: str, sf: StateFile, params: dict | None = None) -> Task:
-    """A finished template task holding ``sf``'s state (no output, zero penalties); ``params``:
-    its sampling parameters (what forks inherit), default the server's defaults."""
+    """A finished template task holding ``sf``'s state and penalties (an exported task's; zeros
+    for a state-tuning file), no output; ``params``: its sampling parameters (what forks
+    inherit), default the server's defaults."""
     task = Task(task_id=template_name(name), **(default_params() if params is None else params))
     task.state = sf.state
     task.history = list(sf.history)
     task.pending = list(sf.pending)  # a task exported mid-prompt: the rest of its prompt
     task.current_token = sf.current_token
+    task.penalties = sf.penalties
     task.status = Status.FINISHED
     task.finish_reason = "length"
     task._done.set()
@@ -88,7 +90,7 @@ def export_state(task: Task, cfg, path=None) -> bytes:
     task._check_free("exporting its state")
     state = task.state if task.state is not None else State.zeros(cfg, 1)
     data = encode_state_file(state, cfg, task.history, task.current_token,
-                             {"task_id": task.task_id}, task.pending)
+                             {"task_id": task.task_id}, task.pending, task.penalties)
     if path is not None:
         Path(path).write_bytes(data)
     return data
