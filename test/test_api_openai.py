@@ -379,6 +379,16 @@ def test_completions_suffix_fills_in_the_middle(http, sdk, tiny_loader):
                                                     "max_tokens": 2}), 400, param="suffix")
 
 
+@pytest.mark.parametrize("value", [None, False, 0])
+def test_completions_take_logprobs_off_in_each_form(http, value):
+    # the module's documented forms: false was a 400 ("a number is needed here, not a
+    # boolean"; session 38's QA), while chat took it
+    r = http.post("/v1/completions", json={"prompt": "Once upon", "max_tokens": 2,
+                                           "temperature": 0, "logprobs": value})
+    assert r.status_code == 200, r.text
+    assert r.json()["choices"][0]["logprobs"] is None
+
+
 def test_completions_max_completion_tokens_wins(http):
     # API.md lists max_completion_tokens for the whole OpenAI API: completions ignored it
     r = http.post("/v1/completions", json={"prompt": "Once upon", "max_tokens": 20,
@@ -392,6 +402,7 @@ def test_completions_max_completion_tokens_wins(http):
     ({"best_of": 2, "stream": True}, "best_of"),
     ({"best_of": 1, "n": 2}, "best_of"),
     ({"logprobs": 2}, "logprobs"),
+    ({"logprobs": True}, "logprobs"),
     ({"prompt": []}, "prompt"),
     ({"prompt": [1, 70000]}, "prompt"),
     ({"prompt": ["a", 1]}, "prompt"),

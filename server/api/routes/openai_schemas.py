@@ -133,7 +133,8 @@ class CompletionRequest(_Request):
     echo: bool | None = False
     suffix: str | None = None  # text after the completion: the prompt is filled in between
     best_of: Int | None = Field(None, ge=1)
-    logprobs: Int | None = None
+    logprobs: bool | Int | None = None  # (false passes, as documented: bool before Int,
+    # which refuses booleans as numbers)
 
     @field_validator("prompt", mode="before")
     @classmethod
