@@ -674,6 +674,49 @@ def test_a_request_resuming_a_cached_state_never_loads_its_templates(tiny_loader
         assert c.output == p.output and same_state(c.state, p.state)
 
 
+def test_a_resume_at_admission_counts_the_prompt_and_spares_a_stopped_task(tiny_loader,
+                                                                          monkeypatch):
+    """``stats.prompt_tokens`` (``rwkv_prompt_tokens_total``) counts a task's prompt as
+    admitted, the part the cache resumes too: the same with the cache as without (counted after
+    an admission-time resume, a chat's second turn counted 185 of 313 tokens). A task stopped
+    once in its slot, before its lookup, ends as it came, as without the cache: nothing of its
+    prompt taken, no hit counted (session 38's review). (A stop after the lookup ends it with
+    the resumed prefix consumed, its state that prefix's: as a stop after part of a prompt was
+    fed.)"""
+    from server.scheduler.prefill import TURN_TOKEN
+
+    g = torch.Generator().manual_seed(26)
+    first = torch.randint(1, 60000, (70,), generator=g).tolist()
+    first[60] = TURN_TOKEN
+    second = first + torch.randint(1, 60000, (50,), generator=g).tolist()
+
+    def turns(cache, stop_second=False):
+        sched = DynamicScheduler(tiny_loader, max_batch_size=4, buffer_size=4, prefix_cache=cache)
+        tasks = [Task(list(p), max_tokens=3, temperature=0.0) for p in (first, second)]
+        for task in tasks:
+            task.cache_origin = ""
+            if task is tasks[1] and stop_second:
+                real = sched.prefiller.find_at_admission
+
+                def find(placed):
+                    tasks[1].stop()  # another thread's stop, once the task is in its slot
+                    return real(placed)
+                monkeypatch.setattr(sched.prefiller, "find_at_admission", find)
+            sched.add_task(task)
+            sched.run()
+        return tasks, sched
+
+    (_, plain), (_, cached) = turns(None), turns(PrefixCache(64 << 20))
+    assert cached.prefix_cache.stats()["hits"] == 1
+    assert cached.stats.prompt_tokens == plain.stats.prompt_tokens == len(first) + len(second)
+    monkeypatch.undo()
+    (_, a), _ = turns(None, stop_second=True)
+    (_, b), sched = turns(PrefixCache(64 << 20), stop_second=True)
+    assert b.finish_reason == a.finish_reason == "abort"
+    assert (b.history, b.pending) == (a.history, a.pending) == ([], second)
+    assert sched.prefix_cache.stats()["hits"] == 0
+
+
 def test_forks_of_a_fork_of_a_template_and_its_template(tiny_loader):
     """A prefill-only fork F1 of a template (its history 10 tokens past the template's: off the
     align rule) and a template T2 made of F1. Forks of F1 store and resume nothing, and stop

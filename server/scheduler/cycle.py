@@ -104,11 +104,11 @@ class SlotCycle:
                 self._admitting = 0  # (also when a check above raised)
         if not batch:
             return
+        self.stats.on_admit(batch)  # (its prompt tokens: before a resume consumes some)
         # a task that resumes a cached state has it loaded instead of its own (a template's)
         resumed = self.prefiller.find_at_admission(zip(slots, batch))
         self.engine.load(slots, batch, cached={slot for slot, *_ in resumed})
         self.prefiller.take_at_admission(resumed)
-        self.stats.on_admit(batch)
         for task in batch:
             task.status = Status.PREFILL if task.needs_prefill else Status.READY
             task._t_admit = time.perf_counter()

@@ -585,8 +585,10 @@ class Prefiller:
         out = []
         if not self.caching:
             return out
-        for slot, task in placed:
-            if len(task.pending) <= 1 or getattr(task, "cache_origin", None) is None:
+        for slot, task in placed:  # (as ``_prefill``'s work: a task stopped meanwhile ends
+            # as it came, its prompt not fed)
+            if len(task.pending) <= 1 or getattr(task, "cache_origin", None) is None \
+                    or task.stop_requested:
                 continue
             s = self._seq(task)
             found = self._find(s)
