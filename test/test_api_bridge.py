@@ -253,6 +253,10 @@ def test_a_template_state_that_cannot_be_pinned_is_used_as_it_is(monkeypatch):
     prefix.start_from(task, tpl)
     assert task.state is tpl.state and not hasattr(tpl, "_pinned")
     assert task.pending == [4, 9] and task.history == [1, 2, 3]
+    # not marked prepared: later requests try again in a thread, never on the event loop
+    # (marked, each retried the 21 MB pin inline; session 38's review)
+    prefix._start_all(tpl, [make_tasks([9], 1, {"max_tokens": 1}, None)[0]])
+    assert getattr(tpl, "_started_from", None) is not tpl.state
 
 
 def test_requests_from_a_template_start_inline_once_its_state_was_prepared(monkeypatch):

@@ -289,7 +289,11 @@ def test_a_fork_of_an_imported_export_samples_as_a_fork_of_the_task(tiny_loader)
     assert forks[0].output == forks[1].output and len(forks[0].output) == 24
     fresh = Task(prompt, max_tokens=0)
     assert read_state_file(export_state(fresh, cfg), cfg).penalties is None
-    for bad, match in ((torch.zeros(cfg.vocab_size + 1), r"penalties has shape \[65537\]"),
+    fresh.penalties = torch.zeros(cfg.vocab_size)  # (a task that ran holds a tensor of zeros)
+    data = export_state(fresh, cfg)
+    (n,) = struct.unpack("<Q", data[:8])
+    assert "penalties" not in json.loads(data[8:8 + n])  # zeros are not written
+    for bad, match in ((torch.ones(cfg.vocab_size + 1), r"penalties has shape \[65537\]"),
                        (torch.full((cfg.vocab_size,), float("nan")), "penalties holds NaN")):
         data = encode_state_file(random_state(cfg), cfg, penalties=bad)
         with pytest.raises(StateShapeError, match=match):

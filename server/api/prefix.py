@@ -95,8 +95,17 @@ def _start_all(tpl, tasks: list) -> str:
     origin = origin_of(tpl)  # first: it may settle the template's state_decoded
     for task in tasks:
         start_from(task, tpl)
-    tpl._started_from = tpl.state
+    if _pin_settled(tpl):  # (not after a failed pin: each request tries again, off the loop)
+        tpl._started_from = tpl.state
     return origin
+
+
+def _pin_settled(tpl) -> bool:
+    """Whether ``load_ready(tpl)`` returns without trying to pin: no state, a process that has
+    not started CUDA, or the pinned copy of this state made."""
+    kept = getattr(tpl, "_pinned", None)
+    return tpl.state is None or not torch.cuda.is_initialized() or (
+        kept is not None and kept[0] is tpl.state)
 
 
 def template_head(tpl) -> list[int]:

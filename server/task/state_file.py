@@ -89,9 +89,9 @@ def check_range(sf: StateFile, dtype: torch.dtype, state_dtype: torch.dtype) -> 
 def encode_state_file(state: State, cfg, history=(), current_token=None,
                       meta: dict | None = None, pending=(), penalties=None) -> bytes:
     """The exported file of a batch-1 ``state`` of a model with config ``cfg`` (``penalties``:
-    the task's ``[V]`` penalties, None for zeros)."""
+    the task's ``[V]`` penalties, None for zeros; written only when not all zero)."""
     tensors = {"shift": state.shift[:, :, 0], "wkv": state.wkv[:, 0]}  # [L,2,C], [L,H,N,N]
-    if penalties is not None:
+    if penalties is not None and bool(penalties.any()):
         tensors["penalties"] = penalties.float()
     info = {"format": FORMAT, "version": VERSION, "n_layer": cfg.n_layer, "n_embd": cfg.n_embd,
             "n_head": cfg.n_head, "head_size": cfg.head_size,
