@@ -676,25 +676,33 @@ def test_a_request_resuming_a_cached_state_never_loads_its_templates(tiny_loader
 
 def test_a_resume_at_admission_counts_the_prompt_and_spares_a_stopped_task(tiny_loader,
                                                                           monkeypatch):
-    """``stats.prompt_tokens`` (``rwkv_prompt_tokens_total``) counts a task's prompt as
-    admitted, the part the cache resumes too: the same with the cache as without (counted after
-    an admission-time resume, a chat's second turn counted 185 of 313 tokens). A task stopped
-    once in its slot, before its lookup, ends as it came, as without the cache: nothing of its
+    """Requests from a template (tasks holding a state of their own, looked up at admission):
+    ``stats.prompt_tokens`` (``rwkv_prompt_tokens_total``) counts a task's prompt as admitted,
+    the part the cache resumes too: the same with the cache as without (counted after an
+    admission-time resume, a chat's second turn counted 158 of 190 tokens). A task stopped once
+    in its slot, before its lookup, ends as it came, as without the cache: nothing of its
     prompt taken, no hit counted (session 38's review). (A stop after the lookup ends it with
     the resumed prefix consumed, its state that prefix's: as a stop after part of a prompt was
     fed.)"""
+    from server.api.prefix import _start_all
+    from server.api.task_service import _fork
     from server.scheduler.prefill import TURN_TOKEN
 
     g = torch.Generator().manual_seed(26)
+    head = torch.randint(1, 60000, (45,), generator=g).tolist()
     first = torch.randint(1, 60000, (70,), generator=g).tolist()
     first[60] = TURN_TOKEN
     second = first + torch.randint(1, 60000, (50,), generator=g).tolist()
 
     def turns(cache, stop_second=False):
-        sched = DynamicScheduler(tiny_loader, max_batch_size=4, buffer_size=4, prefix_cache=cache)
+        tpl_src = Task(list(head), max_tokens=0)
+        tpl_src.cache_origin = ""
+        sched = _one_by_one(tiny_loader, cache, [tpl_src])
+        tpl = _fork(tpl_src, "_TMPL_count")
+        before = sched.stats.prompt_tokens
         tasks = [Task(list(p), max_tokens=3, temperature=0.0) for p in (first, second)]
         for task in tasks:
-            task.cache_origin = ""
+            task.cache_origin = _start_all(tpl, [task])
             if task is tasks[1] and stop_second:
                 real = sched.prefiller.find_at_admission
 
@@ -704,16 +712,18 @@ def test_a_resume_at_admission_counts_the_prompt_and_spares_a_stopped_task(tiny_
                 monkeypatch.setattr(sched.prefiller, "find_at_admission", find)
             sched.add_task(task)
             sched.run()
-        return tasks, sched
+        return tasks, sched, sched.stats.prompt_tokens - before
 
-    (_, plain), (_, cached) = turns(None), turns(PrefixCache(64 << 20))
+    (*_, n_plain), (_, cached, n_cached) = turns(None), turns(PrefixCache(64 << 20))
     assert cached.prefix_cache.stats()["hits"] == 1
-    assert cached.stats.prompt_tokens == plain.stats.prompt_tokens == len(first) + len(second)
+    head_left = 1  # the template's last prompt token, not yet fed: each request's first
+    assert n_cached == n_plain == len(first) + len(second) + 2 * head_left
     monkeypatch.undo()
-    (_, a), _ = turns(None, stop_second=True)
-    (_, b), sched = turns(PrefixCache(64 << 20), stop_second=True)
+    (_, a), _, _ = turns(None, stop_second=True)
+    (_, b), sched, _ = turns(PrefixCache(64 << 20), stop_second=True)
     assert b.finish_reason == a.finish_reason == "abort"
-    assert (b.history, b.pending) == (a.history, a.pending) == ([], second)
+    assert (b.history, b.pending) == (a.history, a.pending)
+    assert b.pending == [head[-1]] + second and len(b.history) == len(head) - 1
     assert sched.prefix_cache.stats()["hits"] == 0
 
 

@@ -16,9 +16,10 @@ after exactly ``history``) is *eligible*. Its sequence ``history + pending`` is 
 * **jump**: when first seen (and after waiting, below), the longest cached prefix beyond
   ``history`` (short of the last token, or the whole prompt with its logits for a task that
   decodes) is loaded into its slot; those tokens (but the last) move from
-  ``pending`` to ``history`` without being computed. A task is first seen at admission
-  (``find_at_admission``): a jump short of its prompt's end is taken there, and the engine
-  does not load the task's own state into the slot first (a template's, from host memory).
+  ``pending`` to ``history`` without being computed. The first lookup is made at admission
+  for a task holding a state of its own (``find_at_admission``): a jump short of its
+  prompt's end is taken there, and the engine does not load that state into the slot first
+  (a template's, from host memory).
   A jump to all but the last token leaves that token to a pass of its own (``_last_alone``)
   for a task that decodes, as part of a pass it is without the cache;
 * **checkpoints**: positions where its state is worth keeping and feeding stops — the end of
@@ -577,18 +578,22 @@ class Prefiller:
 
     def find_at_admission(self, placed) -> list[tuple[int, _Seq, tuple]]:
         """At admission, before the slots are loaded: the first lookup of each eligible task of
-        ``placed`` (``(slot, task)``) with more than one token to feed. ``(slot, seq, found)``
-        for each that resumes a cached state short of its prompt's end: the engine need not
-        load such a task's own state (a template's: 21 MB at 2.9B, a copy from host memory)
-        before ``take_at_admission`` replaces it. A hit at the prompt's end (or one token short
-        of it) is left to ``run``'s lookup (its last token's pass and first logits)."""
+        ``placed`` (``(slot, task)``) that holds a state of its own (a template's: 21 MB at
+        2.9B, a copy from host memory) and has more than one token to feed. ``(slot, seq,
+        found)`` for each that resumes a cached state short of its prompt's end: the engine
+        need not load its own state before ``take_at_admission`` replaces it. A hit at the
+        prompt's end (or one token short of it) is left to ``run``'s lookup (its last token's
+        pass and first logits), as is every task without a state of its own: it has no load to
+        spare (its slot is zeroed by a fill), and on the H200 a plain chat's cached turns were
+        0.3-0.6 ms slower with their lookup here in one of two alternating runs (unexplained;
+        session 38)."""
         out = []
         if not self.caching:
             return out
         for slot, task in placed:  # (as ``_prefill``'s work: a task stopped meanwhile ends
             # as it came, its prompt not fed)
-            if len(task.pending) <= 1 or getattr(task, "cache_origin", None) is None \
-                    or task.stop_requested:
+            if task.state is None or len(task.pending) <= 1 or task.stop_requested \
+                    or getattr(task, "cache_origin", None) is None:
                 continue
             s = self._seq(task)
             found = self._find(s)
