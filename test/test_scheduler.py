@@ -866,3 +866,20 @@ def test_a_request_refused_for_room_queues_none_of_its_choices(tiny_loader):
     submit(sched, choices[:1])  # the room left is the request's to take
     sched.run()
     assert other.status == choices[0].status == Status.FINISHED
+
+
+def test_per_token_latency_counts_only_pulses_that_decoded_for_the_task(tiny_loader):
+    """``stats.tpot`` (``rwkv_time_per_output_token_seconds``: seconds per decode step) gets a
+    sample per task per pulse that ran a decode step for it; the one-step pulse that only samples
+    a task's first token from its prefill's logits is none (it gave every request a sample of
+    sampling time alone, ~2.5 against ~10 ms a decode step on the tiny model; session 38's QA).
+    Pulses ramp 1, 2, 4 steps: 1 token gives no sample, 3 tokens one, 7 tokens two."""
+    for max_tokens, samples in ((1, 0), (3, 1), (7, 2)):
+        sched = DynamicScheduler(tiny_loader, max_batch_size=4, buffer_size=4)
+        task = Task(tiny_loader.encode("Hello there"), max_tokens=max_tokens, temperature=0.0)
+        sched.add_task(task)
+        sched.run()
+        snap = sched.stats.snapshot()
+        assert len(task.output) == snap["generated_tokens"] == max_tokens
+        assert snap["ttft"][0][-1] == ("+Inf", 1)
+        assert snap["tpot"][0][-1] == ("+Inf", samples), max_tokens

@@ -223,7 +223,7 @@ class SlotCycle:
                 task.state_decoded = True
             task.current_token = None if reason == REASON_EOS else res.current[slot]
             task.gen_time = time.perf_counter() - task._t_gen
-            self.stats.on_tokens(task, len(toks), dt, steps)
+            self.stats.on_tokens(task, len(toks), dt, steps, steps - (slot in kept))
             task._append_output(toks)
             if reason:
                 finished.setdefault(REASON_NAMES[reason], []).append(slot)

@@ -3,12 +3,17 @@
 Plain numbers (no metrics library here): the API layer exports them (``/metrics``). Written by the
 scheduler thread only; ``snapshot`` may be called from any thread.
 
-* ``prompt_tokens``: prompt tokens of admitted tasks (tokens in);
+* ``prompt_tokens``: prompt tokens of admitted tasks (tokens in), counted at admission (a task
+  stopped mid-prompt counts all of them; those the prefix cache resumes too): each choice of an
+  OpenAI request with ``n > 1`` is a task and counts its prompt; a continued or forked task
+  counts the last generated token it now feeds (counted as generated before);
 * ``generated_tokens``: tokens handed to tasks (tokens out);
 * ``ttft``: seconds from ``add_task`` to the end of the pulse that produced a task's first token
   (what a streaming client waits for);
-* ``tpot``: seconds per decode step of each pulse, once per task in the pulse (the time between
-  two tokens of one stream).
+* ``tpot``: seconds per decode step of each pulse, once per task in the pulse that ran a decode
+  step for it (the time between two tokens of one stream): not the one-step pulse that only
+  samples a task's first token from its prefill's logits (it was a sample of ~2.5 ms for every
+  request on the tiny model against ~10 ms decode steps; session 38's QA).
 """
 
 from __future__ import annotations
@@ -54,9 +59,10 @@ class SchedulerStats:
         with self._lock:
             self.prompt_tokens += sum(len(t.pending) for t in tasks)
 
-    def on_tokens(self, task, n: int, pulse_s: float, steps: int) -> None:
+    def on_tokens(self, task, n: int, pulse_s: float, steps: int, decoded: int) -> None:
         """A pulse of ``steps`` steps taking ``pulse_s`` gave ``task`` ``n`` tokens (called
-        before they are appended to its output)."""
+        before they are appended to its output), ``decoded`` of those steps decoding for it
+        (one fewer when its first token came from its prefill's logits)."""
         if n <= 0:
             return
         with self._lock:
@@ -64,7 +70,8 @@ class SchedulerStats:
             queued = getattr(task, "_t_queued", None)
             if not task.output and queued is not None:
                 self.ttft.observe(time.perf_counter() - queued)
-            self.tpot.observe(pulse_s / max(steps, 1))
+            if decoded > 0:
+                self.tpot.observe(pulse_s / max(steps, 1))
 
     def snapshot(self) -> dict:
         with self._lock:
