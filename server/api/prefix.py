@@ -133,15 +133,12 @@ def load_ready(tpl):
     through a staging buffer, and the copy waits for it). Not in a CPU server on a machine
     with a GPU: pinning would start a CUDA context there."""
     st = tpl.state
-    if st is None or not torch.cuda.is_initialized():
-        return st
-    kept = getattr(tpl, "_pinned", None)
-    if kept is None or kept[0] is not st:  # (none yet, or the template's state was replaced)
+    if not _pin_settled(tpl):  # (no copy yet, or the template's state was replaced)
         try:
-            kept = (st, State(st.shift.pin_memory(), st.wkv.pin_memory()))
+            tpl._pinned = (st, State(st.shift.pin_memory(), st.wkv.pin_memory()))
         except RuntimeError as e:  # (no pinned memory to be had): the request goes on from
             # the pageable state, a slower load, not a failed request
             log.warning(f"Pinning template {tpl.task_id}'s state failed, using it as it is: {e}")
             return st
-        tpl._pinned = kept
-    return kept[1]
+    kept = getattr(tpl, "_pinned", None)
+    return kept[1] if kept is not None and kept[0] is st else st
