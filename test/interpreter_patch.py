@@ -6,8 +6,9 @@ The interpreter swaps ``triton.language``'s builtins for numpy ones when a kerne
 helper inside it (``_row_stats`` and the like), walking the whole language module each time
 (``inspect.getmembers``). The helpers' modules are the ones the launch has patched already, so
 here a helper's call patches only modules not yet patched in this launch. Measured on the
-2-core CI machine: ``test_fused_path_in_interpreter``'s script 96 -> 59 s, every error figure
-it prints the same. Applied only where the interpreter has the two names this relies on (the
+2-core development machine, ``test_fused_path_in_interpreter``'s script with and without it in
+turn: 52.5-59.8 against 62.7-85.8 s over three rounds, every error figure it prints the same
+(``docs/experiments/session38/interp_patch_ab.py``, its log beside it). Applied only where the interpreter has the two names this relies on (the
 Triton in uv.lock does), and not with ``RWKV_TEST_PLAIN_INTERPRETER=1`` set (to rule it out
 when a kernel test fails); otherwise the scripts run on the interpreter as it is."""
 
