@@ -8,8 +8,9 @@ helper inside it (``_row_stats`` and the like), walking the whole language modul
 here a helper's call patches only modules not yet patched in this launch. Measured on the
 2-core development machine, ``test_fused_path_in_interpreter``'s script with and without it in
 turn: 52.5-59.8 against 62.7-85.8 s over three rounds, every error figure it prints the same
-(``docs/experiments/session38/interp_patch_ab.py``, its log beside it). Applied only where the interpreter has the two names this relies on (the
-Triton in uv.lock does), and not with ``RWKV_TEST_PLAIN_INTERPRETER=1`` set (to rule it out
+(``docs/experiments/session38/interp_patch_ab.py``, its log beside it). Applied only where
+the interpreter has the two names this relies on (the Triton in uv.lock does), and not with
+``RWKV_TEST_PLAIN_INTERPRETER=1`` set (to rule it out
 when a kernel test fails); otherwise the scripts run on the interpreter as it is."""
 
 from __future__ import annotations

@@ -2,7 +2,8 @@
 interpreter as it is (RWKV_TEST_PLAIN_INTERPRETER=1) and with test/interpreter_patch.py, in
 turn; prints each run's time and the error figures the script prints (they must be equal).
 
-    OMP_NUM_THREADS=1 PYTHONPATH=.:test uv run python docs/experiments/session38/interp_patch_ab.py [rounds]
+    OMP_NUM_THREADS=1 PYTHONPATH=.:test \
+        uv run python docs/experiments/session38/interp_patch_ab.py [rounds]
 """
 import os
 import sys
