@@ -88,6 +88,11 @@ class Settings(BaseSettings):
                                "hand-over interval while serving (sys.setswitchinterval, in "
                                "µs; Python's default is 5000): how soon the scheduler thread "
                                "gets the GIL back from the HTTP event loop")
+    gc_threshold: int = Field(50_000, ge=0, le=10_000_000, description="the garbage "
+                              "collector's generation-0 threshold while serving (gc."
+                              "set_threshold; Python's default is 700; 0 turns automatic "
+                              "collection off): collections every few requests delayed "
+                              "their first tokens")
     host: str = "0.0.0.0"
     port: int = Field(8000, ge=1, le=65535)
     api_key: str | None = None

@@ -40,36 +40,45 @@ from server.task.store import is_busy_error, unusable
 log = get_logger("api")
 
 
-class _GilHandOver:
-    """The interpreter's GIL hand-over interval while apps serve (``RWKV_GIL_SWITCH_US``).
+class _ServingInterpreter:
+    """The interpreter's settings while apps serve; the process's own come back when the last
+    serving app stops (apps in one process may stop in any order).
 
-    The scheduler thread launches each decode step from Python, between the event loop's
-    turns; at Python's default 5 ms hand-over it can wait that long for the GIL while the loop
-    streams the last pulse's tokens (the likely reason for what was measured: 256 streams at
-    2.9B decoded 32-34k tok/s a pulse at 5 ms against 36-37k at 0.1 ms; docs/performance.md,
-    session 16). The process's own interval
-    comes back when the last serving app stops (apps in one process may stop in any order)."""
+    * GIL hand-over interval (``RWKV_GIL_SWITCH_US``): the scheduler thread launches each
+      decode step from Python, between the event loop's turns; at Python's default 5 ms
+      hand-over it can wait that long for the GIL while the loop streams the last pulse's
+      tokens (the likely reason for what was measured: 256 streams at 2.9B decoded 32-34k
+      tok/s a pulse at 5 ms against 36-37k at 0.1 ms; docs/performance.md, session 16).
+    * The collector's generation-0 threshold (``RWKV_GC_THRESHOLD``): at Python's 700 a
+      young-generation collection ran every few requests, ~0.5 ms on the scheduler's thread
+      (a generation-1 one ~1.2 ms) before a request's pass was launched: a 2.9B server's
+      cached chat turns took 9.5-9.8 ms to their first token over HTTP against 9.2 at 50,000
+      (medians, alternating; none collected then in 40 requests; docs/performance.md,
+      session 39). The start-up objects are frozen (``freeze_heap``), so a collection walks
+      what requests left; one of 50,000 young objects takes ~1-2 ms."""
 
     def __init__(self):
         self._lock = threading.Lock()
         self._apps = 0
-        self._before = sys.getswitchinterval()
+        self._before = (sys.getswitchinterval(), gc.get_threshold())
 
-    def enter(self, us: int) -> None:
+    def enter(self, switch_us: int, gc_threshold: int) -> None:
         with self._lock:
             if self._apps == 0:
-                self._before = sys.getswitchinterval()
+                self._before = (sys.getswitchinterval(), gc.get_threshold())
             self._apps += 1
-            sys.setswitchinterval(us / 1e6)
+            sys.setswitchinterval(switch_us / 1e6)
+            gc.set_threshold(gc_threshold, *self._before[1][1:])
 
     def leave(self) -> None:
         with self._lock:
             self._apps -= 1
             if self._apps == 0:
-                sys.setswitchinterval(self._before)
+                sys.setswitchinterval(self._before[0])
+                gc.set_threshold(*self._before[1])
 
 
-_gil_hand_over = _GilHandOver()
+_serving_interpreter = _ServingInterpreter()
 
 
 def _lifespan(settings, runtime, freeze: bool):
@@ -100,14 +109,14 @@ def _lifespan(settings, runtime, freeze: bool):
         if freeze:
             log.info(f"{freeze_heap():,} start-up objects frozen (full garbage collections "
                      "no longer walk them)")
-        _gil_hand_over.enter(settings.gil_switch_us)
+        _serving_interpreter.enter(settings.gil_switch_us, settings.gc_threshold)
         loop = asyncio.get_running_loop()
         handler_before = quiet_accept_errors(loop, log)
         try:
             yield
         finally:
             loop.set_exception_handler(handler_before)
-            _gil_hand_over.leave()
+            _serving_interpreter.leave()
             if freeze:
                 gc.unfreeze()
             app.state.task_service.close()
