@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Garbage collection on a cached chat turn's way (issue 7, 2.9B over HTTP), GPU machine:
 # server.bench.chat --client raw, alternating the interpreter's generation-0 threshold as
-# served (700) and raised (GC0), every process logging its collections (gcsite/).
+# served before session 39 (700) and raised (GC0; RWKV_GC_THRESHOLD too, which the server
+# sets while serving since 7e29fb8), every process logging its collections (gcsite/).
 #   [PRESET=tiny] OUT=... bash docs/experiments/session39/gc_ab.sh [ROUNDS] [GC0] [REPEAT]
 set -u
 ROUNDS=${1:-2}; RAISED=${2:-50000}; REPEAT=${3:-2}; OUT=${OUT:-/tmp/gc-ab}
@@ -12,7 +13,7 @@ for r in $(seq "$ROUNDS"); do
     d="$OUT/r$r-gc$g"; mkdir -p "$d"
     # each line of the bench's output stamped with its epoch: the conversations start at the
     # line "model: ..." (both servers up and warmed), so collections from then on count
-    GC_LOG_DIR=$d GC0=$g PYTHONPATH="$HERE/gcsite:${PYTHONPATH:-}" timeout 280 \
+    GC_LOG_DIR=$d GC0=$g RWKV_GC_THRESHOLD=$g PYTHONPATH="$HERE/gcsite:${PYTHONPATH:-}" timeout 280 \
       python3 -u -m server.bench.chat --demo "${PRESET:-2.9b}" --repeat "$REPEAT" --client raw 2>&1 |
       python3 -c 'import sys, time
 for line in sys.stdin: print(f"{time.time():.3f} {line}", end="", flush=True)' >"$d/chat.log"
