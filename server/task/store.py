@@ -53,6 +53,17 @@ class DuplicateTaskId(sqlite3.IntegrityError):
     """``insert`` found a row with that id already (templates are never overwritten)."""
 
 
+def bindable(task_id: str) -> bool:
+    """Whether SQLite can bind ``task_id`` (UTF-8): a JSON body can carry a lone surrogate
+    (``"\\ud800"``), which no stored id holds; such an id names no stored task (a read of it
+    raised ``UnicodeEncodeError``: a 500 for a model ``rwkv-7:_\\ud800``, session 39's QA)."""
+    try:
+        task_id.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 class TaskStoreError(RuntimeError):
     """The database file cannot be used (not SQLite, damaged, another program's table, not
     writable); the message names the file and what to do."""
@@ -313,6 +324,8 @@ class TaskStore:
 
     def delete(self, task_id: str) -> bool:
         """Delete a row; True if there was one."""
+        if not bindable(task_id):
+            return False
         with self._lock:
             size = self._row_bytes(task_id)
             gone = self._db.execute("DELETE FROM tasks WHERE task_id=?", (task_id,)).rowcount > 0
@@ -382,17 +395,23 @@ class TaskStore:
     # ---- reading -------------------------------------------------------------------------
     def get(self, task_id: str) -> tuple[str, bytes | None] | None:
         """``(meta, blob)`` of ``task_id``, or None."""
+        if not bindable(task_id):
+            return None
         with self._lock:
             row = self._db.execute("SELECT meta, blob FROM tasks WHERE task_id=?",
                                    (task_id,)).fetchone()
         return None if row is None else (row[0], row[1])
 
     def get_meta(self, task_id: str) -> str | None:
+        if not bindable(task_id):
+            return None
         with self._lock:
             row = self._db.execute("SELECT meta FROM tasks WHERE task_id=?", (task_id,)).fetchone()
         return None if row is None else row[0]
 
     def contains(self, task_id: str) -> bool:
+        if not bindable(task_id):
+            return False
         with self._lock:
             return self._db.execute("SELECT 1 FROM tasks WHERE task_id=?",
                                     (task_id,)).fetchone() is not None
@@ -424,7 +443,7 @@ class TaskStore:
 
     def present(self, ids: list[str]) -> set[str]:
         """Those of ``ids`` that are stored."""
-        found = set()
+        found, ids = set(), [i for i in ids if bindable(i)]
         with self._lock:
             for i in range(0, len(ids), 500):  # (SQLite's bound-parameter limit)
                 part = ids[i:i + 500]
