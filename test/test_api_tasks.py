@@ -46,6 +46,14 @@ def test_create_stream_matches_result_and_greedy_is_repeatable(http, tiny_tokeni
     ids = tiny_tokenizer.encode(PROMPT)
     again, _ = stream_post(http, "/v1/tasks/tmp", {"prompt": ids, "max_tokens": 24, **GREEDY})
     assert TMP_ID.fullmatch(again[0]["task_id"]) and text_of(again) == text_of(frames)
+    # ids written as integral floats are those ids (3.0 is 3, as for the integer parameters);
+    # other floats, booleans and strings are 422s naming the prompt
+    floats, _ = stream_post(http, "/v1/tasks/tmp", {"prompt": [float(t) for t in ids],
+                                                    "max_tokens": 24, **GREEDY})
+    assert text_of(floats) == text_of(frames)
+    for bad in ([*ids[:-1], 2.5], [True, *ids], [*ids, "7"]):
+        r = http.post("/v1/tasks/tmp", json={"prompt": bad, "max_tokens": 2})
+        assert r.status_code == 422 and "prompt" in r.text and "integers" in r.text, r.text
 
 
 def test_fim(http):

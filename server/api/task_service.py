@@ -90,13 +90,17 @@ class TaskService:
             return []
         if not isinstance(prompt, str):
             self.check_prompt_length(len(prompt))
+            ids = []
             for t in prompt:  # type(), not isinstance: JSON's true is a bool, an int too
+                if type(t) is float and t.is_integer():
+                    t = int(t)  # 3.0 is 3, as for the integer parameters (README)
                 if type(t) is not int:  # (not echoed: it may be any JSON, large or nested)
                     raise invalid(field, f"Token ids are integers, not {type(t).__name__}")
                 if not 0 <= t < self.vocab_size:
                     raise invalid(field, f"Token id {t} is outside the vocabulary "
                                          f"[0, {self.vocab_size})", t)
-            return list(prompt)
+                ids.append(t)
+            return ids
         if len(prompt) > INLINE_ENCODE_CHARS:
             tokens = await asyncio.to_thread(self.loader.encode, prompt)
         else:
