@@ -14,13 +14,9 @@ REPO = Path(__file__).resolve().parents[1]
 FEW_SHOT = REPO / "few_shot.txt"
 
 
-@pytest.fixture(scope="module", params=[True, False], ids=["native", "python"])
-def tok(request):
-    """Both encoders: the native library's (the default, where it holds this vocabulary) and
-    the Python trie's; every test below holds for each."""
-    t = Tokenizer(native=request.param)
-    assert (t._native is not None) == request.param  # (the library is a dependency)
-    return t
+@pytest.fixture(scope="module")
+def tok():
+    return Tokenizer()
 
 
 @pytest.fixture(scope="module")
@@ -160,40 +156,22 @@ def test_encode_100k_chars_benchmark(tok, ref):
     assert elapsed < 2.0  # loose regression guard; ~0.05 s measured on 2 cores
 
 
-def test_native_and_python_encoders_agree(tok):
-    """The native library's ids are the Python trie's, for texts of every kind: mixed scripts,
-    the literal end-of-text text (never id 0), lone surrogates (passed through as bytes: the
-    Python path), and a start inside a character (bytes, not text: the Python path)."""
-    python = Tokenizer(native=False)
-    rng = random.Random(7)
-    texts = [random_text(rng, rng.randrange(1, 400)) for _ in range(300)]
-    texts += ["<|endoftext|>", "a<|endoftext|>b", "\ud800x", "y\udfff", "", FEW_SHOT.read_text()]
-    for text in texts:
-        assert tok.encode(text) == python.encode(text), repr(text[:60])
-        assert 0 not in tok.encode(text)
-    data = "é你好🙂".encode()
-    for start in range(len(data)):  # (inside a character: not text)
-        assert tok.encode_bytes(data, start) == python.encode_bytes(data, start), start
-
-
-@pytest.mark.parametrize("native", [True, False], ids=["native", "python"])
-def test_reusing_encoder_is_exact_and_reuses(native):
+def test_reusing_encoder_is_exact_and_reuses():
     """ReusingEncoder (the loader's encode) gives Tokenizer.encode's ids for texts sharing
     prefixes of every length with earlier ones (cuts inside words and UTF-8 characters, texts
     shorter than the previous, unrelated texts), and resumes past the shared part when there
-    is one, at a character's start (the rest is text: the native tokenizer takes it)."""
+    is one."""
     import random
 
     from server.model.tokenizer import ReusingEncoder, Tokenizer
 
-    tok, python = Tokenizer(native=native), Tokenizer(native=False)
+    tok = Tokenizer()
     enc = ReusingEncoder(tok, entries=4)
     starts = []
     real = tok.encode_bytes
 
     def spy(data, start=0):
         starts.append(start)
-        assert start == len(data) or data[start] & 0xC0 != 0x80, start
         return real(data, start)
 
     tok.encode_bytes = spy
@@ -206,6 +184,6 @@ def test_reusing_encoder_is_exact_and_reuses(native):
         text = base[:cut] + "".join(rng.choice(pieces) for _ in range(rng.randrange(0, 12)))
         if trial % 50 == 7:
             text = "".join(rng.choice(pieces) for _ in range(30))  # shares (almost) nothing
-        assert enc.encode(text) == python.encode_bytes(text.encode("utf-8")), (trial, cut)
+        assert enc.encode(text) == real(text.encode("utf-8")), (trial, cut)
     assert sum(s > 1000 for s in starts) > 100  # most texts resumed deep into the prefix
     assert enc.encode("") == []

@@ -5,9 +5,7 @@ The vocabulary file is built by `python -m server.model.build_vocab` (the `rwkv`
 `id repr(token) byte_length`, the token a `str` (UTF-8 encoded) or `bytes` literal.
 
 Encoding walks a byte trie (one dict per node) from each position and keeps the longest
-vocabulary entry that matches; it agrees exactly with `rwkv.rwkv_tokenizer.TRIE_TOKENIZER`. For
-this vocabulary the same greedy match runs in native code (`native_tokenizer`: faster, the same
-ids).
+vocabulary entry that matches; it agrees exactly with `rwkv.rwkv_tokenizer.TRIE_TOKENIZER`.
 Id 0 (end of text) is never produced by `encode` (the literal text `<|endoftext|>` encodes as
 ordinary tokens) and decodes to nothing.
 """
@@ -74,10 +72,7 @@ def vocab_problem(path: str | Path) -> str | None:
 class Tokenizer:
     """Greedy longest-match byte tokenizer over the RWKV world vocabulary."""
 
-    def __init__(self, vocab_path: str | Path | None = None, vocab_size: int = VOCAB_SIZE,
-                 native: bool = True):
-        """``native``: encode with ``native_tokenizer``'s library where it holds this
-        vocabulary (the same ids, faster); False: always the Python trie below."""
+    def __init__(self, vocab_path: str | Path | None = None, vocab_size: int = VOCAB_SIZE):
         vocab = load_vocab(vocab_path or DEFAULT_VOCAB_PATH)
         if not vocab:
             raise ValueError(f"{vocab_path or DEFAULT_VOCAB_PATH}: no vocabulary lines")
@@ -100,11 +95,6 @@ class Tokenizer:
         missing = [b for b in range(256) if _ID not in self._root.get(b, {})]
         if missing:  # invariant relied on by encode_bytes: every single byte is a token
             raise ValueError(f"vocabulary lacks single-byte tokens {missing[:8]}")
-        self._native = None
-        if native and vocab_size == VOCAB_SIZE:
-            from server.model.native_tokenizer import native_encoder
-
-            self._native = native_encoder(str(Path(vocab_path or DEFAULT_VOCAB_PATH).resolve()))
 
     def encode(self, text: str) -> list[int]:
         """Token ids of `text` (UTF-8; lone surrogates pass through as their 3 raw bytes)."""
@@ -112,15 +102,7 @@ class Tokenizer:
 
     def encode_bytes(self, data: bytes, start: int = 0) -> list[int]:
         """Greedy tokenisation of ``data[start:]``: at each position take the longest
-        vocabulary entry. A choice at position i reads at most ``data[i:i + max_len + 1]``.
-        By the native library when there is one and those bytes are UTF-8 text."""
-        if self._native is not None:
-            try:
-                text = data[start:].decode("utf-8")
-            except UnicodeDecodeError:  # (a lone surrogate's bytes, a character cut)
-                pass
-            else:
-                return self._native(text)
+        vocabulary entry. A choice at position i reads at most ``data[i:i + max_len + 1]``."""
         root, n, i = self._root, len(data), start
         out: list[int] = []
         append = out.append
@@ -226,10 +208,6 @@ class ReusingEncoder:
             # tokens 0..keep-1 start at or before shared - max_len - 1
             keep = int(np.searchsorted(ends - lengths, shared - self.tokenizer.max_len - 1,
                                        side="right"))
-            # and at a character's start (a token may end inside one): the rest is text, which
-            # the native tokenizer takes
-            while keep and data[ends[keep - 1]] & 0xC0 == 0x80:
-                keep -= 1
             start = int(ends[keep - 1]) if keep else 0
         out = (old[:keep].tolist() if keep else []) + self.tokenizer.encode_bytes(data, start)
         with self._lock:
