@@ -1,12 +1,11 @@
 """Tokenising request text from a handler: on the event loop when it is short, else in a thread.
 
-The tokenizer's Python trie holds the GIL, so a thread encoding with it does not run beside
-the event loop: the loop gets it back only when the encoding ends or after the interpreter's
-switch interval. An encoding shorter than that blocks the loop as long either way, and the two
+The tokenizer is pure Python, so a thread encoding does not run beside the event loop: it holds
+the GIL, and the loop gets it back only when the encoding ends or after the interpreter's switch
+interval (5 ms). An encoding shorter than that blocks the loop as long either way, and the two
 thread hops (~0.1 ms each on a slow CPU) come on top, on the request's time to first token.
 ``INLINE_BYTES`` of text take at most ~3 ms to encode there (about 0.2 us a byte, whatever the
-script), so text up to it is encoded inline; the native tokenizer (``native_tokenizer``, the
-shipped vocabulary's) takes a fraction of that.
+script), so text up to it is encoded inline.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""A long document (README.md + few_shot.txt, 8 times: ~392 KB) encoded by the Python trie
+"""(Needs 0b2e531's tree: Tokenizer(native=...); native_tokenizer.diff.)
+A long document (README.md + few_shot.txt, 8 times: ~392 KB) encoded by the Python trie
 (Tokenizer(native=False)) and by the native tokenizer (Tokenizer()), alternating twice.
     OMP_NUM_THREADS=1 PYTHONPATH=. uv run python docs/experiments/session39/encode_long.py"""
 import time
