@@ -17,7 +17,7 @@ from fastapi.exceptions import RequestValidationError
 
 from server.api.encoding import past_vocab, past_vocab_message
 from server.api.schemas.tasks import (MAX_TOKENS_LIMIT, GenerationParams, TaskInfo,
-                                       TaskResponseModel)
+                                       TaskResponseModel, whole_number)
 from server.model.tokenizer import IncrementalDecoder
 from server.scheduler import QueueFull
 from server.task.cache_origin import origin_of
@@ -92,8 +92,7 @@ class TaskService:
             self.check_prompt_length(len(prompt))
             ids = []
             for t in prompt:  # type(), not isinstance: JSON's true is a bool, an int too
-                if type(t) is float and t.is_integer():
-                    t = int(t)  # 3.0 is 3, as for the integer parameters (README)
+                t = whole_number(t)  # 3.0 is 3, as for the integer parameters (README)
                 if type(t) is not int:  # (not echoed: it may be any JSON, large or nested)
                     raise invalid(field, f"Token ids are integers, not {type(t).__name__}")
                 if not 0 <= t < self.vocab_size:

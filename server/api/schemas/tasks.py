@@ -20,14 +20,14 @@ SAMPLING_KEYS = ("max_tokens", "temperature", "top_k", "top_p", "presence_penalt
                  "repetition_penalty", "penalty_decay", "seed")
 
 
-def _whole(value):
+def whole_number(value):
     """A float with no fraction as the int it is (Python's json writes ``5.0`` for a computed
     count; strict, that was a 422); anything else as given, for the strict check."""
     return int(value) if isinstance(value, float) and value.is_integer() else value
 
 
 # an integer field: a JSON integer, or a number with no fraction (not true, not "5")
-WholeInt = Annotated[int, BeforeValidator(_whole)]
+WholeInt = Annotated[int, BeforeValidator(whole_number)]
 
 
 class _Body(BaseModel):
