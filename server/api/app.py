@@ -53,9 +53,10 @@ class _ServingInterpreter:
       young-generation collection ran every few requests, ~0.5 ms on the scheduler's thread
       (a generation-1 one ~1.2 ms) before a request's pass was launched: a 2.9B server's
       cached chat turns took 9.5-9.8 ms to their first token over HTTP against 9.2 at 50,000
-      (medians, alternating; none collected then in 40 requests; docs/performance.md,
+      (medians, alternating; none ran then in 20 chat requests; docs/performance.md,
       session 39). The start-up objects are frozen (``freeze_heap``), so a collection walks
-      what requests left; one of 50,000 young objects takes ~1-2 ms."""
+      what requests left; one of 50,000 young objects took 2.6-7.3 ms on the 2-core CPU
+      machine (docs/experiments/session39/gc_pause.py): rarer, longer pauses."""
 
     def __init__(self):
         self._lock = threading.Lock()
