@@ -187,3 +187,29 @@ def test_reusing_encoder_is_exact_and_reuses():
         assert enc.encode(text) == real(text.encode("utf-8")), (trial, cut)
     assert sum(s > 1000 for s in starts) > 100  # most texts resumed deep into the prefix
     assert enc.encode("") == []
+
+
+def test_reusing_encoder_compares_only_what_can_share_more(monkeypatch):
+    """A chat's next prompt extends the previous turn's text with its reply: that recent text
+    is found with one prefix test, and the shorter recent texts (none of which can share more)
+    are not compared byte by byte (each comparison cost ~20 us in a server). The ids stay
+    Tokenizer.encode's."""
+    from server.model import tokenizer as tk
+
+    tok = tk.Tokenizer()
+    enc = tk.ReusingEncoder(tok, entries=8)
+    history = "System: be brief.\n\n" + "User: question about the weather. " * 30
+    for i in range(6):  # shorter texts sharing parts of the history
+        enc.encode(history[: 200 + 50 * i] + f" variant {i}")
+    turn = history + "\n\nAssistant: sunny.\n\n"
+    enc.encode(turn)
+    compared = []
+    real = tk.common_prefix_length
+    monkeypatch.setattr(tk, "common_prefix_length",
+                        lambda a, b: compared.append(len(b)) or real(a, b))
+    text = turn + "User: and tomorrow?\n\nAssistant:"
+    assert enc.encode(text) == tok.encode(text)
+    assert compared == []
+    other = "Completely different text. " * 20  # no prefix: compared with every recent
+    assert enc.encode(other) == tok.encode(other)
+    assert len(compared) == 8

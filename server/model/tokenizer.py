@@ -197,8 +197,13 @@ class ReusingEncoder:
         with self._lock:
             recent = list(self._recent)
         shared, old = 0, None
-        for seen, ids in recent:
-            m = common_prefix_length(data, seen)
+        # longest first, and none shares more than its own length: a chat's previous turn
+        # with its reply is a prefix of the next prompt (one memcmp), and the shorter texts
+        # after it need no comparison (each cost ~20 us: ~0.2 ms for eight, in a server)
+        for seen, ids in sorted(recent, key=lambda r: len(r[0]), reverse=True):
+            if len(seen) <= shared:
+                break
+            m = len(seen) if data.startswith(seen) else common_prefix_length(data, seen)
             if m > shared:
                 shared, old = m, ids
         keep, start = 0, 0
