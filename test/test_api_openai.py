@@ -464,6 +464,25 @@ def test_bad_requests_are_400_in_openai_shape(http, content, param):
     assert http.get("/v1/models").status_code == 200  # still serving
 
 
+def test_numbers_json_writes_oddly(http):
+    """NaN and infinities (which Python's json reads) are refused as such; a float with no
+    fraction is the integer it is, however large: ``max_tokens: 1e30`` was a 400 ("unable to
+    parse input string") while the integer 10**30 is served as the cap (session 40's QA)."""
+    for value in ("NaN", "Infinity", "-Infinity"):
+        raw = b'{"messages": [{"role": "user", "content": "hi"}], "presence_penalty": ' + \
+            value.encode() + b"}"
+        r = http.post("/v1/chat/completions", content=raw,
+                      headers={"Content-Type": "application/json"})
+        assert_error(r, 400, param="presence_penalty")
+        assert "finite number" in r.json()["error"]["message"]
+    for big in (10 ** 30, 1e30):  # (a stream, left after its first line: the cap is long)
+        body = json.dumps({"messages": MSGS, "max_tokens": big, "stream": True}).encode()
+        with http.stream("POST", "/v1/chat/completions", content=body,
+                         headers={"Content-Type": "application/json"}) as r:
+            assert r.status_code == 200, r.read()
+            assert next(r.iter_lines()).startswith("data: {")
+
+
 def test_a_message_without_role_says_so(http):
     r = http.post("/v1/chat/completions", json={"messages": [{"content": "hi"}]})
     assert_error(r, 400, param="messages.0.role")

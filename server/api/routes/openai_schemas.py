@@ -42,7 +42,15 @@ def _not_bool(value):
     return value
 
 
-Int = Annotated[int, BeforeValidator(_not_bool)]
+def _whole(value):
+    """``_not_bool``, and a float with no fraction as the int it is: pydantic's lax int took
+    ``2.0`` but refused ``1e30`` ("unable to parse input string"), though the integer 10**30
+    is served as the cap (session 40's QA)."""
+    value = _not_bool(value)
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+Int = Annotated[int, BeforeValidator(_whole)]
 Float = Annotated[float, BeforeValidator(_not_bool)]
 
 
@@ -65,7 +73,9 @@ class OpenAIError(Exception):
 
 
 class _Request(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    # NaN and infinities (Python's json reads them) are refused as such: NaN failed the
+    # bounds instead ("greater than or equal to -2" for a NaN penalty; session 40's QA)
+    model_config = ConfigDict(extra="ignore", allow_inf_nan=False)
 
     model: str | None = None
     stream: bool | None = False
