@@ -78,6 +78,36 @@ def test_whole_numbers_written_as_floats_are_integers(http):
     assert floats.json()["result"] == ints.json()["result"]  # the same seeded 3 tokens
 
 
+def test_null_is_the_default_for_every_optional_field(http):
+    """``"stream": null`` was a 422 and FIM's ``"suffix": null`` too, while ``null`` is the
+    default for the sampling fields (session 40's QA): each is its field's default now."""
+    body = {"prompt": PROMPT, "max_tokens": 3, "temperature": 0}
+    plain = http.post("/v1/tasks/tmp", json=body)
+    nulls = http.post("/v1/tasks/tmp", json={**body, "stream": None, "top_p": None})
+    assert plain.status_code == nulls.status_code == 200, nulls.text
+    assert nulls.json()["result"] == plain.json()["result"]  # a JSON reply, not a stream
+    fim = {"prefix": "def f(x):", "max_tokens": 3, "temperature": 0}
+    empty = http.post("/v1/tasks/fim", json={**fim, "suffix": ""})
+    null = http.post("/v1/tasks/fim", json={**fim, "suffix": None})
+    assert empty.status_code == null.status_code == 200, null.text
+    assert null.json()["result"] == empty.json()["result"]
+
+
+def test_a_trailing_slash_is_served_not_redirected(http):
+    """``/v1/models/`` is ``/v1/models``: Starlette answered a 307 to a URL built from the
+    Host header and the connection's scheme (plain http behind a TLS proxy), and a client
+    that follows it sends its POST again (session 40's QA)."""
+    host = {"Host": "example.com:443"}
+    models = http.get("/v1/models/", headers=host)
+    assert models.status_code == 200 and models.json()["data"], models.text
+    r = http.post("/v1/tasks/tmp/", json={"prompt": PROMPT, "max_tokens": 2}, headers=host)
+    assert r.status_code == 200 and "location" not in r.headers, r.text
+    tid = r.json()["task_id"]
+    assert http.get(f"/v1/tasks/{tid}/get_result//").json()["task_id"] == tid
+    assert http.get("/health/").status_code == 200
+    assert http.post("/v1/tasks/nothing-here/").status_code == 404
+
+
 def test_other_bad_requests(http):
     r = http.post("/v1/tasks/create", content=b'{"prompt": "x",', headers={"content-type":
                                                                           "application/json"})
@@ -374,6 +404,9 @@ def test_a_state_import_has_room_for_the_models_state(start_server):
         huge = c.post("/v1/tasks/import_state", params={"name": "_huge"},
                       content=b"\0" * (len(exported) + (17 << 20)))
         assert huge.status_code == 413
+        # it names the rule that set its limit, not RWKV_MAX_BODY_BYTES (session 40's QA)
+        why = huge.json()["detail"]
+        assert "a state file of this model" in why and "RWKV_MAX_BODY_BYTES" not in why
     srv.stop()
 
 

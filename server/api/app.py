@@ -26,7 +26,7 @@ from server.api.lifecycle import (EXIT_OPERATOR_ERROR, build_runtime, close_runt
                                   operator_error)
 from server.api.metrics import Metrics, MetricsMiddleware, metrics_endpoint
 from server.api.middleware import (ApiKeyMiddleware, BodyLimitMiddleware, CORSMiddleware,
-                                   error_body)
+                                   TrailingSlashMiddleware, error_body)
 from server.api.routes import openai, states, tasks
 from server.api.safe_json import validation_error_reply
 from server.api.stopping import Drain
@@ -227,6 +227,7 @@ def create_app(settings=None, runtime=None, freeze_heap: bool = False) -> FastAP
     if settings is None:
         settings = runtime.settings if runtime is not None else _default_settings()
     app = FastAPI(title="RWKV-Server", version="0.1.0",
+                  redirect_slashes=False,  # served instead: TrailingSlashMiddleware
                   lifespan=_lifespan(settings, runtime, freeze_heap),
                   description="Batched RWKV-7 inference: Task API and OpenAI-compatible API")
     app.add_api_route("/health", _health, methods=["GET"], tags=["server"],
@@ -246,13 +247,14 @@ def create_app(settings=None, runtime=None, freeze_heap: bool = False) -> FastAP
     # (a reply given before routing is counted under the route its request names)
     app.state.metrics.routes = [*(r for router in routers for r in router.routes),
                                 *(r for r in app.router.routes if getattr(r, "path", None))]
-    # added innermost first: metrics end up outermost, then CORS
+    # added innermost first: the path's normalisation ends up outermost, then metrics, CORS
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes,
                        larger={"/v1/tasks/import_state": lambda: _state_file_room(app)})
     if settings.api_key:
         app.add_middleware(ApiKeyMiddleware, api_key=settings.api_key)
     app.add_middleware(CORSMiddleware, origins=settings.cors_origins)
-    app.add_middleware(MetricsMiddleware, metrics=app.state.metrics)  # outermost: sees all
+    app.add_middleware(MetricsMiddleware, metrics=app.state.metrics)  # sees all
+    app.add_middleware(TrailingSlashMiddleware)  # outermost: the others see the path served
     return app
 
 

@@ -148,6 +148,24 @@ prompts, so they would tell a guesser whether a prompt was seen).
         await self.app(scope, receive, send)
 
 
+class TrailingSlashMiddleware:
+    """A path's trailing slashes are dropped before routing: ``/v1/models/`` is served as
+    ``/v1/models``. Starlette answered it with a 307 to an absolute URL built from the client's
+    Host header and the connection's scheme (plain http behind a TLS proxy; a redirected POST
+    sends its body again; session 40's QA)."""
+
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send):
+        path = scope.get("path", "")
+        if scope["type"] == "http" and len(path) > 1 and path.endswith("/"):
+            scope = {**scope, "path": path.rstrip("/") or "/"}
+            if scope.get("raw_path"):
+                scope["raw_path"] = scope["raw_path"].rstrip(b"/") or b"/"
+        await self.app(scope, receive, send)
+
+
 class BodyLimitMiddleware:
     """Refuse request bodies over ``max_bytes`` with 413 before any work is done. ``larger``:
     paths whose limit is the larger of ``max_bytes`` and what their callable returns (read per
@@ -162,7 +180,11 @@ class BodyLimitMiddleware:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
         room = self.larger.get(scope["path"])
-        limit = self.max_bytes if room is None else max(self.max_bytes, room())
+        room = 0 if room is None else room()
+        limit = max(self.max_bytes, room)
+        # (the 413 names the rule that set the limit: session 40's QA)
+        why = (": a state file of this model, with room for its history and metadata"
+               if room > self.max_bytes else ", RWKV_MAX_BODY_BYTES")
         length = _header(scope, b"content-length")
         # with Transfer-Encoding the server reads the body as chunked and ignores any
         # Content-Length (RFC 9112 §6.3): only the bytes received count then
@@ -170,7 +192,7 @@ class BodyLimitMiddleware:
             if not length.isdigit():
                 return await send_error(send, scope["path"], 400, "Bad Content-Length header")
             if int(length) > limit:
-                return await self._too_large(scope, send, limit)
+                return await self._too_large(scope, send, limit, why)
             return await self.app(scope, receive, send)
         if _header(scope, b"transfer-encoding") is None:
             return await self.app(scope, receive, send)
@@ -183,7 +205,7 @@ class BodyLimitMiddleware:
             body += message.get("body", b"")
             more = message.get("more_body", False)
             if len(body) > limit:
-                return await self._too_large(scope, send, limit)
+                return await self._too_large(scope, send, limit, why)
         replayed = False
 
         async def replay():
@@ -195,6 +217,6 @@ class BodyLimitMiddleware:
 
         await self.app(scope, replay, send)
 
-    async def _too_large(self, scope, send, limit: int) -> None:
+    async def _too_large(self, scope, send, limit: int, why: str) -> None:
         await send_error(send, scope["path"], 413, f"Request body too large (limit "
-                         f"{limit} bytes, RWKV_MAX_BODY_BYTES)", "request_too_large")
+                         f"{limit} bytes{why})", "request_too_large")

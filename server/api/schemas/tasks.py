@@ -30,6 +30,13 @@ def whole_number(value):
 WholeInt = Annotated[int, BeforeValidator(whole_number)]
 
 
+def _null_is(default):
+    """``null`` as the field's default, as for the sampling fields (whose ``None`` means
+    "the default"): ``"stream": null`` was a 422 and ``"max_tokens": null`` not (session
+    40's QA)."""
+    return BeforeValidator(lambda value: default if value is None else value)
+
+
 class _Body(BaseModel):
     # strict: a value of another JSON type is a 422 naming its field (``true`` was read as
     # max_tokens 1, ``"yes"`` as a stream); a float field still takes a JSON integer
@@ -50,7 +57,7 @@ class GenerationParams(_Body):
     presence_penalty: float | None = Field(None, ge=0, le=10)
     repetition_penalty: float | None = Field(None, ge=0, le=10)
     penalty_decay: float | None = Field(None, ge=0, le=1)
-    stream: bool = False
+    stream: Annotated[bool, _null_is(False)] = False
     seed: WholeInt | None = Field(None, ge=I64_MIN, le=I64_MAX, description="null = random")
 
     def sampling(self) -> dict:
@@ -82,7 +89,7 @@ class FimRequest(GenerationParams):
     """Body of ``POST /fim``: prompt ``✿prefix✿✿suffix✿{suffix}✿middle✿{prefix}``."""
 
     prefix: str
-    suffix: str = ""
+    suffix: Annotated[str, _null_is("")] = ""
 
 
 class TaskResponseModel(BaseModel):
