@@ -7,6 +7,8 @@ Create-like endpoints (``tmp``, ``create``, ``fim``, ``fork``, ``continue``) ans
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from typing import Literal
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request
@@ -181,12 +183,22 @@ async def continue_task(task_id: str, body: ContinueRequest | None = None,
     return await _started(svc, task, body.stream, tmp)
 
 
+# the longest a stop's reply waits for its task to end (it ends at the scheduler's next step)
+STOP_WAIT_S = 10.0
+
+
 @router.post("/{task_id}/stop", response_model=TaskInfo, responses=NOT_FOUND)
 async def stop(task_id: str, svc: TaskService = Depends(get_service)):
-    """End generation at the next step; the tokens so far are kept."""
+    """End generation at the next step; the tokens so far are kept. Answers once the task has
+    ended (``status`` 3: a ``continue``, ``fork`` or ``as_template`` may follow at once), or
+    after ``STOP_WAIT_S`` with its status then. It answered at once, with the task still
+    running: the next request of an SDK's ``stop()`` then ``continue_()`` was a 409 "is running;
+    stop it" (up to ~1 s on a loaded CPU server; session 40's QA)."""
     task = await svc.get(task_id)
     if is_busy(task):
         task.stop()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(wait_finished(task), STOP_WAIT_S)
     return svc.info(task)
 
 
