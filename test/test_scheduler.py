@@ -769,6 +769,25 @@ def test_a_long_prompt_on_the_cpu_is_fed_between_the_other_tasks_pulses(tiny_loa
     sched.shutdown()
 
 
+def test_a_short_prompt_is_not_held_behind_a_long_one(tiny_loader):
+    """Prompts are fed the fewest tokens left first: a short request admitted beside a long
+    prompt gets its first token from the next step's pass, not once the long one is fed (in
+    slot order the long one took every step's whole budget; session 40's QA). Both give the
+    tokens they give alone."""
+    long_prompt = list(range(1000, 1300))
+    short = "User: hi\n\nAssistant:"
+    alone = [run_alone(tiny_loader, p, max_tokens=3, temperature=0) for p in (long_prompt, short)]
+    sched = DynamicScheduler(tiny_loader, max_batch_size=2, buffer_size=4, prefill_chunk=64)
+    a = sched.new_task(long_prompt, max_tokens=3, temperature=0)
+    sched.step()  # the long prompt has a slot (slot 0) and its first 64 tokens
+    b = sched.new_task(short, max_tokens=3, temperature=0)
+    sched.step()
+    assert b.output and len(a.history) < len(long_prompt) - 64  # b started, a is still fed
+    sched.run()
+    assert [a.output, b.output] == alone
+    sched.shutdown()
+
+
 def test_a_fault_releasing_one_slot_at_shutdown_finishes_every_task(tiny_loader):
     """At shutdown the slots are released one by one; a fault freeing the first stopped the
     loop: the other slot's task stayed RUNNING for ever and the device memory was kept."""
