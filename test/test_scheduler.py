@@ -788,6 +788,42 @@ def test_a_short_prompt_is_not_held_behind_a_long_one(tiny_loader):
     sched.shutdown()
 
 
+@pytest.mark.parametrize("cached", [False, True])
+def test_short_prompts_arriving_without_pause_do_not_starve_a_long_one(tiny_loader, cached):
+    """Fewest tokens first, but a prompt left unfed ``AGE_STEPS`` steps in a row goes first:
+    five short prompts kept in flight filled every step's budget, and a long prompt admitted
+    beside them was never fed (400 steps; session 40's review). It is fed now, and the short
+    ones are served meanwhile; with the prefix cache too (the tasks eligible, as the API's)."""
+    import random
+
+    from server.scheduler.prefix_cache import PrefixCache
+
+    rnd = random.Random(0)
+    cache = PrefixCache(64 << 20, device="cpu", min_tokens=2) if cached else None
+    sched = DynamicScheduler(tiny_loader, max_batch_size=8, buffer_size=4, prefill_chunk=64,
+                             prefix_cache=cache)
+
+    def new(n: int):
+        task = sched.new_task([rnd.randrange(1000, 60000) for _ in range(n)], max_tokens=2,
+                              temperature=0)
+        task.cache_origin = "" if cached else None
+        return task
+
+    def short():
+        return new(40)
+
+    shorts = [short(), short()]
+    long = new(600)
+    steps = 0
+    while not long.output and steps < 200:
+        while sum(not t.is_finished for t in shorts) < 5:
+            shorts.append(short())
+        sched.step()
+        steps += 1
+    assert long.output and sum(bool(t.output) for t in shorts) > 10, steps
+    sched.shutdown()
+
+
 def test_a_fault_releasing_one_slot_at_shutdown_finishes_every_task(tiny_loader):
     """At shutdown the slots are released one by one; a fault freeing the first stopped the
     loop: the other slot's task stayed RUNNING for ever and the device memory was kept."""

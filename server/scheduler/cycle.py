@@ -137,12 +137,7 @@ class SlotCycle:
         work = [(slot, task) for slot, task in enumerate(self.slots)
                 if task is not None and slot not in self.decoding and len(task.pending) > 1
                 and not task.stop_requested]
-        if work:
-            # the fewest tokens left first: in slot order a long prompt took the whole budget
-            # step after step, and a short request admitted beside it got its first token only
-            # once that prompt was fed (15 s on a CPU server with streams decoding; session 40's
-            # QA). A short one now goes with the first step's pass, the long one takes the rest
-            work.sort(key=lambda w: len(w[1].pending))
+        if work:  # (in the order ``Prefiller.run`` gives the budget: fewest tokens left first)
             self.prefiller.run(work, self.prefill_chunk)
         self._start_ready()
 
