@@ -67,3 +67,39 @@ def test_stop_and_wait_gives_up_on_a_stuck_task(monkeypatch):
     task, hook = racy_task(misses=10 ** 9)
     assert asyncio.run(stopping.stop_and_wait(task, limit=0.2)) is False
     assert not task.is_finished and hook.calls > 3
+
+
+def test_stop_round_repeats_until_the_round_is_over(monkeypatch):
+    """``/stop``'s wait (``stop_round``): a missed request is repeated until the task has
+    finished."""
+    monkeypatch.setattr(stopping, "RETRY_S", 0.01)
+    task, hook = racy_task(misses=3)
+    assert asyncio.run(asyncio.wait_for(stopping.stop_round(task, 5), 5))
+    assert task.is_finished and task.finish_reason == "abort" and hook.calls >= 4
+
+
+def test_stop_round_leaves_a_round_another_request_began(monkeypatch):
+    """A round begun by a continue between the stopped round's end and the wait's next check
+    is not stopped (repeated stop requests of ``stop_and_wait`` would stop it too), and the
+    wait ends at once instead of running to its limit."""
+    monkeypatch.setattr(stopping, "RETRY_S", 0.05)
+    task = Task(task_id="TASK_x")
+    calls = []
+
+    def hook(t: Task) -> None:  # the scheduler ends the round; a continue begins the next
+        calls.append(1)
+        if len(calls) == 1:
+            t._finish("abort")
+            t.continue_gen()
+            t._stop_hook = hook  # (queued again)
+
+    task._stop_hook = hook
+
+    async def main() -> tuple[bool, float]:
+        loop = asyncio.get_running_loop()
+        t0 = loop.time()
+        return await stopping.stop_round(task, 5), loop.time() - t0
+
+    over, waited = asyncio.run(main())
+    assert over and waited < 1 and len(calls) == 1
+    assert not task.stop_requested and not task.is_finished  # the new round runs on

@@ -52,6 +52,24 @@ async def stop_and_wait(task, limit: float = 30.0) -> bool:
     return True
 
 
+async def stop_round(task, limit: float) -> bool:
+    """Stop the round ``task`` runs and return once it is over: the task finished, or another
+    request began its next round (which is not stopped). The request is repeated meanwhile (it
+    can be missed); False if the round still runs after ``limit`` seconds."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + limit
+    this_round = task.round_output()
+    while not task.tokens_of_round(this_round, len(this_round))[1]:
+        if loop.time() > deadline:
+            return False
+        stop_tasks([task])  # (no await since the check: no continue began a round between)
+        try:  # (a round begun by a continue is seen at the next check)
+            await asyncio.wait_for(wait_finished(task, poll=RETRY_S), RETRY_S * 2)
+        except asyncio.TimeoutError:
+            pass
+    return True
+
+
 async def _reap(tasks) -> None:
     loop = asyncio.get_running_loop()
     deadline = loop.time() + GIVE_UP_S

@@ -7,8 +7,6 @@ Create-like endpoints (``tmp``, ``create``, ``fim``, ``fork``, ``continue``) ans
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 from typing import Literal
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request
@@ -20,6 +18,7 @@ from server.api.schemas.tasks import (I64_MAX, ContinueRequest, CreateRequest, F
 from server.api.task_service import TASK_NOT_FOUND, TaskService, invalid, is_busy
 from server.task.manager import TaskNotFound
 from server.task.policy import TaskUnreadable, is_template_id, is_temporary_id
+from server.api.stopping import stop_round
 from server.api.task_stream import sse_response
 from server.task.task import Status, Task, new_task_id
 
@@ -190,15 +189,14 @@ STOP_WAIT_S = 10.0
 @router.post("/{task_id}/stop", response_model=TaskInfo, responses=NOT_FOUND)
 async def stop(task_id: str, svc: TaskService = Depends(get_service)):
     """End generation at the next step; the tokens so far are kept. Answers once the task has
-    ended (``status`` 3: a ``continue``, ``fork`` or ``as_template`` may follow at once), or
-    after ``STOP_WAIT_S`` with its status then. It answered at once, with the task still
+    ended (``status`` 3: a ``continue``, ``fork`` or ``as_template`` may follow at once; a round
+    another request began meanwhile is not stopped), or after ``STOP_WAIT_S`` with its status
+    then. It answered at once, with the task still
     running: the next request of an SDK's ``stop()`` then ``continue_()`` was a 409 "is running;
     stop it" (up to ~1 s on a loaded CPU server; session 40's QA)."""
     task = await svc.get(task_id)
     if is_busy(task):
-        task.stop()
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(wait_finished(task), STOP_WAIT_S)
+        await stop_round(task, STOP_WAIT_S)
     return svc.info(task)
 
 
