@@ -16,6 +16,7 @@ tokens at a time); the Task API on the real one (tiny random model, CPU).
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 import time
@@ -42,8 +43,12 @@ def draining(server):
     drain = server.app.state.drain
     try:
         yield drain
-    finally:
-        drain.event.clear()
+    finally:  # on the server's loop, after a ``begin`` still on its way there (it sets the
+        # event from the loop: cleared from this thread first, it stayed set for the next test)
+        async def clear():
+            drain.event.clear()
+
+        asyncio.run_coroutine_threadsafe(clear(), drain._loop).result(10)
 
 
 def _wait(cond, what: str, timeout: float = 20) -> None:
