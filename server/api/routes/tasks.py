@@ -189,11 +189,11 @@ STOP_WAIT_S = 10.0
 @router.post("/{task_id}/stop", response_model=TaskInfo, responses=NOT_FOUND)
 async def stop(task_id: str, svc: TaskService = Depends(get_service)):
     """End generation at the next step; the tokens so far are kept. Answers once the task has
-    ended (``status`` 3: a ``continue``, ``fork`` or ``as_template`` may follow at once; a round
-    another request began meanwhile is not stopped), or after ``STOP_WAIT_S`` with its status
-    then. It answered at once, with the task still
-    running: the next request of an SDK's ``stop()`` then ``continue_()`` was a 409 "is running;
-    stop it" (up to ~1 s on a loaded CPU server; session 40's QA)."""
+    stopped (``status`` 3: a ``continue``, ``fork`` or ``as_template`` may follow at once), or
+    after 10 s with its status then."""
+    # (it answered at once, the task still running: an SDK's stop() then continue_() was a 409
+    # "is running; stop it", up to ~1 s on a loaded CPU server; session 40's QA. A round that
+    # another request's continue began meanwhile is not stopped: ``stop_round``)
     task = await svc.get(task_id)
     if is_busy(task):
         await stop_round(task, STOP_WAIT_S)
