@@ -7,7 +7,11 @@ and the first token is sampled from them (engine.py), so a prompt's first token 
 call, not a prefill call and a decode step. The task's bookkeeping stays "history + current":
 the last token stays ``pending`` (the scheduler makes it ``current_token``).
 
-Without a cache (or a disabled one) it is the plain loop: each task in slot order gets up to the
+The budget goes to the tasks with the fewest tokens left first, but to one left unfed
+``AGE_STEPS`` steps in a row before the others (``_order``): a short request is not held behind
+a long prompt, nor a long prompt behind short ones that keep coming.
+
+Without a cache (or a disabled one) it is the plain loop: each task in that order gets up to the
 remaining budget of its ``pending``, all in one batched ``engine.prefill``.
 
 With a cache, a task whose ``cache_origin`` is set (not None: its state is its origin's state
