@@ -240,10 +240,18 @@ class SlotCycle:
         grow = self.capacity < self.max_batch_size and self._grow_failed != self.capacity
         room = grow or any(t is None for t in self.slots)
         wait = self.admit_wait
+        # a prompt longer than a step's budget still being fed: the pulse ends after a quarter
+        # of buffer_size steps (at least admit_wait), so that its next chunk is not held behind
+        # a whole pulse of the others' decoding (a 20k-token prompt beside two decoding streams
+        # took 7.3 s on a CPU server where alone it took 0.9; session 40's QA)
+        feeding = any(t is not None and s not in self.decoding and len(t.pending) > 1
+                      and not t.stop_requested for s, t in enumerate(self.slots))
+        cut = max(wait, self.buffer_size // 4) if feeding else 0
 
         def check(ran: int) -> bool:
             self._apply_stops()
-            return bool(wait and room and ran >= wait and self.waiting)
+            return bool((wait and room and ran >= wait and self.waiting)
+                        or (cut and ran >= cut))
         return check
 
     def _release(self, slots: list[int], reason: str, error: str | None = None) -> None:
