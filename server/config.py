@@ -44,8 +44,10 @@ class Settings(BaseSettings):
     max_batch_size: int = Field(256, ge=1, le=65536)
     buffer_size: int = Field(32, ge=1, le=4096)
     admit_wait_steps: int = Field(4, ge=0, le=4096, description="decode steps a pulse still "
-                                  "runs once a new request could be admitted (0: the whole "
-                                  "pulse, up to RWKV_BUFFER_SIZE steps)")
+                                  "runs once a new request could be admitted; a pulse also "
+                                  "ends after max(this, RWKV_BUFFER_SIZE / 4) steps while a "
+                                  "prompt longer than a step's prefill is fed (0: every pulse "
+                                  "runs out, up to RWKV_BUFFER_SIZE steps)")
     # at least the WKV prefill's chunk (32 tokens on the CPU, 16 on CUDA): the prefiller then
     # cuts prompts only at its multiples, and a cached state has an uncached run's bits (a
     # smaller step budget cut anywhere; session 27's QA: refused now, it was a warning)

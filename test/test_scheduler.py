@@ -843,6 +843,11 @@ def test_pulses_are_short_while_a_long_prompt_is_fed(tiny_loader):
     for _ in range(8):  # (b's start ramps the pulses from 1 step again)
         sched.step()
     assert sched.pulses[-1]["steps"] == 32  # whole pulses again
+    sched.admit_wait = 0  # lets every pulse run out (RWKV_ADMIT_WAIT_STEPS=0), this one too
+    c = sched.new_task(list(range(2000, 2400)), max_tokens=1, temperature=0)
+    sched.step()  # (c is admitted; a's pulse may have ended for it)
+    sched.step()
+    assert c.pending and sched.pulses[-1]["steps"] == 32
     sched.shutdown()
 
 

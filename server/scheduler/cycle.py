@@ -243,9 +243,10 @@ class SlotCycle:
         # a prompt longer than a step's budget still being fed: the pulse ends after a quarter
         # of buffer_size steps (at least admit_wait), so that its next chunk is not held behind
         # a whole pulse of the others' decoding (a 20k-token prompt beside two decoding streams
-        # took 7.3 s on a CPU server where alone it took 0.9; session 40's QA)
-        feeding = any(t is not None and s not in self.decoding and len(t.pending) > 1
-                      and not t.stop_requested for s, t in enumerate(self.slots))
+        # took 7.3 s on a CPU server where alone it took 0.9; session 40's QA). admit_wait 0
+        # lets every pulse run out, this one too (its documented meaning; session 40's review)
+        feeding = wait and any(t is not None and s not in self.decoding and len(t.pending) > 1
+                               and not t.stop_requested for s, t in enumerate(self.slots))
         cut = max(wait, self.buffer_size // 4) if feeding else 0
 
         def check(ran: int) -> bool:
