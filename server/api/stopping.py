@@ -33,18 +33,15 @@ def stop_tasks(tasks) -> None:
             log.debug(f"stop request for {task.task_id} failed, retrying: {e!r}")
 
 
-async def stop_and_wait(task, limit: float = 30.0) -> bool:
-    """Stop ``task`` and wait until it has finished, repeating the request meanwhile.
-
-    Returns False (and logs) if it is still running after ``limit`` seconds.
-    """
+async def _stop_until(task, over, limit: float) -> bool:
+    """Ask ``task`` to stop, again every ``RETRY_S`` (a request can be missed), until
+    ``over()``; False if it is still not after ``limit`` seconds."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + limit
-    while not task.is_finished:
+    while not over():
         if loop.time() > deadline:
-            log.warning(f"{task.task_id} did not stop within {limit:.0f}s")
             return False
-        stop_tasks([task])
+        stop_tasks([task])  # (no await since the check: no continue began a round between)
         try:
             await asyncio.wait_for(wait_finished(task, poll=RETRY_S), RETRY_S * 2)
         except asyncio.TimeoutError:
@@ -52,22 +49,24 @@ async def stop_and_wait(task, limit: float = 30.0) -> bool:
     return True
 
 
+async def stop_and_wait(task, limit: float = 30.0) -> bool:
+    """Stop ``task`` and wait until it has finished, repeating the request meanwhile.
+
+    Returns False (and logs) if it is still running after ``limit`` seconds.
+    """
+    if await _stop_until(task, lambda: task.is_finished, limit):
+        return True
+    log.warning(f"{task.task_id} did not stop within {limit:.0f}s")
+    return False
+
+
 async def stop_round(task, limit: float) -> bool:
     """Stop the round ``task`` runs and return once it is over: the task finished, or another
-    request began its next round (which is not stopped). The request is repeated meanwhile (it
-    can be missed); False if the round still runs after ``limit`` seconds."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + limit
+    request began its next round (which is not stopped: seen at the next check). The request
+    is repeated meanwhile; False if the round still runs after ``limit`` seconds."""
     this_round = task.round_output()
-    while not task.tokens_of_round(this_round, len(this_round))[1]:
-        if loop.time() > deadline:
-            return False
-        stop_tasks([task])  # (no await since the check: no continue began a round between)
-        try:  # (a round begun by a continue is seen at the next check)
-            await asyncio.wait_for(wait_finished(task, poll=RETRY_S), RETRY_S * 2)
-        except asyncio.TimeoutError:
-            pass
-    return True
+    return await _stop_until(task, lambda: task.tokens_of_round(this_round, len(this_round))[1],
+                             limit)
 
 
 async def _reap(tasks) -> None:

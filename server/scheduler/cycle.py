@@ -134,12 +134,17 @@ class SlotCycle:
         """Feed pending prompt tokens of admitted tasks, within the budget (``Prefiller``: with
         a prefix cache, cached prefixes are loaded instead of computed; the last token goes
         with the rest when it fits, and the first token then comes from that pass)."""
-        work = [(slot, task) for slot, task in enumerate(self.slots)
-                if task is not None and slot not in self.decoding and len(task.pending) > 1
-                and not task.stop_requested]
+        work = self._being_fed()
         if work:  # (in the order ``Prefiller.run`` gives the budget: fewest tokens left first)
             self.prefiller.run(work, self.prefill_chunk)
         self._start_ready()
+
+    def _being_fed(self) -> list[tuple[int, Task]]:
+        """``(slot, task)`` of the slots whose prompt has tokens left to feed (all but the
+        last) and that were not asked to stop."""
+        return [(slot, task) for slot, task in enumerate(self.slots)
+                if task is not None and slot not in self.decoding and len(task.pending) > 1
+                and not task.stop_requested]
 
     def _start_ready(self) -> None:
         start, finish = [], []
@@ -245,8 +250,7 @@ class SlotCycle:
         # a whole pulse of the others' decoding (a 20k-token prompt beside two decoding streams
         # took 7.3 s on a CPU server where alone it took 0.9; session 40's QA). admit_wait 0
         # lets every pulse run out, this one too (its documented meaning; session 40's review)
-        feeding = wait and any(t is not None and s not in self.decoding and len(t.pending) > 1
-                               and not t.stop_requested for s, t in enumerate(self.slots))
+        feeding = wait and bool(self._being_fed())
         cut = max(wait, self.buffer_size // 4) if feeding else 0
 
         def check(ran: int) -> bool:

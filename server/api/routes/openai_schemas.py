@@ -17,6 +17,7 @@ from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, TypeAdapter
                       field_validator)
 
 from server.api.safe_json import SafeJSONResponse
+from server.api.schemas.tasks import whole_number
 
 # OpenAI takes up to 4 stop strings; every one is searched for in every chunk of every choice
 # on the event loop, so tens of thousands of them stalled the whole server
@@ -46,8 +47,7 @@ def _whole(value):
     """``_not_bool``, and a float with no fraction as the int it is: pydantic's lax int took
     ``2.0`` but refused ``1e30`` ("unable to parse input string"), though the integer 10**30
     is served as the cap (session 40's QA)."""
-    value = _not_bool(value)
-    return int(value) if isinstance(value, float) and value.is_integer() else value
+    return whole_number(_not_bool(value))
 
 
 Int = Annotated[int, BeforeValidator(_whole)]
