@@ -28,7 +28,7 @@ def test_health_reports_a_database_that_refuses_writes(tiny_model_path, tmp_path
                         task_db_path=str(tmp_path / "t.db"))
     with TestClient(create_app(settings)) as client:
         assert client.get("/health").json()["task_store"] == {"ok": True, "unsaved": 0,
-                                                              "error": None}
+                                                              "error": None, "damaged": None}
         store = client.app.state.runtime.manager.store
         real = store.put
 

@@ -69,7 +69,8 @@ def test_a_deleted_unsaved_task_leaves_no_error_in_the_health_report(tmp_path, m
     assert tm.store_status()["unsaved"] == 1
     tm.delete_task_from_any_level("TASK_a")
     try:
-        assert tm.store_status() == {"ok": True, "unsaved": 0, "error": None}
+        assert tm.store_status() == {"ok": True, "unsaved": 0, "error": None,
+                                       "damaged": None}
     finally:
         tm.close()
 

@@ -8,6 +8,7 @@ import struct
 
 import pytest
 import torch
+from fastapi.testclient import TestClient
 
 from server.model.state import State
 from server.scheduler import DynamicScheduler
@@ -388,6 +389,37 @@ def test_a_state_beyond_the_served_dtypes_range_is_refused(tiny_model_path, tmp_
     assert manager.get_task("_big") is None
     path.write_bytes(tuning_file(cfg, 2, dtype=torch.float32, scale=1.0))
     assert import_state(path, "_fits", manager).task_id == "_fits"
+
+
+def test_a_stored_state_beyond_a_restarted_servers_dtype_is_refused(tiny_model_path, tmp_path):
+    """The import's range check, for a state stored while the server kept its WKV state in fp32
+    and read after a restart with RWKV_STATE_DTYPE=fp16 (session 41's QA): the template was
+    served as empty text with a 200 (its state infinite in the slot), its forks as "1111". Now
+    both are a 409 naming the tensor and the setting; a state within the range is served."""
+    from server.api.app import create_app
+    from server.config import Settings
+
+    def settings(state_dtype):
+        return Settings(model_path=tiny_model_path, demo=None, device="cpu", api_key=None,
+                        task_db_path=str(tmp_path / "t.db"), state_dtype=state_dtype)
+
+    with TestClient(create_app(settings("fp32"))) as client:
+        cfg = client.app.state.runtime.loader.cfg
+        big = tuning_file(cfg, 2, dtype=torch.float32, scale=1.0,
+                          **{"blocks.1.att.time_state": torch.full((2, 64, 64), 7.0e4)})
+        assert client.post("/v1/tasks/import_state?name=_big", content=big).status_code == 200
+        fits = tuning_file(cfg, 2, dtype=torch.float32, scale=1.0)
+        assert client.post("/v1/tasks/import_state?name=_fits", content=fits).status_code == 200
+    with TestClient(create_app(settings("fp16"))) as client:
+        body = {"model": "rwkv-7:_big", "prompt": "hi", "max_tokens": 4, "temperature": 0}
+        r = client.post("/v1/completions", json=body)
+        assert r.status_code == 409, r.text
+        assert re.search(r"wkv values reach 7e\+04, beyond torch.float16 .*RWKV_STATE_DTYPE=fp32",
+                         r.json()["error"]["message"])
+        r = client.post("/v1/tasks/_big/fork", json={"prompt": " hi", "max_tokens": 4})
+        assert r.status_code == 409 and "beyond torch.float16" in r.text
+        r = client.post("/v1/completions", json={**body, "model": "rwkv-7:_fits"})
+        assert r.status_code == 200 and r.json()["choices"][0]["finish_reason"] == "length"
 
 
 def test_exporting_a_running_task_is_refused(tiny_loader):

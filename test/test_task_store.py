@@ -324,3 +324,24 @@ def test_a_locked_database_under_a_request_is_a_503_to_retry(tiny_model_path, tm
         assert db in detail and "locked" in detail and "retry" in detail
         assert "Check the disk" not in detail
         assert httpx.post(f"{url}/{tid}/as_template", timeout=30).status_code == 200
+
+
+def test_zero_penalties_are_not_stored(tmp_path):
+    """A record holds its penalties only when some are not zero (as serialize.py says): every
+    row carried a [V] float32 tensor of zeros, 256 KB of a tiny model's 330 KB (session 41's
+    QA). Read back, such a task has none (the engine loads zeros then), other penalties are
+    kept bit for bit."""
+    import torch
+
+    from server.task.serialize import decode_task, encode_task
+    from server.task.task import Task
+
+    task = Task(task_id="TASK_z", prompt=[1, 2, 3])
+    task.penalties = torch.zeros(65536)
+    meta, blob = encode_task(task)
+    assert "penalties" not in meta and len(blob) == 0
+    assert decode_task(meta, blob).penalties is None
+    task.penalties[7] = 2.5
+    meta, blob = encode_task(task)
+    back = decode_task(meta, blob).penalties
+    assert back is not None and torch.equal(back, task.penalties)

@@ -35,7 +35,7 @@ from server.logger import get_logger, setup_logging
 from server.model.state import State
 from server.scheduler.prefix_cache import state_nbytes
 from server.task.policy import TaskUnreadable
-from server.task.store import is_busy_error, unusable
+from server.task.store import is_busy_error, is_damage_error, unusable
 
 log = get_logger("api")
 
@@ -134,7 +134,8 @@ def _health(request: Request) -> dict:
     store = rt.manager.store_status()
     return {
         # "degraded": the task database refuses writes (a full disk, say): tasks are kept in
-        # memory and written when it takes them again (lost if the process ends first)
+        # memory and written when it takes them again (lost if the process ends first); or a
+        # read found it damaged (``task_store.damaged``)
         "status": "ok" if store["ok"] else "degraded",
         "model": rt.loader.name,
         "loaded": True,
@@ -177,8 +178,10 @@ async def _database_error(request: Request, exc: sqlite3.DatabaseError) -> Respo
     """The task database failed under a request (a file damaged while serving): a 500 naming
     the file and what to do, not a bare "DatabaseError". Locked by another connection past the
     busy timeout: a 503 with Retry-After (it was a 500 advising to check the disk)."""
-    store = request.app.state.runtime.manager.store
-    message = str(unusable(store.path, exc))
+    manager = request.app.state.runtime.manager
+    if is_damage_error(exc):
+        manager.note_damage(exc)  # (/health: degraded)
+    message = str(unusable(manager.store.path, exc))
     log.error(f"{request.method} {request.url.path}: {message}")
     busy = is_busy_error(exc)
     status, code = (503, "database_locked") if busy else (500, "database_error")

@@ -35,7 +35,8 @@ from server.task.policy import (TaskNotFound, TaskUnreadable, TemplateExists, Te
                                 TooManyTemplates, is_busy, is_template_id, is_temporary_id,
                                 model_mismatch, same_content, signature, stored_mismatch)
 from server.task.serialize import TaskBusy, decode_task, snapshot
-from server.task.store import DuplicateTaskId, TaskStore, TaskStoreError
+from server.task.state_file import range_problem
+from server.task.store import DuplicateTaskId, TaskStore, TaskStoreError, is_damage_error
 from server.task.task import Status, Task, new_task_id
 from server.task.writer import AsyncWriter, WriteJob
 
@@ -77,6 +78,7 @@ class TaskManager:
         self._hooks: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         self._closed = False
         self._template_fit: dict[str, tuple] = {}  # template id -> (model config, it fits)
+        self._damage: str | None = None  # SQLite's first "malformed" under a read (/health)
 
     def set_dependencies(self, loader, sampler=None) -> None:
         """Attach the model bundle: tasks loaded from the database decode with ``loader.decode``."""
@@ -127,10 +129,15 @@ class TaskManager:
             return task
         with self._lock:
             start = self._last_delete
-        rec = self.store.get(task_id)
+        rec = self._read_row(self.store.get, task_id)
         if rec is None:
             return None
         loaded = _decode(rec[0], rec[1], task_id, tokenizer=self.loader)
+        model = getattr(self.loader, "model", None)
+        if loaded.state is not None and model is not None:  # (stored while the server ran
+            # wider dtypes: only the import checked the range, and such a template was served
+            # as empty text with a 200; session 41's QA)
+            loaded.state_unfit = range_problem(loaded.state, model.dtype, model.state_dtype)
         with self._lock:
             task, jobs = self._get_cached(task_id, pin)
             if task is None:  # nobody loaded or put it meanwhile
@@ -204,7 +211,8 @@ class TaskManager:
             task = (self._templates.get(task_id) or self._cache.get(task_id)
                     or self._closing.get(task_id) or self._evicted.get(task_id)
                     or self.writer.pending_task(task_id))
-        meta = None if task is not None else self.store.get_meta(task_id)
+        meta = None if task is not None else self._read_row(self.store.get_meta, task_id,
+                                                                 damaged="")
         if task is None and meta is None:
             raise TaskNotFound(f"task {task_id} not found")
         if is_template_id(task_id) and not force:
@@ -259,7 +267,14 @@ class TaskManager:
         its record's shapes, not its tensors, once: templates never change."""
         with self._lock:
             held = dict(self._templates)
-        ids = sorted(set(held) | set(self.store.ids(templates=True)))
+        try:
+            stored = self.store.ids(templates=True)
+        except sqlite3.DatabaseError as e:  # (a damaged file: /v1/models was a 500 for good,
+            if not is_damage_error(e):  # and the UIs that list models broke; session 41's QA)
+                raise
+            self.note_damage(e)
+            stored = []
+        ids = sorted(set(held) | set(stored))
         if cfg is None:
             return ids
         return [tid for tid in ids if self._fits(tid, held.get(tid), cfg)]
@@ -270,7 +285,7 @@ class TaskManager:
         known = self._template_fit.get(tid)
         if known is not None and known[0] == cfg:
             return known[1]
-        meta = self.store.get_meta(tid)
+        meta = self._read_row(self.store.get_meta, tid, damaged="")  # (damaged: unfit)
         try:
             fit = meta is not None and stored_mismatch(json.loads(meta), cfg) is None
         except (ValueError, TypeError, KeyError):  # an unreadable record: not usable
@@ -302,9 +317,37 @@ class TaskManager:
 
     def store_status(self) -> dict:
         """For ``/health``: whether the database takes writes, and the tasks it refused (kept
-        in memory and tried again: ``AsyncWriter``)."""
+        in memory and tried again: ``AsyncWriter``); ``damaged``: what SQLite said when a read
+        found the file damaged (until a restart)."""
         unsaved = self.writer.unsaved
-        return {"ok": not unsaved, "unsaved": len(unsaved), "error": self.writer.last_error}
+        return {"ok": not unsaved and self._damage is None, "unsaved": len(unsaved),
+                "error": self.writer.last_error, "damaged": self._damage}
+
+    def note_damage(self, e: BaseException) -> None:
+        """A read found the database damaged: logged (the first time) and shown by /health."""
+        if self._damage is None:
+            self._damage = f"{type(e).__name__}: {e}"
+            log.error(f"the task database {self.store.path} is damaged ({e}): rows on its "
+                      "damaged pages cannot be read (they can be deleted); restore it from a "
+                      "backup (docs: README, 'Backups')")
+
+    def _read_row(self, read, task_id: str, damaged=None):
+        """``read(task_id)``; a row on a damaged page (SQLite: "malformed") is
+        ``TaskUnreadable`` (a 500 that says it can be deleted), or ``damaged`` when given (its
+        delete goes on: ``delete`` with force was a 500 for such a row)."""
+        try:
+            return read(task_id)
+        except sqlite3.DatabaseError as e:
+            if not is_damage_error(e):
+                raise
+            self.note_damage(e)
+            if damaged is not None:
+                return damaged
+            raise TaskUnreadable(
+                f"reading task {task_id} from the task database {self.store.path} "
+                f"(RWKV_TASK_DB_PATH) failed: {e}. The file is damaged: a record on its damaged "
+                "pages can only be deleted (restore the file from a backup to get it back)"
+            ) from None
 
     def close(self) -> None:
         """Flush, stop the writer thread and close the database (idempotent). Tasks the

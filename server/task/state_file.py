@@ -73,16 +73,28 @@ class StateFile:
 
 def check_range(sf: StateFile, dtype: torch.dtype, state_dtype: torch.dtype) -> None:
     """``StateShapeError`` unless ``sf``'s state fits a model run in ``dtype`` with its WKV
-    state in ``state_dtype``: a value beyond float16's range became infinite in the slot, and
-    every request from the template got empty or garbled text with a 200."""
-    for name, t, d in (("shift", sf.state.shift, dtype), ("wkv", sf.state.wkv, state_dtype)):
+    state in ``state_dtype`` (``range_problem``)."""
+    problem = range_problem(sf.state, dtype, state_dtype)
+    if problem:
+        raise StateShapeError(problem)
+
+
+def range_problem(state: State, dtype: torch.dtype, state_dtype: torch.dtype) -> str | None:
+    """Why ``state`` does not fit a model run in ``dtype`` with its WKV state in
+    ``state_dtype`` (a value beyond float16's range became infinite in the slot, and every
+    request from it got empty or garbled text with a 200), or None. Only a tensor of a wider
+    type than its slot's is read."""
+    for name, t, d in (("shift", state.shift, dtype), ("wkv", state.wkv, state_dtype)):
         top = torch.finfo(d).max
-        peak = float(t.abs().max()) if t.numel() else 0.0
+        if not t.is_floating_point() or torch.finfo(t.dtype).max <= top or not t.numel():
+            continue
+        peak = float(t.abs().max())
         if peak > top:
-            raise StateShapeError(
-                f"the state's {name} values reach {peak:.4g}, beyond {d} (max {top:.4g}), "
-                f"which this server runs it in; export it from a model run in another dtype, "
-                f"or serve with RWKV_{'DTYPE' if name == 'shift' else 'STATE_DTYPE'}=fp32")
+            return (f"the state's {name} values reach {peak:.4g}, beyond {d} (max {top:.4g}), "
+                    f"which this server runs it in; export it from a model run in another "
+                    f"dtype, or serve with RWKV_{'DTYPE' if name == 'shift' else 'STATE_DTYPE'}"
+                    "=fp32")
+    return None
 
 
 # ---- writing -----------------------------------------------------------------------------

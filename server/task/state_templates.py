@@ -17,6 +17,7 @@ OpenAI requests whose ``model`` is ``rwkv-7:_x``. File formats: ``server/task/st
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
 from pathlib import Path
@@ -131,7 +132,8 @@ def main(argv=None) -> int:
     try:
         if args.cmd == "import":
             task = import_state(args.file, args.name, manager, layout=args.layout)
-            print(f"imported {args.file} as template {task.task_id}")
+            print(f"imported {args.file} as template {task.task_id} into the task database "
+                  f"{os.path.abspath(manager.store.path)} (RWKV_TASK_DB_PATH)")
         else:
             task = manager.get_task(args.task_id)
             if task is None:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextvars
 import os
 import sqlite3
+import stat
 import threading
 import time
 import weakref
@@ -70,8 +71,8 @@ class TaskStoreError(RuntimeError):
 
 
 COLUMNS = ("task_id", "is_template", "updated_at", "meta", "blob")
-_ELSEWHERE = ("point RWKV_TASK_DB_PATH elsewhere, or move the file aside (a new database is "
-              "made at its path)")
+_ELSEWHERE = ("point RWKV_TASK_DB_PATH elsewhere, or move the file aside with its -wal and -shm "
+              "files (a new database is made at its path)")
 
 
 class NotOurs(sqlite3.DatabaseError):
@@ -120,7 +121,10 @@ def _claim(db_path: str) -> str | None:
         except OSError:
             try:  # (a lock file another user made: read-only suffices for flock)
                 fd = os.open(key, os.O_RDONLY)
-            except OSError:
+            except OSError as e:
+                log.warning(f"no lock file can be made beside the task database ({key}: "
+                            f"{e.strerror}): a second server on {db_path} would not be refused; "
+                            "run one server per file")
                 return None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -133,8 +137,11 @@ def _claim(db_path: str) -> str | None:
                 f"({holder}; or a script using the SDK on it): two on one file overwrite each "
                 "other's tasks. Stop that one first, or point RWKV_TASK_DB_PATH elsewhere"
             ) from None
-        except OSError:  # (a file system without locks: no guard)
+        except OSError as e:  # (a file system without locks: no guard)
             os.close(fd)
+            log.warning(f"the task database's lock file {key} cannot be locked ({e.strerror}): "
+                        f"a second server on {db_path} would not be refused; run one server "
+                        "per file")
             return None
         try:
             os.ftruncate(fd, 0)
@@ -147,6 +154,37 @@ def _claim(db_path: str) -> str | None:
 
 def _nothing() -> None:
     pass
+
+
+def _check_files(path: str) -> None:
+    """``TaskStoreError`` for the files at ``path`` that SQLite would open without a word and
+    lose writes with (session 41's QA): a database with a second hard link (a server on the
+    other name keeps another -wal and ``.lock``: neither server is refused, and each one's
+    checkpoint overwrites the other's rows), and a non-empty ``-wal`` without its database (the
+    file was moved away from its WAL, which holds the latest writes: a new database made here
+    truncated it)."""
+    if path == ":memory:" or path.startswith("file:"):
+        return
+    try:
+        st = os.stat(path)
+    except OSError:
+        st = None
+    if st is not None and stat.S_ISREG(st.st_mode) and st.st_nlink > 1:
+        raise TaskStoreError(
+            f"the task database {path} (RWKV_TASK_DB_PATH) has {st.st_nlink} hard links: a "
+            "server on another of its names would not be refused, and the two would overwrite "
+            "each other's tasks. Keep one name (copy the file instead of linking it)")
+    wal = path + "-wal"
+    try:
+        wal_size = os.path.getsize(wal)
+    except OSError:
+        return
+    if wal_size and (st is None or st.st_size == 0):
+        raise TaskStoreError(
+            f"the task database {path} (RWKV_TASK_DB_PATH) is missing or empty, but {wal} "
+            f"({wal_size:,} bytes) is there: the latest writes of a database moved or deleted "
+            "from this path. Move that database back (its -wal holds its last tasks), or move "
+            f"{wal} and {path}-shm aside too to start a new one")
 
 
 def _release(key: str | None) -> None:
@@ -172,6 +210,17 @@ def is_busy_error(e: BaseException) -> bool:
     return isinstance(e, sqlite3.OperationalError) and "is locked" in str(e)
 
 
+def is_damage_error(e: BaseException) -> bool:
+    """SQLite found the file's content damaged (SQLITE_CORRUPT, SQLITE_NOTADB: "database disk
+    image is malformed") under a read: pages of it were overwritten; other rows may be fine."""
+    if not isinstance(e, sqlite3.DatabaseError) or isinstance(e, NotOurs):
+        return False
+    code = getattr(e, "sqlite_errorcode", None)
+    if code is not None:
+        return (code & 0xFF) in (11, 26)
+    return "malformed" in str(e)
+
+
 def unusable(path: str, e: sqlite3.Error) -> TaskStoreError:
     """The error for a database SQLite refused; the advice fits the cause: moving a healthy
     file aside on a full or read-only disk would lose its tasks (session 27's QA)."""
@@ -186,8 +235,9 @@ def unusable(path: str, e: sqlite3.Error) -> TaskStoreError:
         hint = ("Another connection holds its lock (a second server on this file, the state "
                 "import command, a backup, a sqlite3 shell); retry shortly")
     elif "malformed" in text or "not a database" in text:
-        hint = ("If it is damaged, restore it from a backup or move it aside (a new, empty one "
-                "is made); or point RWKV_TASK_DB_PATH elsewhere")
+        hint = ("If it is damaged, restore it from a backup, or move it aside together with its "
+                "-wal and -shm files, which hold its latest writes (a new, empty one is made); "
+                "or point RWKV_TASK_DB_PATH elsewhere")
     else:  # full, read-only, unopenable, I/O: the disk or the path, not the file's content
         hint = ("Check the disk (free space, a read-only mount) and the path's permissions; "
                 "or point RWKV_TASK_DB_PATH elsewhere")
@@ -216,6 +266,7 @@ class TaskStore:
         # delete and prune (this connection is the file's only writer: ``_claim``)
         self._bytes: float | None = None
         self._release = _nothing  # (a finalizer once the lock is held: a store never closed)
+        _check_files(self.path)
         try:
             self._db = sqlite3.connect(self.path, timeout=min(timeout, WAIT_NOTICE_S),
                                        check_same_thread=False,

@@ -143,6 +143,9 @@ class Task:
 
         self.state = None  # State(batch=1) on CPU, or None for the zero state
         self.penalties = None  # Tensor[V] float32 on CPU, or None for zeros
+        # why the state cannot run on the loaded model although its shapes fit (set when it is
+        # read from the database: values beyond the range of the server's dtypes), or None
+        self.state_unfit: str | None = None
         self.current_token: int | None = None
         self.pending: list[int] = []
         self.history: list[int] = []  # every token the state has consumed, in order
@@ -443,6 +446,7 @@ class Task:
                  **{k: getattr(self, k) for k in SAMPLING_FIELDS})
         t.state = None if self.state is None else self.state.clone()
         t.penalties = None if self.penalties is None else self.penalties.clone()
+        t.state_unfit = self.state_unfit
         t.current_token = self.current_token
         t.pending = list(self.pending)
         t.history = list(self.history)

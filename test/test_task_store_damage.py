@@ -1,0 +1,160 @@
+"""The task database's files as operators leave them, and a damaged file while serving
+(session 41's QA): a database with a second hard link, and a WAL whose database was moved away,
+are refused at opening (each lost acknowledged tasks); a lock file that cannot be made is
+logged; a read that finds the file damaged leaves /v1/models working, the damaged row deletable
+and /health "degraded"."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+
+import pytest
+from fastapi.testclient import TestClient
+
+from server.task.store import TaskStore, TaskStoreError
+
+
+def test_a_database_with_a_second_hard_link_is_refused(tmp_path):
+    """A server on ``h2.db``, a hard link of ``h.db``, was not refused beside one on ``h.db``
+    (the lock is ``<real path>.lock``, and SQLite keeps a -wal per name): the second one's
+    checkpoint overwrote the first one's rows. Both names are refused while both exist."""
+    first = tmp_path / "h.db"
+    TaskStore(first).close()
+    os.link(first, tmp_path / "h2.db")
+    for name in ("h.db", "h2.db"):
+        with pytest.raises(TaskStoreError, match="2 hard links"):
+            TaskStore(tmp_path / name)
+    os.unlink(tmp_path / "h2.db")
+    TaskStore(first).close()
+
+
+def test_a_wal_without_its_database_is_refused_and_kept(tmp_path):
+    """After a kill -9 the rows of ``mv.db`` sat in ``mv.db-wal``; with ``mv.db`` moved aside
+    (the advice for a damaged file), the new database made at the path truncated that WAL and
+    the tasks could not be recovered. Now opening refuses, naming the WAL, and leaves it; the
+    moved file back in place reads the rows."""
+    path = tmp_path / "mv.db"
+    store = TaskStore(path)
+    store.put("_kept", '{"x": 1}', b"abc", is_template=True)
+    holder = sqlite3.connect(path)  # (a reader open at exit: the WAL is not checkpointed away)
+    holder.execute("SELECT 1 FROM tasks").fetchall()
+    holder.execute("BEGIN")
+    holder.execute("SELECT count(*) FROM tasks").fetchall()
+    wal = tmp_path / "mv.db-wal"
+    saved = {n: (tmp_path / n).read_bytes() for n in ("mv.db", "mv.db-wal")}
+    holder.close()
+    store.close()
+    for n in ("mv.db", "mv.db-wal", "mv.db-shm"):
+        (tmp_path / n).unlink(missing_ok=True)
+    wal.write_bytes(saved["mv.db-wal"])  # as a kill -9 left them, mv.db moved aside
+    assert wal.stat().st_size > 0
+    with pytest.raises(TaskStoreError, match="mv.db-wal") as e:
+        TaskStore(path)
+    assert "Move that database back" in str(e.value)
+    assert wal.read_bytes() == saved["mv.db-wal"] and not path.exists()
+    path.write_bytes(saved["mv.db"])  # moved back: the WAL's rows are read
+    back = TaskStore(path)
+    try:
+        assert back.get("_kept") == ('{"x": 1}', b"abc")
+    finally:
+        back.close()
+
+
+def test_a_lock_file_that_cannot_be_made_is_logged(tmp_path, monkeypatch):
+    """Where ``<file>.lock`` could not be made (a read-only folder holding the database), the
+    one-server guard was off without a word."""
+    from loguru import logger
+
+    real_open = os.open
+
+    def no_lock(path, *a, **k):
+        if str(path).endswith(".lock"):
+            raise PermissionError(13, "Permission denied")
+        return real_open(path, *a, **k)
+
+    monkeypatch.setattr(os, "open", no_lock)
+    lines: list[str] = []
+    sink = logger.add(lines.append, level="WARNING", format="{message}")
+    try:
+        TaskStore(tmp_path / "r.db").close()
+    finally:
+        logger.remove(sink)
+    assert any("would not be refused" in m and "r.db.lock" in m for m in lines)
+
+
+def _damage_index(db_path, index: str) -> None:
+    """Overwrite the root page of ``index`` with garbage (SQLite: "malformed" when it is read)."""
+    with sqlite3.connect(db_path) as db:
+        root = db.execute("SELECT rootpage FROM sqlite_master WHERE name=?", (index,)).fetchone()[0]
+        size = db.execute("PRAGMA page_size").fetchone()[0]
+        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    with open(db_path, "r+b") as f:
+        f.seek((root - 1) * size)
+        f.write(b"\xa5" * size)
+
+
+def test_a_damaged_database_leaves_models_working_and_health_degraded(tiny_model_path,
+                                                                      tmp_path):
+    """A file with damaged pages started silently; /v1/models was a 500 on every call (the UIs
+    that list models broke) and /health said "ok". Now the server starts (its log says DAMAGED),
+    /v1/models lists the model, /health says "degraded" naming the damage, and generation goes
+    on."""
+    from server.api.app import create_app
+    from server.config import Settings
+
+    db = tmp_path / "t.db"
+    settings = Settings(model_path=tiny_model_path, demo=None, device="cpu", api_key=None,
+                        task_db_path=str(db))
+    with TestClient(create_app(settings)) as client:
+        body = {"prompt": "User: hi\n\nAssistant:", "max_tokens": 0}
+        tid = client.post("/v1/tasks/create", json=body).json()["task_id"]
+        assert client.post(f"/v1/tasks/{tid}/as_template").status_code == 200
+    _damage_index(db, "tasks_age")
+    with TestClient(create_app(settings)) as client:  # (the start-up's count finds it)
+        r = client.get("/v1/models")
+        assert r.status_code == 200
+        assert "rwkv-7" in [m["id"] for m in r.json()["data"]]
+        health = client.get("/health").json()
+        assert health["status"] == "degraded"
+        assert "malformed" in health["task_store"]["damaged"]
+        chat = {"model": "rwkv-7", "max_tokens": 3, "temperature": 0,
+                "messages": [{"role": "user", "content": "hi"}]}
+        assert client.post("/v1/chat/completions", json=chat).status_code == 200
+
+
+def test_a_row_on_a_damaged_page_can_be_deleted(tiny_model_path, tmp_path, monkeypatch):
+    """A template whose row SQLite read as "malformed": status, fork and delete?force=true were
+    500s (the advice, moving the file aside, lost every good row too). Reading it is a 500
+    saying it can only be deleted, and deleting it works."""
+    from server.api.app import create_app
+    from server.config import Settings
+
+    settings = Settings(model_path=tiny_model_path, demo=None, device="cpu", api_key=None,
+                        task_db_path=str(tmp_path / "t.db"))
+    with TestClient(create_app(settings)) as client:
+        body = {"prompt": "User: hi\n\nAssistant:", "max_tokens": 0}
+        tid = client.post("/v1/tasks/create", json=body).json()["task_id"]
+        tpl = client.post(f"/v1/tasks/{tid}/as_template").json()["task_id"]
+        manager = client.app.state.runtime.manager
+        manager.flush()
+        with manager._lock:  # (out of memory: the next read goes to the database)
+            manager._templates.pop(tpl)
+        store = manager.store
+
+        def damaged(read):
+            def go(task_id, *a, **k):
+                if task_id == tpl:
+                    raise sqlite3.DatabaseError("database disk image is malformed")
+                return read(task_id, *a, **k)
+            return go
+
+        monkeypatch.setattr(store, "get", damaged(store.get))
+        monkeypatch.setattr(store, "get_meta", damaged(store.get_meta))
+        r = client.get(f"/v1/tasks/{tpl}/status")
+        assert r.status_code == 500 and "can only be deleted" in r.text and "t.db" in r.text
+        assert client.post(f"/v1/tasks/{tpl}/delete").status_code == 403  # (still a template)
+        assert client.post(f"/v1/tasks/{tpl}/delete?force=true").status_code == 200
+        assert not store.contains(tpl)
+        assert client.get("/health").json()["status"] == "degraded"
+        assert client.get(f"/v1/tasks/{tid}/status").status_code == 200
