@@ -36,6 +36,7 @@ def _field_error(r: httpx.Response, field: str) -> None:
     ({"prompt": ""}, "prompt"),
     ({"prompt": []}, "prompt"),
     ({"prompt": [1, 70000]}, "prompt"),
+    ({"prompt": [65536]}, "prompt"),  # the vocabulary's size: one past its last id
     ({"prompt": [-1]}, "prompt"),
     ({"prompt": [1, "2"]}, "prompt"),
     ({"prompt": [1, None]}, "prompt"),  # ids are checked by the route (TaskService.encode)

@@ -56,6 +56,20 @@ def test_only_calls_the_client_can_dispatch_are_tool_calls(sdk, script):
         assert r.choices[0].message.content == (None if parallel is False else "more text")
 
 
+def test_a_reply_cut_by_max_tokens_after_a_call_finishes_for_length(sdk, script, tiny_loader):
+    """A complete call, then text that runs into ``max_tokens``: the reply was cut, so its
+    finish_reason is "length" (an agent loop must not take it for a finished call); the call
+    is still returned. Returning "tool_calls" there failed no test (session 41's mutation
+    review)."""
+    text = ">" + CALL + "\nAnd now a long explanation of the weather in Paris"
+    script(text)
+    n = len(tiny_loader.encode(">" + CALL)) + 3  # the call and a few tokens of the rest
+    r = sdk.chat.completions.create(model="rwkv-7", messages=MSGS, tools=TOOLS, max_tokens=n)
+    assert r.choices[0].finish_reason == "length"
+    assert [c.function.name for c in r.choices[0].message.tool_calls] == ["get_weather"]
+    assert r.usage.completion_tokens == n
+
+
 def test_tool_call_stream_deltas(http, sdk, script):
     script(">Checking.\n" + CALL + "\n" + CALL.replace("Paris", "Rome"), per_pulse=1)
     chunks = stream_chunks(http, "/v1/chat/completions",

@@ -259,6 +259,24 @@ def test_forks_keep_the_random_stream_unless_seed_is_null(http):
     assert len(same) == 1 and len(fresh) == 3
 
 
+def test_a_fork_of_a_task_that_sampled_goes_on_along_its_stream(http):
+    """A fork without ``seed`` samples what its source's continue would: the source's stream
+    from the draw it had reached (12 here). The test above forks a template (draw 0), where a
+    fork that restarted the stream passed too (session 41's mutation review)."""
+    sampled = {"temperature": 1.0, "top_k": 0, "top_p": 1, "presence_penalty": 0}
+    src = create(http, prompt="Hello there", max_tokens=12, seed=3, **sampled)["task_id"]
+    assert len(wait_result(http, src)["result"]) > 0
+    body = {"prompt": " And then", "max_tokens": 10}
+    r = http.post(f"/v1/tasks/{src}/fork", json=body)
+    assert r.status_code == 200, r.text
+    forked = wait_result(http, r.json()["task_id"])["result"]
+    r = http.post(f"/v1/tasks/{src}/fork", json={**body, "seed": 3})  # draw 0 of the same seed
+    restarted = wait_result(http, r.json()["task_id"])["result"]
+    r = http.post(f"/v1/tasks/{src}/continue", json=body)
+    assert r.status_code == 200, r.text
+    assert wait_result(http, src)["result"] == forked != restarted
+
+
 def test_a_seed_given_on_fork_or_continue_starts_its_stream_afresh(http):
     """A request's seed gives the same tokens from one state however the state was reached: a
     fork or continue of a task that sampled (its stream 12 draws on) and a fork of that task's

@@ -6,7 +6,7 @@ import torch
 
 from server.bench.common import DummyTask
 from server.model.sampler import SamplingBatch
-from server.scheduler.engine import BatchEngine
+from server.scheduler.engine import REASON_STOP, BatchEngine
 from server.scheduler.probe import EndProbe
 
 
@@ -67,10 +67,14 @@ def test_grow_past_high_water_reallocates_and_keeps_rows(engine):
     engine.resize(4, [])
     fill(engine, [0, 2, 3])
     before = rows(engine, [2, 3])
-    engine.resize(16, [2, 3])
+    engine.request_stop(3)  # a stop asked before the growth follows its row (dropped in the
+    engine.resize(16, [2, 3])  # copy, no test failed: session 41's mutation review)
     assert engine.capacity == 16 and engine.state.wkv.shape[1] == 16
     assert_rows_equal(rows(engine, [0, 1]), before)
     assert not engine.live[2:].any()
+    assert engine.stop_host[:3].tolist() == [False, True, False]
+    res = engine.pulse(3)
+    assert res.reason[1] == REASON_STOP and not res.tokens[1] and len(res.tokens[0]) == 3
 
 
 def test_pulse_after_compaction_equals_pulse_without(tiny_loader):

@@ -409,6 +409,9 @@ def test_a_warmed_next_turn_prefills_only_its_new_message(tiny_loader, when):
         assert pre.prefilled_tokens - fed0 == len(second) - bound  # from the same boundary
     (plain,), _ = run(tiny_loader, [second], max_tokens=6, temperature=0.0)
     assert task.output == plain
+    # the warm-up fed the history from a cached state: into a copy, the entry kept as it was
+    # (written into the cache's own state, no test failed; session 41's mutation review)
+    assert cache_entries_exact(tiny_loader.model, pre.cache)
 
 
 def test_a_serving_scheduler_computes_a_next_turn_prefix_after_its_delay(tiny_loader):

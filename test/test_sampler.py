@@ -94,6 +94,19 @@ def test_filtering_never_emits_excluded_tokens(top_k, top_p):
         assert bool(allowed[BatchSampler(V).sample(logits.expand(N, V).clone(), sb)].all())
 
 
+def test_top_p_stops_at_the_first_token_whose_mass_reaches_it():
+    """The nucleus is the smallest prefix whose mass reaches top_p: with two tied tokens of
+    0.5 each and top_p 0.5 the first alone is kept (ties: the lower id first). A cut at "mass
+    before <= top_p" kept both, and no other test failed (session 41's mutation review)."""
+    N = 400
+    sb = _rows(N, 2, top_p=0.5, seed=list(range(N)))
+    got = BatchSampler(2).sample(torch.zeros(N, 2), sb)
+    assert got.tolist() == [0] * N
+    sb = _rows(N, 2, top_p=0.5 + 1e-6, seed=list(range(N)))  # just past it: both, evenly
+    got = BatchSampler(2).sample(torch.zeros(N, 2), sb)
+    assert 150 < int(got.sum()) < 250
+
+
 @pytest.mark.parametrize("temp,top_k,top_p", [(1.0, 0, 1.0), (0.7, 0, 1.0), (1.5, 5, 1.0),
                                               (1.0, 0, 0.8), (0.8, 6, 0.9), (1.0, 2000, 0.85)])
 def test_frequencies_match_renormalised_distribution(temp, top_k, top_p):

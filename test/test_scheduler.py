@@ -913,6 +913,25 @@ def _forced(loader, monkeypatch, script: list[int]) -> None:
         monkeypatch.setattr(loader.model, name, forcing(getattr(loader.model, name)))
 
 
+def test_a_reply_ended_by_end_of_text_leaves_its_state_and_history_in_step(tiny_loader,
+                                                                           monkeypatch):
+    """A reply that ends with the end-of-text token: its last token went through a decode
+    step into the state (the end-of-text token itself is not fed), so the history is the
+    prompt and the whole reply, and the kept state is exactly that history fed from scratch:
+    a continue feeds no token twice and skips none. Counting one token fewer on such an end
+    failed no test (session 41's mutation review: the random model almost never samples 0)."""
+    from model_cases import state_gap
+
+    _forced(tiny_loader, monkeypatch, [300, 400, 500, 0])
+    sched = DynamicScheduler(tiny_loader, max_batch_size=1, buffer_size=4)
+    prompt = tiny_loader.encode("User: count\n\nAssistant:")
+    task = sched.new_task(prompt, max_tokens=40, temperature=0)
+    sched.run()
+    assert task.finish_reason == "stop" and task.output == [300, 400, 500]
+    assert task.history == prompt + [300, 400, 500] and task.current_token is None
+    assert state_gap(tiny_loader.model, task.history, task.state) is None
+
+
 @pytest.mark.parametrize("text,kept", [
     ("Headers:\nUser-Agent: curl\nAccept: */*", "Headers:\nUser-Agent: curl\nAccept: */*"),
     ("Step 2\nUser clicks OK", "Step 2\nUser clicks OK"),
