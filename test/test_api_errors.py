@@ -13,6 +13,7 @@ import time
 
 import httpx
 import pytest
+import torch
 
 from task_api_client import PROMPT, create, wait_result
 
@@ -434,6 +435,42 @@ def test_a_state_beyond_the_servers_state_dtype_is_a_422(start_server):
         assert c.get("/v1/tasks/_big/status").status_code == 404
         r = c.post("/v1/tasks/import_state", params={"name": "_fits"}, content=tuning(6.0e4))
         assert r.status_code == 200, r.text
+    srv.stop()
+
+
+def test_a_body_of_many_unknown_fields_gets_a_short_422_at_once(http):
+    """A Task API body with 100,000 unknown fields got a 10 MB 422 listing each, its encoding
+    holding the event loop (every other client) for seconds (session 41's QA). The reply lists
+    the first 20 and says how many more there were."""
+    body = {"prompt": PROMPT, "max_tokens": 1, **{f"u{i}": 1 for i in range(5000)}}
+    r = http.post("/v1/tasks/tmp", json=body)
+    assert r.status_code == 422 and len(r.content) < 10_000
+    detail = r.json()["detail"]
+    assert len(detail) == 21 and [e["loc"] for e in detail[:2]] == [["body", "u0"], ["body", "u1"]]
+    assert detail[-1]["type"] == "too_many_errors" and "4980 more errors" in detail[-1]["msg"]
+
+
+def test_an_imported_states_history_counts_as_a_prompt(start_server, tiny_model_path):
+    """A state file may carry any history: an 8M-token one in 16 MB was imported, and each fork
+    of it held ~170 MB (session 41's QA). Past RWKV_MAX_PROMPT_TOKENS it is a 400 naming the
+    limit, as its tokens not yet consumed were."""
+    from server.model.checkpoint import infer_config, load_checkpoint
+    from server.model.state import State
+    from server.task.state_file import encode_state_file
+
+    cfg = infer_config(load_checkpoint(tiny_model_path)[0])
+    state = State.zeros(cfg, 1, "cpu", torch.float32, torch.float32)
+    srv = start_server(RWKV_MAX_PROMPT_TOKENS="64")
+    with httpx.Client(base_url=srv.url, timeout=60) as c:
+        for n, name in ((64, "_fits"), (65, "_long")):
+            data = encode_state_file(state, cfg, history=list(range(1000, 1000 + n)))
+            r = c.post("/v1/tasks/import_state", params={"name": name}, content=data)
+            if n == 64:
+                assert r.status_code == 200 and r.json()["history_tokens"] == 64, r.text
+            else:
+                assert r.status_code == 400 and "65 tokens of history" in r.text
+                assert "RWKV_MAX_PROMPT_TOKENS" in r.text
+        assert c.get("/v1/tasks/_long/status").status_code == 404
     srv.stop()
 
 

@@ -570,3 +570,23 @@ def test_a_client_gone_mid_body_is_no_server_error(server, http):
         time.sleep(0.05)
     assert [logged(p) for p in paths] == [len(heads)] * len(paths)
     assert http.post("/v1/completions", json={"prompt": "x", "max_tokens": 2}).status_code == 200
+
+
+def test_a_path_with_a_newline_forges_no_log_line(server):
+    """The 499 access line wrote the decoded path: ``/v1/tasks/x%0A<a fake line>/continue``
+    with a body cut short put a forged line in the log (session 41's QA). It is quoted as
+    uvicorn quotes its own lines."""
+    log_start = len(server.log())
+    path = "/v1/tasks/x%0A19:30:00.00%20|%20WARNING%20|%20FORGED/continue"
+    with socket.create_connection(("127.0.0.1", server.port)) as s:
+        s.sendall(f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                  "Content-Length: 100\r\n\r\n{".encode())
+        time.sleep(0.2)
+    deadline = time.time() + 5
+    while '" 499' not in server.log()[log_start:] and time.time() < deadline:
+        time.sleep(0.05)
+    log = server.log()[log_start:]
+    (line,) = [line for line in log.splitlines() if '" 499' in line]
+    assert '"POST /v1/tasks/x%0A19' in line and line.endswith('/continue HTTP/1.1" 499')
+    assert not any(line.startswith("19:30:00.00") or "| FORGED" in line
+                   for line in log.splitlines())

@@ -61,6 +61,19 @@ def test_a_wal_without_its_database_is_refused_and_kept(tmp_path):
         back.close()
 
 
+def test_a_wal_without_its_database_is_refused_through_a_symlink(tmp_path):
+    """SQLite keeps the -wal beside the file a symbolic link names: the check looked beside
+    the link, and a store opened through it over a moved database truncated the real -wal
+    (session 41's review)."""
+    real = tmp_path / "real"
+    real.mkdir()
+    (tmp_path / "link.db").symlink_to(real / "t.db")
+    (real / "t.db-wal").write_bytes(b"\x37\x7f\x06\x82" + bytes(60))
+    with pytest.raises(TaskStoreError, match="t.db-wal"):
+        TaskStore(tmp_path / "link.db")
+    assert (real / "t.db-wal").stat().st_size == 64
+
+
 def test_a_lock_file_that_cannot_be_made_is_logged(tmp_path, monkeypatch):
     """Where ``<file>.lock`` could not be made (a read-only folder holding the database), the
     one-server guard was off without a word."""

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import logging
 import time
+import urllib.parse
 
 from fastapi import Request
 from fastapi.responses import Response
@@ -180,7 +181,9 @@ def _access_line(scope, status: int) -> None:
     did not log."""
     client = scope.get("client")
     addr = f"{client[0]}:{client[1]}" if client else "-"
-    path = scope.get("path", "")
+    # quoted as uvicorn's own lines have it: the decoded path may hold a newline (%0A) that
+    # forged a log line of its own (session 41's QA)
+    path = urllib.parse.quote(scope.get("root_path", "") + scope.get("path", ""))
     if scope.get("query_string"):
         path += "?" + scope["query_string"].decode("latin-1")
     logging.getLogger("uvicorn.access").info('%s - "%s %s HTTP/%s" %d', addr, scope["method"],

@@ -54,7 +54,7 @@ async def find_template(rt, model: str | None):
                           "it has finished", param="model", code="template_busy")
     problem = model_mismatch(tpl, rt.loader.cfg)
     if problem:  # (for good: the SDKs retry a 409 twice unless told not to)
-        raise OpenAIError(409, f"State template {tid} was stored with another model: "
+        raise OpenAIError(409, f"State template {tid} does not fit the loaded model: "
                           f"{problem}", param="model", code="template_mismatch",
                           headers={"x-should-retry": "false"})
     return tpl

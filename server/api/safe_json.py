@@ -85,11 +85,21 @@ class SafeJSONResponse(JSONResponse):
         return dumps_safe(content)
 
 
+MAX_ERRORS = 20  # validation errors a 422 lists
+
+
 async def validation_error_reply(request, exc) -> SafeJSONResponse:
     """FastAPI's 422 reply (``{"detail": [errors]}``) that survives echoing any input. A body
     that was not read as JSON because of its Content-Type (``curl -d`` without ``-H``) says so,
     rather than that it "should be a valid dictionary"."""
-    errors = jsonable_encoder(exc.errors())
+    errors = exc.errors()
+    if len(errors) > MAX_ERRORS:  # (a body of 100,000 unknown fields: a 10 MB reply, its
+        # encoding held the event loop, every other client, for seconds; session 41's QA)
+        more = len(errors) - MAX_ERRORS
+        errors = list(errors[:MAX_ERRORS]) + [{
+            "type": "too_many_errors", "loc": ["body"],
+            "msg": f"... and {more} more errors of this request (the first {MAX_ERRORS} shown)"}]
+    errors = jsonable_encoder(errors)
     ctype = request.headers.get("content-type", "")
     if "json" not in ctype:
         for err in errors:

@@ -160,7 +160,7 @@ class TaskService:
         check_resumable(task)
         problem = model_mismatch(task, self.loader.cfg)
         if problem:
-            raise HTTPException(409, f"Task {task.task_id} was stored with another model: "
+            raise HTTPException(409, f"Task {task.task_id} does not fit the loaded model: "
                                      f"{problem}. It can be read and deleted, not continued, "
                                      "forked or exported")
 

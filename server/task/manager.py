@@ -329,7 +329,7 @@ class TaskManager:
             self._damage = f"{type(e).__name__}: {e}"
             log.error(f"the task database {self.store.path} is damaged ({e}): rows on its "
                       "damaged pages cannot be read (they can be deleted); restore it from a "
-                      "backup (docs: README, 'Backups')")
+                      "backup (README: \"The task database\")")
 
     def _read_row(self, read, task_id: str, damaged=None):
         """``read(task_id)``; a row on a damaged page (SQLite: "malformed") is

@@ -91,9 +91,8 @@ def range_problem(state: State, dtype: torch.dtype, state_dtype: torch.dtype) ->
         peak = float(t.abs().max())
         if peak > top:
             return (f"the state's {name} values reach {peak:.4g}, beyond {d} (max {top:.4g}), "
-                    f"which this server runs it in; export it from a model run in another "
-                    f"dtype, or serve with RWKV_{'DTYPE' if name == 'shift' else 'STATE_DTYPE'}"
-                    "=fp32")
+                    f"which this server keeps it in: serve with "
+                    f"RWKV_{'DTYPE' if name == 'shift' else 'STATE_DTYPE'}=fp32 to use it")
     return None
 
 

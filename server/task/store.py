@@ -165,6 +165,7 @@ def _check_files(path: str) -> None:
     truncated it)."""
     if path == ":memory:" or path.startswith("file:"):
         return
+    path = os.path.realpath(path)  # (SQLite keeps the -wal beside the file a link names)
     try:
         st = os.stat(path)
     except OSError:

@@ -67,11 +67,15 @@ async def import_task_state(
     except StateFileError as e:
         status = 422 if isinstance(e, StateShapeError) else 400
         raise HTTPException(status, f"Cannot import the state: {e}") from None
-    limit = svc.settings.max_prompt_tokens  # every fork would prefill these tokens first
-    if len(sf.pending) > limit:
-        raise HTTPException(400, f"Cannot import the state: it holds {len(sf.pending)} prompt "
-                                 f"tokens not yet consumed; the limit is {limit} "
-                                 "(RWKV_MAX_PROMPT_TOKENS)")
+    # every fork would prefill its pending tokens first, and copies its history (which every
+    # prefill of a fork reads for the prefix cache): both count as a prompt. An 8M-token
+    # history in a 16 MB file cost ~170 MB of memory a fork (session 41's QA)
+    limit = svc.settings.max_prompt_tokens
+    for n, what in ((len(sf.pending), "prompt tokens not yet consumed"),
+                    (len(sf.history), "tokens of history")):
+        if n > limit:
+            raise HTTPException(400, f"Cannot import the state: it holds {n} {what}; the "
+                                     f"limit is {limit} (RWKV_MAX_PROMPT_TOKENS)")
     task = template_task(tid, sf, svc.sampling(GenerationParams(), defaults=True))
     await svc.put_template(task)
     return {"task_id": tid, "format": sf.kind, "layers": svc.loader.cfg.n_layer,
