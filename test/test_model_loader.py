@@ -175,7 +175,10 @@ CROSS_CHECK = textwrap.dedent("""
 
 
 def test_reference_agrees_with_the_rwkv_package(tmp_path):
-    """The independent implementation in the `rwkv` package gives the same logits and state."""
+    """The independent implementation in the `rwkv` package gives the same logits and state
+    (relative error 5e-7 here). The bound is tight enough to catch a changed norm eps, a
+    constant the fast paths import from the reference (LayerNorm 1e-5 -> 1e-6: 3.6e-6 to
+    8.8e-6; GroupNorm 64e-5 -> 1e-5: 2.7e-4; session 41's mutation review)."""
     path = tmp_path / "x.pth"
     sd = make_random_state_dict(3, 128, 512, seed=11)
     torch.save(sd, path)
@@ -189,7 +192,7 @@ def test_reference_agrees_with_the_rwkv_package(tmp_path):
     prefill = ref.forward_seq(tokens[:-1], st)
     step = ref.forward(tokens[-1], st)
     for got, want in ((out["prefill"], prefill), (out["step"], step), (out["wkv"], st.wkv[:, 0])):
-        assert ((got - want).norm() / want.norm()) < 1e-5
+        assert ((got - want).norm() / want.norm()) < 2e-6
 
 
 def test_a_missing_vocabulary_fails_before_the_model_loads(tiny_path, tmp_path, monkeypatch):
