@@ -375,6 +375,11 @@ def test_completions_suffix_fills_in_the_middle(http, sdk, tiny_loader):
         assert time.monotonic() < deadline
         time.sleep(0.02)
     assert res["result"] == want  # the Task API's fim: the same prompt
+    # an empty suffix (an editor completing at a file's end) is fill-in-the-middle too, as on
+    # /v1/tasks/fim (it was the plain prompt; session 41's QA)
+    end = complete(sdk, prompt=prefix, suffix="")
+    assert end.usage.prompt_tokens == len(tiny_loader.encode(fim_prompt(prefix, "")))
+    assert end.choices[0].text == complete(sdk, prompt=fim_prompt(prefix, "")).choices[0].text
     assert_error(http.post("/v1/completions", json={"prompt": [1, 2], "suffix": "x",
                                                     "max_tokens": 2}), 400, param="suffix")
 

@@ -97,7 +97,7 @@ def fill_like(dst, src):
     dst.state.shift.copy_(src.state.shift)
     dst.state.wkv.copy_(src.state.wkv)
     dst.samp.assign(list(range(src.capacity)), src.samp)
-    for name in ("cur", "n_gen", "max_new", "live"):
+    for name in ("cur", "n_gen", "max_new", "turn", "live"):
         getattr(dst, name).copy_(getattr(src, name))
 
 

@@ -260,6 +260,17 @@ def test_splitter_stop_ignores_the_newline_before_the_answer(chunking):
 
 
 @pytest.mark.parametrize("chunking", [chars, lambda t: [t]])
+def test_a_fill_in_the_middles_text_keeps_the_turn_boundary(chunking):
+    """A completion's text ends at the chat format's new turn; a fill-in-the-middle's (code)
+    does not: a blank line then ``User = get_user_model()`` was cut (session 41's QA)."""
+    code = "import x\n\nUser: int = 1\n"
+    pieces, s = run("text", chunking(code), reason="length")
+    assert collect(pieces)["content"] == "import x" and s.stopped
+    pieces, s = run("text", chunking(code), reason="length", boundary=False, stop=["\n\n\n"])
+    assert collect(pieces)["content"] == code and not s.stopped
+
+
+@pytest.mark.parametrize("chunking", [chars, lambda t: [t]])
 def test_splitter_tool_calls(chunking):
     text = ('>Let me check.\n<tool_call>{"name": "get_weather", "arguments": {"city": "Paris"}}'
             '</tool_call>\n<tool_call>{"name": "f", "arguments": {}}</tool_call>\n')

@@ -22,6 +22,7 @@ for trial in range(20):
     tok = ints(n, 0, E.USER_TOKEN, 9, 11, E.TURN_NEWLINE)
     n_gen = torch.randint(0, 5, (n,), generator=g)
     max_new = torch.randint(1, 7, (n,), generator=g)
+    turn = ints(n, E.TURN_NEWLINE, E.TURN_NEWLINE, E.NO_TURN)  # (no turn stop: fill-in-the-middle)
     done = torch.rand(n, generator=g) < 0.3
     stop = torch.rand(n, generator=g) < 0.3
     reason = ints(n, 0, 0, 0, E.REASON_EOS)
@@ -30,9 +31,10 @@ for trial in range(20):
     nostop = None if trial % 2 else torch.tensor([1, 4, 20])
     results = []
     for kernels in (None, pulse_triton):
-        t = [x.clone().to(dev) for x in (cur, tok, n_gen, max_new, done, stop, reason, out, valid)]
+        t = [x.clone().to(dev) for x in (cur, tok, n_gen, max_new, done, stop, reason, out, valid,
+                                         turn)]
         eng = types.SimpleNamespace(cur=t[0], n_gen=t[2], max_new=t[3], stop_dev=t[5],
-                                    _kernels=kernels)
+                                    turn=t[9], _kernels=kernels)
         rows = None if nostop is None else nostop.to(dev)
         active = E.BatchEngine._step_begin(eng, t[4], t[6], rows)
         E.BatchEngine._step_end(eng, t[1], active, t[4], t[6], t[7], t[8], s)

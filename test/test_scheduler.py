@@ -950,6 +950,27 @@ def test_only_user_after_a_blank_line_ends_generation(tiny_loader, monkeypatch, 
     assert task.finish_reason == "stop" and tiny_loader.decode(task.output) == kept
 
 
+def test_a_fill_in_the_middle_goes_on_past_user_after_a_blank_line(tiny_loader, monkeypatch):
+    """The new-turn stop ("User" right after "\\n\\n", also the prompt's last token) is the
+    chat format's: a fill-in-the-middle task (``stop_at_turn = False``: code, where a blank
+    line may be followed by ``User = get_user_model()``) goes on; the same task by default ends
+    there with no token (session 41's QA)."""
+    user = tiny_loader.encode("User")
+    assert user == [24281]
+    prompt = tiny_loader.encode("import x\n\n")
+    assert prompt[-1] == 261
+    for stop_at_turn, want in ((True, []), (False, user * 5)):
+        _forced(tiny_loader, monkeypatch, user * 5 + [0])
+        sched = DynamicScheduler(tiny_loader, max_batch_size=2, buffer_size=4)
+        task = Task(prompt, max_tokens=5, temperature=0)
+        task.stop_at_turn = stop_at_turn
+        sched.add_task(task)
+        sched.run()
+        assert task.output == want
+        assert task.finish_reason == ("stop" if stop_at_turn else "length")
+        monkeypatch.undo()
+
+
 def test_a_request_refused_for_room_queues_none_of_its_choices(tiny_loader):
     """The OpenAI routes' ``submit`` of n choices checks the room for all of them first: a
     request refused at its second choice held a queue place with its first (stopped, but

@@ -345,3 +345,20 @@ def test_zero_penalties_are_not_stored(tmp_path):
     meta, blob = encode_task(task)
     back = decode_task(meta, blob).penalties
     assert back is not None and torch.equal(back, task.penalties)
+
+
+def test_a_tasks_turn_stop_is_stored():
+    """``stop_at_turn`` (False for fill-in-the-middle) survives the record, and a record written
+    before it existed reads as True."""
+    import json
+
+    from server.task.serialize import decode_task, encode_task
+    from server.task.task import Task
+
+    task = Task(task_id="TASK_f", prompt=[1, 2, 3])
+    task.stop_at_turn = False
+    meta, blob = encode_task(task)
+    assert decode_task(meta, blob).stop_at_turn is False
+    old = json.loads(meta)
+    del old["stop_at_turn"]
+    assert decode_task(old, blob).stop_at_turn is True

@@ -63,9 +63,10 @@ def tokens_through(tokenizer, tokens: list[int], chars: int) -> int:
     return len(tokens)
 
 
-def make_tasks(prompt: list[int], n: int, params: dict, seed: int | None) -> list[Task]:
+def make_tasks(prompt: list[int], n: int, params: dict, seed: int | None,
+               stop_at_turn: bool = True) -> list[Task]:
     """``n`` temporary tasks for one prompt (token ids: ints, from the tokenizer or a validated
-    request); with a seed, task ``i`` gets ``seed + i``."""
+    request); with a seed, task ``i`` gets ``seed + i``; ``stop_at_turn``: ``Task``'s."""
     tasks = []
     for i in range(n):
         s = None if seed is None else (seed + i) % SEED_MOD
@@ -73,6 +74,7 @@ def make_tasks(prompt: list[int], n: int, params: dict, seed: int | None) -> lis
         # what Task(prompt) does, without its int() of every id (~0.1 ms for 2,000 on a slow CPU)
         task.pending = list(prompt)
         task.keep_state = False  # nothing reads a temporary task's state afterwards
+        task.stop_at_turn = stop_at_turn
         tasks.append(task)
     return tasks
 

@@ -8,7 +8,8 @@ Modes (how the prompt ended):
   prompt plus the text is the document).
 
 Invariants: no emitted text ever contains (part of) a stop string, the turn boundary
-``\\n\\nUser:``, ``</think>`` or a tool-call tag. Text that might be the start of one of these is
+``\\n\\nUser:`` (not in a fill-in-the-middle's text: ``boundary=False``), ``</think>`` or a
+tool-call tag. Text that might be the start of one of these is
 held back until the next chunk decides; a full match of a stop string or the boundary sets
 ``stopped`` (the caller stops the task) and everything after it is dropped. Stop strings apply to
 the answer from its first non-space character (not to the template's newline before it), not to
@@ -96,9 +97,11 @@ class OutputSplitter:
     """Feed decoded text in chunks; get back ``Piece``s that are safe to send."""
 
     def __init__(self, mode: str = "text", stop: list[str] | tuple = (), tools: bool = False,
-                 inline_think: bool = False, tool_names=None, one_call: bool = False):
+                 inline_think: bool = False, tool_names=None, one_call: bool = False,
+                 boundary: bool = True):
         assert mode in ("think", "direct", "text")
         self.mode = mode
+        self.boundary = BOUNDARY if boundary else None  # False: fill-in-the-middle (code)
         self.stop = [s for s in stop if s]
         self.tools = tools
         self.tool_names = None if tool_names is None else frozenset(tool_names)  # None: any
@@ -172,7 +175,7 @@ class OutputSplitter:
             self.phase = "content"
 
     def _content(self, out: list[Piece], final: bool) -> None:
-        tags = [BOUNDARY] + ([OPEN_TAG] if self.tools else [])
+        tags = ([self.boundary] if self.boundary else []) + ([OPEN_TAG] if self.tools else [])
         markers = self.stop + tags
         pos, hit = earliest(self.buf, tags)
         lead = self._lead()  # stop strings apply to the answer, not to the template's newline

@@ -174,7 +174,8 @@ class SlotCycle:
             self._release([slot], reason)
         if start:
             tasks = [self.slots[s] for s in start]
-            self.engine.start(start, [t.current_token for t in tasks], [t.max_tokens for t in tasks])
+            self.engine.start(start, [t.current_token for t in tasks],
+                              [t.max_tokens for t in tasks], [t.stop_at_turn for t in tasks])
             for t in tasks:
                 t.status = Status.RUNNING
                 t._t_gen = time.perf_counter()

@@ -39,6 +39,7 @@ EOS_TOKEN = 0
 # cannot wait for the ":" of "\n\nUser:": "User" would be in the state by then
 TURN_NEWLINE = 261  # "\n\n"
 USER_TOKEN = 24281  # "User"
+NO_TURN = -1  # a row's ``turn`` when no new turn ends it (no token is -1)
 
 # SamplingBatch field -> (Task attribute, dtype) copied into a slot when a task is loaded
 TASK_PARAMS = {
@@ -130,8 +131,8 @@ class BatchEngine:
         self.capacity = cap
         self.state = b.state_view(cap)  # shift [L,2,cap,C], wkv [L,cap,H,N,N]
         self._samp = b.samp_view(cap)  # read through ``samp``
-        self.cur, self.n_gen, self.max_new, self.live = (b.vectors[k][:cap] for k in
-                                                          ("cur", "n_gen", "max_new", "live"))
+        self.cur, self.n_gen, self.max_new, self.turn, self.live = (
+            b.vectors[k][:cap] for k in ("cur", "n_gen", "max_new", "turn", "live"))
         self.stop_host = b.stop_host[:cap]  # [cap] host flags (pinned on CUDA)
         self.stop_dev = b.stop_dev[:cap]
         self._fparams, self._lparams, self._lvectors = b.packed_view(cap)
@@ -300,13 +301,18 @@ class BatchEngine:
         if pending:
             self._samp.invalidate()
 
-    def start(self, slots: list[int], current: list[int], max_new: list[int]) -> None:
-        """Make ``slots`` live: decoding starts from ``current`` for up to ``max_new`` tokens."""
+    def start(self, slots: list[int], current: list[int], max_new: list[int],
+              turn_stops: list[bool] | None = None) -> None:
+        """Make ``slots`` live: decoding starts from ``current`` for up to ``max_new`` tokens;
+        ``turn_stops`` (default: all): the rows a new turn ends (the chat format's "\n\nUser";
+        not a fill-in-the-middle's code, where "User" may follow a blank line)."""
         self.write_params()
-        t = to_device(torch.tensor([slots, current, [0] * len(slots), max_new],
+        turns = [TURN_NEWLINE if on else NO_TURN
+                 for on in (turn_stops if turn_stops is not None else [True] * len(slots))]
+        t = to_device(torch.tensor([slots, current, [0] * len(slots), max_new, turns],
                                    dtype=torch.long), self.device)
         idx = t[0]
-        self._lvectors[:, idx] = t[1:]  # cur, n_gen = 0, max_new
+        self._lvectors[:, idx] = t[1:]  # cur, n_gen = 0, max_new, turn
         self.live.index_fill_(0, idx, True)
         self._running.update(slots)
 
@@ -480,11 +486,11 @@ class BatchEngine:
         max_tokens) into ``reason`` and ``done``; accepted tokens into column ``s`` of
         ``out``/``valid``, ``cur`` and ``n_gen``."""
         if self._kernels is not None:
-            self._kernels.step_end(tok, self.cur, active, self.n_gen, self.max_new, done, reason,
-                                   out, valid, s, EOS_TOKEN, TURN_NEWLINE, USER_TOKEN,
+            self._kernels.step_end(tok, self.cur, active, self.n_gen, self.max_new, self.turn,
+                                   done, reason, out, valid, s, EOS_TOKEN, USER_TOKEN,
                                    REASON_EOS, REASON_LENGTH)
             return
-        is_eos = (tok == EOS_TOKEN) | ((tok == USER_TOKEN) & (self.cur == TURN_NEWLINE))
+        is_eos = (tok == EOS_TOKEN) | ((tok == USER_TOKEN) & (self.cur == self.turn))
         ok = active & ~is_eos
         out[:, s] = tok
         valid[:, s] = ok

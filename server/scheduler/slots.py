@@ -17,7 +17,8 @@ import torch
 from server.model.sampler import SamplingBatch
 from server.model.state import State
 
-VECTORS = {"cur": torch.long, "n_gen": torch.long, "max_new": torch.long, "live": torch.bool}
+VECTORS = {"cur": torch.long, "n_gen": torch.long, "max_new": torch.long, "turn": torch.long,
+           "live": torch.bool}
 NEUTRAL = {"temperature": 1.0, "top_k": 0, "top_p": 1.0, "presence": 0.0, "repetition": 0.0,
            "decay": 1.0, "penalties": 0.0, "seed": 0, "counter": 0}  # SamplingBatch.empty's rows
 # per-slot values packed as the rows of one tensor each, so that loading a task writes each pack
@@ -25,7 +26,7 @@ NEUTRAL = {"temperature": 1.0, "top_k": 0, "top_p": 1.0, "presence": 0.0, "repet
 # tensors (SamplingBatch fields, ``vectors``) are views of these rows
 FLOAT_PARAMS = ("temperature", "top_p", "presence", "repetition", "decay")  # float32
 LONG_PARAMS = ("seed", "counter")  # int64
-LONG_VECTORS = ("cur", "n_gen", "max_new")
+LONG_VECTORS = ("cur", "n_gen", "max_new", "turn")
 PLAN_PARAMS = ("temperature", "top_k", "top_p")  # also kept on the host (SamplingBatch.host)
 
 
@@ -84,7 +85,7 @@ class SlotBuffers:
 
     def packed_view(self, cap: int) -> tuple:
         """The packs' first ``cap`` columns: (fparams [5, cap], lparams [2, cap], lvectors
-        [3, cap]), rows in FLOAT_PARAMS / LONG_PARAMS / LONG_VECTORS order."""
+        [4, cap]), rows in FLOAT_PARAMS / LONG_PARAMS / LONG_VECTORS order."""
         return self.fparams[:, :cap], self.lparams[:, :cap], self.lvectors[:, :cap]
 
     # ---- moving rows ---------------------------------------------------------------------

@@ -92,6 +92,7 @@ def snapshot(task: Task) -> Snapshot:
         "unpopped": task._unpopped,
         "finish_reason": task.finish_reason,
         "error": task.error,
+        "stop_at_turn": task.stop_at_turn,
         "prefill_time": task.prefill_time,
         "gen_time": task.gen_time,
         "created": task.created,
@@ -156,6 +157,7 @@ def decode_task(meta_json: str | dict, blob: bytes | None, task_id: str | None =
     task.output = [int(t) for t in meta["output"]]
     task._unpopped = min(int(meta.get("unpopped", 0)), len(task.output))
     task.finish_reason = meta["finish_reason"]
+    task.stop_at_turn = bool(meta.get("stop_at_turn", True))  # (absent: a record before it)
     task.error = meta["error"]
     task.prefill_time = float(meta["prefill_time"])
     task.gen_time = float(meta["gen_time"])

@@ -146,6 +146,9 @@ class Task:
         # why the state cannot run on the loaded model although its shapes fit (set when it is
         # read from the database: values beyond the range of the server's dtypes), or None
         self.state_unfit: str | None = None
+        # generation ends at a new turn of the chat format ("User" right after "\n\n"), as at
+        # end-of-text; False for fill-in-the-middle (code: "\n\nUser = get_user_model()")
+        self.stop_at_turn = True
         self.current_token: int | None = None
         self.pending: list[int] = []
         self.history: list[int] = []  # every token the state has consumed, in order
@@ -447,6 +450,7 @@ class Task:
         t.state = None if self.state is None else self.state.clone()
         t.penalties = None if self.penalties is None else self.penalties.clone()
         t.state_unfit = self.state_unfit
+        t.stop_at_turn = self.stop_at_turn
         t.current_token = self.current_token
         t.pending = list(self.pending)
         t.history = list(self.history)

@@ -323,14 +323,14 @@ async def _prompt_tokens(rt, prompt, n: int, tpl=None,
     if len(prompt) * n > MAX_CHOICES:
         raise OpenAIError(400, f"at most {MAX_CHOICES} choices per request (prompts × n)",
                           param="n")
-    if suffix and not all(isinstance(p, str) for p in prompt):
+    if suffix is not None and not all(isinstance(p, str) for p in prompt):
         raise OpenAIError(400, "suffix needs text prompts: a prompt of token ids cannot be "
                           "placed before it", param="suffix")
     vocab, limit = rt.loader.cfg.vocab_size, rt.settings.max_prompt_tokens
     out = []
     for i, p in enumerate(prompt):
         if isinstance(p, str):
-            tokens = await encode(rt.loader, fim_prompt(p, suffix) if suffix else p)
+            tokens = await encode(rt.loader, fim_prompt(p, suffix) if suffix is not None else p)
             _check_length(len(tokens), limit, "prompt", tpl)
             _check_vocab(tokens, rt, "prompt")
             out.append((p, tokens))
@@ -363,8 +363,11 @@ async def completions(request: Request):
     # an empty prompt starts a document (token 0), or goes on from a template's next token
     start = [] if tpl is not None and template_head(tpl) else [0]
     for i, (text, toks) in enumerate(prompts):
-        tasks = make_tasks(toks or start, n, params, req.seed)
-        choices += [Choice(i * n + j, t, OutputSplitter("text", req.stop_list),
+        # a suffix (even "": the end of a file) makes it fill-in-the-middle, as /v1/tasks/fim:
+        # code, which no new turn of the chat format ends (session 41's QA)
+        fim = req.suffix is not None
+        tasks = make_tasks(toks or start, n, params, req.seed, stop_at_turn=not fim)
+        choices += [Choice(i * n + j, t, OutputSplitter("text", req.stop_list, boundary=not fim),
                            echo=utf8_safe(text) if req.echo else "") for j, t in enumerate(tasks)]
     await prepare_tasks(rt, tpl, [c.task for c in choices])  # prefix cache; the template
     await _submit(request, rt, [c.task for c in choices], req.stream)

@@ -49,8 +49,10 @@ async def _started(svc: TaskService, task: Task, stream: bool, creator_owns: boo
 
 async def _create(svc: TaskService, body: CreateRequest | FimRequest, prompt, tmp: bool):
     params = svc.sampling(body, defaults=True)  # (its 422s before a long prompt is encoded)
-    tokens = await svc.encode(prompt, "prefix" if isinstance(body, FimRequest) else "prompt")
+    fim = isinstance(body, FimRequest)
+    tokens = await svc.encode(prompt, "prefix" if fim else "prompt")
     task = svc.new_task(tokens, tmp, params)
+    task.stop_at_turn = not fim  # (code: "User" after a blank line is the middle's own text)
     await svc.submit_new(task)
     return await _started(svc, task, body.stream, tmp)
 

@@ -37,15 +37,16 @@ def step_begin(stop: Tensor, nostop: Tensor | None, done: Tensor, reason: Tensor
 
 
 @triton.jit(do_not_specialize=["n", "s", "steps"])
-def _end_kernel(tok_ptr, cur_ptr, active_ptr, ngen_ptr, maxnew_ptr, done_ptr, reason_ptr,
-                out_ptr, valid_ptr, n, s, steps, eos, nl, user, reason_eos, reason_len,
+def _end_kernel(tok_ptr, cur_ptr, active_ptr, ngen_ptr, maxnew_ptr, turn_ptr, done_ptr,
+                reason_ptr, out_ptr, valid_ptr, n, s, steps, eos, user, reason_eos, reason_len,
                 BLOCK: tl.constexpr):
     o = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     m = o < n
     tok = tl.load(tok_ptr + o, mask=m, other=0)
     cur = tl.load(cur_ptr + o, mask=m, other=0)
     active = tl.load(active_ptr + o, mask=m, other=0) != 0
-    is_eos = (tok == eos) | ((tok == user) & (cur == nl))
+    turn = tl.load(turn_ptr + o, mask=m, other=-1)  # the row's "\n\n" token, or -1: none
+    is_eos = (tok == eos) | ((tok == user) & (cur == turn))
     ok = active & ~is_eos
     tl.store(out_ptr + o.to(tl.int64) * steps + s, tok, mask=m)
     tl.store(valid_ptr + o.to(tl.int64) * steps + s, ok.to(tl.int1), mask=m)
@@ -62,10 +63,10 @@ def _end_kernel(tok_ptr, cur_ptr, active_ptr, ngen_ptr, maxnew_ptr, done_ptr, re
 
 
 def step_end(tok: Tensor, cur: Tensor, active: Tensor, n_gen: Tensor, max_new: Tensor,
-             done: Tensor, reason: Tensor, out: Tensor, valid: Tensor, s: int, eos: int,
-             newline: int, user: int, reason_eos: int, reason_len: int) -> None:
+             turn: Tensor, done: Tensor, reason: Tensor, out: Tensor, valid: Tensor, s: int,
+             eos: int, user: int, reason_eos: int, reason_len: int) -> None:
     n, steps = out.shape
     assert out.is_contiguous() and valid.is_contiguous()
-    _end_kernel[(triton.cdiv(n, _BLOCK),)](tok, cur, active, n_gen, max_new, done, reason, out,
-                                           valid, n, s, steps, eos, newline, user, reason_eos,
+    _end_kernel[(triton.cdiv(n, _BLOCK),)](tok, cur, active, n_gen, max_new, turn, done, reason,
+                                           out, valid, n, s, steps, eos, user, reason_eos,
                                            reason_len, BLOCK=_BLOCK)
