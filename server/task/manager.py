@@ -328,8 +328,8 @@ class TaskManager:
         if self._damage is None:
             self._damage = f"{type(e).__name__}: {e}"
             log.error(f"the task database {self.store.path} is damaged ({e}): rows on its "
-                      "damaged pages cannot be read (they can be deleted); restore it from a "
-                      "backup (README: \"The task database\")")
+                      "damaged pages cannot be read (most can be deleted), writes there fail; "
+                      "restore it from a backup (README: \"The task database\")")
 
     def _read_row(self, read, task_id: str, damaged=None):
         """``read(task_id)``; a row on a damaged page (SQLite: "malformed") is
