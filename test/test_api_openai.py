@@ -382,6 +382,9 @@ def test_completions_suffix_fills_in_the_middle(http, sdk, tiny_loader):
     assert end.choices[0].text == complete(sdk, prompt=fim_prompt(prefix, "")).choices[0].text
     assert_error(http.post("/v1/completions", json={"prompt": [1, 2], "suffix": "x",
                                                     "max_tokens": 2}), 400, param="suffix")
+    # beside token ids an empty suffix is none (ids cannot be placed before one): as before
+    plain = http.post("/v1/completions", json={"prompt": [1, 2], "suffix": "", "max_tokens": 2})
+    assert plain.status_code == 200 and plain.json()["usage"]["prompt_tokens"] == 2
 
 
 @pytest.mark.parametrize("value", [None, False, 0])

@@ -357,15 +357,18 @@ async def completions(request: Request):
     if req.best_of is not None and req.best_of < n:
         raise OpenAIError(400, "best_of must be greater than or equal to n", param="best_of")
     tpl = await find_template(rt, req.model)  # "rwkv-7:_template"
-    prompts = await _prompt_tokens(rt, req.prompt, n, tpl, req.suffix)
+    # a suffix (even "": the end of a file) makes it fill-in-the-middle, as /v1/tasks/fim: code,
+    # which no new turn of the chat format ends (session 41's QA); an empty one beside token
+    # ids is no suffix (ids cannot be placed before one; it was accepted so before)
+    ids = not isinstance(req.prompt, str) and any(not isinstance(p, str) for p in req.prompt)
+    suffix = None if req.suffix == "" and ids else req.suffix
+    fim = suffix is not None
+    prompts = await _prompt_tokens(rt, req.prompt, n, tpl, suffix)
     params = sampling_params(req, rt.settings)
     choices = []
     # an empty prompt starts a document (token 0), or goes on from a template's next token
     start = [] if tpl is not None and template_head(tpl) else [0]
     for i, (text, toks) in enumerate(prompts):
-        # a suffix (even "": the end of a file) makes it fill-in-the-middle, as /v1/tasks/fim:
-        # code, which no new turn of the chat format ends (session 41's QA)
-        fim = req.suffix is not None
         tasks = make_tasks(toks or start, n, params, req.seed, stop_at_turn=not fim)
         choices += [Choice(i * n + j, t, OutputSplitter("text", req.stop_list, boundary=not fim),
                            echo=utf8_safe(text) if req.echo else "") for j, t in enumerate(tasks)]
