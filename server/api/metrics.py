@@ -182,8 +182,8 @@ def _access_line(scope, status: int) -> None:
     client = scope.get("client")
     addr = f"{client[0]}:{client[1]}" if client else "-"
     # quoted as uvicorn's own lines have it: the decoded path may hold a newline (%0A) that
-    # forged a log line of its own (session 41's QA)
-    path = urllib.parse.quote(scope.get("root_path", "") + scope.get("path", ""))
+    # forged a log line of its own (session 41's QA); (uvicorn's path includes its root_path)
+    path = urllib.parse.quote(scope.get("path", ""))
     if scope.get("query_string"):
         path += "?" + scope["query_string"].decode("latin-1")
     logging.getLogger("uvicorn.access").info('%s - "%s %s HTTP/%s" %d', addr, scope["method"],

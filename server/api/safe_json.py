@@ -98,7 +98,8 @@ async def validation_error_reply(request, exc) -> SafeJSONResponse:
         more = len(errors) - MAX_ERRORS
         errors = list(errors[:MAX_ERRORS]) + [{
             "type": "too_many_errors", "loc": ["body"],
-            "msg": f"... and {more} more errors of this request (the first {MAX_ERRORS} shown)"}]
+            "msg": f"... and {more} more error{'s' if more > 1 else ''} of this request (the "
+                   f"first {MAX_ERRORS} shown)"}]
     errors = jsonable_encoder(errors)
     ctype = request.headers.get("content-type", "")
     if "json" not in ctype:

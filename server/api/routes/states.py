@@ -75,7 +75,8 @@ async def import_task_state(
                     (len(sf.history), "tokens of history")):
         if n > limit:
             raise HTTPException(400, f"Cannot import the state: it holds {n} {what}; the "
-                                     f"limit is {limit} (RWKV_MAX_PROMPT_TOKENS)")
+                                     f"limit is {limit} (RWKV_MAX_PROMPT_TOKENS: raise it to "
+                                     "import this file)")
     task = template_task(tid, sf, svc.sampling(GenerationParams(), defaults=True))
     await svc.put_template(task)
     return {"task_id": tid, "format": sf.kind, "layers": svc.loader.cfg.n_layer,
