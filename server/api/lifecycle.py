@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import gc
 import os
-import sqlite3
 import time
 
 from server.api.deps import Runtime
@@ -83,21 +82,16 @@ def load_model(settings):
 
 def open_manager(settings, loader):
     from server.task.manager import TaskManager
-    from server.task.store import is_damage_error
 
     path = settings.task_db_path
     where = path if path == ":memory:" else os.path.abspath(path)
     tm = TaskManager(db_path=path, capacity=settings.task_default_cpu_capacity,
                      max_db_size=settings.task_db_max_size, max_db_mb=settings.task_db_max_mb,
                      queue_size=settings.task_async_queue_size, loader=loader)
-    try:
-        held = (f"{tm.store.count(templates=False)} stored tasks and "
-                f"{tm.store.count(templates=True)} templates")
-    except sqlite3.DatabaseError as e:  # (damaged pages: the readable rows are served; it was
-        if not is_damage_error(e):  # a traceback at start, or a 500 at each listing after)
-            raise
-        tm.note_damage(e)
-        held = "DAMAGED (its readable rows are served; /health says degraded)"
+    counts = tm.unless_damaged(lambda: (tm.store.count(templates=False),
+                                        tm.store.count(templates=True)), None)
+    held = ("DAMAGED (its readable rows are served; /health says degraded)" if counts is None
+            else f"{counts[0]} stored tasks and {counts[1]} templates")
     log.info(f"Task database {where}: {held} (kept: "
              f"{tm.writer.limits}, the oldest pruned)")
     return tm

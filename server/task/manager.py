@@ -267,13 +267,8 @@ class TaskManager:
         its record's shapes, not its tensors, once: templates never change."""
         with self._lock:
             held = dict(self._templates)
-        try:
-            stored = self.store.ids(templates=True)
-        except sqlite3.DatabaseError as e:  # (a damaged file: /v1/models was a 500 for good,
-            if not is_damage_error(e):  # and the UIs that list models broke; session 41's QA)
-                raise
-            self.note_damage(e)
-            stored = []
+        # (a damaged file: /v1/models was a 500 for good, the UIs that list models broke)
+        stored = self.unless_damaged(lambda: self.store.ids(templates=True), [])
         ids = sorted(set(held) | set(stored))
         if cfg is None:
             return ids
@@ -331,23 +326,32 @@ class TaskManager:
                       "damaged pages cannot be read (most can be deleted), writes there fail; "
                       "restore it from a backup (README: \"The task database\")")
 
-    def _read_row(self, read, task_id: str, damaged=None):
-        """``read(task_id)``; a row on a damaged page (SQLite: "malformed") is
-        ``TaskUnreadable`` (a 500 that says it can be deleted), or ``damaged`` when given (its
-        delete goes on: ``delete`` with force was a 500 for such a row)."""
+    def unless_damaged(self, read, fallback):
+        """``read()``, or ``fallback`` when SQLite finds the file damaged under it ("database
+        disk image is malformed": ``note_damage``); other errors are raised. The readable rows
+        of a damaged file are served (session 41's QA: it was a traceback at start, or a 500 at
+        every listing after)."""
         try:
-            return read(task_id)
+            return read()
         except sqlite3.DatabaseError as e:
             if not is_damage_error(e):
                 raise
             self.note_damage(e)
-            if damaged is not None:
-                return damaged
-            raise TaskUnreadable(
-                f"reading task {task_id} from the task database {self.store.path} "
-                f"(RWKV_TASK_DB_PATH) failed: {e}. The file is damaged: a record on its damaged "
-                "pages can only be deleted (restore the file from a backup to get it back)"
-            ) from None
+            return fallback
+
+    def _read_row(self, read, task_id: str, damaged=None):
+        """``read(task_id)``; a row on a damaged page is ``TaskUnreadable`` (a 500 that says it
+        can be deleted), or ``damaged`` when given (its delete goes on: ``delete`` with force
+        was a 500 for such a row)."""
+        row = self.unless_damaged(lambda: read(task_id), _DAMAGED)
+        if row is not _DAMAGED:
+            return row
+        if damaged is not None:
+            return damaged
+        raise TaskUnreadable(
+            f"reading task {task_id} from the task database {self.store.path} "
+            f"(RWKV_TASK_DB_PATH) failed ({self._damage}). The file is damaged: a record on its "
+            "damaged pages can only be deleted (restore the file from a backup to get it back)")
 
     def close(self) -> None:
         """Flush, stop the writer thread and close the database (idempotent). Tasks the
@@ -532,6 +536,9 @@ class TaskManager:
         except sqlite3.Error as e:
             log.error(f"checking whether {task_id} was stored failed: {e}")
             return False
+
+
+_DAMAGED = object()  # (``_read_row``: the row could not be read)
 
 
 def _decode(meta, blob, task_id: str, **kw) -> Task:

@@ -309,6 +309,11 @@ def _warm_next_turn(rt, req, tools, task, tpl):
 
 
 # ---- completions -------------------------------------------------------------------------------
+def _all_text(prompt) -> bool:
+    """Whether a completion request's ``prompt`` is text only (a string, or strings), not ids."""
+    return isinstance(prompt, str) or all(isinstance(p, str) for p in prompt)
+
+
 async def _prompt_tokens(rt, prompt, n: int, tpl=None,
                          suffix: str | None = None) -> list[tuple[str, list[int]]]:
     """``(text, tokens)`` per prompt: a string, strings, token ids or lists of token ids; 400
@@ -323,7 +328,7 @@ async def _prompt_tokens(rt, prompt, n: int, tpl=None,
     if len(prompt) * n > MAX_CHOICES:
         raise OpenAIError(400, f"at most {MAX_CHOICES} choices per request (prompts × n)",
                           param="n")
-    if suffix is not None and not all(isinstance(p, str) for p in prompt):
+    if suffix is not None and not _all_text(prompt):
         raise OpenAIError(400, "suffix needs text prompts: a prompt of token ids cannot be "
                           "placed before it", param="suffix")
     vocab, limit = rt.loader.cfg.vocab_size, rt.settings.max_prompt_tokens
@@ -360,8 +365,7 @@ async def completions(request: Request):
     # a suffix (even "": the end of a file) makes it fill-in-the-middle, as /v1/tasks/fim: code,
     # which no new turn of the chat format ends (session 41's QA); an empty one beside token
     # ids is no suffix (ids cannot be placed before one; it was accepted so before)
-    ids = not isinstance(req.prompt, str) and any(not isinstance(p, str) for p in req.prompt)
-    suffix = None if req.suffix == "" and ids else req.suffix
+    suffix = None if req.suffix == "" and not _all_text(req.prompt) else req.suffix
     fim = suffix is not None
     prompts = await _prompt_tokens(rt, req.prompt, n, tpl, suffix)
     params = sampling_params(req, rt.settings)
