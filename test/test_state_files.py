@@ -411,6 +411,11 @@ def test_a_stored_state_beyond_a_restarted_servers_dtype_is_refused(tiny_model_p
         fits = tuning_file(cfg, 2, dtype=torch.float32, scale=1.0)
         assert client.post("/v1/tasks/import_state?name=_fits", content=fits).status_code == 200
     with TestClient(create_app(settings("fp16"))) as client:
+        # listed only where usable, before any use (``_big`` was listed until a request from
+        # it was refused; session 41's note), and after
+        listed = [m["id"] for m in client.get("/v1/models").json()["data"]]
+        assert "rwkv-7:_fits" in listed and "rwkv-7:_big" not in listed, listed
+        assert client.get("/v1/models/rwkv-7:_big").status_code != 200
         body = {"model": "rwkv-7:_big", "prompt": "hi", "max_tokens": 4, "temperature": 0}
         r = client.post("/v1/completions", json=body)
         assert r.status_code == 409, r.text
@@ -420,6 +425,8 @@ def test_a_stored_state_beyond_a_restarted_servers_dtype_is_refused(tiny_model_p
         assert r.status_code == 409 and "beyond torch.float16" in r.text
         r = client.post("/v1/completions", json={**body, "model": "rwkv-7:_fits"})
         assert r.status_code == 200 and r.json()["choices"][0]["finish_reason"] == "length"
+        listed = [m["id"] for m in client.get("/v1/models").json()["data"]]
+        assert "rwkv-7:_fits" in listed and "rwkv-7:_big" not in listed, listed
 
 
 def test_exporting_a_running_task_is_refused(tiny_loader):

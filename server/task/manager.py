@@ -30,11 +30,15 @@ import threading
 import weakref
 from collections import OrderedDict
 
+import torch
+
 from server.logger import get_logger
+from server.model.state import State
 from server.task.policy import (TaskNotFound, TaskUnreadable, TemplateExists, TemplateProtected,
                                 TooManyTemplates, is_busy, is_template_id, is_temporary_id,
                                 model_mismatch, same_content, signature, stored_mismatch)
-from server.task.serialize import TaskBusy, decode_task, snapshot
+from server.task.serialize import (DTYPES, RecordError, TaskBusy, decode_task, decode_tensors,
+                                   snapshot)
 from server.task.state_file import range_problem
 from server.task.store import DuplicateTaskId, TaskStore, TaskStoreError, is_damage_error
 from server.task.task import Status, Task, new_task_id
@@ -282,11 +286,30 @@ class TaskManager:
             return known[1]
         meta = self._read_row(self.store.get_meta, tid, damaged="")  # (damaged: unfit)
         try:
-            fit = meta is not None and stored_mismatch(json.loads(meta), cfg) is None
-        except (ValueError, TypeError, KeyError):  # an unreadable record: not usable
+            meta = json.loads(meta) if meta else None
+            fit = bool(meta) and stored_mismatch(meta, cfg) is None and self._in_range(tid, meta)
+        except (ValueError, TypeError, KeyError, RecordError):  # unreadable: not usable
             fit = False
         self._template_fit[tid] = (cfg, fit)
         return fit
+
+    def _in_range(self, tid: str, meta: dict) -> bool:
+        """Whether a stored template's state fits the loaded model's dtypes (``range_problem``).
+        Its tensors are read (once: ``_template_fit``) only when stored in a wider type than
+        the slots keep (made while the server ran fp32 states): /v1/models listed such a
+        template until a request from it was refused (session 41's note)."""
+        model = getattr(self.loader, "model", None)
+        if model is None:
+            return True
+        slot = {"shift": model.dtype, "wkv": model.state_dtype}
+        if not any(torch.finfo(DTYPES[e["dtype"]]).max > torch.finfo(slot[e["name"]]).max
+                   for e in meta.get("tensors", ()) if e["name"] in slot):
+            return True
+        row = self._read_row(self.store.get, tid, damaged=_DAMAGED)
+        if row is None or row is _DAMAGED:
+            return False
+        data = decode_tensors(json.loads(row[0]), row[1])
+        return range_problem(State(data["shift"], data["wkv"]), *slot.values()) is None
 
     # ---- persistence hooks --------------------------------------------------------------
     def track(self, task: Task) -> None:
