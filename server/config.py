@@ -1,7 +1,9 @@
 """Settings: every knob is an environment variable with the ``RWKV_`` prefix (12-factor).
 
-This module is the one place settings are read. Edit the defaults here if you prefer not to set
-environment variables. Bad values fail at start-up with a message naming the variable.
+This module is the one place settings are read, but for ``RWKV_PDL``, which the kernels read
+from the environment when they are built (``server/model/kernels/pdl.py``; validated here).
+Edit the defaults here if you prefer not to set environment variables. Bad values fail at
+start-up with a message naming the variable.
 """
 
 import re

@@ -450,3 +450,27 @@ def test_exporting_a_running_task_is_refused(tiny_loader):
     assert seen
     back = read_state_file(export_state(task, tiny_loader.cfg), tiny_loader.cfg)
     assert back.history == task.history and torch.equal(back.state.wkv, task.state.wkv.float())
+
+
+def test_the_import_command_bounds_an_imported_history_as_the_route_does(tiny_loader, tmp_path,
+                                                                          monkeypatch):
+    """``import_state`` (the command line's and the SDK's import) took any history, where the
+    route refuses one past RWKV_MAX_PROMPT_TOKENS (each fork copies it): the same check now, the
+    same words; at the limit it imports."""
+    from server.config import settings
+    from server.task.manager import TaskManager
+    from server.task.state_templates import import_state
+
+    cfg = tiny_loader.cfg
+    monkeypatch.setattr(settings, "max_prompt_tokens", 64)
+    manager = TaskManager(db_path=str(tmp_path / "t.db"))
+    state = State.zeros(cfg, 1, "cpu", torch.float32, torch.float32)
+    path = tmp_path / "s.st"
+    path.write_bytes(encode_state_file(state, cfg, history=list(range(1000, 1065))))
+    with pytest.raises(StateFileError, match=r"65 tokens of history; the limit is 64 "
+                                             r"\(RWKV_MAX_PROMPT_TOKENS"):
+        import_state(path, "_long", manager, cfg=cfg)
+    assert manager.get_task("_long") is None
+    path.write_bytes(encode_state_file(state, cfg, history=list(range(1000, 1064))))
+    assert import_state(path, "_fits", manager, cfg=cfg).history == list(range(1000, 1064))
+    manager.close()

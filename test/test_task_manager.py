@@ -217,16 +217,16 @@ def test_a_template_that_failed_to_store_is_not_kept(db, monkeypatch):
     import sqlite3
 
     tm = manager(db)
-    real = tm.writer.write_now
+    real = tm.writer.write_template
 
     def full(*a, **k):
         raise sqlite3.OperationalError("database or disk is full")
 
-    monkeypatch.setattr(tm.writer, "write_now", full)
+    monkeypatch.setattr(tm.writer, "write_template", full)
     with pytest.raises(sqlite3.OperationalError):
         tm.put_task("_t", make_task(1))
     assert tm.get_task("_t") is None and "_t" not in tm.list_all_tasks()["cpu_tasks"]
-    monkeypatch.setattr(tm.writer, "write_now", real)
+    monkeypatch.setattr(tm.writer, "write_template", real)
     tm.put_task("_t", make_task(1))  # the id is free
     assert tm.store.contains("_t")
     tm.close()
@@ -328,14 +328,14 @@ def test_a_template_deleted_while_it_is_written_stays_deleted(db):
     the template was back (a review, session 14)."""
     tm = manager(db)
     writing, go = threading.Event(), threading.Event()
-    real_write = tm.writer.write_now
+    real_write = tm.writer.write_template
 
     def slow_write(*args, **kw):
         writing.set()
         go.wait(5)
         return real_write(*args, **kw)
 
-    tm.writer.write_now = slow_write
+    tm.writer.write_template = slow_write
     putter = threading.Thread(target=tm.put_task, args=("_tpl", make_task(1)))
     putter.start()
     assert writing.wait(5)

@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from fastapi import HTTPException
 from fastapi.exceptions import RequestValidationError
 
+from server.api.encoding import encode as encode_text
 from server.api.encoding import past_vocab, past_vocab_message
 from server.api.schemas.tasks import (MAX_TOKENS_LIMIT, GenerationParams, TaskInfo,
                                        TaskResponseModel, whole_number)
@@ -24,10 +25,10 @@ from server.task.cache_origin import origin_of
 from server.task.manager import TaskNotFound, TemplateExists, TooManyTemplates
 from server.task.manager import is_busy as is_busy  # re-exported for the routes
 from server.task.policy import model_mismatch
+from server.task.state_templates import default_params
 from server.task.task import Task, TaskHeld, new_task_id
 
 STORE_THREADS = 4  # the TaskManager is thread-safe; a slow write must not stall every lookup
-INLINE_ENCODE_CHARS = 2048  # longer prompts are encoded on a worker thread
 RETRY_AFTER_S = "1"
 TASK_NOT_FOUND = "Task not found"
 
@@ -40,7 +41,7 @@ def invalid(field: str, msg: str, value=None) -> RequestValidationError:
 
 def state_discarded(task: Task) -> bool:
     """A temporary task whose final state was not kept (it cannot be continued or forked)."""
-    return getattr(task, "keep_state", True) is False and task.is_finished
+    return not task.keep_state and task.is_finished
 
 
 def check_resumable(task: Task) -> None:
@@ -63,7 +64,6 @@ def _fork(src: Task, new_id: str) -> Task:
 
 class TaskService:
     def __init__(self, runtime, drain=None):
-        self.rt = runtime
         self.drain = drain  # the app's ``stopping.Drain``: streams say when it cut them short
         self.settings = runtime.settings
         self.loader = runtime.loader
@@ -100,10 +100,7 @@ class TaskService:
                                          f"[0, {self.vocab_size})", t)
                 ids.append(t)
             return ids
-        if len(prompt) > INLINE_ENCODE_CHARS:
-            tokens = await asyncio.to_thread(self.loader.encode, prompt)
-        else:
-            tokens = self.loader.encode(prompt)
+        tokens = await encode_text(self.loader, prompt)
         self.check_prompt_length(len(tokens))
         bad = past_vocab(tokens, self.vocab_size)
         if bad is not None:
@@ -127,11 +124,7 @@ class TaskService:
     def sampling(self, body: GenerationParams, defaults: bool) -> dict:
         """Task parameters from a body; with ``defaults`` absent fields take the settings'."""
         s = self.settings
-        out = dict(max_tokens=s.default_max_tokens, temperature=s.default_temperature,
-                   top_k=s.default_top_k, top_p=s.default_top_p,
-                   presence_penalty=s.default_presence_penalty,
-                   repetition_penalty=s.default_repetition_penalty,
-                   penalty_decay=s.default_penalty_decay) if defaults else {}
+        out = default_params(s) if defaults else {}
         out.update(body.sampling())
         if "seed" in body.model_fields_set and body.seed is None:
             out["seed"] = secrets.randbits(62)  # explicit null: a fresh random stream

@@ -260,14 +260,12 @@ class SlotCycle:
                         or (cut and ran >= cut))
         return check
 
-    def _release(self, slots: list[int], reason: str, error: str | None = None) -> None:
+    def _release(self, slots: list[int], reason: str) -> None:
         """Free finished slots and finish their tasks — tasks that keep their state once it is
         home (the copy runs on the copy-back thread while the batch goes on)."""
         tasks = [self.slots[s] for s in slots]
-        if error is None:
-            self.prefiller.on_release(slots, tasks)  # the prefix cache keeps their state
-        home = [(s, t) for s, t in zip(slots, tasks)
-                if error is None and getattr(t, "keep_state", True)]
+        self.prefiller.on_release(slots, tasks)  # the prefix cache keeps their state
+        home = [(s, t) for s, t in zip(slots, tasks) if t.keep_state]
         # out of the slots before the copy-back thread can finish them: a finish_callback may
         # resubmit its task at once (add_task refused a task still in a slot: it was lost)
         for slot in slots:
@@ -290,7 +288,7 @@ class SlotCycle:
                 self._restore_admitted(task)
         try:
             finish_all((t, "error", f"{type(fault).__name__}: {fault}") if id(t) in stranded
-                       else (t, reason, error) for t in tasks if id(t) not in going_home)
+                       else (t, reason, None) for t in tasks if id(t) not in going_home)
         finally:
             if fault is not None:
                 raise fault

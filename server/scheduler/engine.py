@@ -63,7 +63,8 @@ WARM_SAMPLING = ([dict(temperature=0.0)]
 @dataclass
 class SlotTask:
     """The attributes ``BatchEngine.load`` reads, for rows that are no ``Task`` (the warm-up's
-    throwaway requests, benchmarks): a fresh task, the OpenAI routes' default penalties."""
+    throwaway requests, benchmarks): a fresh task with the seed's penalties (the penalty values
+    do not change which kernels run)."""
     temperature: float = 1.0
     top_p: float = 1.0
     top_k: int = 0

@@ -108,7 +108,7 @@ log = get_logger(__name__)
 
 def _base(task) -> int:
     """Where the tokens ``task``'s prefill computes from its origin's state begin."""
-    return origin_base(getattr(task, "cache_origin", None))
+    return origin_base(task.cache_origin)
 
 
 @dataclass(eq=False)
@@ -550,7 +550,7 @@ class Prefiller:
     def _seq(self, task) -> _Seq | None:
         """The task's _Seq (made when first seen), or None if it is not eligible."""
         s = self._seqs.get(id(task))
-        origin = getattr(task, "cache_origin", None)
+        origin = task.cache_origin
         if s is not None or origin is None:
             return s
         tokens = array("I", task.history + task.pending)
@@ -628,7 +628,7 @@ class Prefiller:
         for slot, task in placed:  # (as ``_prefill``'s work: a task stopped meanwhile ends
             # as it came, its prompt not fed)
             if task.state is None or len(task.pending) <= 1 or task.stop_requested \
-                    or getattr(task, "cache_origin", None) is None:
+                    or task.cache_origin is None:
                 continue
             s = self._seq(task)
             found = self._find(s)
@@ -713,9 +713,9 @@ class Prefiller:
         keep = self.caching and self.align == 1
         for slot, task in zip(slots, tasks):
             self._seqs.pop(id(task), None)
-            origin = getattr(task, "cache_origin", None)
+            origin = task.cache_origin
             n = len(task.history)
-            if not keep or origin is None or not getattr(task, "cache_finish", True) \
+            if not keep or origin is None or not task.cache_finish \
                     or n < self.cache.min_tokens:
                 continue
             tokens = array("I", task.history)

@@ -57,7 +57,7 @@ def origin_of(task) -> str | None:
     now gets its own: its history is seldom where the prefix cache's cuts fall from that
     origin, and after a restart (read back without an origin) it got its own anyway. Slow for
     big states the first time (a hash of the state): call off the event loop."""
-    origin = getattr(task, "cache_origin", None)
+    origin = task.cache_origin
     if not task.task_id.startswith("_") or (
             origin and origin_base(origin) == len(task.history) and not task.state_decoded):
         return origin

@@ -85,7 +85,9 @@ class TaskManager:
         self._damage: str | None = None  # SQLite's first "malformed" under a read (/health)
 
     def set_dependencies(self, loader, sampler=None) -> None:
-        """Attach the model bundle: tasks loaded from the database decode with ``loader.decode``."""
+        """Attach the model bundle: tasks loaded from the database decode with ``loader.decode``
+        and are checked against its model. ``sampler`` is kept for the seed's signature
+        (``set_dependencies(loader, scheduler.sampler)``); nothing here samples."""
         self.loader, self.sampler = loader, sampler
         with self._lock:
             for t in [*self._cache.values(), *self._templates.values()]:
@@ -188,7 +190,8 @@ class TaskManager:
         return new_id
 
     def close_task(self, task_id: str) -> bool:
-        """Write the task (persistent ids) and drop it from memory; False if it was not there."""
+        """Write the task (persistent ids) and drop it from memory; False if it was not there.
+        (The seed's SDK call; the server itself never closes a task this way.)"""
         job = None
         with self._lock:
             if is_template_id(task_id):  # stored already (unless unsaved: keep it until it is)
@@ -422,7 +425,7 @@ class TaskManager:
         if busy:
             return task_id
         try:
-            self.writer.write_now(task_id, snapshot(task), template=True, insert=True)
+            self.writer.write_template(task_id, snapshot(task))
         except BaseException as e:  # not stored: not kept (a full disk left a template in
             with self._lock:        # memory only, served until a restart lost it)
                 if self._templates.get(task_id) is task:

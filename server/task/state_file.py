@@ -79,6 +79,18 @@ def check_range(sf: StateFile, dtype: torch.dtype, state_dtype: torch.dtype) -> 
         raise StateShapeError(problem)
 
 
+def check_lengths(sf: StateFile, limit: int) -> None:
+    """``StateFileError`` when ``sf`` holds more tokens not yet consumed or of history than
+    ``limit`` (``RWKV_MAX_PROMPT_TOKENS``): every fork feeds its pending tokens first and copies
+    its history (which every prefill of a fork reads for the prefix cache), so both count as a
+    prompt. An 8M-token history in a 16 MB file cost ~170 MB of memory a fork (session 41)."""
+    for n, what in ((len(sf.pending), "prompt tokens not yet consumed"),
+                    (len(sf.history), "tokens of history")):
+        if n > limit:
+            raise StateFileError(f"it holds {n} {what}; the limit is {limit} "
+                                 "(RWKV_MAX_PROMPT_TOKENS: raise it to import this file)")
+
+
 def range_problem(state: State, dtype: torch.dtype, state_dtype: torch.dtype) -> str | None:
     """Why ``state`` does not fit a model run in ``dtype`` with its WKV state in
     ``state_dtype`` (a value beyond float16's range became infinite in the slot, and every

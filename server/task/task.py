@@ -69,7 +69,8 @@ class Status(IntEnum):
 
 @functools.lru_cache(maxsize=1)
 def default_tokenizer():
-    """The tokenizer of ``RWKV_VOCAB_PATH`` (the loaders' default), for tasks given none."""
+    """The tokenizer of ``RWKV_VOCAB_PATH`` (by default the repository's vocabulary, as a
+    loader's without ``vocab_path``), for tasks given none."""
     from server.config import settings
     from server.model.tokenizer import Tokenizer
 
@@ -149,6 +150,13 @@ class Task:
         # generation ends at a new turn of the chat format ("User" right after "\n\n"), as at
         # end-of-text; False for fill-in-the-middle (code: "\n\nUser = get_user_model()")
         self.stop_at_turn = True
+        # the prefix cache's name of where this task's state started (``cache_origin.py``):
+        # None keeps the task out of the cache; ``cache_finish`` False: its finished state is
+        # not cached (prefill.py); ``keep_state`` False: its state is not copied home when it
+        # finishes (nothing reads a temporary task's state afterwards)
+        self.cache_origin: str | None = None
+        self.cache_finish = True
+        self.keep_state = True
         self.current_token: int | None = None
         self.pending: list[int] = []
         self.history: list[int] = []  # every token the state has consumed, in order

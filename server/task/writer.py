@@ -100,12 +100,12 @@ class AsyncWriter:
             ticket = self._tickets.get(task_id)
         return None if ticket is None else ticket.task
 
-    def write_now(self, task_id: str, snap: Snapshot, template: bool, insert: bool) -> None:
-        """Encode and write on the caller's thread (``insert``: fail if the id is stored)."""
+    def write_template(self, task_id: str, snap: Snapshot) -> None:
+        """Encode and write a template's new row on the caller's thread, durably (fails with
+        ``DuplicateTaskId`` if the id is stored)."""
         meta, blob = snap.encode()
         with self._db_lock:
-            write = self.store.insert if insert else self.store.put
-            write(task_id, meta, blob, is_template=template, durable=template)
+            self.store.insert(task_id, meta, blob, is_template=True, durable=True)
             self.writes += 1
 
     @property

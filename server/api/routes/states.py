@@ -19,8 +19,8 @@ from fastapi.responses import Response
 from server.api.routes.tasks import NOT_FOUND, RESUMED, get_service
 from server.api.schemas.tasks import GenerationParams
 from server.api.task_service import TaskService, check_resumable
-from server.task.state_file import (StateFileError, StateShapeError, check_range,
-                                     read_state_file)
+from server.task.state_file import (StateFileError, StateShapeError, check_lengths,
+                                    check_range, read_state_file)
 from server.task.state_templates import export_state, template_name, template_task
 
 router = APIRouter(prefix="/v1/tasks", tags=["tasks"])
@@ -64,19 +64,10 @@ async def import_task_state(
         sf = await svc.store(read_state_file, data, svc.loader.cfg, layout)
         model = svc.loader.model
         check_range(sf, model.dtype, model.state_dtype)
+        check_lengths(sf, svc.settings.max_prompt_tokens)
     except StateFileError as e:
         status = 422 if isinstance(e, StateShapeError) else 400
         raise HTTPException(status, f"Cannot import the state: {e}") from None
-    # every fork would prefill its pending tokens first, and copies its history (which every
-    # prefill of a fork reads for the prefix cache): both count as a prompt. An 8M-token
-    # history in a 16 MB file cost ~170 MB of memory a fork (session 41's QA)
-    limit = svc.settings.max_prompt_tokens
-    for n, what in ((len(sf.pending), "prompt tokens not yet consumed"),
-                    (len(sf.history), "tokens of history")):
-        if n > limit:
-            raise HTTPException(400, f"Cannot import the state: it holds {n} {what}; the "
-                                     f"limit is {limit} (RWKV_MAX_PROMPT_TOKENS: raise it to "
-                                     "import this file)")
     task = template_task(tid, sf, svc.sampling(GenerationParams(), defaults=True))
     await svc.put_template(task)
     return {"task_id": tid, "format": sf.kind, "layers": svc.loader.cfg.n_layer,
