@@ -174,10 +174,11 @@ def test_tasks_start_from_a_template_off_the_event_loop(monkeypatch):
     each (up to 128 tasks a request) cost 16-18 ms at 2.9B on the 2-core machine."""
     from server.api import prefix
     from server.model.state import State
+    from server.task import template_start
 
     threads = []
-    copy = prefix.start_from
-    monkeypatch.setattr(prefix, "start_from",
+    copy = template_start.start_from
+    monkeypatch.setattr(template_start, "start_from",
                         lambda t, tpl: (threads.append(threading.get_ident()), copy(t, tpl)))
     tpl = Task([5, 6], task_id="_tpl")
     tpl.history, tpl.pending, tpl.current_token = [1, 2, 3], [], 4
@@ -240,8 +241,8 @@ def test_a_template_state_that_cannot_be_pinned_is_used_as_it_is(monkeypatch):
     (no pinned memory to be had: here, a CPU machine told CUDA is in use), requests go on from
     the state as it is — a slower load, not a failed request — and the template keeps no
     pinned copy."""
-    from server.api import prefix
     from server.model.state import State
+    from server.task.template_start import start_all, start_from
 
     if torch.cuda.is_available():
         pytest.skip("pinning works here")
@@ -250,13 +251,13 @@ def test_a_template_state_that_cannot_be_pinned_is_used_as_it_is(monkeypatch):
     tpl.history, tpl.pending, tpl.current_token = [1, 2, 3], [], 4
     tpl.state = State(torch.zeros(2, 2, 1, 8), torch.ones(2, 1, 1, 4, 4))
     task = make_tasks([9], 1, {"max_tokens": 1}, None)[0]
-    prefix.start_from(task, tpl)
-    assert task.state is tpl.state and not hasattr(tpl, "_pinned")
+    start_from(task, tpl)
+    assert task.state is tpl.state and tpl._pinned is None
     assert task.pending == [4, 9] and task.history == [1, 2, 3]
     # not marked prepared: later requests try again in a thread, never on the event loop
     # (marked, each retried the 21 MB pin inline; session 38's review)
-    prefix._start_all(tpl, [make_tasks([9], 1, {"max_tokens": 1}, None)[0]])
-    assert getattr(tpl, "_started_from", None) is not tpl.state
+    start_all(tpl, [make_tasks([9], 1, {"max_tokens": 1}, None)[0]])
+    assert tpl._started_from is not tpl.state
 
 
 def test_requests_from_a_template_start_inline_once_its_state_was_prepared(monkeypatch):
@@ -287,13 +288,13 @@ def test_requests_from_a_template_start_inline_once_its_state_was_prepared(monke
         return [(t.history, t.pending, t.state, t.cache_origin) for t in tasks]
 
     first = start()
-    assert threads == ["_start_all"]
-    assert start() == first and threads == ["_start_all"]  # inline, the same tasks
+    assert threads == ["start_all"]
+    assert start() == first and threads == ["start_all"]  # inline, the same tasks
     assert first[0][:3] == ([1, 2, 3], [4, 9], tpl.state)
     assert first[0][3].startswith("state:") and first[0][3].endswith(":3")
     tpl.state = State(torch.zeros(2, 2, 1, 8), torch.full((2, 1, 1, 4, 4), 2.0))
     again = start()
-    assert threads == ["_start_all"] * 2 and again[0][2] is tpl.state
+    assert threads == ["start_all"] * 2 and again[0][2] is tpl.state
 
     class Manager:
         def held_template(self, tid):

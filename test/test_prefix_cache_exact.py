@@ -301,7 +301,7 @@ def test_a_template_of_a_task_that_generated_is_its_own_origin(tiny_loader):
     state's key — a request from it stored its whole prompt under the zero state's key, and a
     fresh request for the same tokens resumed that decode-computed state (session 23's review).
     Requests from the template still share their prefixes with each other."""
-    from server.api.prefix import _start_all
+    from server.task.template_start import start_all
     from server.api.task_service import _fork
 
     cache, sched, g, source = _generated_source(tiny_loader, 3)
@@ -310,7 +310,7 @@ def test_a_template_of_a_task_that_generated_is_its_own_origin(tiny_loader):
     outputs = []
     for _ in range(2):
         task = Task(list(extra), max_tokens=3, temperature=0.0)
-        task.cache_origin = _start_all(tpl, [task])
+        task.cache_origin = start_all(tpl, [task])
         sched.add_task(task)
         sched.run()
         outputs.append(task.output)
@@ -531,7 +531,7 @@ def test_a_fork_off_the_align_rule_computes_from_its_own_state(tiny_loader):
     even when the cache holds states of the same tokens computed from scratch (a fresh request
     of the whole text): it jumped to those before the fix, and its bits, and seeded replies,
     were the fresh request's instead of the uncached fork's (session 36's QA)."""
-    from server.api.prefix import _start_all
+    from server.task.template_start import start_all
     from server.api.task_service import _fork
 
     g = torch.Generator().manual_seed(22)
@@ -547,7 +547,7 @@ def test_a_fork_off_the_align_rule_computes_from_its_own_state(tiny_loader):
         sched = _one_by_one(tiny_loader, cache, [tpl_src, fresh])
         tpl = _fork(tpl_src, "_TMPL_off")
         fork = Task(list(question), **seeded)
-        fork.cache_origin = _start_all(tpl, [fork])
+        fork.cache_origin = start_all(tpl, [fork])
         sched.add_task(fork)
         sched.run()
         return fork, sched
@@ -584,12 +584,12 @@ def test_a_fork_off_the_align_rule_computes_from_its_own_state(tiny_loader):
 def _from_template(sched, tpl, prompts, params: dict) -> list:
     """Tasks of ``prompts`` started from the template ``tpl`` (as an OpenAI request naming it),
     each run to its end through ``sched`` before the next."""
-    from server.api.prefix import _start_all
+    from server.task.template_start import start_all
 
     out = []
     for prompt in prompts:
         task = Task(list(prompt), **params)
-        task.cache_origin = _start_all(tpl, [task])
+        task.cache_origin = start_all(tpl, [task])
         sched.add_task(task)
         sched.run()
         out.append(task)
@@ -684,7 +684,7 @@ def test_a_resume_at_admission_counts_the_prompt_and_spares_a_stopped_task(tiny_
     prompt taken, no hit counted (session 38's review). (A stop after the lookup ends it with
     the resumed prefix consumed, its state that prefix's: as a stop after part of a prompt was
     fed.)"""
-    from server.api.prefix import _start_all
+    from server.task.template_start import start_all
     from server.api.task_service import _fork
     from server.scheduler.prefill import TURN_TOKEN
 
@@ -702,7 +702,7 @@ def test_a_resume_at_admission_counts_the_prompt_and_spares_a_stopped_task(tiny_
         before = sched.stats.prompt_tokens
         tasks = [Task(list(p), max_tokens=3, temperature=0.0) for p in (first, second)]
         for task in tasks:
-            task.cache_origin = _start_all(tpl, [task])
+            task.cache_origin = start_all(tpl, [task])
             if task is tasks[1] and stop_second:
                 real = sched.prefiller.find_at_admission
 
@@ -734,7 +734,7 @@ def test_forks_of_a_fork_of_a_template_and_its_template(tiny_loader):
     another fork), a cut the server without the cache never makes — other bits in 6 of 6 seeds
     and seeded text apart (session 37's QA); they count as misses. T2 is its own origin (it
     kept T's, and its forks resumed nothing): its forks share their prefixes, exactly."""
-    from server.api.prefix import _start_all
+    from server.task.template_start import start_all
     from server.api.task_service import _fork
     from server.scheduler.prefill import TURN_TOKEN
     from server.task.cache_origin import origin_base, origin_of
@@ -751,7 +751,7 @@ def test_forks_of_a_fork_of_a_template_and_its_template(tiny_loader):
         tpl_src.cache_origin = ""
         sched = _one_by_one(tiny_loader, cache, [tpl_src])
         f1 = Task(list(ten), max_tokens=0)
-        f1.cache_origin = _start_all(_fork(tpl_src, "_T1"), [f1])
+        f1.cache_origin = start_all(_fork(tpl_src, "_T1"), [f1])
         sched.add_task(f1)
         sched.run()
         out = []

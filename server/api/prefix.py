@@ -14,16 +14,10 @@ from __future__ import annotations
 
 import asyncio
 
-import torch
-
 from server.api.routes.openai_schemas import OpenAIError
-from server.logger import get_logger
-from server.model.state import State
-from server.task.cache_origin import origin_of
 from server.task.manager import is_busy
 from server.task.policy import model_mismatch
-
-log = get_logger(__name__)
+from server.task.template_start import start_all
 ALIAS = "rwkv-7"  # the loaded model's other name (``/v1/models``); ``rwkv-7:_name``: a template
 
 
@@ -77,68 +71,10 @@ async def prepare_tasks(rt, tpl, tasks: list, finish: bool = True) -> None:
     """Mark ``tasks`` for the prefix cache; start them from the template ``tpl``
     (``find_template``'s) unless it is None."""
     origin = ""
-    if tpl is not None and getattr(tpl, "_started_from", None) is tpl.state:
-        origin = _start_all(tpl, tasks)  # its origin and pinned copy made: list copies only
-    elif tpl is not None:  # in a thread: a big state's hash and pinned copy (``_start_all``)
-        origin = await asyncio.to_thread(_start_all, tpl, tasks)
+    if tpl is not None and tpl._started_from is tpl.state:
+        origin = start_all(tpl, tasks)  # its origin and pinned copy made: list copies only
+    elif tpl is not None:  # in a thread: a big state's hash and pinned copy (``start_all``)
+        origin = await asyncio.to_thread(start_all, tpl, tasks)
     for task in tasks:
         task.cache_origin = origin
         task.cache_finish = finish
-
-
-def _start_all(tpl, tasks: list) -> str:
-    """Start every task from ``tpl`` (fresh tasks, a finished template: nothing else touches
-    them meanwhile); returns the template's cache origin. The first time for a template state
-    it hashes the state (``origin_of``) and, on CUDA, pins a copy (``load_ready``): at 2.9B
-    tens of milliseconds, run off the event loop; then ``tpl._started_from`` is that state,
-    and later requests start inline (a thread's two hand-overs saved)."""
-    origin = origin_of(tpl)  # first: it may settle the template's state_decoded
-    for task in tasks:
-        start_from(task, tpl)
-    if _pin_settled(tpl):  # (not after a failed pin: each request tries again, off the loop)
-        tpl._started_from = tpl.state
-    return origin
-
-
-def _pin_settled(tpl) -> bool:
-    """Whether ``load_ready(tpl)`` returns without trying to pin: no state, a process that has
-    not started CUDA, or the pinned copy of this state made."""
-    kept = getattr(tpl, "_pinned", None)
-    return tpl.state is None or not torch.cuda.is_initialized() or (
-        kept is not None and kept[0] is tpl.state)
-
-
-def template_head(tpl) -> list[int]:
-    """The tokens ``tpl`` holds but has not fed yet (its last prompt token, as a rule): what a
-    request from it feeds before its own prompt; [] for a bare state (a state-tuning file)."""
-    return list(tpl.pending) + ([] if tpl.current_token is None else [tpl.current_token])
-
-
-def start_from(task, tpl) -> None:
-    """Put ``tpl``'s state and consumed tokens under ``task``'s not yet fed prompt. The state is
-    shared, not copied: nothing writes into a task's state tensors (the engine loads them into
-    a slot and gives the task new ones when it is done: ``policy.signature``). A copy cost a
-    request from a template 16-18 ms at 2.9B on the 2-core machine, before its first token
-    (docs/experiments/session37/clone_cost.py)."""
-    task.pending = template_head(tpl) + task.pending
-    task.history = list(tpl.history)
-    task.state = load_ready(tpl)
-    task.state_decoded = tpl.state_decoded
-
-
-def load_ready(tpl):
-    """``tpl.state`` as its requests start from it: in a process that uses CUDA (a CUDA
-    server: its model is there), a copy in pinned memory, made once and kept on the template
-    (not stored), so that a slot loads it at the host link's speed (pageable memory is copied
-    through a staging buffer, and the copy waits for it). Not in a CPU server on a machine
-    with a GPU: pinning would start a CUDA context there."""
-    st = tpl.state
-    if not _pin_settled(tpl):  # (no copy yet, or the template's state was replaced)
-        try:
-            tpl._pinned = (st, State(st.shift.pin_memory(), st.wkv.pin_memory()))
-        except RuntimeError as e:  # (no pinned memory to be had): the request goes on from
-            # the pageable state, a slower load, not a failed request
-            log.warning(f"Pinning template {tpl.task_id}'s state failed, using it as it is: {e}")
-            return st
-    kept = getattr(tpl, "_pinned", None)
-    return kept[1] if kept is not None and kept[0] is st else st

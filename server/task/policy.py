@@ -56,8 +56,7 @@ def model_mismatch(task: Task, cfg) -> str | None:
                                              "wkv": task.state.wkv.shape}
     if task.penalties is not None:
         shapes["penalties"] = task.penalties.shape
-    ids = task.pending + ([] if task.current_token is None else [task.current_token])
-    return shapes_mismatch(shapes, ids, cfg)
+    return shapes_mismatch(shapes, task.unfed(), cfg)
 
 
 def stored_mismatch(meta: dict, cfg) -> str | None:

@@ -157,6 +157,10 @@ class Task:
         self.cache_origin: str | None = None
         self.cache_finish = True
         self.keep_state = True
+        # a template's pinned copy of its state (``(state, copy)``) and the state its requests
+        # last started from inline (``template_start``; CUDA processes)
+        self._pinned: tuple | None = None
+        self._started_from = None
         self.current_token: int | None = None
         self.pending: list[int] = []
         self.history: list[int] = []  # every token the state has consumed, in order
@@ -230,6 +234,11 @@ class Task:
             return [operator.index(t) for t in prompt]
         except TypeError as e:
             raise TypeError(f"token ids must be integers: {e}") from None
+
+    def unfed(self) -> list[int]:
+        """The tokens this task holds but has not fed yet: its pending prompt, then the current
+        token (a finished round's last, which any continuation feeds first)."""
+        return list(self.pending) + ([] if self.current_token is None else [self.current_token])
 
     @property
     def is_finished(self) -> bool:

@@ -32,7 +32,7 @@ from server.api.bridge import UnderWay
 from server.api.completion import Choice, cut_message, make_tasks, run_choices, submit
 from server.api.deps import get_runtime
 from server.api.encoding import encode, past_vocab, past_vocab_message
-from server.api.prefix import ALIAS, find_template, prepare_tasks, template_head
+from server.api.prefix import ALIAS, find_template, prepare_tasks
 from server.api.routes.openai_format import (Reply, chat_body, chat_events, chat_message,
                                              completion_body, completion_events)
 from server.api.routes.openai_schemas import (MAX_CHOICES, ChatRequest, CompletionRequest,
@@ -120,7 +120,7 @@ async def _submit(request: Request, rt, tasks, stream: bool) -> None:
 def _head(tpl) -> int:
     """The tokens a state template ``tpl`` (None: none) holds but has not fed: each choice
     feeds them before its prompt, so ``usage.prompt_tokens`` counts them (once per prompt)."""
-    return 0 if tpl is None else len(template_head(tpl))
+    return 0 if tpl is None else len(tpl.unfed())
 
 
 def _reply(rt, req, prefix: str, prompt_tokens: int) -> Reply:
@@ -303,7 +303,7 @@ def _warm_next_turn(rt, req, tools, task, tpl):
             return  # cut short (client gone, shutdown): the client will not re-send it
         text = history_text(list(req.messages) + [chat_message(choice)], tools, req.tool_choice)
         tokens = await encode(rt.loader, text)  # reuses the prompt's tokens
-        head = [] if tpl is None else list(tpl.history) + template_head(tpl)
+        head = [] if tpl is None else list(tpl.history) + tpl.unfed()
         rt.scheduler.warm_prefix(origin, head + tokens)
     return warm
 
@@ -371,7 +371,7 @@ async def completions(request: Request):
     params = sampling_params(req, rt.settings)
     choices = []
     # an empty prompt starts a document (token 0), or goes on from a template's next token
-    start = [] if tpl is not None and template_head(tpl) else [0]
+    start = [] if tpl is not None and tpl.unfed() else [0]
     for i, (text, toks) in enumerate(prompts):
         tasks = make_tasks(toks or start, n, params, req.seed, stop_at_turn=not fim)
         choices += [Choice(i * n + j, t, OutputSplitter("text", req.stop_list, boundary=not fim),
