@@ -151,6 +151,21 @@ def test_splitter_direct_mode_drops_gt_and_trailing_newlines():
     assert collect(pieces)["content"] == "Hi\n"  # cut by max_tokens: the newline is real text
 
 
+@pytest.mark.parametrize("chunking", [chars, lambda t: [t]])
+@pytest.mark.parametrize("text,stop", [(">Hi  ", "  Q"), (">Hi \n", " \nX"),
+                                       (">Hi \n\n", " \n\nX"), (">Hi\n\n\n", "\n\n\nX"),
+                                       (">Hi\n\n", "\n\nUser:X")])
+def test_a_stop_string_that_never_matches_leaves_a_chat_answer_as_it_is(chunking, text, stop):
+    """A chat answer ending at end-of-text gives the same text with or without a stop string
+    that does not occur in it: the whitespace held because the stop string might start there
+    was dropped with the newlines before end-of-text (stop "  Q" turned "Hi  " into "Hi";
+    session 42's QA). Only the newlines held as the turn boundary's start go."""
+    plain = collect(run("direct", chunking(text))[0])["content"]
+    pieces, s = run("direct", chunking(text), stop=[stop])
+    assert collect(pieces)["content"] == plain and not s.stopped
+    assert plain == text[1:].rstrip("\n") + ("\n" if text.endswith("\n\n\n") else "")
+
+
 def test_splitter_completion_keeps_its_trailing_newlines_at_end_of_text():
     """A completion's text is the document's: its last newline (held back as a possible start
     of the turn boundary) stays when end-of-text ends it, as a code completion's before its

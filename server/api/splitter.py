@@ -130,9 +130,12 @@ class OutputSplitter:
             return []
         if reason == "stop" and self.mode != "text" and not self.buf.strip() and not (
                 self.phase == "content" and first_ending(self.buf[self._lead():], self.stop)[1]):
-            # the newlines before a chat answer's end-of-text / new turn (unless a stop string
-            # lies in them: it ends the answer, as when the text came in one chunk)
-            self.buf = ""
+            # the newlines before a chat answer's end-of-text / new turn, held as the turn
+            # boundary's start (unless a stop string lies in them: it ends the answer, as when
+            # the text came in one chunk). Only those: whitespace held because a stop string
+            # might start there is the answer's, as without that stop string (session 42's QA:
+            # stop "  Q" turned "Hi  " into "Hi")
+            self.buf = self.buf[:len(self.buf) - held_suffix(self.buf, [BOUNDARY])]
         out = self._drain(final=True)
         if self.inline_think and self._think_open:
             out.append(Piece("content", THINK_END))
