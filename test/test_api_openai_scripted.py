@@ -288,3 +288,24 @@ def test_a_big_body_is_parsed_and_rendered_off_the_event_loop(http, monkeypatch)
     loop = seen["parse"][0]
     assert seen["parse"][:2] == seen["build"][:2] == [loop, loop]  # small: inline
     assert seen["parse"][2] != loop and seen["build"][2] != loop  # big: a worker thread
+
+
+def test_an_echoed_prompt_of_token_ids_and_its_reply_are_one_document(http, script, tiny_loader):
+    """A prompt of token ids ending inside a character (A, then 中's first two bytes) that the
+    reply completes (its last byte, then B): with ``echo`` the text is the document's, "A中B",
+    streamed or not; it came back as "A\\ufffd\\ufffdB" (the prompt and the reply decoded
+    apart; session 42's QA). Without echo the reply is its own tokens' text, as before."""
+    tok = tiny_loader.tokenizer
+    byte = {tok.token_bytes(i): i for i in range(1, 300) if len(tok.token_bytes(i)) == 1}
+    zh = "中".encode()
+    prompt = tok.encode("A") + [byte[zh[:1]], byte[zh[1:2]]]
+    script("x", per_pulse=1).tokens = [byte[zh[2:]]] + tok.encode("B")
+    body = {"model": "rwkv-7", "prompt": prompt, "echo": True, "max_tokens": 10}
+    r = http.post("/v1/completions", json=body).json()
+    assert r["choices"][0]["text"] == "A中B" and r["usage"]["completion_tokens"] == 2
+    chunks = stream_chunks(http, "/v1/completions", body)
+    assert "".join(c["choices"][0]["text"] for c in chunks) == "A中B"
+    assert http.post("/v1/completions", json={**body, "echo": False}).json()[
+        "choices"][0]["text"] == "\ufffdB"
+    script("x", per_pulse=1).tokens = tok.encode("B")  # never completed: U+FFFD, once
+    assert http.post("/v1/completions", json=body).json()["choices"][0]["text"] == "A\ufffdB"

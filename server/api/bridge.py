@@ -99,16 +99,18 @@ def _resolve(future: asyncio.Future) -> None:
         future.set_result(None)
 
 
-async def follow(task: Task, tokenizer, pos: int = 0, poll: float = 1.0) -> AsyncIterator[Chunk]:
+async def follow(task: Task, tokenizer, pos: int = 0, poll: float = 1.0,
+                 lead: bytes = b"") -> AsyncIterator[Chunk]:
     """Yield the task's output of its current round from token ``pos`` as it is generated,
-    ending when the round ends (it finishes, or a ``continue`` begins the next one first).
+    ending when the round ends (it finishes, or a ``continue`` begins the next one first);
+    ``lead``: an incomplete character the output completes (``IncrementalDecoder``).
 
     The last chunk has ``finished=True`` (its text may be empty). ``poll`` bounds the wait between
     checks, so a reader never hangs on a missed wake-up.
     """
     loop = asyncio.get_running_loop()
     waker = _Waker(task)
-    decoder = IncrementalDecoder(tokenizer)
+    decoder = IncrementalDecoder(tokenizer, lead)
     last = loop.time()
     this_round = task.round_output()
     try:

@@ -33,6 +33,8 @@ class Choice:
     task: Task
     splitter: OutputSplitter
     echo: str = ""  # /v1/completions echo: the prompt text, sent first
+    lead: bytes = b""  # the echoed prompt's incomplete last character, which the reply's
+    # first tokens complete (token-id prompts: ``incomplete_tail``)
     pieces: list[Piece] = field(default_factory=list)  # everything emitted
     finish_reason: str | None = None  # "stop" | "length" | "tool_calls" (None while running)
     error: str | None = None  # the task failed
@@ -52,10 +54,10 @@ class Choice:
         return len(self.task.round_tokens())
 
 
-def tokens_through(tokenizer, tokens: list[int], chars: int) -> int:
-    """How many of ``tokens`` it takes for their text (decoded as ``follow`` decodes it) to
-    reach ``chars`` characters (all of them if it never does)."""
-    decoder, n = IncrementalDecoder(tokenizer), 0
+def tokens_through(tokenizer, tokens: list[int], chars: int, lead: bytes = b"") -> int:
+    """How many of ``tokens`` it takes for their text (decoded as ``follow`` decodes it, after
+    ``lead``) to reach ``chars`` characters (all of them if it never does)."""
+    decoder, n = IncrementalDecoder(tokenizer, lead), 0
     for i, t in enumerate(tokens):
         n += len(decoder.feed(t))
         if n >= chars:
@@ -112,7 +114,7 @@ async def _pieces(choice: Choice, tokenizer, drain=None) -> AsyncIterator[Piece]
     await its ``on_finish``. A failure becomes ``choice.error``."""
     task, splitter = choice.task, choice.splitter
     try:
-        async with aclosing(follow(task, tokenizer)) as chunks:
+        async with aclosing(follow(task, tokenizer, lead=choice.lead)) as chunks:
             async for chunk in chunks:
                 pieces = splitter.feed(chunk.text)
                 if chunk.finished:
@@ -125,7 +127,7 @@ async def _pieces(choice: Choice, tokenizer, drain=None) -> AsyncIterator[Piece]
         if splitter.stopped:
             await stop_and_wait(task)
             choice.stop_tokens = tokens_through(tokenizer, task.round_tokens(),
-                                                splitter.stopped_at)
+                                                splitter.stopped_at, choice.lead)
         if task.finish_reason == "error":
             choice.error = task.error or "generation failed"
         choice.cut_short = (drain is not None and not splitter.stopped

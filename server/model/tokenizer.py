@@ -220,6 +220,14 @@ class ReusingEncoder:
         return out
 
 
+def incomplete_tail(data: bytes) -> bytes:
+    """The end of ``data`` that begins a UTF-8 character not yet complete (b"" if none): what a
+    text that goes on from ``data`` must decode first (``IncrementalDecoder``'s ``lead``)."""
+    dec = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    dec.decode(data[-4:], final=False)
+    return dec.getstate()[0]
+
+
 class IncrementalDecoder:
     """Streams text from token ids without ever emitting half a UTF-8 character.
 
@@ -228,9 +236,12 @@ class IncrementalDecoder:
     incomplete tail becomes U+FFFD) and resets the decoder.
     """
 
-    def __init__(self, tokenizer: Tokenizer):
+    def __init__(self, tokenizer: Tokenizer, lead: bytes = b""):
+        """``lead``: the incomplete character the text goes on from (``incomplete_tail`` of
+        what came before it), completed by the first tokens fed."""
         self.tokenizer = tokenizer
         self._utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self._utf8.decode(lead, final=False)
 
     def feed(self, tokens: Iterable[int] | int) -> str:
         """Text completed by `tokens` (one id or several)."""

@@ -42,6 +42,7 @@ from server.api.splitter import OutputSplitter
 from server.api.stopping import stop_in_background
 from server.api.task_stream import SHUTDOWN_GRACE_S
 from server.api.tools import choice_name, forced_tool, parse_tools, tools_active
+from server.model.tokenizer import incomplete_tail
 from server.scheduler import QueueFull
 
 router = APIRouter(tags=["openai"])
@@ -315,12 +316,13 @@ def _all_text(prompt) -> bool:
 
 
 async def _prompt_tokens(rt, prompt, n: int, tpl=None,
-                         suffix: str | None = None) -> list[tuple[str, list[int]]]:
-    """``(text, tokens)`` per prompt: a string, strings, token ids or lists of token ids; 400
-    before any encoding when the prompts × ``n`` choices are too many, and when a prompt is
-    too long (``_check_length``; a list of ids before its ids are checked and decoded: a
-    million took ~0.2 s). ``suffix``: each (text) prompt is the prefix of a fill-in-the-middle
-    prompt (``fim_prompt``) whose tokens are returned with the prompt's own text."""
+                         suffix: str | None = None) -> list[tuple[str | None, list[int]]]:
+    """``(text, tokens)`` per prompt (``text`` None for token ids, decoded only to be echoed):
+    a string, strings, token ids or lists of token ids; 400 before any encoding when the
+    prompts × ``n`` choices are too many, and when a prompt is too long (``_check_length``; a
+    list of ids before its ids are checked: a million took ~0.2 s to decode). ``suffix``: each
+    (text) prompt is the prefix of a fill-in-the-middle prompt (``fim_prompt``) whose tokens
+    are returned with the prompt's own text."""
     if isinstance(prompt, str) or (prompt and isinstance(prompt[0], int)):
         prompt = [prompt]
     if not prompt:
@@ -344,8 +346,20 @@ async def _prompt_tokens(rt, prompt, n: int, tpl=None,
         if any(t < 0 or t >= vocab for t in p):
             raise OpenAIError(400, f"prompt {i} has token ids outside 0..{vocab - 1}",
                               param="prompt")
-        out.append((rt.loader.decode(p), list(p)))
+        out.append((None, list(p)))  # (its text: ``_echo``)
     return out
+
+
+def _echo(rt, text: str | None, tokens: list[int]) -> tuple[str, bytes]:
+    """``(text, lead)`` of an echoed prompt (``text`` None: token ids). A prompt of token ids
+    that ends inside a character echoes the text before it, and the reply's decoder starts from
+    its bytes (``lead``): echo and reply are one document, and "A" + the first bytes of 中 then
+    the last one came back as "A\ufffd\ufffdB" (session 42's QA)."""
+    if text is not None:
+        return utf8_safe(text), b""
+    data = rt.loader.tokenizer.decode_bytes(tokens)
+    lead = incomplete_tail(data)
+    return data[:len(data) - len(lead)].decode("utf-8", errors="replace"), lead
 
 
 @router.post("/v1/completions", openapi_extra=_body_doc(CompletionRequest))
@@ -374,8 +388,9 @@ async def completions(request: Request):
     start = [] if tpl is not None and tpl.unfed() else [0]
     for i, (text, toks) in enumerate(prompts):
         tasks = make_tasks(toks or start, n, params, req.seed, stop_at_turn=not fim)
+        echo, lead = _echo(rt, text, toks) if req.echo else ("", b"")
         choices += [Choice(i * n + j, t, OutputSplitter("text", req.stop_list, boundary=not fim),
-                           echo=utf8_safe(text) if req.echo else "") for j, t in enumerate(tasks)]
+                           echo=echo, lead=lead) for j, t in enumerate(tasks)]
     await prepare_tasks(rt, tpl, [c.task for c in choices])  # prefix cache; the template
     await _submit(request, rt, [c.task for c in choices], req.stream)
     reply = _reply(rt, req, "cmpl", sum(len(t or start) + _head(tpl) for _, t in prompts))
