@@ -59,10 +59,10 @@ class Settings(BaseSettings):
     max_queue: int = Field(4096, ge=1, description="tasks waiting for a slot beyond this "
                            "get 503")
     max_prompt_tokens: int = Field(131072, ge=1)
-    max_tokens_cap: int = Field(40960, ge=0, le=2**63 - 1)  # (the Task API's range reaches it)
+    max_tokens_cap: int = Field(40960, ge=1, le=2**63 - 1)  # (the Task API's range reaches it)
 
     # sampling defaults
-    default_max_tokens: int = Field(2000, ge=0, le=2**63 - 1)  # (Task.check_params' ranges)
+    default_max_tokens: int = Field(2000, ge=1, le=2**63 - 1)  # (Task.check_params' ranges)
     default_temperature: float = Field(1.0, ge=0, le=2)
     default_top_p: float = Field(0.3, ge=0, le=1)
     default_top_k: int = Field(50, ge=-1, le=2**31 - 1)
@@ -152,6 +152,10 @@ class Settings(BaseSettings):
     @field_validator("api_key")
     @classmethod
     def _check_api_key(cls, v: str | None) -> str | None:
+        if v == "":  # (RWKV_API_KEY=${SECRET} with SECRET unset served every route open,
+            # logging only "set RWKV_API_KEY to require one"; session 42's QA)
+            raise ValueError("is set but empty: set a key, or unset the variable to serve "
+                             "without one")
         # an env file's stray space or a CRLF line: no client's key could ever match it
         if v is not None and v != v.strip():
             raise ValueError("has spaces or line breaks at its ends: remove them (no client "

@@ -502,7 +502,8 @@ def test_prompt_too_long(sdk, http):
     with pytest.raises(openai.BadRequestError) as e:
         chat(sdk, messages=long)
     assert e.value.code == "context_length_exceeded"
-    assert "This model's maximum context length is 131072 tokens" in e.value.message
+    assert "This model's maximum context length is 131072 tokens (RWKV_MAX_PROMPT_TOKENS)" \
+        in e.value.message  # (the setting named: session 42's QA)
     r = http.post("/v1/completions", json={"prompt": [11] * 131073})
     assert_error(r, 400, code="context_length_exceeded", param="prompt")
 

@@ -73,6 +73,26 @@ def test_an_empty_demo_is_none_and_an_api_key_with_spaces_is_refused(monkeypatch
     assert load_settings().api_key == "sk-abc"
 
 
+def test_an_empty_api_key_and_zero_token_limits_are_refused(monkeypatch):
+    """``RWKV_API_KEY=`` (``${SECRET}`` with SECRET unset) served every route without a key,
+    its log saying only "set RWKV_API_KEY to require one"; ``RWKV_MAX_TOKENS_CAP=0`` or
+    ``RWKV_DEFAULT_MAX_TOKENS=0`` (meant as "no limit") gave every request an empty reply
+    (session 42's QA). Each is refused at start, named; unset, the key is off."""
+    monkeypatch.setenv("RWKV_API_KEY", "")
+    monkeypatch.setenv("RWKV_MAX_TOKENS_CAP", "0")
+    monkeypatch.setenv("RWKV_DEFAULT_MAX_TOKENS", "0")
+    with pytest.raises(SystemExit) as e:
+        load_settings()
+    msg = str(e.value)
+    assert "RWKV_API_KEY: is set but empty" in msg and "unset the variable" in msg
+    assert "RWKV_MAX_TOKENS_CAP:" in msg and "RWKV_DEFAULT_MAX_TOKENS:" in msg
+    for name in ("RWKV_API_KEY", "RWKV_MAX_TOKENS_CAP", "RWKV_DEFAULT_MAX_TOKENS"):
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("RWKV_MAX_TOKENS_CAP", "1")
+    s = load_settings()
+    assert s.api_key is None and s.max_tokens_cap == 1
+
+
 def test_unknown_rwkv_variables_are_named():
     """A misspelt setting was ignored silently (``RWKV_MAX_BATCHSIZE=64`` served at the
     default batch size; session 27's QA): each RWKV_* variable that names no setting is a

@@ -82,9 +82,10 @@ def _check_length(n_tokens: int, limit: int, what: str, tpl=None) -> None:
     if n_tokens + carried > limit:
         note = f" with the {carried} that state template {tpl.task_id} has not fed yet" \
             if carried else ""
-        raise OpenAIError(400, f"This model's maximum context length is {limit} tokens. However, "
-                          f"your {what} resulted in {n_tokens + carried} tokens{note}. Please "
-                          f"reduce the length of the {what}.",
+        raise OpenAIError(400, f"This model's maximum context length is {limit} tokens "
+                          f"(RWKV_MAX_PROMPT_TOKENS). However, your {what} resulted in "
+                          f"{n_tokens + carried} tokens{note}. Please reduce the length of the "
+                          f"{what}.",
                           param="messages" if what == "messages" else "prompt",
                           code="context_length_exceeded")
 
