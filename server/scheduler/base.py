@@ -34,6 +34,7 @@ from collections import deque
 from server.logger import get_logger
 from server.scheduler.cycle import SlotCycle, finish_all
 from server.scheduler.engine import BatchEngine
+from server.scheduler.idle_trim import IdleTrim
 from server.scheduler.prefill import WARM_DELAY_S, Prefiller
 from server.scheduler.stats import SchedulerStats
 from server.task.policy import model_mismatch
@@ -114,6 +115,7 @@ class BaseScheduler(SlotCycle):
         self._stopping = False
         self._teardown_due = False
         self._busy = False  # True while step() has work in hand
+        self._idle_trim = IdleTrim()  # the daemon's: free memory back once idle (idle_trim.py)
         self._stepper: threading.Thread | None = None  # the caller of run() stepping now
         # CUDA queues a pass and returns: the host goes on while the device works (_under_way)
         self._async_device = self.engine.device.type == "cuda"
@@ -275,6 +277,11 @@ class BaseScheduler(SlotCycle):
         return (bool(self.waiting) or any(t is not None for t in self.slots)
                 or self.prefiller.has_later)
 
+    def _quiet(self) -> bool:
+        """Nothing in flight beside the loop: no state on its way home, no next-turn prefix
+        queued (the idle trim waits for them)."""
+        return not self.engine.copyback.busy and self.prefiller.warm_wait() is None
+
     @property
     def num_active(self) -> int:
         return sum(t is not None for t in self.slots)
@@ -421,8 +428,11 @@ class BaseScheduler(SlotCycle):
                 mine = self._has_slot_work and self._stepper is None
             if mine:
                 self.step()
+                self._idle_trim.worked()
                 with self._cv:
                     self._cv.notify_all()
+            elif self._idle_trim.due() and self._stepper is None and self._quiet():
+                self._idle_trim.trim()  # (outside the lock: add_task never waits for it)
             else:
                 with self._cv:
                     self._cv.notify_all()
