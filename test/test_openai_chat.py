@@ -154,7 +154,8 @@ def test_splitter_direct_mode_drops_gt_and_trailing_newlines():
 @pytest.mark.parametrize("chunking", [chars, lambda t: [t]])
 @pytest.mark.parametrize("text,stop", [(">Hi  ", "  Q"), (">Hi \n", " \nX"),
                                        (">Hi \n\n", " \n\nX"), (">Hi\n\n\n", "\n\n\nX"),
-                                       (">Hi\n\n", "\n\nUser:X")])
+                                       (">Hi\n\n", "\n\nUser:X"),
+                                       (">Done.\n\n", ".\n\n###")])
 def test_a_stop_string_that_never_matches_leaves_a_chat_answer_as_it_is(chunking, text, stop):
     """A chat answer ending at end-of-text gives the same text with or without a stop string
     that does not occur in it: the whitespace held because the stop string might start there

@@ -1019,9 +1019,10 @@ def test_the_daemon_gives_free_memory_back_once_each_time_it_goes_idle(tiny_load
     scheduler = DynamicScheduler(tiny_loader, max_batch_size=2, buffer_size=2)
     if scheduler._idle_trim._fn is None:
         pytest.skip("no malloc_trim in this C library")
-    real = scheduler._idle_trim._fn
-    scheduler._idle_trim._fn = lambda pad: (calls.append((time.monotonic(), busy())),
-                                           real(pad))[1]
+    trim = scheduler._idle_trim
+    real, real_worked, worked = trim._fn, trim.worked, []
+    trim._fn = lambda pad: (calls.append((time.monotonic(), busy())), real(pad))[1]
+    trim.worked = lambda: (real_worked(), worked.append(time.monotonic()))
 
     def busy() -> bool:
         return any(t is not None for t in scheduler.slots) or bool(scheduler.waiting)
@@ -1033,9 +1034,8 @@ def test_the_daemon_gives_free_memory_back_once_each_time_it_goes_idle(tiny_load
         for round_ in (1, 2):
             task = scheduler.new_task("User: hi\n\nAssistant:", max_tokens=12)
             assert task.wait(10)
-            done = time.monotonic()
             time.sleep(1.5)  # several idle waits: still one trim
-            assert len(calls) == round_ and calls[-1][0] >= done + 0.2 - 0.05
+            assert len(calls) == round_ and calls[-1][0] >= worked[-1] + idle_trim.IDLE_S
             assert not any(b for _, b in calls)
     finally:
         scheduler.shutdown()

@@ -104,7 +104,7 @@ def _lifespan(settings, runtime, freeze: bool):
         app.state.task_service = TaskService(rt, app.state.drain)
         log.info(f"Serving {rt.loader.name} (max batch {settings.max_batch_size}, "
                  f"buffer {settings.buffer_size})")
-        if not settings.api_key:  # (an empty RWKV_API_KEY too: say so, it may be a mistake)
+        if not settings.api_key:  # (say so: it may be a mistake; an empty one is refused)
             log.warning("No API key: every client that reaches this port (and any web page a "
                         "local browser opens) can use the API; set RWKV_API_KEY to require one")
         if freeze:

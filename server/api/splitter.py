@@ -128,14 +128,16 @@ class OutputSplitter:
         """Flush what was held back; ``reason`` is the task's finish reason."""
         if self.stopped:
             return []
-        if reason == "stop" and self.mode != "text" and not self.buf.strip() and not (
+        if reason == "stop" and self.mode != "text" and not (
                 self.phase == "content" and first_ending(self.buf[self._lead():], self.stop)[1]):
             # the newlines before a chat answer's end-of-text / new turn, held as the turn
             # boundary's start (unless a stop string lies in them: it ends the answer, as when
-            # the text came in one chunk). Only those: whitespace held because a stop string
+            # the text came in one chunk). Only those: what was held because a stop string
             # might start there is the answer's, as without that stop string (session 42's QA:
-            # stop "  Q" turned "Hi  " into "Hi")
-            self.buf = self.buf[:len(self.buf) - held_suffix(self.buf, [BOUNDARY])]
+            # stop "  Q" turned "Hi  " into "Hi", stop ".\n\n###" kept "Done.\n\n")
+            n = held_suffix(self.buf, [BOUNDARY])
+            if n and not self.buf[len(self.buf) - n:].strip():
+                self.buf = self.buf[:len(self.buf) - n]
         out = self._drain(final=True)
         if self.inline_think and self._think_open:
             out.append(Piece("content", THINK_END))

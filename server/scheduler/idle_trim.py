@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import functools
 import time
 
 from server.logger import get_logger
@@ -22,6 +23,7 @@ IDLE_S = 2.0  # seconds without work before the trim
 log = get_logger(__name__)
 
 
+@functools.lru_cache(maxsize=1)  # (find_library runs ldconfig: once a process)
 def _malloc_trim():
     try:
         libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")

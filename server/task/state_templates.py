@@ -22,7 +22,6 @@ import re
 import sys
 from pathlib import Path
 
-from server.config import settings
 from server.task.cache_origin import state_origin
 from server.task.state_file import (StateFile, StateFileError, check_lengths, check_range,
                                     encode_state_file, read_state_file)
@@ -59,7 +58,9 @@ def template_task(name: str, sf: StateFile, params: dict | None = None) -> Task:
 def default_params(s=None) -> dict:
     """The default sampling parameters (``RWKV_DEFAULT_*``) of settings ``s`` (default: the
     process's)."""
-    s = s or settings
+    if s is None:
+        from server.config import settings as s  # (lazily: importing reads the environment)
+
     return dict(max_tokens=s.default_max_tokens, temperature=s.default_temperature,
                 top_k=s.default_top_k, top_p=s.default_top_p,
                 presence_penalty=s.default_presence_penalty,
@@ -78,6 +79,8 @@ def import_state(path, name: str, manager=None, cfg=None, layout: str = "vk") ->
     sf = read_state_file(Path(path).read_bytes(), cfg, layout)
     if manager.loader is not None:  # (the command line has no model to run it)
         check_range(sf, manager.loader.model.dtype, manager.loader.model.state_dtype)
+    from server.config import settings
+
     check_lengths(sf, settings.max_prompt_tokens)  # (as the route's import)
     task = template_task(name, sf)
     manager.put_task(task.task_id, task)
@@ -102,6 +105,7 @@ def export_state(task: Task, cfg, path=None) -> bytes:
 def _model_config(manager):
     if manager.loader is not None:
         return manager.loader.cfg
+    from server.config import settings
     from server.model.checkpoint import load_checkpoint
 
     return load_checkpoint(settings.model_path)[1]
