@@ -1039,3 +1039,24 @@ def test_the_daemon_gives_free_memory_back_once_each_time_it_goes_idle(tiny_load
             assert not any(b for _, b in calls)
     finally:
         scheduler.shutdown()
+
+
+@pytest.mark.parametrize("ending", ["end-of-text", "new turn"])
+def test_the_token_that_ends_a_round_counts_in_no_penalty_nor_draw(tiny_loader, monkeypatch,
+                                                                    ending):
+    """The token that ends a round (end-of-text; ``User`` right after ``\\n\\n``) is neither
+    returned nor fed; it was added to the task's penalties (and counted as a draw), so a
+    continue after such an end started from other penalties than the same tokens fed from
+    scratch: "User" stayed penalised after a round that ended at a turn (session 42's QA).
+    Now the penalties and the random stream count exactly the returned tokens."""
+    user, nl2 = 24281, 261
+    script = [300, 400, nl2] + ([0] if ending == "end-of-text" else [user])
+    _forced(tiny_loader, monkeypatch, script)
+    sched = DynamicScheduler(tiny_loader, max_batch_size=1, buffer_size=4)
+    task = sched.new_task("Q: list\nA:", max_tokens=40, temperature=0, presence_penalty=1.0,
+                          repetition_penalty=0.5, penalty_decay=1.0, seed=7)
+    sched.run()
+    assert task.finish_reason == "stop" and task.output == [300, 400, nl2]
+    got = {int(i): float(task.penalties[i]) for i in task.penalties.nonzero().flatten()}
+    assert got == {300: 1.0, 400: 1.0, nl2: 1.0}
+    assert task.rng_counter == 3

@@ -234,12 +234,15 @@ class BatchSampler:
         return self._fused if self._fused and t.is_cuda else None
 
     def sample(self, logits: Tensor, batch: SamplingBatch, active: Tensor | None = None,
-               u: Tensor | None = None) -> Tensor:
+               u: Tensor | None = None, update: bool = True) -> Tensor:
         """logits: [B, V] f32 -> tokens [B] int64; updates batch.penalties and batch.counter.
 
         active: optional [B] bool; rows where it is False get a token but keep their penalties
         and counter (their random stream does not advance). u: optional [B] f64, the rows'
-        uniforms ``uniform(seed, counter)`` computed beforehand (``uniforms``).
+        uniforms ``uniform(seed, counter)`` computed beforehand (``uniforms``). ``update``
+        False: the penalties are decayed (active rows) but the tokens' presence/repetition and
+        the counters are left to ``update`` (the engine: a token that ends its row counts in
+        neither).
         """
         B, V = logits.shape
         assert V == self.vocab_size and batch.batch_size == B, (logits.shape, batch.batch_size)
@@ -259,13 +262,19 @@ class BatchSampler:
                     tokens = draw(x, k, batch.top_p, u, kmax)
                 else:
                     tokens[rows] = draw(x[rows], k[rows], batch.top_p[rows], u[rows], kmax)
+        if update:
+            self.update(batch, tokens, active)
+        return tokens
+
+    def update(self, batch: SamplingBatch, tokens: Tensor, active: Tensor | None) -> None:
+        """Step 5's presence/repetition on ``tokens`` and step 6's ``counter += 1``, for the
+        ``active`` rows ([B] bool, contiguous; None: all)."""
         P = batch.penalties
         f = self._kernels(P)
         if f and P.is_contiguous():  # one launch; the same bits
             f.update(P, tokens, batch.presence, batch.repetition, active, batch.counter)
         else:
             self._update(batch, tokens, active)
-        return tokens
 
     def uniforms(self, batch: SamplingBatch, steps: int) -> Tensor | None:
         """[B, steps] f64: column s holds the uniforms of step s of a pulse, for rows active at

@@ -7,9 +7,11 @@ A pulse runs up to ``steps`` decode steps with no host synchronisation except on
 End of generation is detected on the device: token 0, a new turn (``User`` right after ``\\n\\n``),
 ``max_tokens``, or a stop request (a host flag copied to the device before each step). A
 finished row stops updating its state, penalties and random stream at once, so its state is
-exactly "all tokens but ``current_token`` consumed". The pulse ends early once every row has
-ended (``EndProbe``: on CUDA the host reads the rows' flags a few steps behind the device, through
-events, never stalling it).
+exactly "all tokens but ``current_token`` consumed", and its penalties and random stream have
+counted exactly the tokens it returned (the token that ends a row adds no penalty and no draw;
+with a ``penalty_decay`` below 1 its step's decay, fused with the logits' pass, still
+applies). The pulse ends early once every row has ended (``EndProbe``: on CUDA the host reads
+the rows' flags a few steps behind the device, through events, never stalling it).
 
 A prompt's last token is normally consumed by the first decode step, which samples the first
 token. ``prefill(..., first=...)`` can feed it with the rest instead: the pass keeps that token's
@@ -434,8 +436,13 @@ class BatchEngine:
                 # [cap, V], read by the sampler before the next step's decode
                 logits = self.model.decode(self.cur, self.state, active=active, borrow=True)
             tok = self.sampler.sample(logits, self.samp, active=active,
-                                      u=None if U is None else U[:, s])  # [cap]
+                                      u=None if U is None else U[:, s], update=False)  # [cap]
             self._step_end(tok, active, done, reason, out, valid, s)
+            # penalties and random streams count the tokens accepted: not the one that ends a
+            # row (end-of-text, a new turn), neither returned nor fed; it counted, and a
+            # continue after it started from other penalties than the same tokens fed from
+            # scratch ("User" penalised after a turn; session 42's QA)
+            self.sampler.update(self.samp, tok, valid[:, s].contiguous())
             if probe is not None:
                 probe.record()
         self.live &= ~done
