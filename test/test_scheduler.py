@@ -1042,13 +1042,14 @@ def test_the_daemon_gives_free_memory_back_once_each_time_it_goes_idle(tiny_load
 
 
 @pytest.mark.parametrize("ending", ["end-of-text", "new turn"])
-def test_the_token_that_ends_a_round_counts_in_no_penalty_nor_draw(tiny_loader, monkeypatch,
-                                                                    ending):
+def test_the_token_that_ends_a_round_counts_in_no_penalty(tiny_loader, monkeypatch, ending):
     """The token that ends a round (end-of-text; ``User`` right after ``\\n\\n``) is neither
     returned nor fed; it was added to the task's penalties (and counted as a draw), so a
     continue after such an end started from other penalties than the same tokens fed from
     scratch: "User" stayed penalised after a round that ended at a turn (session 42's QA).
-    Now the penalties and the random stream count exactly the returned tokens."""
+    Now the penalties count exactly the returned tokens; the random stream counts every draw,
+    the ending one too (kept at the returned tokens, a continue's first draw reused the ending
+    draw's uniform: biased; session 42's review)."""
     user, nl2 = 24281, 261
     script = [300, 400, nl2] + ([0] if ending == "end-of-text" else [user])
     _forced(tiny_loader, monkeypatch, script)
@@ -1059,4 +1060,4 @@ def test_the_token_that_ends_a_round_counts_in_no_penalty_nor_draw(tiny_loader, 
     assert task.finish_reason == "stop" and task.output == [300, 400, nl2]
     got = {int(i): float(task.penalties[i]) for i in task.penalties.nonzero().flatten()}
     assert got == {300: 1.0, 400: 1.0, nl2: 1.0}
-    assert task.rng_counter == 3
+    assert task.rng_counter == 4

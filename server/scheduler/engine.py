@@ -7,10 +7,10 @@ A pulse runs up to ``steps`` decode steps with no host synchronisation except on
 End of generation is detected on the device: token 0, a new turn (``User`` right after ``\\n\\n``),
 ``max_tokens``, or a stop request (a host flag copied to the device before each step). A
 finished row stops updating its state, penalties and random stream at once, so its state is
-exactly "all tokens but ``current_token`` consumed", and its penalties and random stream have
-counted exactly the tokens it returned (the token that ends a row adds no penalty and no draw;
-with a ``penalty_decay`` below 1 its step's decay, fused with the logits' pass, still
-applies). The pulse ends early once every row has ended (``EndProbe``: on CUDA the host reads
+exactly "all tokens but ``current_token`` consumed", and its penalties have counted exactly
+the tokens it returned (the token that ends a row adds no penalty; with a ``penalty_decay``
+below 1 its step's decay, fused with the logits' pass, still applies); its random stream has
+counted every draw, the ending one too. The pulse ends early once every row has ended (``EndProbe``: on CUDA the host reads
 the rows' flags a few steps behind the device, through events, never stalling it).
 
 A prompt's last token is normally consumed by the first decode step, which samples the first
@@ -438,13 +438,17 @@ class BatchEngine:
             tok = self.sampler.sample(logits, self.samp, active=active,
                                       u=None if U is None else U[:, s], update=False)  # [cap]
             self._step_end(tok, active, done, reason, out, valid, s)
-            # penalties and random streams count the tokens accepted: not the one that ends a
-            # row (end-of-text, a new turn), neither returned nor fed; it counted, and a
-            # continue after it started from other penalties than the same tokens fed from
-            # scratch ("User" penalised after a turn; session 42's QA)
+            # penalties count the tokens accepted: not the one that ends a row (end-of-text, a
+            # new turn), neither returned nor fed; it counted, and a continue after it started
+            # from other penalties than the same tokens fed from scratch ("User" penalised
+            # after a turn; session 42's QA). (cap 1: a view of the column, no copy)
             self.sampler.update(self.samp, tok, valid[:, s].contiguous())
             if probe is not None:
                 probe.record()
+        # the ending token's draw was made: its row's random stream moves past it (``update``
+        # counted the accepted draws only), or a continue's first token reused that uniform,
+        # biased to where the ending token lay (session 42's review). Once a pulse, not a step
+        self.samp.counter.add_(reason == REASON_EOS)
         self.live &= ~done
         packed = torch.cat([out, valid.long(), reason[:, None], self.cur[:, None]], 1)
         packed = packed.cpu().numpy()  # the pulse's one synchronisation
