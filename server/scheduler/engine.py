@@ -10,8 +10,9 @@ finished row stops updating its state, penalties and random stream at once, so i
 exactly "all tokens but ``current_token`` consumed", and its penalties have counted exactly
 the tokens it returned (the token that ends a row adds no penalty; with a ``penalty_decay``
 below 1 its step's decay, fused with the logits' pass, still applies); its random stream has
-counted every draw, the ending one too. The pulse ends early once every row has ended (``EndProbe``: on CUDA the host reads
-the rows' flags a few steps behind the device, through events, never stalling it).
+counted every draw, the ending one too. The pulse ends early once every row has ended
+(``EndProbe``: on CUDA the host reads the rows' flags a few steps behind the device, through
+events, never stalling it).
 
 A prompt's last token is normally consumed by the first decode step, which samples the first
 token. ``prefill(..., first=...)`` can feed it with the rest instead: the pass keeps that token's
