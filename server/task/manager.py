@@ -30,8 +30,6 @@ import threading
 import weakref
 from collections import OrderedDict
 
-import torch
-
 from server.logger import get_logger
 from server.model.state import State
 from server.task.policy import (TaskNotFound, TaskUnreadable, TemplateExists, TemplateProtected,
@@ -39,7 +37,7 @@ from server.task.policy import (TaskNotFound, TaskUnreadable, TemplateExists, Te
                                 model_mismatch, same_content, signature, stored_mismatch)
 from server.task.serialize import (DTYPES, RecordError, TaskBusy, decode_task, decode_tensors,
                                    snapshot)
-from server.task.state_file import range_problem
+from server.task.state_file import range_problem, wider
 from server.task.store import DuplicateTaskId, TaskStore, TaskStoreError, is_damage_error
 from server.task.task import Status, Task, new_task_id
 from server.task.writer import AsyncWriter, WriteJob
@@ -305,7 +303,7 @@ class TaskManager:
         if model is None:
             return True
         slot = {"shift": model.dtype, "wkv": model.state_dtype}
-        if not any(torch.finfo(DTYPES[e["dtype"]]).max > torch.finfo(slot[e["name"]]).max
+        if not any(wider(DTYPES[e["dtype"]], slot[e["name"]])
                    for e in meta.get("tensors", ()) if e["name"] in slot):
             return True
         row = self._read_row(self.store.get, tid, damaged=_DAMAGED)

@@ -91,15 +91,21 @@ def check_lengths(sf: StateFile, limit: int) -> None:
                                  "(RWKV_MAX_PROMPT_TOKENS: raise it to import this file)")
 
 
+def wider(dtype: torch.dtype, slot: torch.dtype) -> bool:
+    """Whether a floating ``dtype`` reaches past the largest value of ``slot``'s (fp32 or bf16
+    into fp16): only such a tensor can hold a value its slot cannot."""
+    return dtype.is_floating_point and torch.finfo(dtype).max > torch.finfo(slot).max
+
+
 def range_problem(state: State, dtype: torch.dtype, state_dtype: torch.dtype) -> str | None:
     """Why ``state`` does not fit a model run in ``dtype`` with its WKV state in
     ``state_dtype`` (a value beyond float16's range became infinite in the slot, and every
     request from it got empty or garbled text with a 200), or None. Only a tensor of a wider
     type than its slot's is read."""
     for name, t, d in (("shift", state.shift, dtype), ("wkv", state.wkv, state_dtype)):
-        top = torch.finfo(d).max
-        if not t.is_floating_point() or torch.finfo(t.dtype).max <= top or not t.numel():
+        if not wider(t.dtype, d) or not t.numel():
             continue
+        top = torch.finfo(d).max
         peak = float(t.abs().max())
         if peak > top:
             return (f"the state's {name} values reach {peak:.4g}, beyond {d} (max {top:.4g}), "
