@@ -122,10 +122,8 @@ def _claim(db_path: str) -> str | None:
             try:  # (a lock file another user made: read-only suffices for flock)
                 fd = os.open(key, os.O_RDONLY)
             except OSError as e:
-                log.warning(f"no lock file can be made beside the task database ({key}: "
-                            f"{e.strerror}): a second server on {db_path} would not be refused; "
-                            "run one server per file")
-                return None
+                return _unguarded(db_path, f"no lock file can be made beside the task database "
+                                           f"({key}: {e.strerror})")
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -139,10 +137,8 @@ def _claim(db_path: str) -> str | None:
             ) from None
         except OSError as e:  # (a file system without locks: no guard)
             os.close(fd)
-            log.warning(f"the task database's lock file {key} cannot be locked ({e.strerror}): "
-                        f"a second server on {db_path} would not be refused; run one server "
-                        "per file")
-            return None
+            return _unguarded(db_path, f"the task database's lock file {key} cannot be locked "
+                                       f"({e.strerror})")
         try:
             os.ftruncate(fd, 0)
             os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
@@ -150,6 +146,12 @@ def _claim(db_path: str) -> str | None:
             pass
         _held[key] = [fd, 1]
         return key
+
+
+def _unguarded(db_path: str, why: str) -> None:
+    """``_claim`` without a lock: said once in the log (nothing refuses a second server)."""
+    log.warning(f"{why}: a second server on {db_path} would not be refused; run one server "
+                "per file")
 
 
 def _nothing() -> None:
