@@ -145,11 +145,16 @@ class ScriptedScheduler:
     def _run(self, task) -> None:
         task.status = Status.RUNNING
         task._under_way()  # as a scheduler once the task's first pass is queued
+        task.history.extend(task.unfed())  # its prompt "fed"; each token after, as decode does
+        task.pending, task.current_token = [], None
         toks = self.tokens[: task.max_tokens]
         for i in range(0, len(toks), self.per_pulse):
             if task.stop_requested:
                 return task._finish("abort")
-            task._append_output(toks[i: i + self.per_pulse])
+            part = toks[i: i + self.per_pulse]
+            task.history.extend(task.unfed() + part[:-1])
+            task.current_token = part[-1]
+            task._append_output(part)
             time.sleep(self.delay)
         reason = "length" if len(self.tokens) > task.max_tokens else self.reason
         task._finish(reason, self.error)

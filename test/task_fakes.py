@@ -32,6 +32,7 @@ def make_task(i: int, task_id: str = "TASK_x", dtype=torch.float32, state_dtype=
     t.penalties = torch.randn(V, generator=g)  # [V]
     t.history = list(range(i, i + 5 + i % 3))
     t.output = [i + 100, i + 101]
+    t.round_lead = t.history[-2:]  # (the sequence before the round: stored with it)
     t.current_token = i + 101
     t.rng_counter = 2 + i
     t.prefill_time, t.gen_time, t.created = 0.01 * i, 0.5, 1.6e9 + i
@@ -54,8 +55,8 @@ def same_task(a: Task, b: Task, check_id: bool = True) -> bool:
     """Every stored field equal, tensors bit-exact."""
     fields = ("status", "max_tokens", "temperature", "top_p", "top_k", "presence_penalty",
               "repetition_penalty", "penalty_decay", "seed", "rng_counter", "current_token",
-              "pending", "history", "output", "finish_reason", "error", "prefill_time",
-              "gen_time", "created", "finished_at")
+              "pending", "history", "output", "round_lead", "finish_reason", "error",
+              "prefill_time", "gen_time", "created", "finished_at")
     if check_id and a.task_id != b.task_id:
         return False
     if any(getattr(a, f) != getattr(b, f) for f in fields):

@@ -11,6 +11,7 @@ import openai
 import pytest
 from openai_helpers import (LiveServer, http, script, sdk, server,  # noqa: F401 (fixtures)
                             stream_chunks)
+from task_api_client import check_frames, parse_sse, text_of, wait_result
 
 MSGS = [{"role": "user", "content": "Weather in Paris?"}]
 TOOLS = [{"type": "function", "function": {
@@ -309,3 +310,33 @@ def test_an_echoed_prompt_of_token_ids_and_its_reply_are_one_document(http, scri
         "choices"][0]["text"] == "\ufffdB"
     script("x", per_pulse=1).tokens = tok.encode("B")  # never completed: U+FFFD, once
     assert http.post("/v1/completions", json=body).json()["choices"][0]["text"] == "A\ufffdB"
+
+
+def test_a_task_api_round_goes_on_from_a_character_the_last_one_began(http, server, script,
+                                                                      tiny_loader, monkeypatch):
+    """The Task API's rounds are pieces of one document: a round that ended inside a character
+    (A, then 中's first two bytes) shows it as U+FFFD, and a ``continue`` completing it (its
+    last byte, then B) starts with 中 — it started with U+FFFD too (each round decoded apart;
+    session 42's QA). So does a round after a token-id prompt ending inside a character, its
+    stream, and a stream read from the middle of a character."""
+    tok = tiny_loader.tokenizer
+    byte = {tok.token_bytes(i): i for i in range(1, 300) if len(tok.token_bytes(i)) == 1}
+    zh = "中".encode()
+    fake = script("x", per_pulse=1)
+    monkeypatch.setattr(server.app.state.task_service, "scheduler", fake)
+    fake.tokens = tok.encode("A") + [byte[zh[:1]], byte[zh[1:2]]]
+    tid = http.post("/v1/tasks/create", json={"prompt": "Q", "max_tokens": 3}).json()["task_id"]
+    assert wait_result(http, tid)["result"] == "A\ufffd"
+    fake.tokens = [byte[zh[2:]]] + tok.encode("B")
+    r = http.post(f"/v1/tasks/{tid}/continue", json={"max_tokens": 2})
+    assert r.status_code == 200, r.text
+    assert wait_result(http, tid)["result"] == "中B"
+    for pos, text in ((0, "中B"), (1, "B")):  # (the round over: its whole text, then [DONE])
+        r = http.get(f"/v1/tasks/{tid}/stream", params={"pos": pos})
+        assert text_of(check_frames(parse_sse(r.text))) == text
+    prompt = tok.encode("A") + [byte[zh[:1]], byte[zh[1:2]]]
+    tid = http.post("/v1/tasks/create", json={"prompt": prompt, "max_tokens": 2}).json()["task_id"]
+    assert wait_result(http, tid)["result"] == "中B"
+    fake.tokens = tok.encode("B")  # never completed: U+FFFD, once
+    tid = http.post("/v1/tasks/create", json={"prompt": prompt, "max_tokens": 2}).json()["task_id"]
+    assert wait_result(http, tid)["result"] == "\ufffdB"

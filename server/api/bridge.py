@@ -11,8 +11,17 @@ import asyncio
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
-from server.model.tokenizer import IncrementalDecoder
-from server.task.task import Task
+from server.model.tokenizer import IncrementalDecoder, incomplete_tail
+from server.task.task import LEAD_TOKENS, Task
+
+
+def round_lead(task: Task, tokenizer, pos: int = 0) -> bytes:
+    """The incomplete character the text of ``task``'s round from token ``pos`` goes on from
+    (``follow``'s ``lead``): a round after one that ended inside a character, a prompt of token
+    ids ending inside one, or a reader starting mid-round. The Task API's rounds are pieces of
+    one document: a ``continue`` came back starting with U+FFFD (session 42's QA)."""
+    before = task.round_lead + task.round_tokens()[:pos]
+    return incomplete_tail(tokenizer.decode_bytes(before[-LEAD_TOKENS:]))
 
 
 @dataclass

@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from fastapi import HTTPException
 from fastapi.exceptions import RequestValidationError
 
+from server.api.bridge import round_lead
 from server.api.encoding import encode as encode_text
 from server.api.encoding import past_vocab, past_vocab_message
 from server.api.schemas.tasks import (MAX_TOKENS_LIMIT, GenerationParams, TaskInfo,
@@ -274,12 +275,13 @@ class TaskService:
 
     # ---- replies ---------------------------------------------------------------------------
     def result(self, task: Task) -> TaskResponseModel:
-        """The full text so far (an incomplete trailing character is held back until done)."""
+        """The round's text so far (an incomplete trailing character is held back until done;
+        one the round began inside is completed: ``round_lead``)."""
         if task.finish_reason == "error":
             raise HTTPException(500, f"Generation failed: {task.error}")
         tokens = task.round_tokens()
         finished = task.is_finished
-        dec = IncrementalDecoder(self.loader.tokenizer)
+        dec = IncrementalDecoder(self.loader.tokenizer, round_lead(task, self.loader.tokenizer))
         text = dec.feed(tokens) + (dec.flush() if finished else "")
         return self.reply(task, text, finished, len(tokens))
 

@@ -89,6 +89,7 @@ def snapshot(task: Task) -> Snapshot:
         "pending": list(task.pending),
         "history": list(task.history),
         "output": list(task.output),
+        "round_lead": list(task.round_lead),
         "unpopped": task._unpopped,
         "finish_reason": task.finish_reason,
         "error": task.error,
@@ -155,6 +156,7 @@ def decode_task(meta_json: str | dict, blob: bytes | None, task_id: str | None =
     task.pending = [int(t) for t in meta["pending"]]
     task.history = [int(t) for t in meta["history"]]
     task.output = [int(t) for t in meta["output"]]
+    task.round_lead = [int(t) for t in meta.get("round_lead", ())]  # (absent: a record before it)
     task._unpopped = min(int(meta.get("unpopped", 0)), len(task.output))
     task.finish_reason = meta["finish_reason"]
     task.stop_at_turn = bool(meta.get("stop_at_turn", True))  # (absent: a record before it)

@@ -37,6 +37,9 @@ class TaskHeld(RuntimeError):
 # copy-back thread) to that scheduler: the task callbacks run there, and ``Task.wait`` must not
 # block them for a task only that scheduler could finish
 SCHEDULER_THREAD = threading.local()
+# tokens kept before a round's output (``Task.round_lead``): a UTF-8 character left incomplete
+# there has at most 3 bytes, each token at least one
+LEAD_TOKENS = 4
 
 SAMPLING_FIELDS = (
     "max_tokens", "temperature", "top_p", "top_k",
@@ -168,6 +171,8 @@ class Task:
         # prefix cache keeps no state of this task until a cache hit replaces it
         self.state_decoded = False
         self.output: list[int] = []  # tokens generated in the current round
+        # the last tokens of the sequence before this round's output (``round_lead``)
+        self.round_lead: list[int] = []
         self._unpopped = 0  # index into output of the first token pop_tokens() has not returned
 
         self.finish_reason: str | None = None  # "stop" | "length" | "abort" | "error"
@@ -285,8 +290,13 @@ class Task:
             self.pending.append(self.current_token)
             self.current_token = None
         self.pending.extend(tokens)
+        self._round_starts()
         self.status = Status.PREFILL
         self._done.clear()
+
+    def _round_starts(self) -> None:
+        """Note the end of the sequence the round's output will follow (``round_lead``)."""
+        self.round_lead = (self.history[-LEAD_TOKENS:] + self.unfed())[-LEAD_TOKENS:]
 
     def continue_gen(self, prompt: str | list[int] | None = None, **params) -> None:
         """Reset a finished task to READY for another round, optionally appending a prompt
@@ -320,6 +330,8 @@ class Task:
         self._done.clear()
         if prompt:
             self._feed(tokens)
+        else:
+            self._round_starts()
 
     def update_params(self, **params) -> None:
         _check_names(params)  # (all of them first: a misspelt one changed the others before)
@@ -473,6 +485,7 @@ class Task:
         t.history = list(self.history)
         t.state_decoded = self.state_decoded
         t.rng_counter = self.rng_counter
+        t._round_starts()
         t.status = Status.READY
         return t
 
