@@ -198,7 +198,7 @@ def check_task_db(path: str, log):
     another program's table, a directory, not writable, another server's): the server's store
     opens only after the model has loaded. Opening makes a missing file, as the server would.
     Returns the open store, for the caller to close once the server is done: until then it
-    holds the file's lock (``store._claim``: shared with this process's later stores), so a
+    holds the file's lock (``store_guard.claim``: shared with this process's later stores), so a
     second server started while this one loads its model is refused before loading its own."""
     from server.task.store import TaskStore, TaskStoreError
 

@@ -10,18 +10,13 @@ here has ``auto_vacuum=INCREMENTAL``: deleted and pruned rows give their pages b
 
 Opening checks the file before writing anything to it: another program's database (tables, none
 named ``tasks``), another ``tasks`` table or another schema version is refused unchanged. One
-process at a time holds a file: an exclusive ``flock`` on ``<file>.lock`` (holding its pid), shared
-by the stores of that process and released by the last one's ``close()`` (or by the OS when the
-process ends, a ``kill -9`` too); a second server is refused at start (``beside_a_server``: a short
-command, the state import, that runs beside one).
+process at a time holds a file (``store_guard``: a lock file; hard links and a ``-wal`` without
+its database refused), released by the last of its stores' ``close()``.
 """
 
 from __future__ import annotations
 
-import contextvars
-import os
 import sqlite3
-import stat
 import threading
 import time
 import weakref
@@ -29,11 +24,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from server.logger import get_logger
-
-try:
-    import fcntl
-except ImportError:  # (Windows: no guard against a second server)
-    fcntl = None
+from server.task.store_guard import (TaskStoreError, beside_a_server,  # noqa: F401 (re-exported)
+                                     check_files, claim, release)
 
 log = get_logger("task.store")
 SCHEMA_VERSION = 1
@@ -65,11 +57,6 @@ def bindable(task_id: str) -> bool:
     return True
 
 
-class TaskStoreError(RuntimeError):
-    """The database file cannot be used (not SQLite, damaged, another program's table, not
-    writable); the message names the file and what to do."""
-
-
 COLUMNS = ("task_id", "is_template", "updated_at", "meta", "blob")
 _ELSEWHERE = ("point RWKV_TASK_DB_PATH elsewhere, or move the file aside with its -wal and -shm "
               "files (a new database is made at its path)")
@@ -83,125 +70,6 @@ class NotOurs(sqlite3.DatabaseError):
     def __init__(self, problem: str, hint: str):
         super().__init__(problem)
         self.hint = hint
-
-
-# ---- one process per file ------------------------------------------------------------------
-_held: dict[str, list] = {}  # lock file (real path) -> [its fd holding the flock, stores on it]
-_held_lock = threading.Lock()
-_beside = contextvars.ContextVar("beside_a_server", default=False)
-
-
-@contextmanager
-def beside_a_server():
-    """Stores opened in this block take no lock, and a server's lock does not refuse them: a
-    short command that runs beside a server on its file (the state import: a new template row,
-    which the server reads at its next lookup). Not for anything that keeps tasks in memory."""
-    token = _beside.set(True)
-    try:
-        yield
-    finally:
-        _beside.reset(token)
-
-
-def _claim(db_path: str) -> str | None:
-    """Hold ``<db_path>.lock`` for this process (an exclusive ``flock``, the pid written in it);
-    its key for ``_release``, None where there is nothing to hold (``:memory:``, no ``fcntl``,
-    a folder where no lock file can be made: SQLite then says what is wrong). A second store
-    of this process on the file shares the hold (counted): the SDK beside an in-process
-    server, a test reading a manager's rows. ``TaskStoreError`` if another process holds it."""
-    if fcntl is None or db_path == ":memory:" or _beside.get():
-        return None
-    key = os.path.realpath(db_path) + ".lock"  # (one lock for every link to the file)
-    with _held_lock:
-        if key in _held:  # (never a second fd: where flock is emulated by POSIX locks (NFS),
-            _held[key][1] += 1  # closing it would drop the process's lock)
-            return key
-        try:
-            fd = os.open(key, os.O_RDWR | os.O_CREAT, 0o644)
-        except OSError:
-            try:  # (a lock file another user made: read-only suffices for flock)
-                fd = os.open(key, os.O_RDONLY)
-            except OSError as e:
-                return _unguarded(db_path, f"no lock file can be made beside the task database "
-                                           f"({key}: {e.strerror})")
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            pid = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
-            os.close(fd)
-            holder = f"pid {pid}" if pid.isdigit() else f"see {key}"
-            raise TaskStoreError(
-                f"the task database {db_path} (RWKV_TASK_DB_PATH) is in use by another server "
-                f"({holder}; or a script using the SDK on it): two on one file overwrite each "
-                "other's tasks. Stop that one first, or point RWKV_TASK_DB_PATH elsewhere"
-            ) from None
-        except OSError as e:  # (a file system without locks: no guard)
-            os.close(fd)
-            return _unguarded(db_path, f"the task database's lock file {key} cannot be locked "
-                                       f"({e.strerror})")
-        try:
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-        except OSError:  # (opened read-only: the message then names the lock file)
-            pass
-        _held[key] = [fd, 1]
-        return key
-
-
-def _unguarded(db_path: str, why: str) -> None:
-    """``_claim`` without a lock: said once in the log (nothing refuses a second server)."""
-    log.warning(f"{why}: a second server on {db_path} would not be refused; run one server "
-                "per file")
-
-
-def _nothing() -> None:
-    pass
-
-
-def _check_files(path: str) -> None:
-    """``TaskStoreError`` for the files at ``path`` that SQLite would open without a word and
-    lose writes with (session 41's QA): a database with a second hard link (a server on the
-    other name keeps another -wal and ``.lock``: neither server is refused, and each one's
-    checkpoint overwrites the other's rows), and a non-empty ``-wal`` without its database (the
-    file was moved away from its WAL, which holds the latest writes: a new database made here
-    truncated it)."""
-    if path == ":memory:" or path.startswith("file:"):
-        return
-    path = os.path.realpath(path)  # (SQLite keeps the -wal beside the file a link names)
-    try:
-        st = os.stat(path)
-    except OSError:
-        st = None
-    if st is not None and stat.S_ISREG(st.st_mode) and st.st_nlink > 1:
-        raise TaskStoreError(
-            f"the task database {path} (RWKV_TASK_DB_PATH) has {st.st_nlink} hard links: a "
-            "server on another of its names would not be refused, and the two would overwrite "
-            "each other's tasks. Keep one name (copy the file instead of linking it)")
-    wal = path + "-wal"
-    try:
-        wal_size = os.path.getsize(wal)
-    except OSError:
-        return
-    if wal_size and (st is None or st.st_size == 0):
-        raise TaskStoreError(
-            f"the task database {path} (RWKV_TASK_DB_PATH) is missing or empty, but {wal} "
-            f"({wal_size:,} bytes) is there: the latest writes of a database moved or deleted "
-            "from this path. Move that database back (its -wal holds its last tasks), or move "
-            f"{wal} and {path}-shm aside too to start a new one")
-
-
-def _release(key: str | None) -> None:
-    """One store of this process is done with the file; the last one's release unlocks it."""
-    if key is None:
-        return
-    with _held_lock:
-        hold = _held.get(key)
-        if hold is None:
-            return
-        hold[1] -= 1
-        if hold[1] <= 0:
-            del _held[key]
-            os.close(hold[0])  # (the flock goes with the file's last descriptor)
 
 
 def is_busy_error(e: BaseException) -> bool:
@@ -248,6 +116,10 @@ def unusable(path: str, e: sqlite3.Error) -> TaskStoreError:
                           + hint)
 
 
+def _nothing() -> None:
+    pass
+
+
 class TaskStore:
     """Thread-safe put/get/delete of task records in one SQLite file."""
 
@@ -269,7 +141,7 @@ class TaskStore:
         # delete and prune (this connection is the file's only writer: ``_claim``)
         self._bytes: float | None = None
         self._release = _nothing  # (a finalizer once the lock is held: a store never closed)
-        _check_files(self.path)
+        check_files(self.path)
         try:
             self._db = sqlite3.connect(self.path, timeout=min(timeout, WAIT_NOTICE_S),
                                        check_same_thread=False,
@@ -321,9 +193,9 @@ class TaskStore:
                               "It is another program's file or another version's: "
                               + _ELSEWHERE)
         if self._claim is None:  # before the first write: a second server is refused here
-            self._claim = _claim(self.path)
+            self._claim = claim(self.path)
             if self._claim is not None:
-                self._release = weakref.finalize(self, _release, self._claim)
+                self._release = weakref.finalize(self, release, self._claim)
         if not db.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchone():
             # a new file: deleted rows' pages can be given back (``_reclaim``); set before
             # its first table, the only time it can be without rewriting the file
