@@ -15,7 +15,8 @@ from model_cases import cache_entries_exact
 
 from server.model.state import State
 from server.scheduler import DynamicScheduler
-from server.scheduler.prefill import TURN_TOKEN, WARM_DELAY_S, WARM_MAX
+from server.scheduler.later import WARM_DELAY_S, WARM_MAX
+from server.scheduler.prefill import TURN_TOKEN
 from server.scheduler.prefix_cache import (DEFER_MAX, ENTRY_OVERHEAD, PrefixCache, common_prefix,
                                            prefix_hashes, state_nbytes)
 from server.task.task import Status, Task

@@ -221,7 +221,7 @@ def test_a_lone_feed_passes_its_boundaries_with_the_deferred_jobs_full(tiny_load
     alone still prefills in one call: its pass hands its boundaries out, so it needs no job
     and does not stop at them (it did: a stop is one more call before the first token)."""
     from server.api.chat import build_chat_prompt
-    from server.scheduler.prefill import LATER_MAX
+    from server.scheduler.later import LATER_MAX
 
     def prompt(c: int) -> list[int]:
         return tiny_loader.encode(build_chat_prompt(

@@ -35,7 +35,8 @@ from server.logger import get_logger
 from server.scheduler.cycle import SlotCycle, finish_all
 from server.scheduler.engine import BatchEngine
 from server.scheduler.idle_trim import IdleTrim
-from server.scheduler.prefill import WARM_DELAY_S, Prefiller
+from server.scheduler.later import WARM_DELAY_S
+from server.scheduler.prefill import Prefiller
 from server.scheduler.stats import SchedulerStats
 from server.task.policy import model_mismatch
 from server.task.task import SCHEDULER_THREAD, Status, Task
