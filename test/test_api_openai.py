@@ -599,3 +599,28 @@ def test_a_path_with_a_newline_forges_no_log_line(server):
     assert '"POST /v1/tasks/x%0A19' in line and line.endswith('/continue HTTP/1.1" 499')
     assert not any(line.startswith("19:30:00.00") or "| FORGED" in line
                    for line in log.splitlines())
+
+
+def test_best_of_equal_to_n_is_accepted(http):
+    """``best_of`` >= ``n`` is served (LangChain's OpenAI LLM sends ``best_of: 1`` by default);
+    only ``best_of`` < ``n`` is a 400 (session 43's mutation review)."""
+    for extra in ({"best_of": 1}, {"best_of": 2, "n": 2}):
+        r = http.post("/v1/completions", json={"prompt": "x", "max_tokens": 2, **extra})
+        assert r.status_code == 200, (extra, r.text)
+        assert len(r.json()["choices"]) == extra.get("n", 1)
+    r = http.post("/v1/completions", json={"prompt": "x", "max_tokens": 2, "best_of": 1, "n": 2})
+    assert r.status_code == 400 and r.json()["error"]["param"] == "best_of"
+
+
+def test_each_choice_of_a_stream_starts_with_its_role(http):
+    """Streamed ``n = 3``: every choice's first delta is the role (per-choice accumulators
+    start from it; only choice 0 had it under a mutant)."""
+    chunks = stream_chunks(http, "/v1/chat/completions", {
+        "messages": [{"role": "user", "content": "Hi"}], "n": 3, "max_tokens": 3,
+        "temperature": 1.0, "seed": 1})
+    first = {}
+    for c in chunks:
+        for ch in c["choices"]:
+            first.setdefault(ch["index"], ch["delta"])
+    assert sorted(first) == [0, 1, 2]
+    assert all(d == {"role": "assistant", "content": ""} for d in first.values()), first

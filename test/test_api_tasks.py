@@ -494,3 +494,33 @@ def test_a_stored_task_with_a_bad_parameter_is_refused_unchanged(start_server, t
             assert c.get("/health").json()["scheduler_alive"] is True
     finally:
         srv.stop()
+
+
+def test_a_template_made_from_a_task_reports_finished(http):
+    """``as_template``'s template is FINISHED (status 3) as the task it copies: a client
+    polling it for status 3 waited for ever under a mutant (session 43's review)."""
+    src = create(http, max_tokens=0)["task_id"]
+    wait_result(http, src)
+    tpl = http.post(f"/v1/tasks/{src}/as_template")
+    assert tpl.status_code == 200, tpl.text
+    status = http.get(f"/v1/tasks/{tpl.json()['task_id']}/status").json()
+    assert status["status"] == 3, status
+
+
+def test_a_refused_fork_keeps_no_copy(start_server):
+    """A fork refused after its copy was made (a full queue: 503) leaves no task behind: the
+    copies of refused forks piled up in ``/v1/tasks/list`` under a mutant."""
+    srv = start_server(RWKV_MAX_BATCH_SIZE="1", RWKV_MAX_QUEUE="1")
+    with httpx.Client(base_url=srv.url, timeout=60) as c:
+        src = create(c, max_tokens=0)["task_id"]
+        wait_result(c, src)
+        busy = [create(c, max_tokens=20000)["task_id"] for _ in range(2)]  # a slot, the queue
+        try:
+            before = set(c.get("/v1/tasks/list", params={"limit": 10000}).json()["cpu_tasks"])
+            r = c.post(f"/v1/tasks/{src}/fork", json={"prompt": " more"})
+            assert r.status_code == 503, r.text
+            after = set(c.get("/v1/tasks/list", params={"limit": 10000}).json()["cpu_tasks"])
+            assert after == before, after - before
+        finally:
+            for tid in busy:
+                c.post(f"/v1/tasks/{tid}/stop")

@@ -47,12 +47,18 @@ def test_shrink_compacts_in_place_and_frees_rows(engine):
     engine.resize(8, [])
     ptr = engine.state.wkv.data_ptr()
     fill(engine, list(range(8)))
+    firsts = {s: torch.full((engine.vocab_size,), float(s)) for s in (2, 6)}
+    for s, x in firsts.items():  # (a prompt's last logits, its first token's: they follow the
+        engine.set_first(s, x)  # row; a mutant left them behind, session 43's review)
     keep = [1, 2, 6]
     before = rows(engine, keep)
     engine.resize(4, keep)
     assert engine.capacity == 4 and engine.state.batch_size == 4
     assert engine.state.wkv.data_ptr() == ptr  # same buffer: graphs keyed by it stay valid
     assert_rows_equal(rows(engine, [0, 1, 2]), before)
+    assert not engine.has_first(0)
+    assert torch.equal(engine.first_logits(1), firsts[2])
+    assert torch.equal(engine.first_logits(2), firsts[6])
     free = SamplingBatch.empty(1, engine.vocab_size)
     assert not engine.live[3] and engine.cur[3] == 0
     for name in ("temperature", "top_k", "top_p", "penalties", "seed", "counter", "decay"):

@@ -342,3 +342,16 @@ def test_splitter_inline_think():
 def test_splitter_unicode_and_json_roundtrip():
     pieces, _ = run("direct", [">你好", "，世界 🌍"])
     assert json.loads(json.dumps(collect(pieces)["content"])) == "你好，世界 🌍"
+
+
+def test_a_forced_tool_choice_describes_only_that_tool():
+    """A ``tool_choice`` naming one function describes that tool only (a call of another is
+    answer text, never a tool call; session 43's mutation review); ``auto`` describes all."""
+    tools = parse_tools([
+        {"type": "function", "function": {"name": "get_weather", "description": "Weather"}},
+        {"type": "function", "function": {"name": "get_time", "description": "Time"}}])
+    forced = tools_instructions(tools, {"type": "function", "function": {"name": "get_time"}})
+    assert '"name": "get_time"' in forced and '"name": "get_weather"' not in forced
+    assert "You must call the tool get_time now." in forced
+    both = tools_instructions(tools, "auto")
+    assert '"name": "get_time"' in both and '"name": "get_weather"' in both

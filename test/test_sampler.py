@@ -449,3 +449,20 @@ def test_tied_logits_give_a_row_the_same_token_whatever_its_neighbours_k(vocab):
             alone = tokens([k], seed)
             assert alone in [4, 10, 12, 13, 15, 1, 9][:k]  # the lower columns of a tie
             assert all(tokens([k, other], seed) == alone for other in (8, 16, 300))
+
+
+def test_top_k_zero_with_top_p_one_draws_in_vocabulary_order():
+    """top_k <= 0 is off: with top_p 1 a row samples the whole distribution in vocabulary order
+    (one cumulative sum, no sort), so a seed's token is the inverse CDF of that order (a
+    mutant read top_k 0 as a cut: other tokens, and a sort each step; session 43's review)."""
+    V, B = 1000, 16
+    logits = torch.randn(B, V, generator=torch.Generator().manual_seed(0)) * 3
+    sb = SamplingBatch.empty(B, V)
+    sb.top_k[:B // 2] = 0
+    sb.top_k[B // 2:] = -1
+    sb.seed[:] = torch.arange(B) + 7
+    u = uniform(sb.seed, sb.counter)
+    w = torch.exp(logits - logits.amax(dim=1, keepdim=True)).double()
+    cum = torch.cumsum(w, dim=1)
+    expected = torch.searchsorted(cum, (u * cum[:, -1])[:, None], right=True).squeeze(1)
+    assert BatchSampler(V).sample(logits, sb).tolist() == expected.tolist()

@@ -53,6 +53,19 @@ def test_seed_minimal_example(tiny_loader):
     assert scheduler.capacity == 1  # shrank back when idle
 
 
+def test_capacity_is_the_next_power_of_two_of_the_tasks(tiny_loader):
+    """Capacity for n tasks: the next power of two at or above n, within max_batch_size (a
+    mutant doubled it at exact powers: session 43's review); the scheduler grows to it."""
+    sched = DynamicScheduler(tiny_loader, max_batch_size=16, buffer_size=2)
+    assert [sched.target_capacity(n) for n in (0, 1, 2, 3, 4, 5, 8, 9, 16, 17)] == \
+        [1, 1, 2, 4, 4, 8, 8, 16, 16, 16]
+    for i in range(4):
+        sched.new_task(f"User: {i}\n\nAssistant:", max_tokens=3)
+    sched.step()
+    assert sched.capacity == 4
+    sched.run()
+
+
 def test_callbacks_per_pulse_and_once_at_finish(tiny_loader):
     scheduler = DynamicScheduler(tiny_loader, max_batch_size=4, buffer_size=8)
     chunks, finals = [], []

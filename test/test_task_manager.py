@@ -108,6 +108,20 @@ def test_lru_eviction_writes_and_reloads_intact(db):
     tm.close()
 
 
+def test_reading_a_task_in_memory_makes_it_the_most_recently_used(db):
+    """The LRU counts reads of tasks in memory too (the test above touches an evicted task,
+    which its reload makes the newest either way; a mutant made memory FIFO: session 43)."""
+    tm = manager(db, capacity=2)
+    try:
+        tm.put_task("TASK_a", make_task(1, "TASK_a", status=Status.READY))
+        tm.put_task("TASK_b", make_task(2, "TASK_b", status=Status.READY))
+        tm.get_task("TASK_a")
+        tm.put_task("TASK_c", make_task(3, "TASK_c", status=Status.READY))
+        assert tm.list_all_tasks()["cpu_tasks"] == ["TASK_a", "TASK_c"]  # TASK_b went
+    finally:
+        tm.close()
+
+
 def test_unchanged_tasks_are_not_rewritten(db):
     tm = manager(db, capacity=1)
     tm.put_task("TASK_a", make_task(1))  # finished: written at once
