@@ -145,8 +145,9 @@ class ScriptedScheduler:
     def _run(self, task) -> None:
         task.status = Status.RUNNING
         task._under_way()  # as a scheduler once the task's first pass is queued
-        task.history.extend(task.unfed())  # its prompt "fed"; each token after, as decode does
-        task.pending, task.current_token = [], None
+        unfed = task.unfed()  # its prompt "fed" but the last token, the current one; each
+        task.history.extend(unfed[:-1])  # token after it as a decode step feeds it
+        task.pending, task.current_token = [], unfed[-1] if unfed else None
         toks = self.tokens[: task.max_tokens]
         for i in range(0, len(toks), self.per_pulse):
             if task.stop_requested:
@@ -157,4 +158,7 @@ class ScriptedScheduler:
             task._append_output(part)
             time.sleep(self.delay)
         reason = "length" if len(self.tokens) > task.max_tokens else self.reason
+        if reason == "stop" and task.current_token is not None:  # (end of text: fed, as the
+            task.history.append(task.current_token)  # scheduler feeds the last token then)
+            task.current_token = None
         task._finish(reason, self.error)

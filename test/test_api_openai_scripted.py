@@ -317,26 +317,46 @@ def test_a_task_api_round_goes_on_from_a_character_the_last_one_began(http, serv
     """The Task API's rounds are pieces of one document: a round that ended inside a character
     (A, then 中's first two bytes) shows it as U+FFFD, and a ``continue`` completing it (its
     last byte, then B) starts with 中 — it started with U+FFFD too (each round decoded apart;
-    session 42's QA). So does a round after a token-id prompt ending inside a character, its
-    stream, and a stream read from the middle of a character."""
+    session 42's QA). So does a round after a token-id prompt ending inside a character, and a
+    stream read from inside one, also one asking for a ``pos`` not generated yet. A round that
+    does not complete it shows no second U+FFFD, and a round of no tokens is "" (a review of
+    the first fix: "\ufffd" for ``max_tokens: 0``, "A\ufffd" then "\ufffdB")."""
     tok = tiny_loader.tokenizer
     byte = {tok.token_bytes(i): i for i in range(1, 300) if len(tok.token_bytes(i)) == 1}
     zh = "中".encode()
+    A, B, X = tok.encode("A"), tok.encode("B"), tok.encode("X")
+    head = A + [byte[zh[:1]], byte[zh[1:2]]]  # A and 中's first two bytes
     fake = script("x", per_pulse=1)
     monkeypatch.setattr(server.app.state.task_service, "scheduler", fake)
-    fake.tokens = tok.encode("A") + [byte[zh[:1]], byte[zh[1:2]]]
-    tid = http.post("/v1/tasks/create", json={"prompt": "Q", "max_tokens": 3}).json()["task_id"]
-    assert wait_result(http, tid)["result"] == "A\ufffd"
-    fake.tokens = [byte[zh[2:]]] + tok.encode("B")
-    r = http.post(f"/v1/tasks/{tid}/continue", json={"max_tokens": 2})
-    assert r.status_code == 200, r.text
-    assert wait_result(http, tid)["result"] == "中B"
-    for pos, text in ((0, "中B"), (1, "B")):  # (the round over: its whole text, then [DONE])
+
+    def run(path, body, tokens):
+        fake.tokens = tokens
+        r = http.post(path, json=body)
+        assert r.status_code == 200, r.text
+        return r.json()["task_id"]
+
+    def result(tid):
+        return wait_result(http, tid)["result"]
+
+    def streamed(tid, pos=0):
         r = http.get(f"/v1/tasks/{tid}/stream", params={"pos": pos})
-        assert text_of(check_frames(parse_sse(r.text))) == text
-    prompt = tok.encode("A") + [byte[zh[:1]], byte[zh[1:2]]]
-    tid = http.post("/v1/tasks/create", json={"prompt": prompt, "max_tokens": 2}).json()["task_id"]
-    assert wait_result(http, tid)["result"] == "中B"
-    fake.tokens = tok.encode("B")  # never completed: U+FFFD, once
-    tid = http.post("/v1/tasks/create", json={"prompt": prompt, "max_tokens": 2}).json()["task_id"]
-    assert wait_result(http, tid)["result"] == "\ufffdB"
+        return text_of(check_frames(parse_sse(r.text)))
+
+    tid = run("/v1/tasks/create", {"prompt": "Q", "max_tokens": 3}, head + X)
+    assert result(tid) == "A\ufffd"
+    run(f"/v1/tasks/{tid}/continue", {"max_tokens": 2}, [byte[zh[2:]]] + B)
+    assert result(tid) == "中B"
+    assert streamed(tid) == "中B" and streamed(tid, 1) == "B"  # (the round over: all, [DONE])
+    tid = run("/v1/tasks/create", {"prompt": "Q", "max_tokens": 3}, head + X)
+    assert result(tid) == "A\ufffd"
+    run(f"/v1/tasks/{tid}/continue", {"max_tokens": 1}, B)  # never completed: no second U+FFFD
+    assert result(tid) == "B" and streamed(tid) == "B"
+    tid = run("/v1/tasks/create", {"prompt": head, "max_tokens": 2}, [byte[zh[2:]]] + B)
+    assert result(tid) == "中B"  # a token-id prompt's character, completed
+    tid = run("/v1/tasks/create", {"prompt": head, "max_tokens": 1}, B + X)
+    assert result(tid) == "B"
+    tid = run("/v1/tasks/create", {"prompt": head, "max_tokens": 0}, [])
+    assert result(tid) == "" and streamed(tid) == ""  # a round of no tokens
+    fake.delay = 0.3  # a reader asking for a position not generated yet
+    tid = run("/v1/tasks/create", {"prompt": "Q", "max_tokens": 5}, head + [byte[zh[2:]]] + B)
+    assert streamed(tid, 3) == "中B" and result(tid) == "A中B"

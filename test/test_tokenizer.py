@@ -213,3 +213,25 @@ def test_reusing_encoder_compares_only_what_can_share_more(monkeypatch):
     other = "Completely different text. " * 20  # no prefix: compared with every recent
     assert enc.encode(other) == tok.encode(other)
     assert len(compared) == 8
+
+
+def test_a_shown_lead_starts_the_text_only_when_completed(tok):
+    """``IncrementalDecoder(lead, shown=True)`` (a Task API round after one that ended inside a
+    character, shown then as U+FFFD): the character when the first bytes complete it, fed at
+    once or byte by byte; else the lead is dropped (no second U+FFFD), also one that can never
+    complete (a surrogate's ED A0); no tokens: ""."""
+    one = {tok.token_bytes(i): i for i in range(1, 300) if len(tok.token_bytes(i)) == 1}
+    zh, B = "中".encode(), tok.encode("B")
+
+    def text(lead, ids, split=False):
+        dec = IncrementalDecoder(tok, lead, shown=True)
+        parts = [[i] for i in ids] if split else [ids]
+        return "".join(dec.feed(p) for p in parts) + dec.flush()
+
+    for split in (False, True):
+        assert text(zh[:2], [one[zh[2:]]] + B, split) == "中B"
+        assert text(zh[:1], [one[zh[1:2]], one[zh[2:]]] + B, split) == "中B"
+        assert text(zh[:2], B, split) == "B"
+        assert text(b"\xed\xa0", [one[b"\x80"]] + B, split) == "\ufffdB"  # (0x80: its own)
+    assert text(zh[:2], []) == "" and text(zh[:1], [one[zh[1:2]]]) == "\ufffd"
+    assert text(zh[:2], B) == text(b"", B)  # without a lead: as before

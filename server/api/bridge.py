@@ -15,13 +15,13 @@ from server.model.tokenizer import IncrementalDecoder, incomplete_tail
 from server.task.task import LEAD_TOKENS, Task
 
 
-def round_lead(task: Task, tokenizer, pos: int = 0) -> bytes:
-    """The incomplete character the text of ``task``'s round from token ``pos`` goes on from
-    (``follow``'s ``lead``): a round after one that ended inside a character, a prompt of token
-    ids ending inside one, or a reader starting mid-round. The Task API's rounds are pieces of
-    one document: a ``continue`` came back starting with U+FFFD (session 42's QA)."""
-    before = task.round_lead + task.round_tokens()[:pos]
-    return incomplete_tail(tokenizer.decode_bytes(before[-LEAD_TOKENS:]))
+def round_lead(tokenizer, before: list[int], round_out: list[int], pos: int = 0) -> bytes:
+    """The incomplete character the text of a Task API round from its token ``pos`` goes on
+    from: the end of ``before`` (``Task.round_lead``: the sequence before the round) and of
+    the round's tokens before ``pos`` (``round_out``). The rounds are pieces of one document: a
+    ``continue`` completing a character the last round ended inside started with U+FFFD
+    (session 42's QA). Decoded with ``shown=True``: only a round that completes it shows it."""
+    return incomplete_tail(tokenizer.decode_bytes((before + round_out[:pos])[-LEAD_TOKENS:]))
 
 
 @dataclass
@@ -109,22 +109,28 @@ def _resolve(future: asyncio.Future) -> None:
 
 
 async def follow(task: Task, tokenizer, pos: int = 0, poll: float = 1.0,
-                 lead: bytes = b"") -> AsyncIterator[Chunk]:
+                 lead: bytes = b"", goes_on: bool = False) -> AsyncIterator[Chunk]:
     """Yield the task's output of its current round from token ``pos`` as it is generated,
     ending when the round ends (it finishes, or a ``continue`` begins the next one first);
     ``lead``: an incomplete character the output completes (``IncrementalDecoder``).
+    ``goes_on`` (the Task API): the output goes on from the character the sequence before
+    token ``pos`` ended inside, if it completes it (``round_lead``, read once the tokens
+    before ``pos`` are there: a reader may ask for a ``pos`` not generated yet).
 
     The last chunk has ``finished=True`` (its text may be empty). ``poll`` bounds the wait between
     checks, so a reader never hangs on a missed wake-up.
     """
     loop = asyncio.get_running_loop()
     waker = _Waker(task)
-    decoder = IncrementalDecoder(tokenizer, lead)
+    decoder = None if goes_on else IncrementalDecoder(tokenizer, lead)
     last = loop.time()
-    this_round = task.round_output()
-    try:
+    this_round, before, start = task.round_output(), task.round_lead, pos  # (one round's: no
+    try:  # await between them, and a continue sets both on this loop)
         while True:
             tokens, done = task.tokens_of_round(this_round, pos)
+            if decoder is None and (tokens or done):
+                decoder = IncrementalDecoder(
+                    tokenizer, round_lead(tokenizer, before, this_round, start), shown=True)
             if tokens or done:
                 pos += len(tokens)
                 text = decoder.feed(tokens) + (decoder.flush() if done else "")

@@ -276,12 +276,13 @@ class TaskService:
     # ---- replies ---------------------------------------------------------------------------
     def result(self, task: Task) -> TaskResponseModel:
         """The round's text so far (an incomplete trailing character is held back until done;
-        one the round began inside is completed: ``round_lead``)."""
+        one the round began inside shows when the round completes it: ``round_lead``)."""
         if task.finish_reason == "error":
             raise HTTPException(500, f"Generation failed: {task.error}")
         tokens = task.round_tokens()
         finished = task.is_finished
-        dec = IncrementalDecoder(self.loader.tokenizer, round_lead(task, self.loader.tokenizer))
+        tok = self.loader.tokenizer
+        dec = IncrementalDecoder(tok, round_lead(tok, task.round_lead, tokens), shown=True)
         text = dec.feed(tokens) + (dec.flush() if finished else "")
         return self.reply(task, text, finished, len(tokens))
 

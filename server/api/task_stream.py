@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator, Callable
 
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
-from server.api.bridge import follow, round_lead
+from server.api.bridge import follow
 from server.api.safe_json import sse_json
 from server.task.policy import is_temporary_id
 from server.task.task import Task
@@ -50,7 +50,7 @@ async def task_events(task: Task, tokenizer, pos: int = 0,
     header = False
     finished = False
     try:
-        async for chunk in follow(task, tokenizer, pos, lead=round_lead(task, tokenizer, pos)):
+        async for chunk in follow(task, tokenizer, pos, goes_on=True):
             if not header:
                 header = True
                 yield _event({"task_id": task.task_id, "prefill_time": task.prefill_time})

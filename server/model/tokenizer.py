@@ -220,6 +220,12 @@ class ReusingEncoder:
         return out
 
 
+def _utf8_length(first: int) -> int:
+    """Bytes of the UTF-8 character whose first byte is ``first`` (1 for any other byte)."""
+    return 2 if 0xC0 <= first < 0xE0 else 3 if 0xE0 <= first < 0xF0 else \
+        4 if 0xF0 <= first < 0xF8 else 1
+
+
 def incomplete_tail(data: bytes) -> bytes:
     """The end of ``data`` that begins a UTF-8 character not yet complete (b"" if none): what a
     text that goes on from ``data`` must decode first (``IncrementalDecoder``'s ``lead``)."""
@@ -236,18 +242,28 @@ class IncrementalDecoder:
     incomplete tail becomes U+FFFD) and resets the decoder.
     """
 
-    def __init__(self, tokenizer: Tokenizer, lead: bytes = b""):
+    def __init__(self, tokenizer: Tokenizer, lead: bytes = b"", shown: bool = False):
         """``lead``: the incomplete character the text goes on from (``incomplete_tail`` of
-        what came before it), completed by the first tokens fed."""
+        what came before it), completed by the first tokens fed. ``shown``: that text was
+        shown already, its incomplete end as U+FFFD (a Task API round after one that ended
+        inside a character): the lead starts this text only if the first bytes fed complete
+        its character, and is dropped otherwise (the text shows no second U+FFFD for it)."""
         self.tokenizer = tokenizer
         self._utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        self._utf8.decode(lead, final=False)
+        self._unsure, self._lead = (lead, len(lead)) if shown else (b"", 0)
+        if not shown:
+            self._utf8.decode(lead, final=False)
 
     def feed(self, tokens: Iterable[int] | int) -> str:
         """Text completed by `tokens` (one id or several)."""
         if isinstance(tokens, numbers.Integral):
             tokens = (tokens,)
-        text = self._utf8.decode(self.tokenizer.decode_bytes(tokens), final=False)
+        data = self.tokenizer.decode_bytes(tokens)
+        if self._unsure:
+            data = self._settle(data)
+            if data is None:
+                return ""
+        text = self._utf8.decode(data, final=False)
         held = self.pending
         # CPython holds ED A0..BF (a UTF-16 surrogate's prefix) for its surrogatepass
         # handler, though it can never become valid: release it as U+FFFD now.
@@ -255,8 +271,28 @@ class IncrementalDecoder:
             text += self._utf8.decode(b"", final=True)
         return text
 
+    def _settle(self, data: bytes) -> bytes | None:
+        """The bytes to decode once a shown lead is settled: with it if ``data`` completes its
+        character, else without it; None while too few bytes have come to tell."""
+        buf = self._unsure + data
+        need = _utf8_length(buf[0])
+        head = buf[:need]
+        try:
+            codecs.getincrementaldecoder("utf-8")().decode(head, final=len(head) == need)
+        except UnicodeDecodeError:
+            buf = buf[self._lead:]  # it never completes: dropped
+        else:
+            if len(head) < need:
+                self._unsure = buf
+                return None
+        self._unsure = b""
+        return buf
+
     def flush(self) -> str:
         """Whatever is still held (as U+FFFD: it was incomplete); the decoder starts afresh."""
+        if self._unsure:  # a shown lead never completed: the bytes fed after it
+            data, self._unsure = self._unsure[self._lead:], b""
+            return self._utf8.decode(data, final=True)
         return self._utf8.decode(b"", final=True)
 
     @property

@@ -38,7 +38,7 @@ class TaskHeld(RuntimeError):
 # block them for a task only that scheduler could finish
 SCHEDULER_THREAD = threading.local()
 # tokens kept before a round's output (``Task.round_lead``): a UTF-8 character left incomplete
-# there has at most 3 bytes, each token at least one
+# there has at most 3 bytes, and all but a few ids (0, the vocabulary's last: none) hold one
 LEAD_TOKENS = 4
 
 SAMPLING_FIELDS = (
@@ -296,7 +296,9 @@ class Task:
 
     def _round_starts(self) -> None:
         """Note the end of the sequence the round's output will follow (``round_lead``)."""
-        self.round_lead = (self.history[-LEAD_TOKENS:] + self.unfed())[-LEAD_TOKENS:]
+        current = [] if self.current_token is None else [self.current_token]
+        self.round_lead = (self.history[-LEAD_TOKENS:] + self.pending[-LEAD_TOKENS:]
+                           + current)[-LEAD_TOKENS:]
 
     def continue_gen(self, prompt: str | list[int] | None = None, **params) -> None:
         """Reset a finished task to READY for another round, optionally appending a prompt
