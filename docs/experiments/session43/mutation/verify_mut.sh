@@ -1,5 +1,7 @@
 #!/bin/bash
 # apply each surviving mutant (diff from the helper's log), run the test that should now catch it
+# Mutates the working tree it runs in (each mutant applied, then reverted): run it in a clean clone.
+# From a clone, change the cd below to that clone.
 cd /work/main
 declare -A T=(
  [M15]="test/test_openai_chat.py::test_a_forced_tool_choice_describes_only_that_tool"
