@@ -289,3 +289,30 @@ def test_weights_that_cannot_run_are_refused_naming_them(small_sd):
     assert b.layers[0].v1 is None
     tokens = [[5, 17, 42, 7]]
     assert torch.equal(a.prefill(tokens, a.new_state(1)), b.prefill(tokens, b.new_state(1)))
+
+
+def test_the_generator_never_replaces_a_file_unasked_nor_leaves_half_of_one(tmp_path,
+                                                                           monkeypatch):
+    """``server.model.random`` replaced an existing file without a word (a mistyped path to a
+    real model), and a Ctrl-C in its save left a partial zip at the path that ``verify``
+    passed (session 43's QA): an existing OUT needs ``--force``, and the file appears only
+    complete (written beside it, then renamed)."""
+    out = tmp_path / "m.pth"
+    out.write_bytes(b"precious")
+    with pytest.raises(SystemExit) as e:
+        main([str(out), "--preset", "tiny"])
+    assert e.value.code == 2 and out.read_bytes() == b"precious"
+
+    def cut(sd, path):
+        with open(path, "wb") as f:
+            f.write(b"PK\x03\x04 half")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(torch, "save", cut)
+    with pytest.raises(KeyboardInterrupt):
+        main([str(out), "--preset", "tiny", "--force"])
+    assert out.read_bytes() == b"precious"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.pth"]  # (no part left either)
+    monkeypatch.undo()
+    main([str(out), "--preset", "tiny", "--force"])
+    assert out.read_bytes()[:2] == b"PK"

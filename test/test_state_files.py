@@ -337,6 +337,21 @@ def test_command_line_names_missing_and_unwritable_paths(tiny_model_path, tmp_pa
     assert "no/such/dir" in capsys.readouterr().err
     assert main(["export", "_tuned", str(tmp_path / "out.st")]) == 0
     assert read_state_file((tmp_path / "out.st").read_bytes(), cfg).history == []
+    # an existing file is not replaced unasked, a mistyped database is not made (session 43's
+    # QA: both were silent), and a --demo server's sizes are its preset's
+    (tmp_path / "precious.txt").write_text("keep")
+    assert main(["export", "_tuned", str(tmp_path / "precious.txt")]) == 2
+    assert "--force" in capsys.readouterr().err
+    assert (tmp_path / "precious.txt").read_text() == "keep"
+    assert main(["export", "_tuned", str(tmp_path / "precious.txt"), "--force"]) == 0
+    monkeypatch.setattr(settings, "task_db_path", str(tmp_path / "typo.db"))
+    assert main(["export", "_tuned", str(tmp_path / "o2.st")]) == 2
+    assert "no task database" in capsys.readouterr().err and not (tmp_path / "typo.db").exists()
+    monkeypatch.setattr(settings, "task_db_path", str(tmp_path / "tasks.db"))
+    monkeypatch.setattr(settings, "model_path", str(tmp_path / "absent.pth"))
+    monkeypatch.setattr(settings, "demo", "tiny")  # (the tiny checkpoint is the tiny preset's)
+    assert main(["export", "_tuned", str(tmp_path / "o3.st")]) == 0
+    assert (tmp_path / "o3.st").read_bytes() == (tmp_path / "out.st").read_bytes()
 
 
 @pytest.mark.parametrize("kind", ["not sqlite", "directory"])

@@ -13,6 +13,7 @@ depend on the input (greedy outputs differ between prompts).
 from __future__ import annotations
 
 import argparse
+import os
 import math
 import time
 import zlib
@@ -101,14 +102,19 @@ def make_random_state_dict(n_layer: int, n_embd: int, vocab_size: int = VOCAB_SI
 def _parse(argv=None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(prog="python -m server.model.random", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("out", type=Path, help="output .pth path")
+    ap.add_argument("out", type=Path, help="output .pth path (an existing file: --force)")
     ap.add_argument("--preset", choices=list(PRESETS), default=None)
     ap.add_argument("--layers", type=int, default=None, help="n_layer (overrides the preset)")
     ap.add_argument("--embd", type=int, default=None, help="n_embd, a multiple of 64")
-    ap.add_argument("--vocab", type=int, default=VOCAB_SIZE)
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--dtype", choices=list(DTYPES), default="bf16")
+    ap.add_argument("--vocab", type=int, default=VOCAB_SIZE, help=f"default {VOCAB_SIZE}")
+    ap.add_argument("--seed", type=int, default=0, help="default 0")
+    ap.add_argument("--dtype", choices=list(DTYPES), default="bf16", help="default bf16")
+    ap.add_argument("--force", action="store_true", help="overwrite an existing OUT")
     args = ap.parse_args(argv)
+    if args.out.is_dir():
+        ap.error(f"{args.out} is a directory; name a .pth file")
+    if args.out.exists() and not args.force:  # (a mistyped path to a real model was replaced)
+        ap.error(f"{args.out} exists; give --force to overwrite it")
     if args.preset is None and (args.layers is None or args.embd is None):
         ap.error("give --preset, or both --layers and --embd")
     L, C = PRESETS[args.preset] if args.preset else (None, None)
@@ -122,13 +128,31 @@ def _parse(argv=None) -> argparse.Namespace:
     return args
 
 
+def save_whole(sd: dict, out: Path) -> None:
+    """``torch.save`` to ``out`` through a temporary file beside it, renamed when complete: a
+    write cut short (Ctrl-C, a full disk) leaves no partial checkpoint at ``out`` (one such
+    file, its later tensors missing, passed ``verify``'s checksums; session 43's QA)."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out.name}.{os.getpid()}.part")
+    try:
+        try:
+            torch.save(sd, tmp)
+        except RuntimeError as e:  # (torch's writer reports an unopenable file so)
+            raise OSError(str(e).splitlines()[-1].split("strerror:")[-1].strip()) from None
+        os.replace(tmp, out)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
 def main(argv=None) -> None:
     args = _parse(argv)
     L, C = args.layers, args.embd
     t0 = time.perf_counter()
     sd = make_random_state_dict(L, C, args.vocab, args.seed, DTYPES[args.dtype])
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    torch.save(sd, args.out)
+    try:
+        save_whole(sd, args.out)
+    except OSError as e:
+        raise SystemExit(f"error: cannot write {args.out}: {e.strerror or e}") from None
     n = sum(t.numel() for t in sd.values())
     print(f"wrote {args.out}: L{L} C{C} V{args.vocab} {args.dtype}, {n / 1e6:.1f}M parameters, "
           f"{time.perf_counter() - t0:.1f}s")

@@ -106,6 +106,11 @@ def _model_config(manager):
     if manager.loader is not None:
         return manager.loader.cfg
     from server.config import settings
+
+    if settings.demo:  # a --demo server's sizes (its weights are random, its shapes a preset's)
+        from server.model.random import preset_config
+
+        return preset_config(settings.demo)
     from server.model.checkpoint import load_checkpoint
 
     return load_checkpoint(settings.model_path)[1]
@@ -114,20 +119,33 @@ def _model_config(manager):
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m server.task.state_templates",
                                  description="Import a state file as a template, or export a "
-                                             "task's state (task database: RWKV_TASK_DB_PATH)")
+                                             "task's state. The task database is "
+                                             "RWKV_TASK_DB_PATH's; the model's sizes are read "
+                                             "from RWKV_MODEL_PATH (or RWKV_DEMO's preset), as "
+                                             "the server's.")
     sub = ap.add_subparsers(dest="cmd", required=True)
     imp = sub.add_parser("import", help="state file -> read-only template _NAME")
-    imp.add_argument("file")
-    imp.add_argument("--name", required=True)
+    imp.add_argument("file", help="a state-tuning .pth, or an exported state file")
+    imp.add_argument("--name", required=True, help="the template's name (a leading _ is added)")
     imp.add_argument("--layout", choices=("vk", "kv"), default="vk",
                      help="time_state rows: vk = value rows (RWKV-PEFT v7, default)")
     exp = sub.add_parser("export", help="a stored task's state -> file")
     exp.add_argument("task_id")
-    exp.add_argument("out")
+    exp.add_argument("out", help="the file to write (an existing one: --force)")
+    exp.add_argument("--force", action="store_true", help="overwrite an existing OUT")
     args = ap.parse_args(argv)
+    from server.config import settings
     from server.task.manager import TaskManager, TemplateExists
     from server.task.store import TaskStoreError, beside_a_server
 
+    if args.cmd == "export":  # (both checked before a database is opened, or made)
+        if os.path.exists(args.out) and not args.force:
+            print(f"error: {args.out} exists; give --force to overwrite it", file=sys.stderr)
+            return 2
+        db = settings.task_db_path
+        if db != ":memory:" and not os.path.exists(db):  # (a mistyped path made a new one)
+            print(f"error: no task database at {db} (RWKV_TASK_DB_PATH)", file=sys.stderr)
+            return 2
     try:
         with beside_a_server():  # (a running server's lock does not refuse it: see the docstring)
             manager = TaskManager()
