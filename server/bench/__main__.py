@@ -1,5 +1,8 @@
-"""``python -m server.bench NAME [options]``, NAME one of BENCHES below:
-run one benchmark (each prints a table; ``python -m server.bench NAME --help`` for its options)."""
+"""python -m server.bench NAME [options]: run one benchmark (each prints a table).
+
+python -m server.bench NAME --help lists its options; the other benchmarks run as modules of
+their own (python -m server.bench.chat, .http_stages, .load). docs/performance.md has each
+command with its results."""
 
 import importlib
 import sys
@@ -10,8 +13,13 @@ BENCHES = ("decode", "prefill", "stress", "wkv", "gemv", "ttft", "pulse", "host"
 
 def main(argv=None) -> None:
     argv = sys.argv[1:] if argv is None else argv
+    usage = f"usage: python -m server.bench {{{'|'.join(BENCHES)}}} [options]\n\n{__doc__}"
+    if argv and argv[0] in ("-h", "--help"):
+        print(usage)
+        return
     if not argv or argv[0] not in BENCHES:
-        sys.exit(f"usage: python -m server.bench {{{'|'.join(BENCHES)}}} [options]\n{__doc__}")
+        what = f"unknown benchmark {argv[0]!r}\n" if argv else ""
+        sys.exit(f"{what}{usage}")
     from server.logger import setup_logging
 
     setup_logging(verbose=True)  # as the server logs: INFO (loguru's default sink writes a

@@ -18,6 +18,7 @@ import argparse
 import statistics
 import time
 
+from server.model.presets import PRESETS
 import torch
 
 from server.bench import common
@@ -82,7 +83,7 @@ HEADER = ["batch", "ms/step", "tok/s", "floor ms", "of mem", "of FLOP", "peak GB
 def parse_args(argv=None):
     p = argparse.ArgumentParser(prog="python -m server.bench decode", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--preset", default="2.9b")
+    p.add_argument("--preset", default="2.9b", choices=PRESETS)
     p.add_argument("--batch", default="1,32,256,1024")
     p.add_argument("--state-dtype", default="fp32", help="comma-separated: fp32,fp16")
     p.add_argument("--dtype", default="fp16")

@@ -380,7 +380,7 @@ def main(argv=None) -> None:
 
     p = argparse.ArgumentParser(prog="server.bench gemv", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--preset", default="2.9b")
+    p.add_argument("--preset", default="2.9b", choices=PRESETS)
     p.add_argument("--rows", default="1,2,4,8,16")
     p.add_argument("--dtype", default="fp16", choices=("fp16", "bf16"))
     p.add_argument("--vocab", type=int, default=65536)

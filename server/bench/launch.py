@@ -15,6 +15,7 @@ import argparse
 import statistics
 import time
 
+from server.model.presets import PRESETS
 import torch
 
 from server.bench import common
@@ -52,7 +53,7 @@ def measure(model, tokens: int, repeat: int) -> list[dict]:
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(prog="python -m server.bench launch", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--preset", default="2.9b")
+    ap.add_argument("--preset", default="2.9b", choices=PRESETS)
     ap.add_argument("--tokens", default="158", help="comma-separated token counts")
     ap.add_argument("--repeat", type=int, default=20)
     args = ap.parse_args(argv)

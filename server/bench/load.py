@@ -19,6 +19,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from server.model.presets import PRESETS
+
 
 def one_run(model: str, device: str, dtype: str, check: bool) -> dict:
     """In this process: load ``model`` and prefill 64 tokens; seconds of each."""
@@ -46,7 +48,7 @@ def main(argv=None) -> None:
     ap = argparse.ArgumentParser(prog="python -m server.bench.load", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", help="a checkpoint (default: a random one of --preset)")
-    ap.add_argument("--preset", default="0.4b")
+    ap.add_argument("--preset", default="0.4b", choices=PRESETS)
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--dtype", default="bf16", help="comma-separated run dtypes")
     ap.add_argument("--check", default="1,0", help="1: the finite-weight check on, 0: off")

@@ -22,6 +22,7 @@ import argparse
 import statistics
 import time
 
+from server.model.presets import PRESETS
 import torch
 
 from server.bench import common
@@ -157,7 +158,7 @@ def profile_pass(model, length: int) -> str:
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(prog="python -m server.bench prefill", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--preset", default="2.9b")
+    p.add_argument("--preset", default="2.9b", choices=PRESETS)
     p.add_argument("--cases", default="1x4096,64x512", help="NxLEN,...")
     p.add_argument("--repeat", type=int, default=4)
     p.add_argument("--dtype", default="fp16")

@@ -18,6 +18,7 @@ import contextlib
 import statistics
 import time
 
+from server.model.presets import PRESETS
 from server.bench import common
 
 
@@ -36,7 +37,7 @@ def pulse_ms(engine, prompt: list[int], merged: bool, around=contextlib.nullcont
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(prog="python -m server.bench pulse", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--preset", default="2.9b")
+    p.add_argument("--preset", default="2.9b", choices=PRESETS)
     p.add_argument("--prompt", type=int, default=190, help="prompt tokens")
     p.add_argument("--repeat", type=int, default=9)
     p.add_argument("--dtype", default="fp16")

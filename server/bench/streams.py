@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 
+from server.model.presets import PRESETS
 import torch
 
 from server.bench import common
@@ -46,7 +47,7 @@ def split_step(model, tokens, state: State, split: int, parallel: bool, streams)
 
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--preset", default="2.9b")
+    p.add_argument("--preset", default="2.9b", choices=PRESETS)
     p.add_argument("--batch", default="1024,256")
     p.add_argument("--splits", default="1,2,4")
     p.add_argument("--state-dtype", default="fp16")

@@ -21,6 +21,8 @@ import threading
 import time
 from pathlib import Path
 
+from server.model.presets import PRESETS
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -121,13 +123,17 @@ def run(args) -> dict:
         worker.start()
     done, shown = 0, t0
     while done < len(tasks):
-        if finished.acquire(timeout=0.5):  # (returns as soon as a task finishes)
-            done += 1
-        elif worker is not None and not worker.is_alive():
-            break  # run() ended with tasks unfinished (it raised): report what was done
-        if past_deadline() and not stopped:
-            stopped = True  # report what was done rather than nothing
-            for t in tasks:
+        try:
+            if finished.acquire(timeout=0.5):  # (returns as soon as a task finishes)
+                done += 1
+            elif worker is not None and not worker.is_alive():
+                break  # run() ended with tasks unfinished (it raised): report what was done
+            interrupted = False
+        except KeyboardInterrupt:  # Ctrl-C: stop, then report what was done (it left the run
+            interrupted = True  # thread inside torch at exit: the process aborted, 134)
+        if (interrupted or past_deadline()) and not stopped:
+            stopped = "Ctrl-C" if interrupted else f"the --deadline of {args.deadline:g} s"
+            for t in tasks:  # (report what was done rather than nothing)
                 t.stop()
         if time.perf_counter() - shown >= 0.5:  # the progress bar, twice a second
             shown = time.perf_counter()
@@ -145,7 +151,7 @@ def run(args) -> dict:
     captures = graphed.captures[n_captures:] if graphed is not None else []
     steps = sum(p["steps"] for p in sched.pulses) / max(len(sched.pulses), 1)
     if len(tasks) < len(prompt_tokens):
-        stopped = True  # (the deadline came before every task had arrived)
+        stopped = f"the --deadline of {args.deadline:g} s"  # (before every task had arrived)
     return dict(loader=loader, tasks=len(tasks), n_in=n_in, n_out=n_out, seconds=seconds,
                 peak=peak, resizes=list(sched.resizes), memory=device_memory(loader),
                 warm=warm, unload=unload, captures=captures, pulses=len(sched.pulses),
@@ -185,7 +191,7 @@ def report(r: dict, args) -> str:
         lines.append(f" resize {z['frm']:>4} -> {z['to']:<4} ({z['tasks']} tasks) {z['ms']:.1f} ms")
     lines.append("─" * 60)
     if r["stopped"]:
-        lines.append(f" STOPPED at the --deadline of {args.deadline:g} s: unfinished tasks "
+        lines.append(f" STOPPED at {r['stopped']}: unfinished tasks "
                      f"were stopped ({r['tasks']} of {args.tasks} submitted)")
     lines.append(f" warm-up before the clock: {r['warm']:.1f} s (kernels, decode graphs) · "
                  f"pulses: {r['pulses']}, {r['steps']:.1f} steps each on average")
@@ -203,7 +209,7 @@ def report(r: dict, args) -> str:
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", help="checkpoint .pth (default: random weights of --preset)")
-    p.add_argument("--preset", default="tiny", help="random-weights preset when no --model")
+    p.add_argument("--preset", default="tiny", choices=PRESETS, help="random-weights preset when no --model")
     p.add_argument("--tasks", type=int, default=256)
     p.add_argument("--max-tokens", type=int, default=2000)
     p.add_argument("--temperature", type=float, default=1.0)

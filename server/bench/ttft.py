@@ -38,6 +38,7 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
+from server.model.presets import PRESETS
 from server.bench import common
 from server.bench.conversation import Conversation
 
@@ -283,7 +284,7 @@ def stage_row(r: dict, name: str) -> list:
 def parse_args(argv=None):
     p = argparse.ArgumentParser(prog="python -m server.bench ttft", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--preset", default="0.1b")
+    p.add_argument("--preset", default="0.1b", choices=PRESETS)
     p.add_argument("--turns", type=int, default=10)
     p.add_argument("--target", type=int, default=2000, help="prompt tokens at the last turn")
     p.add_argument("--max-tokens", type=int, default=32, help="reply length")
