@@ -44,8 +44,9 @@ def stream_request(user: HttpUser, api: str) -> None:
                 resp.success()
                 for raw in resp.iter_lines(chunk_size=1024):
                     meter.feed(raw.decode("utf-8", errors="replace"))
-            else:
-                meter.error = f"HTTP {status}: {resp.text[:200]}"
+            else:  # (status 0: no response at all; locust keeps why in ``error``)
+                why = resp.text[:200] if status else repr(getattr(resp, "error", None))
+                meter.error = f"HTTP {status}: {why}"
                 resp.failure(meter.error)
     except requests.RequestException as exc:
         meter.error = f"{type(exc).__name__}: {exc}"
