@@ -96,6 +96,10 @@ def main(argv=None) -> None:
         log.error(f"RWKV_MODEL_PATH / --model: {settings.model_path} is a directory; name the "
                   "checkpoint file in it (an RWKV-7 .pth)")
         sys.exit(2)
+    elif os.path.exists(settings.model_path) and not os.path.isfile(settings.model_path):
+        log.error(f"RWKV_MODEL_PATH / --model: {settings.model_path} is not a regular file "
+                  "(a device or a pipe); name the checkpoint file (an RWKV-7 .pth)")
+        sys.exit(2)
     elif not os.path.isfile(settings.model_path) and not _search_denied(settings.model_path):
         from server.model.checkpoint import WHERE_MODELS_COME_FROM
 

@@ -165,3 +165,11 @@ def test_a_safetensors_file_is_said_to_be_one(tmp_path):
     assert "corrupt" not in msg and "pip install" not in msg, msg
     rc, out = _run(["--model", str(path)], tmp_path=tmp_path)
     assert rc == 2 and "looks like a safetensors file" in out and "Traceback" not in out, out
+
+
+def test_a_model_path_that_is_no_regular_file_says_so(tmp_path):
+    """``--model /dev/null`` (or a pipe) said "Model file not found" for a path that exists
+    (session 43's QA)."""
+    rc, out = _run(["--model", os.devnull], tmp_path=tmp_path)
+    assert rc == 2 and "is not a regular file" in out and "not found" not in out, out
+    assert "Traceback" not in out
