@@ -38,7 +38,8 @@ class TaskHeld(RuntimeError):
 # block them for a task only that scheduler could finish
 SCHEDULER_THREAD = threading.local()
 # tokens kept before a round's output (``Task.round_lead``): a UTF-8 character left incomplete
-# there has at most 3 bytes, and all but a few ids (0, the vocabulary's last: none) hold one
+# there has at most 3 bytes, and every id holds at least one but a few that hold none (0 and
+# the vocabulary's last ones)
 LEAD_TOKENS = 4
 
 SAMPLING_FIELDS = (
