@@ -218,7 +218,7 @@ def parse_args(argv=None):
     p.add_argument("--buffer-size", type=int, default=32)
     p.add_argument("--max-batch-size", type=int, default=256)
     p.add_argument("--device", default=None)
-    p.add_argument("--dtype", default=None)
+    p.add_argument("--dtype", default=None, choices=("fp16", "bf16", "fp32"))
     p.add_argument("--state-dtype", default=None)
     p.add_argument("--deadline", type=float, default=0,
                    help="seconds after which every task is stopped and the report printed")
