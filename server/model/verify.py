@@ -18,7 +18,7 @@ checksums).
 from __future__ import annotations
 
 import argparse
-import pickle
+import pickletools
 import sys
 import time
 import zipfile
@@ -36,37 +36,42 @@ def damaged_entries(path: str | Path, progress=None) -> list[str]:
         return _damaged(archive, progress)
 
 
-class _Stub:
-    """Whatever the pickled dict names (tensors' rebuild functions, storage types, dicts):
-    nothing is built, nothing imported."""
-
-    def __init__(self, *args, **kwargs):
-        pass
-
-    def __call__(self, *args, **kwargs):
-        return _Stub()
-
-    def __setitem__(self, key, value):
-        pass
-
-    def __setstate__(self, state):
-        pass
-
-
-class _StorageKeys(pickle.Unpickler):
-    """Reads a ``data.pkl`` for the storages it refers to (``keys``), building nothing."""
-
-    def __init__(self, f):
-        super().__init__(f)
-        self.keys: set[str] = set()
-
-    def find_class(self, module, name):
-        return _Stub
-
-    def persistent_load(self, pid):
-        if isinstance(pid, tuple) and len(pid) > 2 and pid[0] == "storage":
-            self.keys.add(str(pid[2]))
-        return _Stub()
+def storage_keys(data: bytes) -> set[str]:
+    """The storage keys a ``torch.save`` pickle (``data.pkl``) refers to, read by walking its
+    opcodes (``pickletools``: nothing is unpickled, built or imported): each persistent id is
+    a tuple ``("storage", type, key, location, numel)``. A small stack machine follows just
+    what each opcode pops and pushes, values only for strings, numbers, tuples and the memo."""
+    stack, marks, memo, keys = [], [], {}, set()
+    for op, arg, _ in pickletools.genops(data):
+        before, name = op.stack_before, op.name
+        if name == "MARK":
+            marks.append(len(stack))
+            continue
+        if pickletools.markobject in before:  # pops down to the last mark, and what lies below
+            start = marks.pop()
+            popped = stack[start:]
+            del stack[start:]
+            for _ in range(before.index(pickletools.markobject)):
+                stack.pop()
+        else:
+            popped = stack[len(stack) - len(before):] if before else []
+            del stack[len(stack) - len(popped):]
+        if name in ("PUT", "BINPUT", "LONG_BINPUT"):
+            memo[arg] = stack[-1]
+        value = arg
+        if name in ("GET", "BINGET", "LONG_BINGET"):
+            value = memo.get(arg)
+        elif name in ("TUPLE", "TUPLE1", "TUPLE2", "TUPLE3"):
+            value = tuple(popped)
+        elif name == "MEMOIZE":
+            value = memo[len(memo)] = popped[0]
+        elif name in ("BINPERSID", "PERSID"):
+            pid = popped[0] if name == "BINPERSID" else None
+            if isinstance(pid, tuple) and len(pid) > 2 and pid[0] == "storage":
+                keys.add(str(pid[2]))
+            value = None
+        stack.extend([value] * len(op.stack_after))
+    return keys
 
 
 def missing_entries(archive: zipfile.ZipFile) -> list[str]:
@@ -78,14 +83,12 @@ def missing_entries(archive: zipfile.ZipFile) -> list[str]:
     if pkl is None:
         return []
     root = pkl[:-len("data.pkl")]
-    with archive.open(pkl) as f:
-        reader = _StorageKeys(f)
-        try:
-            reader.load()
-        except Exception:  # (an unreadable pickle is a damaged entry: _damaged names it)
-            return []
+    try:
+        keys = storage_keys(archive.read(pkl))
+    except Exception:  # (an unreadable pickle is a damaged entry: _damaged names it)
+        return []
     have = set(names)
-    return sorted(f"{root}data/{k}" for k in reader.keys if f"{root}data/{k}" not in have)
+    return sorted(f"{root}data/{k}" for k in keys if f"{root}data/{k}" not in have)
 
 
 def _damaged(archive: zipfile.ZipFile, progress=None) -> list[str]:
