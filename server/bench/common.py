@@ -22,6 +22,17 @@ MATMUL_WEIGHTS = ("wr", "wk", "wv", "wo", "w1", "w2", "a1", "a2", "v1", "v2", "g
 DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}
 
 
+def dtype_list(text: str) -> str:
+    """argparse ``type`` of a comma-separated list of DTYPES' names (an unknown one was a
+    KeyError traceback later)."""
+    bad = [d for d in text.split(",") if d not in DTYPES]
+    if bad:
+        import argparse
+
+        raise argparse.ArgumentTypeError(f"{', '.join(bad)}: choose from {', '.join(DTYPES)}")
+    return text
+
+
 def default_device() -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 

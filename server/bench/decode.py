@@ -85,7 +85,7 @@ def parse_args(argv=None):
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--preset", default="2.9b", choices=PRESETS)
     p.add_argument("--batch", default="1,32,256,1024")
-    p.add_argument("--state-dtype", default="fp32", help="comma-separated: fp32,fp16")
+    p.add_argument("--state-dtype", default="fp32", type=common.dtype_list, help="comma-separated: fp32,fp16")
     p.add_argument("--dtype", default="fp16", choices=("fp16", "bf16", "fp32"))
     p.add_argument("--steps", type=int, default=32)
     p.add_argument("--pulses", type=int, default=4)

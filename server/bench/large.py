@@ -26,6 +26,7 @@ import torch
 import triton
 import triton.language as tl
 
+from server.bench import common
 from server.model.kernels import decode_triton as dk
 from server.model.kernels import fused_triton as ft
 
@@ -206,7 +207,7 @@ def main(argv=None) -> None:
     p.add_argument("--batch", default="256,1024", help="comma-separated batch sizes")
     p.add_argument("--only", choices=("time_mix", "state_floor", "ln_mix", "relu", "products"),
                    help="one table only")
-    p.add_argument("--state-dtype", default="fp16,fp32", help="time-mix table: state dtypes")
+    p.add_argument("--state-dtype", default="fp16,fp32", type=common.dtype_list, help="time-mix table: state dtypes")
     args = p.parse_args(argv)
     if not torch.cuda.is_available():
         raise SystemExit("server.bench large needs a CUDA device")

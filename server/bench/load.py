@@ -19,6 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from server.bench import common
 from server.model.presets import PRESETS
 
 
@@ -50,7 +51,8 @@ def main(argv=None) -> None:
     ap.add_argument("--model", help="a checkpoint (default: a random one of --preset)")
     ap.add_argument("--preset", default="0.4b", choices=PRESETS)
     ap.add_argument("--device", default="cpu")
-    ap.add_argument("--dtype", default="bf16", help="comma-separated run dtypes")
+    ap.add_argument("--dtype", default="bf16", type=common.dtype_list,
+                    help="comma-separated run dtypes")
     ap.add_argument("--check", default="1,0", help="1: the finite-weight check on, 0: off")
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--one", nargs=4, metavar=("MODEL", "DEVICE", "DTYPE", "CHECK"),

@@ -41,7 +41,7 @@ def main(argv=None) -> None:
     p.add_argument("--prompt", type=int, default=190, help="prompt tokens")
     p.add_argument("--repeat", type=int, default=9)
     p.add_argument("--dtype", default="fp16", choices=("fp16", "bf16", "fp32"))
-    p.add_argument("--state-dtype", default="fp32")
+    p.add_argument("--state-dtype", default="fp32", choices=("fp16", "bf16", "fp32"))
     p.add_argument("--device", default=None)
     p.add_argument("--profile", action="store_true", help="then each way under torch.profiler")
     args = p.parse_args(argv)

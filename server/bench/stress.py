@@ -107,15 +107,18 @@ def run(args) -> dict:
     def past_deadline() -> bool:
         return bool(args.deadline) and time.perf_counter() - t0 > args.deadline
 
-    stopped, worker = False, None
+    stopped, worker, interrupted = False, None, False
     if args.arrivals_per_s > 0:  # one task every 1 / rate seconds, beside the daemon
         sched.start_daemon()
         gap = 1.0 / args.arrivals_per_s
-        for i in range(len(prompt_tokens)):
-            time.sleep(max(0.0, t0 + i * gap - time.perf_counter()))
-            if past_deadline():
-                break  # the rest are never submitted
-            submit(i)
+        try:
+            for i in range(len(prompt_tokens)):
+                time.sleep(max(0.0, t0 + i * gap - time.perf_counter()))
+                if past_deadline():
+                    break  # the rest are never submitted
+                submit(i)
+        except KeyboardInterrupt:  # Ctrl-C while tasks arrive: as below, the rest never come
+            interrupted = True
     else:  # all at once (the seed's test)
         for i in range(len(prompt_tokens)):
             submit(i)
@@ -128,7 +131,6 @@ def run(args) -> dict:
                 done += 1
             elif worker is not None and not worker.is_alive():
                 break  # run() ended with tasks unfinished (it raised): report what was done
-            interrupted = False
         except KeyboardInterrupt:  # Ctrl-C: stop, then report what was done (it left the run
             interrupted = True  # thread inside torch at exit: the process aborted, 134)
         if (interrupted or past_deadline()) and not stopped:
@@ -150,8 +152,8 @@ def run(args) -> dict:
     unload = [a - b for a, b in zip(sched.engine.unload_stats, unload0)]
     captures = graphed.captures[n_captures:] if graphed is not None else []
     steps = sum(p["steps"] for p in sched.pulses) / max(len(sched.pulses), 1)
-    if len(tasks) < len(prompt_tokens):
-        stopped = f"the --deadline of {args.deadline:g} s"  # (before every task had arrived)
+    if len(tasks) < len(prompt_tokens) and not stopped:  # (before every task had arrived)
+        stopped = "Ctrl-C" if interrupted else f"the --deadline of {args.deadline:g} s"
     return dict(loader=loader, tasks=len(tasks), n_in=n_in, n_out=n_out, seconds=seconds,
                 peak=peak, resizes=list(sched.resizes), memory=device_memory(loader),
                 warm=warm, unload=unload, captures=captures, pulses=len(sched.pulses),
@@ -219,7 +221,7 @@ def parse_args(argv=None):
     p.add_argument("--max-batch-size", type=int, default=256)
     p.add_argument("--device", default=None)
     p.add_argument("--dtype", default=None, choices=("fp16", "bf16", "fp32"))
-    p.add_argument("--state-dtype", default=None)
+    p.add_argument("--state-dtype", default=None, choices=("fp16", "bf16", "fp32"))
     p.add_argument("--deadline", type=float, default=0,
                    help="seconds after which every task is stopped and the report printed")
     p.add_argument("--warmup", type=int, default=1,

@@ -111,10 +111,10 @@ def _parse(argv=None) -> argparse.Namespace:
     ap.add_argument("--dtype", choices=list(DTYPES), default="bf16", help="default bf16")
     ap.add_argument("--force", action="store_true", help="overwrite an existing OUT")
     args = ap.parse_args(argv)
-    if args.out.is_dir():
+    if os.path.isdir(args.out):  # (os.path: False, not a traceback, behind a closed folder)
         ap.error(f"{args.out} is a directory; name a .pth file")
-    if args.out.exists() and not args.force:  # (a mistyped path to a real model was replaced)
-        ap.error(f"{args.out} exists; give --force to overwrite it")
+    if os.path.lexists(args.out) and not args.force:  # (a mistyped path to a real model was
+        ap.error(f"{args.out} exists; give --force to overwrite it")  # replaced unasked)
     if args.preset is None and (args.layers is None or args.embd is None):
         ap.error("give --preset, or both --layers and --embd")
     L, C = PRESETS[args.preset] if args.preset else (None, None)
@@ -133,12 +133,14 @@ def save_whole(sd: dict, out: Path) -> None:
     write cut short (Ctrl-C, a full disk) leaves no partial checkpoint at ``out`` (one such
     file, its later tensors missing, passed ``verify``'s checksums; session 43's QA)."""
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.{os.getpid()}.part")
+    tmp = out.with_name(f".rwkv-random-{os.getpid()}.part")  # (short: any OUT name fits)
     try:
         try:
             torch.save(sd, tmp)
         except RuntimeError as e:  # (torch's writer reports an unopenable file so)
             raise OSError(str(e).splitlines()[-1].split("strerror:")[-1].strip()) from None
+        if os.path.isfile(out):  # (--force keeps the replaced file's permissions)
+            os.chmod(tmp, os.stat(out).st_mode & 0o7777)
         os.replace(tmp, out)
     finally:
         tmp.unlink(missing_ok=True)

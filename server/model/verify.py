@@ -18,6 +18,7 @@ checksums).
 from __future__ import annotations
 
 import argparse
+import os
 import pickletools
 import sys
 import time
@@ -124,7 +125,7 @@ def main(argv=None) -> int:
             last = now
             print(f"... {done / 1e9:.1f} of {total / 1e9:.1f} GB checked", file=sys.stderr)
 
-    if Path(args.checkpoint).exists() and not Path(args.checkpoint).is_file():
+    if os.path.exists(args.checkpoint) and not os.path.isfile(args.checkpoint):
         print(f"error: {args.checkpoint} is not a regular file", file=sys.stderr)  # (a FIFO
         return 2  # was read for ever)
     try:

@@ -97,8 +97,13 @@ def export_state(task: Task, cfg, path=None) -> bytes:
     state = task.state if task.state is not None else State.zeros(cfg, 1)
     data = encode_state_file(state, cfg, task.history, task.current_token,
                              {"task_id": task.task_id}, task.pending, task.penalties)
-    if path is not None:
-        Path(path).write_bytes(data)
+    if path is not None:  # written beside it, then renamed: a write cut short leaves no half
+        tmp = Path(path).with_name(f".rwkv-export-{os.getpid()}.part")  # of a file at path
+        try:
+            tmp.write_bytes(data)
+            os.replace(tmp, path)
+        finally:
+            tmp.unlink(missing_ok=True)
     return data
 
 
