@@ -8,6 +8,7 @@ does not depend on the weights' values. Ceilings are the ones measured on the H2
 
 from __future__ import annotations
 
+import argparse
 import time
 from dataclasses import dataclass
 
@@ -27,8 +28,6 @@ def dtype_list(text: str) -> str:
     KeyError traceback later)."""
     bad = [d for d in text.split(",") if d not in DTYPES]
     if bad:
-        import argparse
-
         raise argparse.ArgumentTypeError(f"{', '.join(bad)}: choose from {', '.join(DTYPES)}")
     return text
 

@@ -86,7 +86,7 @@ def parse_args(argv=None):
     p.add_argument("--preset", default="2.9b", choices=PRESETS)
     p.add_argument("--batch", default="1,32,256,1024")
     p.add_argument("--state-dtype", default="fp32", type=common.dtype_list, help="comma-separated: fp32,fp16")
-    p.add_argument("--dtype", default="fp16", choices=("fp16", "bf16", "fp32"))
+    p.add_argument("--dtype", default="fp16", choices=common.DTYPES)
     p.add_argument("--steps", type=int, default=32)
     p.add_argument("--pulses", type=int, default=4)
     p.add_argument("--rest", type=float, default=0.0, help="seconds the GPU idles before each "

@@ -161,8 +161,8 @@ def main(argv=None) -> None:
     p.add_argument("--preset", default="2.9b", choices=PRESETS)
     p.add_argument("--cases", default="1x4096,64x512", help="NxLEN,...")
     p.add_argument("--repeat", type=int, default=4)
-    p.add_argument("--dtype", default="fp16", choices=("fp16", "bf16", "fp32"))
-    p.add_argument("--state-dtype", default="fp32", choices=("fp16", "bf16", "fp32"))
+    p.add_argument("--dtype", default="fp16", choices=common.DTYPES)
+    p.add_argument("--state-dtype", default="fp32", choices=common.DTYPES)
     p.add_argument("--scheduler", type=int, default=1, help="0: engine only")
     p.add_argument("--prefill-chunk", default="", help="the scheduler case's prompt tokens a "
                    "step, comma-separated (each its own row; default: the scheduler's, by device)")

@@ -50,7 +50,7 @@ def main(argv=None) -> None:
     p.add_argument("--preset", default="2.9b", choices=PRESETS)
     p.add_argument("--batch", default="1024,256")
     p.add_argument("--splits", default="1,2,4")
-    p.add_argument("--state-dtype", default="fp16", choices=("fp16", "bf16", "fp32"))
+    p.add_argument("--state-dtype", default="fp16", choices=common.DTYPES)
     args = p.parse_args(argv)
     model = common.build_model(args.preset, "cuda", "fp16", args.state_dtype)
     streams = [torch.cuda.Stream() for _ in range(8)]

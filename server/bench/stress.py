@@ -21,6 +21,7 @@ import threading
 import time
 from pathlib import Path
 
+from server.bench import common
 from server.model.presets import PRESETS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -220,8 +221,8 @@ def parse_args(argv=None):
     p.add_argument("--buffer-size", type=int, default=32)
     p.add_argument("--max-batch-size", type=int, default=256)
     p.add_argument("--device", default=None)
-    p.add_argument("--dtype", default=None, choices=("fp16", "bf16", "fp32"))
-    p.add_argument("--state-dtype", default=None, choices=("fp16", "bf16", "fp32"))
+    p.add_argument("--dtype", default=None, choices=common.DTYPES)
+    p.add_argument("--state-dtype", default=None, choices=common.DTYPES)
     p.add_argument("--deadline", type=float, default=0,
                    help="seconds after which every task is stopped and the report printed")
     p.add_argument("--warmup", type=int, default=1,

@@ -293,9 +293,9 @@ def parse_args(argv=None):
     p.add_argument("--repeat", type=int, default=3, help="measured conversations (median)")
     p.add_argument("--warmup", type=int, default=1, help="unmeasured conversations first")
     p.add_argument("--device", default=None, help="default: cuda if present, else cpu")
-    p.add_argument("--dtype", default="fp16", choices=("fp16", "bf16", "fp32"),
+    p.add_argument("--dtype", default="fp16", choices=common.DTYPES,
                    help="fp16 becomes fp32 on cpu")
-    p.add_argument("--state-dtype", default="fp32", choices=("fp16", "bf16", "fp32"))
+    p.add_argument("--state-dtype", default="fp32", choices=common.DTYPES)
     common.product_options(p)
     p.add_argument("--sync-prefill", type=int, default=1, choices=(0, 1),
                    help="1: synchronise around each engine.prefill call (its device time is "
