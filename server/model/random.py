@@ -21,6 +21,8 @@ from pathlib import Path
 
 import torch
 
+from server.files import write_whole
+
 from server.model.checkpoint import HEAD_SIZE, ModelConfig, expected_shapes
 from server.model.presets import PRESETS
 
@@ -129,21 +131,16 @@ def _parse(argv=None) -> argparse.Namespace:
 
 
 def save_whole(sd: dict, out: Path) -> None:
-    """``torch.save`` to ``out`` through a temporary file beside it, renamed when complete: a
-    write cut short (Ctrl-C, a full disk) leaves no partial checkpoint at ``out`` (one such
-    file, its later tensors missing, passed ``verify``'s checksums; session 43's QA)."""
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".rwkv-random-{os.getpid()}.part")  # (short: any OUT name fits)
-    try:
+    """``torch.save`` to ``out`` whole (``write_whole``); an unopenable file is an ``OSError``
+    naming why."""
+    def save(tmp: Path) -> None:
         try:
             torch.save(sd, tmp)
         except RuntimeError as e:  # (torch's writer reports an unopenable file so)
             raise OSError(str(e).splitlines()[-1].split("strerror:")[-1].strip()) from None
-        if os.path.isfile(out):  # (--force keeps the replaced file's permissions)
-            os.chmod(tmp, os.stat(out).st_mode & 0o7777)
-        os.replace(tmp, out)
-    finally:
-        tmp.unlink(missing_ok=True)
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    write_whole(out, save)
 
 
 def main(argv=None) -> None:

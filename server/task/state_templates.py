@@ -22,6 +22,7 @@ import re
 import sys
 from pathlib import Path
 
+from server.files import write_whole
 from server.task.cache_origin import state_origin
 from server.task.state_file import (StateFile, StateFileError, check_lengths, check_range,
                                     encode_state_file, read_state_file)
@@ -97,13 +98,8 @@ def export_state(task: Task, cfg, path=None) -> bytes:
     state = task.state if task.state is not None else State.zeros(cfg, 1)
     data = encode_state_file(state, cfg, task.history, task.current_token,
                              {"task_id": task.task_id}, task.pending, task.penalties)
-    if path is not None:  # written beside it, then renamed: a write cut short leaves no half
-        tmp = Path(path).with_name(f".rwkv-export-{os.getpid()}.part")  # of a file at path
-        try:
-            tmp.write_bytes(data)
-            os.replace(tmp, path)
-        finally:
-            tmp.unlink(missing_ok=True)
+    if path is not None:
+        write_whole(path, lambda tmp: tmp.write_bytes(data))
     return data
 
 
@@ -144,7 +140,7 @@ def main(argv=None) -> int:
     from server.task.store import TaskStoreError, beside_a_server
 
     if args.cmd == "export":  # (both checked before a database is opened, or made)
-        if os.path.exists(args.out) and not args.force:
+        if os.path.lexists(args.out) and not args.force:  # (as server.model.random's check)
             print(f"error: {args.out} exists; give --force to overwrite it", file=sys.stderr)
             return 2
         db = settings.task_db_path

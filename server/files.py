@@ -1,0 +1,25 @@
+"""Writing a file whole: nothing half-written is ever left at its path."""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+
+def write_whole(path: str | Path, write: Callable[[Path], None]) -> None:
+    """``write(tmp)`` a temporary file beside ``path`` (same folder: one file system), then
+    rename it to ``path``: a write cut short (Ctrl-C, a full disk) leaves no partial file there
+    (a cut checkpoint, its later tensors missing, passed ``verify``'s checksums; session 43's
+    QA). A replaced file keeps its permissions; the temporary name is short (any name ``path``
+    may have fits) and this thread's own. The temporary file is removed on every way out."""
+    path = Path(path)
+    tmp = path.with_name(f".rwkv-write-{os.getpid()}-{threading.get_ident()}.part")
+    try:
+        write(tmp)
+        if os.path.isfile(path):
+            os.chmod(tmp, os.stat(path).st_mode & 0o7777)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
