@@ -108,6 +108,9 @@ def run(args) -> dict:
     def past_deadline() -> bool:
         return bool(args.deadline) and time.perf_counter() - t0 > args.deadline
 
+    def why_stopped() -> str:
+        return "Ctrl-C" if interrupted else f"the --deadline of {args.deadline:g} s"
+
     stopped, worker, interrupted = False, None, False
     if args.arrivals_per_s > 0:  # one task every 1 / rate seconds, beside the daemon
         sched.start_daemon()
@@ -135,7 +138,7 @@ def run(args) -> dict:
         except KeyboardInterrupt:  # Ctrl-C: stop, then report what was done (it left the run
             interrupted = True  # thread inside torch at exit: the process aborted, 134)
         if (interrupted or past_deadline()) and not stopped:
-            stopped = "Ctrl-C" if interrupted else f"the --deadline of {args.deadline:g} s"
+            stopped = why_stopped()
             for t in tasks:  # (report what was done rather than nothing)
                 t.stop()
         if time.perf_counter() - shown >= 0.5:  # the progress bar, twice a second
@@ -154,7 +157,7 @@ def run(args) -> dict:
     captures = graphed.captures[n_captures:] if graphed is not None else []
     steps = sum(p["steps"] for p in sched.pulses) / max(len(sched.pulses), 1)
     if len(tasks) < len(prompt_tokens) and not stopped:  # (before every task had arrived)
-        stopped = "Ctrl-C" if interrupted else f"the --deadline of {args.deadline:g} s"
+        stopped = why_stopped()
     return dict(loader=loader, tasks=len(tasks), n_in=n_in, n_out=n_out, seconds=seconds,
                 peak=peak, resizes=list(sched.resizes), memory=device_memory(loader),
                 warm=warm, unload=unload, captures=captures, pulses=len(sched.pulses),
