@@ -13,7 +13,8 @@ def write_whole(path: str | Path, write: Callable[[Path], None]) -> None:
     rename it to ``path``: a write cut short (Ctrl-C, a full disk) leaves no partial file there
     (a cut checkpoint, its later tensors missing, passed ``verify``'s checksums; session 43's
     QA). A replaced file keeps its permissions; the temporary name is short (any name ``path``
-    may have fits) and this thread's own. The temporary file is removed on every way out."""
+    may have fits) and this thread's own. The temporary file is removed on every way out; an
+    ``OSError`` names ``path``."""
     path = Path(path)
     tmp = path.with_name(f".rwkv-write-{os.getpid()}-{threading.get_ident()}.part")
     try:
@@ -21,5 +22,7 @@ def write_whole(path: str | Path, write: Callable[[Path], None]) -> None:
         if os.path.isfile(path):
             os.chmod(tmp, os.stat(path).st_mode & 0o7777)
         os.replace(tmp, path)
+    except OSError as e:  # (named by the file asked for, not the temporary one)
+        raise OSError(e.errno, e.strerror or str(e), str(path)) from None
     finally:
         tmp.unlink(missing_ok=True)
