@@ -116,6 +116,12 @@ def stream_chunks(client: httpx.Client, path: str, body: dict) -> list[dict]:
     return [json.loads(p) for p in payloads[:-1]]
 
 
+def scripted_logprob(i: int, top: int) -> tuple:
+    """The log probabilities ``ScriptedScheduler`` gives output token ``i``: -i/10, with
+    ``top`` alternatives (token 0, 1, ...) below it."""
+    return (-i / 10, tuple((t, -i / 10 - t - 1) for t in range(top)))
+
+
 class ScriptedScheduler:
     """Stands in for the scheduler: every task "generates" ``text`` then finishes with ``reason``.
 
@@ -155,7 +161,9 @@ class ScriptedScheduler:
             part = toks[i: i + self.per_pulse]
             task.history.extend(task.unfed() + part[:-1])
             task.current_token = part[-1]
-            task._append_output(part)
+            task._append_output(part, None if task.logprobs is None else
+                                [scripted_logprob(i + j, task.logprobs)
+                                 for j in range(len(part))])
             time.sleep(self.delay)
         reason = "length" if len(self.tokens) > task.max_tokens else self.reason
         if reason == "stop" and task.current_token is not None:  # (end of text: fed, as the

@@ -360,3 +360,27 @@ def test_a_task_api_round_goes_on_from_a_character_the_last_one_began(http, serv
     fake.delay = 0.3  # a reader asking for a position not generated yet
     tid = run("/v1/tasks/create", {"prompt": "Q", "max_tokens": 5}, head + [byte[zh[2:]]] + B)
     assert streamed(tid, 3) == "中B" and result(tid) == "A中B"
+
+
+@pytest.mark.parametrize("text", [">Hello there.\n\n", ">" + CALL, ">Hi\n\nUser: more"])
+def test_logprobs_cover_every_counted_token_streamed_or_not(http, script, text):
+    """Log probabilities go with the tokens usage counts, whatever text the reply shows: a
+    chat answer's trailing newlines (dropped at its end), a tool call (no content), the turn
+    boundary (the text after it never sent). Streamed, each entry comes once and in order;
+    a token whose text is held comes with a later chunk, at the latest the last."""
+    from openai_helpers import scripted_logprob
+
+    script(text, per_pulse=3)
+    body = {"model": "rwkv-7", "messages": MSGS, "tools": TOOLS, "logprobs": True,
+            "top_logprobs": 2}
+    r = http.post("/v1/chat/completions", json=body)
+    assert r.status_code == 200, r.text
+    n = r.json()["usage"]["completion_tokens"]
+    entries = r.json()["choices"][0]["logprobs"]["content"]
+    assert [e["logprob"] for e in entries] == [scripted_logprob(i, 2)[0] for i in range(n)]
+    assert all(len(e["top_logprobs"]) == 2 for e in entries)
+    chunks = stream_chunks(http, "/v1/chat/completions",
+                           {**body, "stream_options": {"include_usage": True}})
+    streamed = [e for c in chunks for ch in c["choices"] if ch["logprobs"]
+                for e in ch["logprobs"]["content"]]
+    assert streamed == entries and chunks[-1]["usage"]["completion_tokens"] == n

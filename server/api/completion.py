@@ -43,6 +43,8 @@ class Choice:
     stop_tokens: int | None = None  # a stop string or the turn boundary ended it: the tokens
     # up to the match's end
     cut_short: bool = False  # the server's shutdown stopped its task (``Drain.cut_short``)
+    fed: int = 0  # tokens whose text went to the splitter
+    sent_logprobs: int = 0  # tokens whose log probabilities ``take_logprobs`` gave out
 
     @property
     def completion_tokens(self) -> int:
@@ -52,6 +54,18 @@ class Choice:
         if self.stop_tokens is not None:
             return self.stop_tokens
         return len(self.task.round_tokens())
+
+    def take_logprobs(self) -> list[tuple[int, tuple]]:
+        """``(token, entry)`` (``Task.output_logprobs``) for the tokens whose text reached the
+        splitter since the last call, never past a stop string's end: once the choice is over,
+        all the tokens ``completion_tokens`` counts have been given, each once. Empty when the
+        task asked for none."""
+        task = self.task
+        if task.logprobs is None:
+            return []
+        end = self.fed if self.stop_tokens is None else min(self.fed, self.stop_tokens)
+        start, self.sent_logprobs = self.sent_logprobs, max(self.sent_logprobs, end)
+        return list(zip(task.output[start:end], task.output_logprobs[start:end]))
 
 
 def tokens_through(tokenizer, tokens: list[int], chars: int, lead: bytes = b"") -> int:
@@ -66,9 +80,10 @@ def tokens_through(tokenizer, tokens: list[int], chars: int, lead: bytes = b"") 
 
 
 def make_tasks(prompt: list[int], n: int, params: dict, seed: int | None,
-               stop_at_turn: bool = True) -> list[Task]:
+               stop_at_turn: bool = True, logprobs: int | None = None) -> list[Task]:
     """``n`` temporary tasks for one prompt (token ids: ints, from the tokenizer or a validated
-    request); with a seed, task ``i`` gets ``seed + i``; ``stop_at_turn``: ``Task``'s."""
+    request); with a seed, task ``i`` gets ``seed + i``; ``stop_at_turn``, ``logprobs``:
+    ``Task``'s."""
     tasks = []
     for i in range(n):
         s = None if seed is None else (seed + i) % SEED_MOD
@@ -77,6 +92,7 @@ def make_tasks(prompt: list[int], n: int, params: dict, seed: int | None,
         task.pending = list(prompt)
         task.keep_state = False  # nothing reads a temporary task's state afterwards
         task.stop_at_turn = stop_at_turn
+        task.logprobs = logprobs
         tasks.append(task)
     return tasks
 
@@ -119,6 +135,11 @@ async def _pieces(choice: Choice, tokenizer, drain=None) -> AsyncIterator[Piece]
                 pieces = splitter.feed(chunk.text)
                 if chunk.finished:
                     pieces += splitter.finish(task.finish_reason)
+                choice.fed += chunk.tokens
+                if splitter.stopped:  # (before the pieces go out: their log probabilities
+                    # stop at the stop string's end)
+                    choice.stop_tokens = tokens_through(tokenizer, task.round_tokens(),
+                                                        splitter.stopped_at, choice.lead)
                 for piece in pieces:
                     choice.pieces.append(piece)
                     yield piece
@@ -126,8 +147,6 @@ async def _pieces(choice: Choice, tokenizer, drain=None) -> AsyncIterator[Piece]
                     break  # a stop string or the turn boundary: the rest is never sent
         if splitter.stopped:
             await stop_and_wait(task)
-            choice.stop_tokens = tokens_through(tokenizer, task.round_tokens(),
-                                                splitter.stopped_at, choice.lead)
         if task.finish_reason == "error":
             choice.error = task.error or "generation failed"
         choice.cut_short = (drain is not None and not splitter.stopped

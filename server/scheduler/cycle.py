@@ -230,7 +230,7 @@ class SlotCycle:
             task.current_token = None if reason == REASON_EOS else res.current[slot]
             task.gen_time = time.perf_counter() - task._t_gen
             self.stats.on_tokens(task, len(toks), dt, steps, steps - (slot in kept))
-            task._append_output(toks)
+            task._append_output(toks, res.logprobs.get(slot))
             if reason:
                 finished.setdefault(REASON_NAMES[reason], []).append(slot)
         for name, slots in finished.items():

@@ -24,7 +24,7 @@ then its prefill pass, not a prefill pass and a decode step.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -32,6 +32,7 @@ from server.model.fused import kernel_module
 from server.model.sampler import BatchSampler, wrap_seed
 from server.model.state import rows_of, to_device
 from server.scheduler.copyback import CopyBack
+from server.scheduler.logprobs import LogprobRecorder
 from server.scheduler.probe import EndProbe
 from server.scheduler.slots import FLOAT_PARAMS, LONG_PARAMS, SlotBuffers
 
@@ -92,6 +93,8 @@ class PulseResult:
     reason: list[int]  # RUNNING / REASON_* per slot
     current: list[int]  # next input token per slot (valid unless reason == REASON_EOS)
     steps: int  # decode steps run (fewer than asked once a stop request ended every row)
+    # slot -> an entry per accepted token, for the slots whose task asked (logprobs.py)
+    logprobs: dict = field(default_factory=dict)
 
 
 def accepted(out, valid) -> list[list[int]]:
@@ -124,6 +127,8 @@ class BatchEngine:
         self._first: dict[int, torch.Tensor] = {}  # slot -> logits [V] of its prompt's last token
         self._params: list[tuple[list[int], dict]] = []  # loaded, not yet written (write_params)
         self._running: set[int] = set()  # live slots, as the host knows them
+        self._logprobs: dict[int, int] = {}  # slot -> alternatives, where its task asks for
+        # log probabilities (``Task.logprobs``; logprobs.py)
         self._stop_asked = False  # a stop request came during this pulse (request_stop)
         # a step's bookkeeping in one launch each where the Triton kernels run (else None)
         self._kernels = kernel_module("pulse_triton", self.device)
@@ -162,6 +167,7 @@ class BatchEngine:
         moved = {old: new for new, old in enumerate(keep)}
         self._running = {moved[s] for s in self._running if s in moved}
         self._first = {moved[s]: v for s, v in self._first.items() if s in moved}
+        self._logprobs = {moved[s]: n for s, n in self._logprobs.items() if s in moved}
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
 
@@ -173,6 +179,7 @@ class BatchEngine:
         self._params.clear()
         self._first.clear()
         self._running.clear()
+        self._logprobs.clear()
 
     def capture_graphs(self, max_cap: int) -> list[tuple[int, float]]:
         """Allocate ``max_cap`` rows and capture the decode graph of every power-of-two
@@ -263,6 +270,9 @@ class BatchEngine:
             if task.penalties is not None:
                 self._samp.penalties[slot].copy_(task.penalties)
         self._forget(slots)
+        for slot, task in zip(slots, tasks):
+            if getattr(task, "logprobs", None) is not None:
+                self._logprobs[slot] = task.logprobs
         self.stop_host[rows_of(slots)] = False  # (a host tensor)
 
     def _fill_rows(self, slots: list[int], *fills) -> None:
@@ -345,6 +355,7 @@ class BatchEngine:
         for s in slots:
             self._running.discard(s)
             self._first.pop(s, None)
+            self._logprobs.pop(s, None)
 
     def has_first(self, slot: int) -> bool:
         """The slot's prompt is fed to its end: its first token comes from kept logits."""
@@ -414,6 +425,7 @@ class BatchEngine:
         self._stop_asked = bool(running) and bool(self.stop_host[running].any())
         applied, ran = None, 0
         probe = EndProbe(done, running) if running else None
+        lp = LogprobRecorder(self._logprobs, dev) if self._logprobs else None
         for s in range(steps):
             if before_step is not None and before_step(ran) and ran:
                 break  # the scheduler has work for the pulse's end (arrivals to admit)
@@ -438,6 +450,8 @@ class BatchEngine:
                 logits = self.model.decode(self.cur, self.state, active=active, borrow=True)
             tok = self.sampler.sample(logits, self.samp, active=active,
                                       u=None if U is None else U[:, s], update=False)  # [cap]
+            if lp is not None:
+                lp.record(logits, tok)
             self._step_end(tok, active, done, reason, out, valid, s)
             # penalties count the tokens accepted: not the one that ends a row (end-of-text, a
             # new turn), neither returned nor fed; it counted, and a continue after it started
@@ -454,7 +468,8 @@ class BatchEngine:
         packed = torch.cat([out, valid.long(), reason[:, None], self.cur[:, None]], 1)
         packed = packed.cpu().numpy()  # the pulse's one synchronisation
         res = PulseResult(accepted(packed[:, :steps], packed[:, steps:2 * steps]),
-                          packed[:, 2 * steps].tolist(), packed[:, -1].tolist(), ran)
+                          packed[:, 2 * steps].tolist(), packed[:, -1].tolist(), ran,
+                          {} if lp is None else lp.result(packed[:, steps:2 * steps]))
         self._running = {s for s in self._running if res.reason[s] == RUNNING}
         return res
 

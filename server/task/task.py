@@ -172,6 +172,11 @@ class Task:
         # prefix cache keeps no state of this task until a cache hit replaces it
         self.state_decoded = False
         self.output: list[int] = []  # tokens generated in the current round
+        # log probabilities: None (off), or how many alternatives each generated token lists
+        # (0-20; the OpenAI routes set it, it is not stored); then ``output_logprobs`` holds
+        # an entry per token of ``output`` (server/scheduler/logprobs.py)
+        self.logprobs: int | None = None
+        self.output_logprobs: list = []
         # the last tokens of the sequence before this round's output (``round_lead``)
         self.round_lead: list[int] = []
         self._unpopped = 0  # index into output of the first token pop_tokens() has not returned
@@ -324,6 +329,7 @@ class Task:
             self.rng_counter = 0  # and of its import sampled apart)
         self.status = Status.READY
         self.output = []
+        self.output_logprobs = []
         self._unpopped = 0
         self.finish_reason = None
         self.error = None
@@ -384,9 +390,11 @@ class Task:
                 self._listeners.remove(fn)
 
     # ---- called by the scheduler thread -------------------------------------------------
-    def _append_output(self, tokens: list[int]) -> None:
+    def _append_output(self, tokens: list[int], logprobs: list | None = None) -> None:
         with self._lock:
             self.output.extend(tokens)
+            if logprobs is not None:
+                self.output_logprobs.extend(logprobs)
         if tokens and self.collect_callback is not None:
             self._call(self.collect_callback, tokens)
         self._notify()

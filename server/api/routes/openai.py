@@ -10,8 +10,10 @@ penalty grows by ``presence``, each later time by ``repetition``):
 - ``max_completion_tokens`` (preferred) or ``max_tokens``, else ``RWKV_DEFAULT_MAX_TOKENS``; capped
   at ``RWKV_MAX_TOKENS_CAP``. ``temperature``, ``top_p`` as OpenAI; ``top_k`` and ``penalty_decay``
   are RWKV extensions. ``seed``: choice ``i`` of ``n`` uses ``seed + i``.
-- ``logprobs`` is not supported: a truthy value is answered 400 (``logprobs: null``/``false``/``0``
-  pass). ``best_of`` only checks ``best_of >= n`` (choices are not ranked) and is refused with
+- ``logprobs``: chat ``logprobs: true`` with ``top_logprobs`` 0-20 alternatives, completions
+  ``logprobs`` 0-5 (``false``/``null``: none); the model's own distribution before penalties
+  and temperature (``logprob_format.py``); not with ``echo`` (no prompt token gets one).
+  ``best_of`` only checks ``best_of >= n`` (choices are not ranked) and is refused with
   ``stream``. Any ``model`` id is served by the loaded model and echoed back.
 """
 
@@ -47,6 +49,7 @@ from server.scheduler import QueueFull
 
 router = APIRouter(tags=["openai"])
 PING_SECONDS = 15
+COMPLETION_TOP_MAX = 5  # OpenAI's limit of the completions' ``logprobs``
 STARTED = int(time.time())  # "created" of a model whose file is gone (demo weights)
 
 
@@ -254,8 +257,8 @@ async def chat_completions(request: Request):
     """OpenAI chat completion over the RWKV g1 chat prompt (see ``server.api.chat``)."""
     rt = get_runtime(request)
     req = await parse_request(request, ChatRequest)
-    if req.logprobs:
-        raise OpenAIError(400, "logprobs are not supported by this server", param="logprobs")
+    if req.top_logprobs is not None and not req.logprobs:
+        raise OpenAIError(400, "top_logprobs needs logprobs: true", param="top_logprobs")
     try:
         tools = parse_tools(req.tools)
         choice_name(req.tool_choice)  # its form, with tools or without (then it is unused)
@@ -272,7 +275,8 @@ async def chat_completions(request: Request):
     _check_length(len(tokens), rt.settings.max_prompt_tokens, "messages", tpl)
     _check_vocab(tokens, rt, "messages")
     params = sampling_params(req, rt.settings)
-    tasks = make_tasks(tokens, req.n or 1, params, req.seed)
+    tasks = make_tasks(tokens, req.n or 1, params, req.seed,
+                       logprobs=(req.top_logprobs or 0) if req.logprobs else None)
     await prepare_tasks(rt, tpl, tasks, finish=False)  # prefix cache; the template's state
     inline = rt.settings.chat_inline_think
     choices = [Choice(i, t, OutputSplitter("think" if think else "direct", req.stop_list,
@@ -287,7 +291,7 @@ async def chat_completions(request: Request):
         drain = request.app.state.drain
         return _sse(chat_events(reply, choices, rt.loader.tokenizer, drain), choices, drain)
     await _run_to_end(request, rt, choices)
-    return JSONResponse(chat_body(reply, choices))
+    return JSONResponse(chat_body(reply, choices, rt.loader.tokenizer))
 
 
 def _warm_next_turn(rt, req, tools, task, tpl):
@@ -363,6 +367,21 @@ def _echo(rt, text: str | None, tokens: list[int]) -> tuple[str, bytes]:
     return data[:len(data) - len(lead)].decode("utf-8", errors="replace"), lead
 
 
+def _completion_logprobs(req) -> int | None:
+    """A completion request's alternatives per token (None: no log probabilities): an
+    integer 0-5 as OpenAI's, not with ``echo`` (the prompt's tokens would need theirs)."""
+    lp = req.logprobs
+    if lp is None or lp is False:
+        return None
+    if lp is True or not 0 <= lp <= COMPLETION_TOP_MAX:
+        raise OpenAIError(400, "logprobs is how many alternatives each token lists: an integer "
+                          f"from 0 to {COMPLETION_TOP_MAX}", param="logprobs")
+    if req.echo:
+        raise OpenAIError(400, "echo with logprobs is not supported: the prompt's tokens get no "
+                          "log probabilities here", param="echo")
+    return lp
+
+
 @router.post("/v1/completions", openapi_extra=_body_doc(CompletionRequest))
 @_openai_errors
 async def completions(request: Request):
@@ -370,8 +389,7 @@ async def completions(request: Request):
     rt = get_runtime(request)
     req = await parse_request(request, CompletionRequest)
     n = req.n or 1
-    if req.logprobs:
-        raise OpenAIError(400, "logprobs are not supported by this server", param="logprobs")
+    logprobs = _completion_logprobs(req)
     if req.best_of is not None and req.best_of > 1 and req.stream:
         raise OpenAIError(400, "best_of cannot be used with stream", param="best_of")
     if req.best_of is not None and req.best_of < n:
@@ -388,7 +406,8 @@ async def completions(request: Request):
     # an empty prompt starts a document (token 0), or goes on from a template's next token
     start = [] if tpl is not None and tpl.unfed() else [0]
     for i, (text, toks) in enumerate(prompts):
-        tasks = make_tasks(toks or start, n, params, req.seed, stop_at_turn=not fim)
+        tasks = make_tasks(toks or start, n, params, req.seed, stop_at_turn=not fim,
+                           logprobs=logprobs)
         echo, lead = _echo(rt, text, toks) if req.echo else ("", b"")
         choices += [Choice(i * n + j, t, OutputSplitter("text", req.stop_list, boundary=not fim),
                            echo=echo, lead=lead) for j, t in enumerate(tasks)]
@@ -400,4 +419,4 @@ async def completions(request: Request):
         return _sse(completion_events(reply, choices, rt.loader.tokenizer, drain), choices,
                     drain)
     await _run_to_end(request, rt, choices)
-    return JSONResponse(completion_body(reply, choices))
+    return JSONResponse(completion_body(reply, choices, rt.loader.tokenizer))

@@ -17,6 +17,7 @@ from contextlib import aclosing
 from dataclasses import dataclass
 
 from server.api.completion import Choice, cut_message, run_choices, usage
+from server.api.logprob_format import CompletionLogprobs, chat_logprobs
 from server.api.safe_json import sse_json
 from server.api.splitter import Piece, collect
 from server.api.tools import new_call_id
@@ -61,9 +62,19 @@ def chat_message(choice: Choice) -> dict:
     return msg
 
 
-def chat_body(reply: Reply, choices: list[Choice]) -> dict:
+def _chat_logprobs(choice: Choice, tokenizer, whole: bool = False) -> dict | None:
+    """A chat choice's ``logprobs`` for its tokens since the last call (a chunk's: None when
+    there are none; ``whole``: a whole reply's, a list even when empty); None when it asked for
+    none."""
+    pairs = choice.take_logprobs()
+    return chat_logprobs(tokenizer, pairs) if pairs or (
+        whole and choice.task.logprobs is not None) else None
+
+
+def chat_body(reply: Reply, choices: list[Choice], tokenizer) -> dict:
     return {**reply.head("chat.completion"),
-            "choices": [{"index": c.index, "message": chat_message(c), "logprobs": None,
+            "choices": [{"index": c.index, "message": chat_message(c),
+                         "logprobs": _chat_logprobs(c, tokenizer, whole=True),
                          "finish_reason": c.finish_reason} for c in choices],
             "usage": usage(reply.prompt_tokens, choices)}
 
@@ -105,18 +116,24 @@ async def chat_events(reply: Reply, choices: list[Choice], tokenizer,
     extra = {"usage": None} if reply.include_usage else {}
     calls = {c.index: 0 for c in choices}
 
-    def chunk(index: int, delta: dict, finish: str | None = None) -> str:
+    def chunk(index: int, delta: dict, finish: str | None = None, logprobs=None) -> str:
         return dump({**reply.head(obj), "choices": [
-            {"index": index, "delta": delta, "logprobs": None, "finish_reason": finish}], **extra})
+            {"index": index, "delta": delta, "logprobs": logprobs, "finish_reason": finish}],
+            **extra})
 
     def chunks_for(choice: Choice, piece: Piece | None) -> list[str]:
+        # a chunk's log probabilities: the tokens whose text reached the splitter since the
+        # last chunk (held text's tokens come with the chunk that sends it, or the last)
+        lp = _chat_logprobs(choice, tokenizer)
         if piece is None:
-            return [chunk(choice.index, {}, choice.finish_reason)]
+            return [chunk(choice.index, {}, choice.finish_reason, lp)]
         if piece.kind == "tool_call":
             calls[choice.index] += 1
-            return [chunk(choice.index, d) for d in _tool_call_deltas(calls[choice.index] - 1, piece)]
+            deltas = _tool_call_deltas(calls[choice.index] - 1, piece)
+            return [chunk(choice.index, d, logprobs=lp if k == 0 else None)
+                    for k, d in enumerate(deltas)]
         key = "reasoning_content" if piece.kind == "reasoning" else "content"
-        return [chunk(choice.index, {key: piece.text})]
+        return [chunk(choice.index, {key: piece.text}, logprobs=lp)]
 
     for c in choices:
         yield chunk(c.index, {"role": "assistant", "content": ""})
@@ -126,25 +143,43 @@ async def chat_events(reply: Reply, choices: list[Choice], tokenizer,
 
 
 # ---- completions -------------------------------------------------------------------------------
-def completion_body(reply: Reply, choices: list[Choice]) -> dict:
+def _shapers(choices: list[Choice], tokenizer) -> dict[int, CompletionLogprobs]:
+    """Each completion choice's ``logprobs`` builder (the choices that asked for them)."""
+    return {c.index: CompletionLogprobs(tokenizer, len(c.echo), c.lead) for c in choices
+            if c.task.logprobs is not None}
+
+
+def completion_body(reply: Reply, choices: list[Choice], tokenizer) -> dict:
+    shapers = _shapers(choices, tokenizer)
     return {**reply.head("text_completion"),
             "choices": [{"index": c.index, "text": c.echo + collect(c.pieces)["content"],
-                         "logprobs": None, "finish_reason": c.finish_reason} for c in choices],
+                         "logprobs": shapers[c.index].shape(c.take_logprobs())
+                         if c.index in shapers else None,
+                         "finish_reason": c.finish_reason} for c in choices],
             "usage": usage(reply.prompt_tokens, choices)}
 
 
 async def completion_events(reply: Reply, choices: list[Choice], tokenizer,
                             drain=None) -> AsyncIterator[str]:
     extra = {"usage": None} if reply.include_usage else {}
+    shapers = _shapers(choices, tokenizer)
 
-    def chunk(index: int, text: str, finish: str | None = None) -> str:
+    def chunk(index: int, text: str, finish: str | None = None, logprobs=None) -> str:
         return dump({**reply.head("text_completion"), "choices": [
-            {"index": index, "text": text, "logprobs": None, "finish_reason": finish}], **extra})
+            {"index": index, "text": text, "logprobs": logprobs, "finish_reason": finish}],
+            **extra})
+
+    def logprobs(choice: Choice) -> dict | None:
+        shaper = shapers.get(choice.index)
+        pairs = choice.take_logprobs() if shaper is not None else []
+        return shaper.shape(pairs) if pairs else None
 
     def chunks_for(choice: Choice, piece: Piece | None) -> list[str]:
         if piece is None:
-            return [chunk(choice.index, "", choice.finish_reason)]
-        return [chunk(choice.index, piece.text)] if piece.kind == "content" else []
+            return [chunk(choice.index, "", choice.finish_reason, logprobs(choice))]
+        if piece.kind != "content":
+            return []
+        return [chunk(choice.index, piece.text, logprobs=logprobs(choice))]
 
     for c in choices:
         if c.echo:

@@ -134,6 +134,7 @@ class ChatRequest(_Request):
     tool_choice: str | dict[str, Any] | None = None
     parallel_tool_calls: bool | None = None  # false: at most one call (the reply ends there)
     logprobs: bool | None = None
+    top_logprobs: Int | None = Field(None, ge=0, le=20)  # (logprobs.TOP_MAX)
 
 
 class CompletionRequest(_Request):

@@ -1,0 +1,63 @@
+"""Log probabilities of the tokens a pulse generates, for the rows that asked for them.
+
+A row asks with ``Task.logprobs`` (an int: how many of the most likely tokens to list beside the
+chosen one, 0 to ``TOP_MAX``; None: no log probabilities). Each is the log-softmax of the
+model's own logits for that step, in fp32, before penalties, temperature, top-k and top-p (what
+the model thinks, whatever the sampler then did with it, as vLLM reports by default). Only the
+asking rows are gathered, so a pulse without them costs nothing, and the values come to the
+host with the pulse's results (one copy after the pulse's own synchronisation).
+
+An entry per accepted token: ``(logprob, ((token, logprob), ...))``, the alternatives most
+likely first (ties in ``torch.topk``'s order).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from server.model.state import to_device
+
+TOP_MAX = 20  # the most alternatives a token lists (OpenAI's chat top_logprobs limit)
+
+Entry = tuple[float, tuple[tuple[int, float], ...]]
+
+
+class LogprobRecorder:
+    """One pulse's log probabilities for the slots of ``wants`` (slot -> alternatives)."""
+
+    def __init__(self, wants: dict[int, int], device: torch.device):
+        self.wants = dict(wants)
+        self.slots = sorted(self.wants)
+        self.rows = to_device(self.slots, device)
+        self.top = min(max(self.wants.values()), TOP_MAX)
+        self.chosen: list[Tensor] = []  # per step: [R]
+        self.alt: list[tuple[Tensor, Tensor]] = []  # per step: values, ids [R, top]
+
+    def record(self, logits: Tensor, tokens: Tensor) -> None:
+        """After a step's sampling: ``logits`` [cap, V] the step sampled from, ``tokens`` [cap]
+        what it drew (rows that accept none are recorded too and dropped in ``result``)."""
+        lsm = torch.log_softmax(logits.index_select(0, self.rows).float(), dim=-1)
+        self.chosen.append(lsm.gather(1, tokens.index_select(0, self.rows)[:, None])[:, 0])
+        if self.top:
+            self.alt.append(lsm.topk(self.top, dim=-1))
+
+    def result(self, valid: np.ndarray) -> dict[int, list[Entry]]:
+        """Each slot's entries for its accepted tokens, ``valid`` [cap, steps] (the pulse's
+        accepted-token mask, read back already) telling which steps' tokens it accepted."""
+        if not self.chosen:
+            return {}
+        ran = len(self.chosen)
+        chosen = torch.stack(self.chosen, 1).cpu().numpy()  # [R, ran]
+        if self.top:
+            vals = torch.stack([v for v, _ in self.alt], 1).cpu().numpy()  # [R, ran, top]
+            ids = torch.stack([i for _, i in self.alt], 1).cpu().numpy()
+        out = {}
+        for j, slot in enumerate(self.slots):
+            n = min(self.wants[slot], self.top)
+            steps = np.flatnonzero(valid[slot, :ran])
+            out[slot] = [(float(chosen[j, s]),
+                          tuple(zip(ids[j, s, :n].tolist(), vals[j, s, :n].tolist()))
+                          if n else ()) for s in steps]
+        return out

@@ -1,0 +1,100 @@
+"""Log probabilities of generated tokens (Task.logprobs; server/scheduler/logprobs.py), on the CPU.
+
+Each entry must be the model's own distribution at that step: the log-softmax of the logits the
+model gives after the prompt and the tokens before (computed here by a fresh prefill of that
+sequence), whatever the sampler did with them (penalties, temperature, top-k/top-p).
+"""
+
+import math
+
+import pytest
+import torch
+
+from server.scheduler import DynamicScheduler
+
+
+def reference_logprobs(loader, prompt: list[int], output: list[int]) -> list[torch.Tensor]:
+    """log_softmax of the logits after prompt + output[:s], for each s (fp32, a prefill each)."""
+    m = loader.model
+    out = []
+    for s in range(len(output)):
+        state = m.new_state(1)
+        logits = m.prefill([prompt + output[:s]], state)[0]
+        out.append(torch.log_softmax(logits.double(), -1))
+    return out
+
+
+def check_entries(loader, task, prompt: list[int], top: int) -> None:
+    assert len(task.output_logprobs) == len(task.output) > 0
+    ref = reference_logprobs(loader, prompt, task.output)
+    for s, (tok, (lp, alts)) in enumerate(zip(task.output, task.output_logprobs)):
+        assert lp == pytest.approx(ref[s][tok].item(), abs=2e-3), (s, tok)
+        assert len(alts) == top
+        ids = [i for i, _ in alts]
+        vals = [v for _, v in alts]
+        assert vals == sorted(vals, reverse=True)
+        want = torch.topk(ref[s], top)
+        # the same alternatives (the tiny model's logits have no near-ties at the top here)
+        assert ids == want.indices.tolist(), s
+        assert vals == pytest.approx(want.values.tolist(), abs=2e-3)
+        assert lp <= 0 and all(v <= 0 for v in vals)
+
+
+def test_logprobs_are_the_models_distribution_in_a_changing_batch(tiny_loader):
+    """Tasks asking for logprobs (greedy and sampled, with penalties and top-k/top-p) among
+    tasks that do not, joining and leaving (the capacity grows and shrinks: slots move): every
+    entry is its own token's, none goes to a task that did not ask."""
+    sched = DynamicScheduler(tiny_loader, max_batch_size=8, buffer_size=3)
+    prompts = [tiny_loader.encode(f"User: question {i}{' more' * i}\n\nAssistant:")
+               for i in range(6)]
+    kinds = [dict(temperature=0.0), dict(temperature=1.3, top_k=7, top_p=0.8,
+                                         presence_penalty=1.0, repetition_penalty=0.5,
+                                         penalty_decay=0.9, seed=5),
+             dict(temperature=0.8, top_k=0, top_p=1.0, seed=9)]
+    tasks = []
+    for i, p in enumerate(prompts):
+        task = sched.new_task(list(p), max_tokens=3 + 2 * i, **kinds[i % 3])
+        if i % 2 == 0:
+            task.logprobs = [3, 0, 5][i // 2]
+        tasks.append(task)
+    sched.run()
+    for i, (task, p) in enumerate(zip(tasks, prompts)):
+        if i % 2:
+            assert task.output_logprobs == []
+            continue
+        check_entries(tiny_loader, task, p, [3, 0, 5][i // 2])
+    greedy = tasks[0]  # temperature 0: the chosen token is the most likely one
+    assert all(lp == alts[0][1] and tok == alts[0][0]
+               for tok, (lp, alts) in zip(greedy.output, greedy.output_logprobs))
+
+
+def test_logprobs_follow_each_round_and_an_alternatives_cap(tiny_loader):
+    """A continued task's entries are its new round's; more than 20 alternatives are cut to 20
+    (TOP_MAX); an entry's values are proper log probabilities (their exp sums to <= 1)."""
+    sched = DynamicScheduler(tiny_loader, max_batch_size=2, buffer_size=4)
+    p = tiny_loader.encode("User: hi\n\nAssistant:")
+    task = sched.new_task(list(p), max_tokens=4, temperature=0.0)
+    task.logprobs = 50
+    sched.run()
+    first = list(task.output)
+    assert len(task.output_logprobs) == 4 and all(len(a) == 20 for _, a in task.output_logprobs)
+    assert all(math.fsum(math.exp(v) for _, v in a) <= 1 + 1e-6 for _, a in task.output_logprobs)
+    task.continue_gen(" more", max_tokens=3)
+    sched.add_task(task)
+    sched.run()
+    assert len(task.output) == len(task.output_logprobs) == 3
+    check_entries(tiny_loader, task, p + first + tiny_loader.encode(" more"), 20)
+
+
+def test_logprobs_stay_with_their_task_when_the_batch_shrinks(tiny_loader):
+    """The asking task sits in the last slot; the others end first, the capacity shrinks and
+    its row moves to slot 0 (compaction): its entries go on being its own."""
+    sched = DynamicScheduler(tiny_loader, max_batch_size=4, buffer_size=2)
+    prompts = [tiny_loader.encode(f"User: q{i}\n\nAssistant:") for i in range(4)]
+    tasks = [sched.new_task(list(p), max_tokens=12 if i == 3 else 1, temperature=0.0)
+             for i, p in enumerate(prompts)]
+    tasks[3].logprobs = 2
+    sched.run()
+    check_entries(tiny_loader, tasks[3], prompts[3], 2)
+    assert [len(t.output_logprobs) for t in tasks[:3]] == [0, 0, 0]
+    assert min(p["cap"] for p in sched.pulses) < max(p["cap"] for p in sched.pulses)
