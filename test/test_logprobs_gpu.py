@@ -1,0 +1,42 @@
+"""Log probabilities on CUDA (server/scheduler/logprobs.py): gathered from the decode graph's
+borrowed logits and from a prompt's kept logits, in a batch whose capacity changes; each entry
+the log-softmax of the logits a fresh prefill of that prefix gives (fp16 weights: within their
+rounding)."""
+
+import pytest
+import torch
+
+from server.model.loader import RWKV070ModelLoader
+from server.scheduler import DynamicScheduler
+
+pytestmark = [pytest.mark.gpu,
+              pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")]
+
+
+def test_logprobs_on_cuda_match_a_prefill_of_each_prefix(tiny_model_path):
+    loader = RWKV070ModelLoader(tiny_model_path, device="cuda", dtype="fp16")
+    sched = DynamicScheduler(loader, max_batch_size=8, buffer_size=4)
+    prompts = [[100 + 3 * i + j for j in range(10 + 9 * i)] for i in range(5)]
+    tasks = []
+    for i, p in enumerate(prompts):
+        task = sched.new_task(list(p), max_tokens=4 + 3 * i,
+                              **(dict(temperature=0.0) if i % 2 else
+                                 dict(temperature=1.0, top_k=0, top_p=1.0, seed=i)))
+        task.logprobs = None if i == 1 else 3
+        tasks.append(task)
+    sched.run()
+    m = loader.model
+    for i, (task, p) in enumerate(zip(tasks, prompts)):
+        if i == 1:
+            assert task.output_logprobs == []
+            continue
+        assert len(task.output_logprobs) == len(task.output) > 0
+        for s, (tok, (lp, alts)) in enumerate(zip(task.output, task.output_logprobs)):
+            ref = torch.log_softmax(m.prefill([p + task.output[:s]], m.new_state(1))[0]
+                                    .double(), -1).cpu()
+            assert lp == pytest.approx(ref[tok].item(), abs=0.05), (i, s)
+            assert len(alts) == 3 and [v for _, v in alts] == sorted(
+                [v for _, v in alts], reverse=True)
+            assert alts[0][1] == pytest.approx(ref.max().item(), abs=0.05)
+            if i % 2:  # greedy: the chosen token is the most likely one
+                assert alts[0] == (tok, lp)
