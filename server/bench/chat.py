@@ -81,6 +81,15 @@ def wait_until_served(url: str, proc: subprocess.Popen | None = None, log: Path 
 
 
 @contextlib.contextmanager
+def check_reachable(option: str, url: str) -> None:
+    """Exit with one line naming ``option`` when no RWKV-Server answers ``url``/health."""
+    try:
+        httpx.get(url.rstrip("/") + "/health", timeout=10).raise_for_status()
+    except (httpx.HTTPError, ValueError) as e:
+        sys.exit(f"python -m server.bench.chat: {option} {url}: no server answers there "
+                 f"({type(e).__name__}: {e})")
+
+
 def _sse_lines(client: httpx.Client | RawClient, body: dict):
     """The lines of a streamed chat reply from either client."""
     if isinstance(client, RawClient):
@@ -261,6 +270,8 @@ def main(argv=None) -> None:
                     env["RWKV_BUFFER_SIZE"] = str(args.buffer_size)
                 proc, url = start_server(source, env, tmp / f"{name}.log")
                 procs.append(proc)
+            else:
+                check_reachable(f"--url-{name}", url)
             urls.append(url)
         client = RawClient if args.client == "raw" else httpx.Client
         with client(base_url=urls[0], timeout=600) as on, \

@@ -36,6 +36,23 @@ def default_device() -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
+def device_arg(text: str) -> str:
+    """argparse type of ``--device``: a device this machine has (a one-line error, not
+    torch's traceback from the first tensor made there)."""
+    try:
+        device = torch.device(text)
+    except RuntimeError:
+        raise argparse.ArgumentTypeError(f"{text!r} is no device (cpu, cuda, cuda:1)") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise argparse.ArgumentTypeError(f"{text}: CUDA is not available here")
+    if device.type == "cuda" and (device.index or 0) >= torch.cuda.device_count():
+        raise argparse.ArgumentTypeError(f"{text}: this machine has "
+                                         f"{torch.cuda.device_count()} CUDA device(s)")
+    if device.type not in ("cpu", "cuda"):
+        raise argparse.ArgumentTypeError(f"{text}: the benchmarks run on cpu or cuda")
+    return text
+
+
 def build_model(preset: str, device: str | None = None, dtype: str = "fp16",
                 state_dtype: str = "fp32", seed: int = 0, **kw):
     """RWKV7 with random weights of ``preset``, generated on ``device`` in ``dtype``."""

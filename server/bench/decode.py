@@ -96,7 +96,7 @@ def parse_args(argv=None):
     p.add_argument("--profile", default="", help="batch sizes to profile (eager, by kernel kind)")
     p.add_argument("--timeline", default="", help="batch sizes whose graph-run steps are "
                    "profiled: kernel time, span and the idle gaps between kernels")
-    p.add_argument("--device", default=None)
+    p.add_argument("--device", default=None, type=common.device_arg)
     p.add_argument("--time-mix", default="",
                    help="launch variants of the decode time mix above 16 rows, each timed in "
                         "the step: ';'-separated, e.g. ';num_warps=1;num_warps=1,HEADS=2,"

@@ -50,7 +50,7 @@ def main(argv=None) -> None:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", help="a checkpoint (default: a random one of --preset)")
     ap.add_argument("--preset", default="0.4b", choices=PRESETS)
-    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--device", default="cpu", type=common.device_arg)
     ap.add_argument("--dtype", default="bf16", type=common.dtype_list,
                     help="comma-separated run dtypes")
     ap.add_argument("--check", default="1,0", help="1: the finite-weight check on, 0: off")

@@ -166,7 +166,7 @@ def main(argv=None) -> None:
     p.add_argument("--scheduler", type=int, default=1, help="0: engine only")
     p.add_argument("--prefill-chunk", default="", help="the scheduler case's prompt tokens a "
                    "step, comma-separated (each its own row; default: the scheduler's, by device)")
-    p.add_argument("--device", default=None)
+    p.add_argument("--device", default=None, type=common.device_arg)
     p.add_argument("--profile", default="", help="prompt lengths: profile one eager pass of each "
                    "(kernel time by kind) and time its graph pass")
     p.add_argument("--detail", action="store_true", help="the scheduler case step by step: "

@@ -42,7 +42,7 @@ def main(argv=None) -> None:
     p.add_argument("--repeat", type=int, default=9)
     p.add_argument("--dtype", default="fp16", choices=common.DTYPES)
     p.add_argument("--state-dtype", default="fp32", choices=common.DTYPES)
-    p.add_argument("--device", default=None)
+    p.add_argument("--device", default=None, type=common.device_arg)
     p.add_argument("--profile", action="store_true", help="then each way under torch.profiler")
     args = p.parse_args(argv)
     from server.scheduler.engine import BatchEngine

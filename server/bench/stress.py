@@ -223,7 +223,7 @@ def parse_args(argv=None):
     p.add_argument("--top-k", type=int, default=50)
     p.add_argument("--buffer-size", type=int, default=32)
     p.add_argument("--max-batch-size", type=int, default=256)
-    p.add_argument("--device", default=None)
+    p.add_argument("--device", default=None, type=common.device_arg)
     p.add_argument("--dtype", default=None, choices=common.DTYPES)
     p.add_argument("--state-dtype", default=None, choices=common.DTYPES)
     p.add_argument("--deadline", type=float, default=0,

@@ -292,7 +292,7 @@ def parse_args(argv=None):
     p.add_argument("--cache-mb", type=int, default=1024)
     p.add_argument("--repeat", type=int, default=3, help="measured conversations (median)")
     p.add_argument("--warmup", type=int, default=1, help="unmeasured conversations first")
-    p.add_argument("--device", default=None, help="default: cuda if present, else cpu")
+    p.add_argument("--device", default=None, type=common.device_arg, help="default: cuda if present, else cpu")
     p.add_argument("--dtype", default="fp16", choices=common.DTYPES,
                    help="fp16 becomes fp32 on cpu")
     p.add_argument("--state-dtype", default="fp32", choices=common.DTYPES)
