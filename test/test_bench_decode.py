@@ -25,3 +25,24 @@ def test_decode_bench_runs_with_and_without_the_end_probe(capsys, monkeypatch):
     assert made and engine_module.EndProbe is EndProbe
     assert "end flags unread (--end-probe 0)" in out
     assert out.count("| batch | ms/step | tok/s |") == 2 and "\n| 2 | " in out
+
+
+def test_decode_bench_times_rows_asking_for_log_probabilities(capsys, monkeypatch):
+    """``--logprobs off,3``: a run as served, then one whose rows all ask for 3 alternatives
+    (the engine records them: its recorder is made in the second run's pulses only)."""
+    from server.scheduler import logprobs
+
+    made = []
+    real_init = logprobs.LogprobRecorder.__init__
+
+    def counting(self, wants, device):
+        made.append(sorted(wants.values()))
+        real_init(self, wants, device)
+
+    monkeypatch.setattr(logprobs.LogprobRecorder, "__init__", counting)
+    decode.main(["--preset", "tiny", "--device", "cpu", "--dtype", "fp32", "--batch", "2",
+                 "--steps", "2", "--pulses", "2", "--logprobs", "off,3"])
+    out = capsys.readouterr().out
+    assert out.count("| batch | ms/step | tok/s |") == 2
+    assert "log probabilities with 3 alternatives" in out
+    assert made and all(w == [3, 3] for w in made)

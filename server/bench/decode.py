@@ -25,7 +25,7 @@ from server.bench import common
 
 
 def bench_batch(model, B: int, steps: int, pulses: int, profile: bool = False,
-                timeline: bool = False, rest: float = 0.0) -> dict:
+                timeline: bool = False, rest: float = 0.0, logprobs: int | None = None) -> dict:
     from server.scheduler.engine import RUNNING, BatchEngine
 
     dev = model.device
@@ -33,7 +33,7 @@ def bench_batch(model, B: int, steps: int, pulses: int, profile: bool = False,
     engine = BatchEngine(model)
     engine.resize(B, [])
     slots = list(range(B))
-    engine.load(slots, [common.DummyTask(seed=i) for i in slots])
+    engine.load(slots, [common.DummyTask(seed=i, logprobs=logprobs) for i in slots])
     gen = torch.Generator().manual_seed(B)
     current = torch.randint(100, model.cfg.vocab_size, (B,), generator=gen).tolist()
     engine.start(slots, current, [1 << 30] * B)
@@ -104,6 +104,9 @@ def parse_args(argv=None):
     p.add_argument("--end-probe", default="1",
                    help="comma-separated 1/0: the pulse reads its rows' end flags (EndProbe, "
                         "as served) or not (as before session 29); e.g. 1,0,1 alternates")
+    p.add_argument("--logprobs", default="off",
+                   help="comma-separated: every row's log probabilities with this many "
+                        "alternatives (0-20), or off (as served without them); e.g. off,5")
     common.product_options(p)
     return p.parse_args(argv)
 
@@ -165,9 +168,11 @@ def main(argv=None) -> None:
     from server.scheduler import engine as engine_module
     from server.scheduler.probe import EndProbe
 
-    runs = [(sd, v, probe) for sd in args.state_dtype.split(",")
-            for v in args.time_mix.split(";") for probe in args.end_probe.split(",")]
-    for sd, variant, probe in runs:
+    runs = [(sd, v, probe, lp) for sd in args.state_dtype.split(",")
+            for v in args.time_mix.split(";") for probe in args.end_probe.split(",")
+            for lp in args.logprobs.split(",")]
+    for sd, variant, probe, lp in runs:
+        logprobs = None if lp.strip() == "off" else int(lp)
         model.state_dtype = common.DTYPES[sd]
         decode_triton.STEP_VARIANT = parse_variant(variant)
         engine_module.EndProbe = EndProbe if probe == "1" else _NoProbe
@@ -175,12 +180,15 @@ def main(argv=None) -> None:
         print(f"\n## state {sd}, {args.steps} steps a pulse, median of {args.pulses} pulses"
               + (f" each after {args.rest:g} s idle" if args.rest else "")
               + (f", time mix {variant}" if variant else "")
-              + (", end flags unread (--end-probe 0)" if probe != "1" else ""), flush=True)
+              + (", end flags unread (--end-probe 0)" if probe != "1" else "")
+              + (f", log probabilities with {logprobs} alternatives" if logprobs is not None
+                 else ""), flush=True)
         for B in map(int, args.batch.split(",")):
             try:
                 r = bench_batch(model, B, args.steps, args.pulses,
                                 profile=str(B) in args.profile.split(","),
-                                timeline=str(B) in args.timeline.split(","), rest=args.rest)
+                                timeline=str(B) in args.timeline.split(","), rest=args.rest,
+                                logprobs=logprobs)
             except Exception as e:  # keep the other rows (e.g. out of memory)
                 print(f"batch {B}: failed: {e!r:.300}", flush=True)
                 continue

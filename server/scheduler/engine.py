@@ -79,6 +79,7 @@ class SlotTask:
     rng_counter: int = 0
     state: object = None
     penalties: object = None
+    logprobs: int | None = None  # (``Task.logprobs``)
 
 
 # reasons a row ended, as stored in PulseResult.reason
