@@ -119,7 +119,7 @@ def stream_chunks(client: httpx.Client, path: str, body: dict) -> list[dict]:
 def scripted_logprob(i: int, top: int) -> tuple:
     """The log probabilities ``ScriptedScheduler`` gives output token ``i``: -i/10, with
     ``top`` alternatives (token 0, 1, ...) below it."""
-    return (-i / 10, tuple((t, -i / 10 - t - 1) for t in range(top)))
+    return (-i / 10, list(range(top)), [-i / 10 - t - 1 for t in range(top)])
 
 
 class ScriptedScheduler:

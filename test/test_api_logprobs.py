@@ -135,7 +135,8 @@ def test_logprobs_stop_at_the_stop_string_and_per_choice(http):
 
     two = completion(http, logprobs=0, temperature=1.0, top_p=1.0, seed=3, n=2)
     a, b = (c["logprobs"] for c in two["choices"])
-    assert a["top_logprobs"] == [{}] * len(a["tokens"]) and a["token_logprobs"]
+    # no alternatives: each dict holds the sampled token alone (OpenAI's "logprobs + 1")
+    assert a["top_logprobs"] == [{t: v} for t, v in zip(a["tokens"], a["token_logprobs"])]
     assert len(b["tokens"]) == two["choices"][1]["logprobs"]["text_offset"].__len__()
     assert sum(len(c["logprobs"]["tokens"]) for c in two["choices"]) == \
         two["usage"]["completion_tokens"]
@@ -160,3 +161,78 @@ def test_no_logprobs_unless_asked(http):
     chunks = stream_chunks(http, "/v1/chat/completions", dict(CHAT, logprobs=False))
     assert all(ch["logprobs"] is None for c in chunks for ch in c["choices"])
     assert json.dumps(chunks)  # (plain JSON)
+
+
+def test_completion_top_logprobs_hold_the_sampled_token(http):
+    """Sampled at a high temperature, a token is often outside the 2 most likely: its dict then
+    has 3 keys, the sampled one among them with its own logprob; greedy, it is the first of
+    2."""
+    body = completion(http, logprobs=2, temperature=2.0, top_k=0, top_p=1.0, seed=8,
+                      max_tokens=12)
+    lp = body["choices"][0]["logprobs"]
+    sizes = set()
+    for tok, value, top in zip(lp["tokens"], lp["token_logprobs"], lp["top_logprobs"]):
+        assert top[tok] == value and len(top) in (2, 3)
+        sizes.add(len(top))
+    assert 3 in sizes  # (random weights: a flat distribution, the draws far from the top)
+    greedy = completion(http, logprobs=2, temperature=0)["choices"][0]["logprobs"]
+    assert all(len(top) == 2 and top[t] == v for t, v, top in
+               zip(greedy["tokens"], greedy["token_logprobs"], greedy["top_logprobs"]))
+
+
+def byte_token(tiny_loader, data: bytes) -> int:
+    return tiny_loader.tokenizer._bytes.index(data)
+
+
+def test_tokens_that_are_no_text_alone_stay_distinct_and_offsets_count_their_u_fffd(
+        tiny_loader):
+    """Two tokens each holding one lead byte of a character are written bytes:\\x.. (distinct
+    keys, not two U+FFFD that collapse into one); a token after a lead byte its bytes do not
+    complete starts after the U+FFFD that byte becomes; one that completes a character starts
+    where the character does."""
+    from server.api.logprob_format import CompletionLogprobs, token_text
+
+    e4, e5 = byte_token(tiny_loader, b"\xe4"), byte_token(tiny_loader, b"\xe5")
+    hello = tiny_loader.encode(" hello")[0]
+    b8, ad = byte_token(tiny_loader, b"\xb8"), byte_token(tiny_loader, b"\xad")  # 中: e4 b8 ad
+    assert token_text(tiny_loader.tokenizer, e4) == ("bytes:\\xe4", b"\xe4")
+    pairs = [(e4, (-1.0, [e5, e4], [-1.0, -2.0])), (hello, (-0.5, [], [])),
+             (e4, (-0.2, [], [])), (b8, (-0.1, [], [])), (ad, (-0.1, [], [])),
+             (hello, (-0.3, [], []))]
+    out = CompletionLogprobs(tiny_loader.tokenizer).shape(pairs)
+    assert out["top_logprobs"][0] == {"bytes:\\xe5": -1.0, "bytes:\\xe4": -2.0}
+    text = tiny_loader.tokenizer.decode([p[0] for p in pairs])
+    assert text == "\ufffd hello中 hello"
+    assert out["text_offset"] == [0, 1, 7, 7, 7, 8]
+    assert [text[o:] for o in out["text_offset"]][1] == " hello中 hello"
+
+
+def test_a_slow_reader_gets_each_pieces_own_log_probabilities(tiny_loader):
+    """The pieces are produced while the reader is away: each still carries the log
+    probabilities of the tokens of its own text (they were read when the reader came back)."""
+    import asyncio
+
+    from openai_helpers import ScriptedScheduler
+    from server.api.completion import Choice, make_tasks, run_choices
+    from server.api.splitter import OutputSplitter
+
+    text = "One two three four five six seven eight nine ten"
+    sched = ScriptedScheduler(tiny_loader, text, per_pulse=2, delay=0.01)
+    (task,) = make_tasks([1, 2], 1, {"max_tokens": 100}, None, logprobs=0)
+    choice = Choice(0, task, OutputSplitter("text"))
+    sched.add_task(task)
+
+    async def read():
+        got = []
+        async for _, piece in run_choices([choice], tiny_loader.tokenizer):
+            if not got:
+                await asyncio.sleep(0.5)  # the producer feeds every token meanwhile
+            if piece is not None:
+                got.append(piece)
+        return got
+
+    pieces = asyncio.run(read())
+    assert len(pieces) > 3
+    for piece in pieces:
+        assert tiny_loader.tokenizer.decode([t for t, _ in piece.logprobs]) == piece.text
+    assert choice.tail_logprobs == []

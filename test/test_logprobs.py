@@ -27,11 +27,9 @@ def reference_logprobs(loader, prompt: list[int], output: list[int]) -> list[tor
 def check_entries(loader, task, prompt: list[int], top: int) -> None:
     assert len(task.output_logprobs) == len(task.output) > 0
     ref = reference_logprobs(loader, prompt, task.output)
-    for s, (tok, (lp, alts)) in enumerate(zip(task.output, task.output_logprobs)):
+    for s, (tok, (lp, ids, vals)) in enumerate(zip(task.output, task.output_logprobs)):
         assert lp == pytest.approx(ref[s][tok].item(), abs=2e-3), (s, tok)
-        assert len(alts) == top
-        ids = [i for i, _ in alts]
-        vals = [v for _, v in alts]
+        assert len(ids) == len(vals) == top
         assert vals == sorted(vals, reverse=True)
         want = torch.topk(ref[s], top)
         # the same alternatives (the tiny model's logits have no near-ties at the top here)
@@ -64,8 +62,8 @@ def test_logprobs_are_the_models_distribution_in_a_changing_batch(tiny_loader):
             continue
         check_entries(tiny_loader, task, p, [3, 0, 5][i // 2])
     greedy = tasks[0]  # temperature 0: the chosen token is the most likely one
-    assert all(lp == alts[0][1] and tok == alts[0][0]
-               for tok, (lp, alts) in zip(greedy.output, greedy.output_logprobs))
+    assert all(lp == vals[0] and tok == ids[0]
+               for tok, (lp, ids, vals) in zip(greedy.output, greedy.output_logprobs))
 
 
 def test_logprobs_follow_each_round_and_an_alternatives_cap(tiny_loader):
@@ -77,8 +75,9 @@ def test_logprobs_follow_each_round_and_an_alternatives_cap(tiny_loader):
     task.logprobs = 50
     sched.run()
     first = list(task.output)
-    assert len(task.output_logprobs) == 4 and all(len(a) == 20 for _, a in task.output_logprobs)
-    assert all(math.fsum(math.exp(v) for _, v in a) <= 1 + 1e-6 for _, a in task.output_logprobs)
+    assert len(task.output_logprobs) == 4 and all(len(i) == len(v) == 20
+                                                  for _, i, v in task.output_logprobs)
+    assert all(math.fsum(math.exp(x) for x in v) <= 1 + 1e-6 for _, _, v in task.output_logprobs)
     task.continue_gen(" more", max_tokens=3)
     sched.add_task(task)
     sched.run()

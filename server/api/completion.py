@@ -45,6 +45,8 @@ class Choice:
     cut_short: bool = False  # the server's shutdown stopped its task (``Drain.cut_short``)
     fed: int = 0  # tokens whose text went to the splitter
     sent_logprobs: int = 0  # tokens whose log probabilities ``take_logprobs`` gave out
+    tail_logprobs: list = field(default_factory=list)  # those no piece took (held text the
+    # end dropped, or a stop string's tokens after its last piece): they go with the end
 
     @property
     def completion_tokens(self) -> int:
@@ -54,6 +56,11 @@ class Choice:
         if self.stop_tokens is not None:
             return self.stop_tokens
         return len(self.task.round_tokens())
+
+    def all_logprobs(self) -> list[tuple[int, tuple]]:
+        """Every ``(token, entry)`` of a choice that is over, in order (each piece's, then
+        the tail's)."""
+        return [p for piece in self.pieces for p in piece.logprobs] + self.tail_logprobs
 
     def take_logprobs(self) -> list[tuple[int, tuple]]:
         """``(token, entry)`` (``Task.output_logprobs``) for the tokens whose text reached the
@@ -129,6 +136,7 @@ async def _pieces(choice: Choice, tokenizer, drain=None) -> AsyncIterator[Piece]
     ``finish_reason`` (and ``cut_short``: ``drain``, a ``stopping.Drain``, stopped its task) and
     await its ``on_finish``. A failure becomes ``choice.error``."""
     task, splitter = choice.task, choice.splitter
+    carry = []  # log probabilities of tokens whose text no piece has sent yet
     try:
         async with aclosing(follow(task, tokenizer, lead=choice.lead)) as chunks:
             async for chunk in chunks:
@@ -140,11 +148,17 @@ async def _pieces(choice: Choice, tokenizer, drain=None) -> AsyncIterator[Piece]
                     # stop at the stop string's end)
                     choice.stop_tokens = tokens_through(tokenizer, task.round_tokens(),
                                                         splitter.stopped_at, choice.lead)
+                # the chunk's tokens' log probabilities go with its first piece, here (a
+                # slow reader takes the pieces later, when more tokens have been fed)
+                carry += choice.take_logprobs()
+                if pieces and carry:
+                    pieces[0].logprobs, carry = carry, []
                 for piece in pieces:
                     choice.pieces.append(piece)
                     yield piece
                 if splitter.stopped:
                     break  # a stop string or the turn boundary: the rest is never sent
+        choice.tail_logprobs = carry
         if splitter.stopped:
             await stop_and_wait(task)
         if task.finish_reason == "error":

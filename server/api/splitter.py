@@ -28,7 +28,7 @@ the first call, as OpenAI's does.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from server.api.tools import CLOSE_TAG, OPEN_TAG, parse_tool_call
 
@@ -42,6 +42,8 @@ class Piece:
     text: str = ""  # reasoning/content text, or the raw block of a tool call
     name: str = ""  # tool_call only
     arguments: str = ""  # tool_call only: JSON text
+    logprobs: list = field(default_factory=list)  # (the API's: log probabilities that go
+    # out with this piece, ``completion._pieces``)
 
 
 def held_suffix(buf: str, markers: list[str]) -> int:

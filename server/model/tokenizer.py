@@ -220,7 +220,7 @@ class ReusingEncoder:
         return out
 
 
-def _utf8_length(first: int) -> int:
+def utf8_length(first: int) -> int:
     """Bytes of the UTF-8 character whose first byte is ``first`` (1 for any other byte)."""
     return 2 if 0xC0 <= first < 0xE0 else 3 if 0xE0 <= first < 0xF0 else \
         4 if 0xF0 <= first < 0xF8 else 1
@@ -275,7 +275,7 @@ class IncrementalDecoder:
         """The bytes to decode once a shown lead is settled: with it if ``data`` completes its
         character, else without it; None while too few bytes have come to tell."""
         buf = self._unsure + data
-        need = _utf8_length(buf[0])
+        need = utf8_length(buf[0])
         head = buf[:need]
         try:
             codecs.getincrementaldecoder("utf-8")().decode(head, final=len(head) == need)

@@ -62,19 +62,18 @@ def chat_message(choice: Choice) -> dict:
     return msg
 
 
-def _chat_logprobs(choice: Choice, tokenizer, whole: bool = False) -> dict | None:
-    """A chat choice's ``logprobs`` for its tokens since the last call (a chunk's: None when
-    there are none; ``whole``: a whole reply's, a list even when empty); None when it asked for
-    none."""
-    pairs = choice.take_logprobs()
-    return chat_logprobs(tokenizer, pairs) if pairs or (
-        whole and choice.task.logprobs is not None) else None
+def _chat_logprobs(choice: Choice, tokenizer, pairs: list | None = None) -> dict | None:
+    """A chat choice's ``logprobs``: of ``pairs`` (a chunk's: None when there are none), or of
+    the whole reply (a list even when empty); None when it asked for none."""
+    if choice.task.logprobs is None or pairs == []:
+        return None
+    return chat_logprobs(tokenizer, choice.all_logprobs() if pairs is None else pairs)
 
 
 def chat_body(reply: Reply, choices: list[Choice], tokenizer) -> dict:
     return {**reply.head("chat.completion"),
             "choices": [{"index": c.index, "message": chat_message(c),
-                         "logprobs": _chat_logprobs(c, tokenizer, whole=True),
+                         "logprobs": _chat_logprobs(c, tokenizer),
                          "finish_reason": c.finish_reason} for c in choices],
             "usage": usage(reply.prompt_tokens, choices)}
 
@@ -122,9 +121,10 @@ async def chat_events(reply: Reply, choices: list[Choice], tokenizer,
             **extra})
 
     def chunks_for(choice: Choice, piece: Piece | None) -> list[str]:
-        # a chunk's log probabilities: the tokens whose text reached the splitter since the
-        # last chunk (held text's tokens come with the chunk that sends it, or the last)
-        lp = _chat_logprobs(choice, tokenizer)
+        # a chunk's log probabilities: its piece's (the tokens whose text reached the splitter
+        # with it; held text's tokens come with the piece that sends it, or the end)
+        lp = _chat_logprobs(choice, tokenizer,
+                            choice.tail_logprobs if piece is None else piece.logprobs)
         if piece is None:
             return [chunk(choice.index, {}, choice.finish_reason, lp)]
         if piece.kind == "tool_call":
@@ -153,7 +153,7 @@ def completion_body(reply: Reply, choices: list[Choice], tokenizer) -> dict:
     shapers = _shapers(choices, tokenizer)
     return {**reply.head("text_completion"),
             "choices": [{"index": c.index, "text": c.echo + collect(c.pieces)["content"],
-                         "logprobs": shapers[c.index].shape(c.take_logprobs())
+                         "logprobs": shapers[c.index].shape(c.all_logprobs())
                          if c.index in shapers else None,
                          "finish_reason": c.finish_reason} for c in choices],
             "usage": usage(reply.prompt_tokens, choices)}
@@ -169,17 +169,17 @@ async def completion_events(reply: Reply, choices: list[Choice], tokenizer,
             {"index": index, "text": text, "logprobs": logprobs, "finish_reason": finish}],
             **extra})
 
-    def logprobs(choice: Choice) -> dict | None:
+    def logprobs(choice: Choice, pairs: list) -> dict | None:
         shaper = shapers.get(choice.index)
-        pairs = choice.take_logprobs() if shaper is not None else []
-        return shaper.shape(pairs) if pairs else None
+        return shaper.shape(pairs) if shaper is not None and pairs else None
 
     def chunks_for(choice: Choice, piece: Piece | None) -> list[str]:
         if piece is None:
-            return [chunk(choice.index, "", choice.finish_reason, logprobs(choice))]
+            return [chunk(choice.index, "", choice.finish_reason,
+                          logprobs(choice, choice.tail_logprobs))]
         if piece.kind != "content":
             return []
-        return [chunk(choice.index, piece.text, logprobs=logprobs(choice))]
+        return [chunk(choice.index, piece.text, logprobs=logprobs(choice, piece.logprobs))]
 
     for c in choices:
         if c.echo:

@@ -13,8 +13,8 @@ import json
 from typing import Annotated, Any
 
 from fastapi.responses import JSONResponse
-from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, TypeAdapter, ValidationError,
-                      field_validator)
+from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, TypeAdapter,
+                      ValidationError, field_validator)
 
 from server.api.safe_json import SafeJSONResponse
 from server.api.schemas.tasks import whole_number
@@ -144,8 +144,9 @@ class CompletionRequest(_Request):
     echo: bool | None = False
     suffix: str | None = None  # text after the completion: the prompt is filled in between
     best_of: Int | None = Field(None, ge=1)
-    logprobs: bool | Int | None = None  # (false passes, as documented: bool before Int,
-    # which refuses booleans as numbers)
+    logprobs: Int | StrictBool | None = None  # (false passes, as documented: Int refuses
+    # booleans as numbers, a JSON boolean is StrictBool's; a lax bool read "0" and "false"
+    # as false and "1" as true, while "2" was 2: a string is Int's, as other counts')
 
     @field_validator("prompt", mode="before")
     @classmethod
