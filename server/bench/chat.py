@@ -80,7 +80,6 @@ def wait_until_served(url: str, proc: subprocess.Popen | None = None, log: Path 
     raise SystemExit(f"server did not start in {seconds:.0f} s{see}")
 
 
-@contextlib.contextmanager
 def check_reachable(option: str, url: str) -> None:
     """Exit with one line naming ``option`` when no RWKV-Server answers ``url``/health."""
     try:
@@ -90,6 +89,7 @@ def check_reachable(option: str, url: str) -> None:
                  f"({type(e).__name__}: {e})")
 
 
+@contextlib.contextmanager
 def _sse_lines(client: httpx.Client | RawClient, body: dict):
     """The lines of a streamed chat reply from either client."""
     if isinstance(client, RawClient):
