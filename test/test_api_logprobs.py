@@ -6,6 +6,7 @@ the non-stream reply of the same seeded request."""
 import json
 
 import pytest
+import torch
 
 from openai_helpers import http, sdk, server, stream_chunks  # noqa: F401 (fixtures)
 from server.api.chat import build_chat_prompt
@@ -148,7 +149,6 @@ def test_logprobs_stop_at_the_stop_string_and_per_choice(http):
     ("/v1/chat/completions", dict(CHAT, logprobs=True, top_logprobs=-1), "top_logprobs"),
     ("/v1/completions", {"prompt": "x", "logprobs": 6}, "logprobs"),
     ("/v1/completions", {"prompt": "x", "logprobs": True}, "logprobs"),
-    ("/v1/completions", {"prompt": "x", "logprobs": 2, "echo": True}, "echo"),
 ])
 def test_logprob_refusals(http, path, body, param):
     assert_error(http.post(path, json=body), 400, param=param)
@@ -236,3 +236,64 @@ def test_a_slow_reader_gets_each_pieces_own_log_probabilities(tiny_loader):
     for piece in pieces:
         assert tiny_loader.tokenizer.decode([t for t, _ in piece.logprobs]) == piece.text
     assert choice.tail_logprobs == []
+
+
+ECHO_TEXT = "The cat sat on the mat. 中文 ok"
+
+
+def test_echo_with_logprobs_scores_the_prompt(http, tiny_loader):
+    """``echo`` with ``logprobs`` and ``max_tokens: 0`` (how evaluation harnesses score a
+    text): a logprob per prompt token after the ones before it (the first null), the model's
+    own, with alternatives; tokens and offsets spell the echoed text."""
+    body = completion(http, prompt=ECHO_TEXT, echo=True, logprobs=2, max_tokens=0,
+                      temperature=0)
+    choice = body["choices"][0]
+    assert choice["text"] == ECHO_TEXT
+    lp = choice["logprobs"]
+    seq = tiny_loader.encode(ECHO_TEXT)
+    assert len(lp["tokens"]) == len(seq) and "".join(lp["tokens"]) == ECHO_TEXT
+    assert lp["token_logprobs"][0] is None and lp["top_logprobs"][0] is None
+    assert lp["text_offset"][0] == 0
+    assert [ECHO_TEXT[o:o + len(t)] for o, t in zip(lp["text_offset"], lp["tokens"])] == \
+        lp["tokens"]
+    m = tiny_loader.model
+    for i in range(1, len(seq)):
+        ref = torch.log_softmax(m.prefill([seq[:i]], m.new_state(1))[0].double(), -1)
+        assert lp["token_logprobs"][i] == pytest.approx(ref[seq[i]].item(), abs=2e-3), i
+        top = lp["top_logprobs"][i]
+        assert top[lp["tokens"][i]] == lp["token_logprobs"][i] and len(top) in (2, 3)
+        assert max(top.values()) == pytest.approx(ref.max().item(), abs=2e-3)
+
+
+def test_echo_with_logprobs_then_the_reply_streamed_or_not(http):
+    """With a reply too: the prompt's entries, then the reply's (as without echo, their
+    offsets after the echoed text); streamed, the echo chunk carries the prompt's and the
+    chunks together give the same lists."""
+    plain = completion(http, prompt=ECHO_TEXT, logprobs=1, max_tokens=4, temperature=0)
+    both = completion(http, prompt=ECHO_TEXT, echo=True, logprobs=1, max_tokens=4,
+                      temperature=0)
+    p, b = plain["choices"][0]["logprobs"], both["choices"][0]["logprobs"]
+    n = len(b["tokens"]) - len(p["tokens"])
+    assert b["tokens"][n:] == p["tokens"] and b["token_logprobs"][n:] == p["token_logprobs"]
+    assert b["text_offset"][n:] == [len(ECHO_TEXT) + o for o in p["text_offset"]]
+    assert both["choices"][0]["text"] == ECHO_TEXT + plain["choices"][0]["text"]
+    chunks = stream_chunks(http, "/v1/completions", {"prompt": ECHO_TEXT, "echo": True,
+                                                     "logprobs": 1, "max_tokens": 4,
+                                                     "temperature": 0})
+    first = chunks[0]["choices"][0]
+    assert first["text"] == ECHO_TEXT and len(first["logprobs"]["tokens"]) == n
+    joined = {k: [x for c in chunks for ch in c["choices"] if ch["logprobs"]
+                  for x in ch["logprobs"][k]] for k in b}
+    assert joined == b
+
+
+def test_echo_with_logprobs_refuses_a_template(http):
+    made = http.post("/v1/tasks/create", json={"prompt": "System: be brief.\n\n",
+                                                "max_tokens": 0}).json()
+    tpl = http.post(f"/v1/tasks/{made['task_id']}/as_template").json()["task_id"]
+    r = http.post("/v1/completions", json={"model": f"rwkv-7:{tpl}", "prompt": "Hi",
+                                           "echo": True, "logprobs": 1, "max_tokens": 1})
+    assert_error(r, 400, param="echo")
+    ok = http.post("/v1/completions", json={"model": f"rwkv-7:{tpl}", "prompt": "Hi",
+                                            "logprobs": 1, "max_tokens": 1})
+    assert ok.status_code == 200 and ok.json()["choices"][0]["logprobs"]["token_logprobs"]

@@ -97,3 +97,66 @@ def test_logprobs_stay_with_their_task_when_the_batch_shrinks(tiny_loader):
     check_entries(tiny_loader, tasks[3], prompts[3], 2)
     assert [len(t.output_logprobs) for t in tasks[:3]] == [0, 0, 0]
     assert min(p["cap"] for p in sched.pulses) < max(p["cap"] for p in sched.pulses)
+
+
+def test_score_gives_each_tokens_log_probability_after_the_ones_before(tiny_loader):
+    """``RWKV7.score``: over a sequence cut in two calls (the state carried), each token's log
+    probability after the tokens before it and the top alternatives are those of a prefill of
+    that prefix; the state it leaves continues as a prefill's does."""
+    m = tiny_loader.model
+    seq = tiny_loader.encode("User: what is a cat?\n\nAssistant: A cat is an animal.")
+    state = m.new_state(1)
+    parts = [m.score(seq[:9], seq[1:10], state, top=4), m.score(seq[9:], seq[10:], state, top=4)]
+    chosen = torch.cat([p[0] for p in parts])
+    vals = torch.cat([p[1] for p in parts])
+    ids = torch.cat([p[2] for p in parts])
+    assert chosen.shape == (len(seq) - 1,) and ids.shape == (len(seq) - 1, 4)
+    for i in range(1, len(seq)):
+        ref = torch.log_softmax(m.prefill([seq[:i]], m.new_state(1))[0].double(), -1)
+        assert chosen[i - 1].item() == pytest.approx(ref[seq[i]].item(), abs=2e-3), i
+        top = ref.topk(4)
+        assert ids[i - 1].tolist() == top.indices.tolist()
+        assert vals[i - 1].tolist() == pytest.approx(top.values.tolist(), abs=2e-3)
+    after = m.new_state(1)
+    m.prefill([seq], after)
+    assert torch.allclose(state.wkv, after.wkv, atol=1e-4) and \
+        torch.allclose(state.shift, after.shift, atol=1e-4)
+    nothing = m.score([5], [], m.new_state(1), top=2)
+    assert nothing[0].shape == (0,) and nothing[2] is None or nothing[2].shape[0] == 0
+    with pytest.raises(ValueError):
+        m.score([5], [1, 2], m.new_state(1))
+
+
+def test_scheduler_scores_prompts_between_its_steps(tiny_loader):
+    """``score``: a prompt longer than a pass (prefill_chunk 8: several steps) scored while
+    other tasks decode gives the model's values; the decoding tasks' tokens are as alone; bad
+    input is refused at once; a shutdown fails jobs not done."""
+    from server.scheduler import DynamicScheduler
+
+    seq = tiny_loader.encode("User: tell me about the moon and the sun\n\nAssistant: The moon")
+    alone = DynamicScheduler(tiny_loader, max_batch_size=2, buffer_size=3)
+    t_alone = alone.new_task(seq[:5], max_tokens=12, temperature=0.0)
+    alone.run()
+
+    sched = DynamicScheduler(tiny_loader, max_batch_size=2, buffer_size=3, prefill_chunk=8)
+    task = sched.new_task(seq[:5], max_tokens=12, temperature=0.0)
+    fut = sched.score(seq, top=2)
+    sched.run()
+    assert task.output == t_alone.output
+    entries = fut.result(timeout=0)
+    assert len(entries) == len(seq) - 1
+    m = tiny_loader.model
+    for i, (lp, ids, vals) in enumerate(entries, 1):
+        ref = torch.log_softmax(m.prefill([seq[:i]], m.new_state(1))[0].double(), -1)
+        assert lp == pytest.approx(ref[seq[i]].item(), abs=2e-3), i
+        assert ids == ref.topk(2).indices.tolist() and len(vals) == 2
+    one = sched.score([7])
+    sched.run()
+    assert one.result(timeout=0) == []  # one token: nothing follows anything
+    for bad, top in (([], 0), ([1, 1 << 20], 0), ([1, 2], 21), ([1, 2], -1)):
+        with pytest.raises(ValueError):
+            sched.score(bad, top)
+    pending = sched.score(seq)
+    sched.shutdown()
+    with pytest.raises(RuntimeError, match="shut down"):
+        pending.result(timeout=5)

@@ -39,3 +39,21 @@ def test_logprobs_on_cuda_match_a_prefill_of_each_prefix(tiny_model_path):
             assert vals[0] == pytest.approx(ref.max().item(), abs=0.05)
             if i % 2:  # greedy: the chosen token is the most likely one
                 assert (ids[0], vals[0]) == (tok, lp)
+
+
+def test_scoring_on_cuda_matches_a_prefill_of_each_prefix(tiny_model_path):
+    """``RWKV7.score`` through the fused forward (every position's residual) and the
+    scheduler's scoring job, in passes of 16 tokens: each token's logprob after the ones
+    before it, as a prefill of that prefix gives it."""
+    loader = RWKV070ModelLoader(tiny_model_path, device="cuda", dtype="fp16")
+    sched = DynamicScheduler(loader, max_batch_size=2, buffer_size=4, prefill_chunk=16)
+    seq = [100 + (7 * j) % 900 for j in range(41)]
+    fut = sched.score(seq, top=3)
+    sched.run()
+    entries = fut.result(timeout=0)
+    assert len(entries) == len(seq) - 1
+    m = loader.model
+    for i, (lp, ids, vals) in enumerate(entries, 1):
+        ref = torch.log_softmax(m.prefill([seq[:i]], m.new_state(1))[0].double(), -1).cpu()
+        assert lp == pytest.approx(ref[seq[i]].item(), abs=0.05), i
+        assert len(ids) == 3 and vals[0] == pytest.approx(ref.max().item(), abs=0.05)

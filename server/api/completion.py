@@ -47,6 +47,8 @@ class Choice:
     sent_logprobs: int = 0  # tokens whose log probabilities ``take_logprobs`` gave out
     tail_logprobs: list = field(default_factory=list)  # those no piece took (held text the
     # end dropped, or a stop string's tokens after its last piece): they go with the end
+    echo_logprobs: list | None = None  # the echoed prompt's (token, entry) pairs (the first
+    # entry None), when they were asked for
 
     @property
     def completion_tokens(self) -> int:

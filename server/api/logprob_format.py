@@ -12,7 +12,8 @@ decode it).
 - completions (``logprobs`` 0-5): ``{"tokens", "token_logprobs", "top_logprobs": [{text:
   logprob}, ...], "text_offset"}``; each ``top_logprobs`` dict holds the sampled token too (up
   to ``logprobs`` + 1 keys, as OpenAI's), and ``text_offset`` counts characters of the
-  choice's ``text`` (an echoed prompt included) where each token's text starts.
+  choice's ``text`` (an echoed prompt included) where each token's text starts; with ``echo``
+  the prompt's tokens come first, the first with null (it follows nothing).
 """
 
 from __future__ import annotations
@@ -77,13 +78,18 @@ class CompletionLogprobs:
         return self.offset
 
     def shape(self, pairs: list) -> dict:
+        """The shape of ``pairs``; an entry None (an echoed prompt's first token, which
+        follows nothing) gives null for its logprob and its alternatives, as OpenAI's."""
         out = {"tokens": [], "token_logprobs": [], "top_logprobs": [], "text_offset": []}
-        for tok, (lp, ids, vals) in pairs:
+        for tok, entry in pairs:
             text, data = token_text(self.tokenizer, tok)
             out["tokens"].append(text)
-            out["token_logprobs"].append(lp)
-            top = {token_text(self.tokenizer, t)[0]: v for t, v in zip(ids, vals)}
-            top.setdefault(text, lp)  # the sampled token's, always (OpenAI's "logprobs + 1")
+            top = None
+            if entry is not None:
+                lp, ids, vals = entry
+                top = {token_text(self.tokenizer, t)[0]: v for t, v in zip(ids, vals)}
+                top.setdefault(text, lp)  # the token's own, always (OpenAI's "logprobs + 1")
+            out["token_logprobs"].append(None if entry is None else entry[0])
             out["top_logprobs"].append(top)
             out["text_offset"].append(self._start(data))
             self.offset += len(self.decoder.feed([tok]))

@@ -26,6 +26,7 @@ from server.model.cuda_graph import MID_POINTS, GraphedDecode, GraphedPrefill
 from server.model.fused import FusedBlocks, check_fused, fused_default
 from server.model.layer_weights import LayerWeights, layer_weights
 from server.model.reference import GN_EPS, LN_EPS
+from server.model.sampler import token_logprobs
 from server.model.state import State, to_device
 
 DECAY_SCALE = math.exp(-0.5)  # decay = exp(-e^-0.5 · sigmoid(w))
@@ -280,6 +281,29 @@ class RWKV7:
                 self._prefill_pass(token_lists, group, off, state, x_last, at, mid_state)
         return self._logits(x_last) if logits else None
 
+    @torch.no_grad()
+    def score(self, tokens: list[int], targets: list[int], state: State, top: int = 0,
+              rows: int = 256) -> tuple[Tensor, Tensor | None, Tensor | None]:
+        """``tokens`` of one sequence through the model from ``state`` (one row, updated in place
+        as a prefill of them leaves it, within its rounding: one eager pass), and the model's
+        log probabilities of ``targets`` (what follows each of the first ``len(targets)``
+        tokens) with the ``top`` most likely alternatives: ``sampler.token_logprobs``'s
+        tensors. The head runs ``rows`` positions at a time ([rows, V] fp32 logits)."""
+        self._check(state, 1)
+        if not tokens or len(targets) > len(tokens):
+            raise ValueError("score needs tokens and at most one target per token")
+        x = self._forward(to_device([tokens], self.device), state, None, None, every=True)[0]
+        x, tgt = x[:len(targets)], to_device(targets, self.device)
+        parts = [token_logprobs(self._logits(x[i:i + rows]), tgt[i:i + rows], top)
+                 for i in range(0, len(targets), rows)]
+        if not parts:
+            empty = torch.empty(0, device=self.device)
+            return empty, (empty.view(0, 0) if top else None), None
+        chosen = torch.cat([p[0] for p in parts])
+        if not top:
+            return chosen, None, None
+        return chosen, torch.cat([p[1] for p in parts]), torch.cat([p[2] for p in parts])
+
     def _pass_width(self, left: int) -> int:
         """Tokens per row of a pass whose longest row has ``left`` tokens to go: the chunk's,
         padded as ``_forward_padded`` pads (a pass of 1-token rows costs ``prefill_align``
@@ -351,22 +375,25 @@ class RWKV7:
 
     def _forward(self, tokens: Tensor, state: State, keep: Tensor | None,
                  last: Tensor | None, mid: Tensor | None = None,
-                 mid_state: State | None = None) -> Tensor:
+                 mid_state: State | None = None, every: bool = False) -> Tensor:
         """tokens: [B, T]; keep: [B, T] bool (None = all valid); last: [B] index of each row's
         last valid token (None = T - 1). Returns the residual at ``last``: [B, C] float32.
         ``mid`` ([K] long tensor on the device, one sequence: B = 1) and ``mid_state`` (K rows):
         for each k with mid[k] > 0 (a multiple of ``prefill_align`` below T) the state after
         the first mid[k] tokens goes to row k, the bits a pass ending there leaves. Both the
-        fused and the plain forward read ``mid`` on the device (a graph's input)."""
+        fused and the plain forward read ``mid`` on the device (a graph's input). ``every``:
+        the residual at every position, [B, T, C] (``score``)."""
         if mid is None or tokens.shape[1] == 1:
             mid_state = None
         if self._fused is not None:
-            return self._fused.forward(tokens, state, keep, last, mid, mid_state)
+            return self._fused.forward(tokens, state, keep, last, mid, mid_state, every)
         x = self.emb[tokens].float()  # [B, T, C] residual stream, fp32
         v_first = None
         for i, lw in enumerate(self.layers):
             x, v_first = self._time_mix(lw, x, state, i, keep, last, v_first, mid, mid_state)
             x = self._channel_mix(lw, x, state, i, keep, last, mid, mid_state)
+        if every:
+            return x
         if last is None:
             return x[:, -1]
         return x[torch.arange(x.shape[0], device=x.device), last]

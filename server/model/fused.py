@@ -324,8 +324,9 @@ class FusedBlocks:
         self._add_residual(x, h, lw.ffn_value, "ffn_value", T)
 
     def forward(self, tokens: Tensor, state, keep: Tensor | None, last: Tensor | None,
-                mid: Tensor | None = None, mid_state=None) -> Tensor:
-        """Same contract as RWKV7._forward: tokens [B, T]; returns the residual at ``last``."""
+                mid: Tensor | None = None, mid_state=None, every: bool = False) -> Tensor:
+        """Same contract as RWKV7._forward: tokens [B, T]; returns the residual at ``last``
+        (``every``: at every position, [B, T, C])."""
         B, T = tokens.shape
         x = self.model.emb[tokens.reshape(-1)].float()  # [R, C] fp32 residual
         write = self.write_index(B, T, keep, last, x.device)
@@ -337,6 +338,8 @@ class FusedBlocks:
             v_first = self.time_mix(i, x, state, keep8, write, T, v_first, mid, mid_state)
             self.channel_mix(i, x, state, write, T, mid, mid_state)
         x = x.view(B, T, -1)
+        if every:
+            return x
         if last is None:
             return x[:, -1]
         return x[torch.arange(B, device=x.device), last]

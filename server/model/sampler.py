@@ -158,6 +158,19 @@ class SamplingBatch:
         return SamplingBatch(**{f.name: getattr(self, f.name).to(device) for f in fields(self)})
 
 
+def token_logprobs(logits: Tensor, targets: Tensor, top: int
+                   ) -> tuple[Tensor, Tensor | None, Tensor | None]:
+    """The model's log probabilities of ``targets`` [R] under ``logits`` [R, V] (log-softmax
+    in fp32, no penalty or temperature) and the ``top`` most likely tokens': ``(chosen [R],
+    values [R, top], ids [R, top])`` (None, None when ``top`` is 0), on the logits' device."""
+    lsm = torch.log_softmax(logits.float(), dim=-1)
+    chosen = lsm.gather(1, targets[:, None])[:, 0]
+    if not top:
+        return chosen, None, None
+    vals, ids = lsm.topk(top, dim=-1)
+    return chosen, vals, ids
+
+
 def _topk_low_ties(x: Tensor, kmax: int, k: Tensor) -> tuple[Tensor, Tensor]:
     """``torch.topk(x, kmax)`` [R, kmax] with equal values in column order, the lower first (as
     ``sampling_triton``'s kernels and a stable sort break ties), so that each row's first ``k``

@@ -25,6 +25,7 @@ every device tensor. This module holds the public surface and the thread; the ph
 from __future__ import annotations
 
 import atexit
+import concurrent.futures
 import functools
 import threading
 import time
@@ -37,6 +38,7 @@ from server.scheduler.engine import BatchEngine
 from server.scheduler.idle_trim import IdleTrim
 from server.scheduler.later import WARM_DELAY_S
 from server.scheduler.prefill import Prefiller
+from server.scheduler.scoring import ScoreJob, ScoringStopped
 from server.scheduler.stats import SchedulerStats
 from server.task.policy import model_mismatch
 from server.task.task import SCHEDULER_THREAD, Status, Task
@@ -106,6 +108,7 @@ class BaseScheduler(SlotCycle):
         self._grow_failed: int | None = None  # the capacity a growth last failed to leave
         self._last_info = 0.0  # when a pulse line was last logged at INFO
         self._stops: list[Task] = []  # stop requests not yet applied to slots (any thread appends)
+        self._scores: deque[ScoreJob] = deque()  # prompts to score (``score``), oldest first
         self._cv = threading.Condition()
         self._thread: threading.Thread | None = None
         self._at_exit = None  # the daemon's atexit hook while it serves (start_daemon)
@@ -233,6 +236,43 @@ class BaseScheduler(SlotCycle):
         if not self._async_device:
             task._under_way()  # its passes hold no GIL the caller's thread needs: go on now
 
+    def score(self, tokens: list[int], top: int = 0) -> concurrent.futures.Future:
+        """Any thread: each token's log probability after the ones before it, with ``top``
+        alternatives (scoring.py): a future of one entry per token but the first, computed on
+        the scheduler's thread a pass per step. ``ValueError`` for no tokens, ids outside the
+        vocabulary or ``top`` outside 0-20; ``ScoringStopped`` while shutting down (the
+        future's exception when a shutdown comes first)."""
+        job = ScoreJob(tokens, top)
+        vocab = self.engine.model.cfg.vocab_size
+        if any(not 0 <= t < vocab for t in job.tokens):
+            raise ValueError(f"token ids must be in 0..{vocab - 1}")
+        with self._cv:
+            if self._stopping:
+                raise ScoringStopped("the scheduler is shutting down")
+            self._scores.append(job)
+            self._cv.notify_all()
+        return job.future
+
+    def _score_some(self) -> None:
+        """Scheduler thread, once a step: one pass of the oldest scoring job (a fault fails
+        that job alone)."""
+        job = self._scores[0]
+        try:
+            done = job.step(self.engine.model, self.prefill_chunk)
+        except Exception as e:
+            job.fail(e)
+            done = True
+        if done:
+            with self._cv:  # (a shutdown may have emptied the queue meanwhile)
+                if self._scores and self._scores[0] is job:
+                    self._scores.popleft()
+
+    def _fail_scores(self, why: str) -> None:
+        with self._cv:
+            jobs, self._scores = list(self._scores), deque()
+        for job in jobs:
+            job.fail(ScoringStopped(why))
+
     def warm_prefix(self, origin: str, tokens: list[int]) -> None:
         """Any thread: cache the state after ``tokens`` (origin: ``Task.cache_origin``) when the
         scheduler has time: a prefix the next request of a conversation will start with
@@ -276,7 +316,7 @@ class BaseScheduler(SlotCycle):
     def _has_slot_work(self) -> bool:
         """Something for ``step()``: tasks waiting or in slots, or a deferred checkpoint."""
         return (bool(self.waiting) or any(t is not None for t in self.slots)
-                or self.prefiller.has_later)
+                or self.prefiller.has_later or bool(self._scores))
 
     def _quiet(self) -> bool:
         """Nothing in flight beside the loop: no state on its way home, no next-turn prefix
@@ -307,6 +347,8 @@ class BaseScheduler(SlotCycle):
             self._admit()
             self._prefill()
             self._announce_under_way()
+            if self._scores:
+                self._score_some()
             if self.decoding:
                 self._pulse()
             self._shrink()
@@ -473,6 +515,7 @@ class BaseScheduler(SlotCycle):
             return
         try:
             finish_all((task, "abort", None) for task in pending)
+            self._fail_scores("the scheduler shut down")
         except BaseException:  # Ctrl-C in a callback (main thread): every queued task
             self._shutdown_rest(stepping, timeout)  # is finished, and the shutdown goes on
             raise  # first (it stranded them, and left the scheduler stopping for ever)

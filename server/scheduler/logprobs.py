@@ -18,6 +18,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from server.model.sampler import token_logprobs
 from server.model.state import to_device
 
 TOP_MAX = 20  # the most alternatives a token lists (OpenAI's chat top_logprobs limit)
@@ -39,10 +40,11 @@ class LogprobRecorder:
     def record(self, logits: Tensor, tokens: Tensor) -> None:
         """After a step's sampling: ``logits`` [cap, V] the step sampled from, ``tokens`` [cap]
         what it drew (rows that accept none are recorded too and dropped in ``result``)."""
-        lsm = torch.log_softmax(logits.index_select(0, self.rows).float(), dim=-1)
-        self.chosen.append(lsm.gather(1, tokens.index_select(0, self.rows)[:, None])[:, 0])
+        chosen, vals, ids = token_logprobs(logits.index_select(0, self.rows),
+                                           tokens.index_select(0, self.rows), self.top)
+        self.chosen.append(chosen)
         if self.top:
-            self.alt.append(lsm.topk(self.top, dim=-1))
+            self.alt.append((vals, ids))
 
     def result(self, valid: np.ndarray) -> dict[int, list[Entry]]:
         """Each slot's entries for its accepted tokens, ``valid`` [cap, steps] (the pulse's

@@ -12,7 +12,8 @@ penalty grows by ``presence``, each later time by ``repetition``):
   are RWKV extensions. ``seed``: choice ``i`` of ``n`` uses ``seed + i``.
 - ``logprobs``: chat ``logprobs: true`` with ``top_logprobs`` 0-20 alternatives, completions
   ``logprobs`` 0-5 (``false``/``null``: none); the model's own distribution before penalties
-  and temperature (``logprob_format.py``); not with ``echo`` (no prompt token gets one).
+  and temperature (``logprob_format.py``); with ``echo`` the prompt is scored too
+  (``BaseScheduler.score``), not from a state template.
   ``best_of`` only checks ``best_of >= n`` (choices are not ranked) and is refused with
   ``stream``. Any ``model`` id is served by the loaded model and echoed back.
 """
@@ -46,6 +47,7 @@ from server.api.task_stream import SHUTDOWN_GRACE_S
 from server.api.tools import choice_name, forced_tool, parse_tools, tools_active
 from server.model.tokenizer import incomplete_tail
 from server.scheduler import QueueFull
+from server.scheduler.scoring import ScoringStopped
 
 router = APIRouter(tags=["openai"])
 PING_SECONDS = 15
@@ -369,17 +371,33 @@ def _echo(rt, text: str | None, tokens: list[int]) -> tuple[str, bytes]:
 
 def _completion_logprobs(req) -> int | None:
     """A completion request's alternatives per token (None: no log probabilities): an
-    integer 0-5 as OpenAI's, not with ``echo`` (the prompt's tokens would need theirs)."""
+    integer 0-5 as OpenAI's."""
     lp = req.logprobs
     if lp is None or lp is False:
         return None
     if lp is True or not 0 <= lp <= COMPLETION_TOP_MAX:
         raise OpenAIError(400, "logprobs is how many alternatives each token lists: an integer "
                           f"from 0 to {COMPLETION_TOP_MAX}", param="logprobs")
-    if req.echo:
-        raise OpenAIError(400, "echo with logprobs is not supported: the prompt's tokens get no "
-                          "log probabilities here", param="echo")
     return lp
+
+
+async def _prompt_logprobs(request: Request, rt, tokens: list[int], top: int) -> list:
+    """An echoed prompt's ``(token, entry)`` pairs, the first token's entry None (it follows
+    nothing): scored on the scheduler's thread (``BaseScheduler.score``); a client that leaves
+    cancels it."""
+    if not tokens:
+        return []
+    if request.app.state.drain.draining:
+        raise _shutting_down("The server is shutting down; retry shortly.")
+    try:
+        entries = await asyncio.wrap_future(rt.scheduler.score(tokens, top))
+    except ScoringStopped as e:
+        raise _shutting_down(f"The server is shutting down ({e}); retry shortly.") from None
+    except Exception as e:
+        raise OpenAIError(500, f"Scoring the prompt failed: {type(e).__name__}: {e}",
+                          type="server_error", code="generation_error",
+                          headers={"x-should-retry": "false"}) from None
+    return list(zip(tokens, [None] + entries))
 
 
 @router.post("/v1/completions", openapi_extra=_body_doc(CompletionRequest))
@@ -401,6 +419,10 @@ async def completions(request: Request):
     suffix = None if req.suffix == "" and not _all_text(req.prompt) else req.suffix
     fim = suffix is not None
     prompts = await _prompt_tokens(rt, req.prompt, n, tpl, suffix)
+    scored = req.echo and logprobs is not None  # the prompt's tokens get theirs too
+    if scored and tpl is not None:
+        raise OpenAIError(400, "echo with logprobs does not start from a state template: "
+                          "the template's tokens would need theirs", param="echo")
     params = sampling_params(req, rt.settings)
     choices = []
     # an empty prompt starts a document (token 0), or goes on from a template's next token
@@ -409,8 +431,10 @@ async def completions(request: Request):
         tasks = make_tasks(toks or start, n, params, req.seed, stop_at_turn=not fim,
                            logprobs=logprobs)
         echo, lead = _echo(rt, text, toks) if req.echo else ("", b"")
+        head = await _prompt_logprobs(request, rt, toks, logprobs) if scored else None
         choices += [Choice(i * n + j, t, OutputSplitter("text", req.stop_list, boundary=not fim),
-                           echo=echo, lead=lead) for j, t in enumerate(tasks)]
+                           echo=echo, lead=lead, echo_logprobs=head)
+                    for j, t in enumerate(tasks)]
     await prepare_tasks(rt, tpl, [c.task for c in choices])  # prefix cache; the template
     await _submit(request, rt, [c.task for c in choices], req.stream)
     reply = _reply(rt, req, "cmpl", sum(len(t or start) + _head(tpl) for _, t in prompts))

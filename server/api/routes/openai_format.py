@@ -144,16 +144,26 @@ async def chat_events(reply: Reply, choices: list[Choice], tokenizer,
 
 # ---- completions -------------------------------------------------------------------------------
 def _shapers(choices: list[Choice], tokenizer) -> dict[int, CompletionLogprobs]:
-    """Each completion choice's ``logprobs`` builder (the choices that asked for them)."""
-    return {c.index: CompletionLogprobs(tokenizer, len(c.echo), c.lead) for c in choices
-            if c.task.logprobs is not None}
+    """Each completion choice's ``logprobs`` builder (the choices that asked for them): from
+    the echoed prompt's first token when it was scored, else after the echo."""
+    return {c.index: CompletionLogprobs(tokenizer) if c.echo_logprobs is not None else
+            CompletionLogprobs(tokenizer, len(c.echo), c.lead)
+            for c in choices if c.task.logprobs is not None}
+
+
+def _whole_logprobs(shaper: CompletionLogprobs, choice: Choice) -> dict:
+    """A choice's completions ``logprobs``: the echoed prompt's tokens' (if scored), then the
+    reply's."""
+    head = shaper.shape(choice.echo_logprobs or [])
+    tail = shaper.shape(choice.all_logprobs())
+    return {key: head[key] + tail[key] for key in head}
 
 
 def completion_body(reply: Reply, choices: list[Choice], tokenizer) -> dict:
     shapers = _shapers(choices, tokenizer)
     return {**reply.head("text_completion"),
             "choices": [{"index": c.index, "text": c.echo + collect(c.pieces)["content"],
-                         "logprobs": shapers[c.index].shape(c.all_logprobs())
+                         "logprobs": _whole_logprobs(shapers[c.index], c)
                          if c.index in shapers else None,
                          "finish_reason": c.finish_reason} for c in choices],
             "usage": usage(reply.prompt_tokens, choices)}
@@ -182,8 +192,8 @@ async def completion_events(reply: Reply, choices: list[Choice], tokenizer,
         return [chunk(choice.index, piece.text, logprobs=logprobs(choice, piece.logprobs))]
 
     for c in choices:
-        if c.echo:
-            yield chunk(c.index, c.echo)
+        if c.echo or c.echo_logprobs:
+            yield chunk(c.index, c.echo, logprobs=logprobs(c, c.echo_logprobs or []))
     async with aclosing(_events(reply, choices, tokenizer, "text_completion", chunks_for,
                                 drain)) as ev:
         async for event in ev:

@@ -1,0 +1,64 @@
+"""Prompt scoring: each token's log probability after the tokens before it (the OpenAI
+completions' ``echo`` with ``logprobs``), computed on the scheduler's thread between its steps.
+
+``BaseScheduler.score(tokens, top)`` queues a ``ScoreJob`` and returns a
+``concurrent.futures.Future``; each scheduler step runs one pass of the oldest job
+(``prefill_chunk`` tokens, from a scratch state of its own: the prefix cache is neither read nor
+written, and no slot is taken), so decoding streams go on between its passes. The result is one
+``server.scheduler.logprobs`` entry per token but the first (which follows nothing). A job that
+fails fails alone (its future's exception); one whose future was cancelled is dropped; a
+shutdown fails those not done.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+
+from server.scheduler.logprobs import TOP_MAX, Entry
+
+
+class ScoringStopped(RuntimeError):
+    """The scheduler shut down before the job was done (or was shutting down when asked)."""
+
+
+class ScoreJob:
+    def __init__(self, tokens: list[int], top: int):
+        if not tokens:
+            raise ValueError("scoring needs at least one token")
+        if not 0 <= top <= TOP_MAX:
+            raise ValueError(f"top must be 0-{TOP_MAX}, not {top}")
+        self.tokens, self.top = list(tokens), top
+        self.future: concurrent.futures.Future = concurrent.futures.Future()
+        self.pos = 0  # tokens passed through the model so far
+        self.state = None
+        self.entries: list[Entry] = []
+
+    def step(self, model, chunk: int) -> bool:
+        """One pass of up to ``chunk`` tokens; True once the job is over (its future set)."""
+        if self.pos == 0:
+            if not self.future.set_running_or_notify_cancel():
+                return True  # cancelled before it started
+            self.state = model.new_state(1)
+        elif self.future.cancelled():
+            return True
+        end = min(self.pos + chunk, len(self.tokens))
+        chosen, vals, ids = model.score(self.tokens[self.pos:end],
+                                        self.tokens[self.pos + 1:end + 1], self.state, self.top)
+        chosen = chosen.cpu().tolist()
+        if self.top:
+            vals, ids = vals.cpu().tolist(), ids.cpu().tolist()
+            self.entries += [(c, i, v) for c, i, v in zip(chosen, ids, vals)]
+        else:
+            self.entries += [(c, [], []) for c in chosen]
+        self.pos = end
+        if end < len(self.tokens):
+            return False
+        self.state = None
+        if not self.future.done():  # (a shutdown failed it meanwhile)
+            self.future.set_result(self.entries)
+        return True
+
+    def fail(self, error: BaseException) -> None:
+        self.state = None
+        if not self.future.done():
+            self.future.set_exception(error)
