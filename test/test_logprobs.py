@@ -160,3 +160,20 @@ def test_scheduler_scores_prompts_between_its_steps(tiny_loader):
     sched.shutdown()
     with pytest.raises(RuntimeError, match="shut down"):
         pending.result(timeout=5)
+
+
+def test_prompts_to_score_wait_as_tasks_do(tiny_loader):
+    """A scoring job takes a place in the queue: past ``max_in_flight`` (slots + max_queue)
+    the next one, or task, is refused with QueueFull instead of piling up."""
+    from server.scheduler import DynamicScheduler, QueueFull
+
+    sched = DynamicScheduler(tiny_loader, max_batch_size=1, buffer_size=2, max_queue=1)
+    first, second = sched.score([1, 2, 3]), sched.score([4, 5])
+    with pytest.raises(QueueFull):
+        sched.score([6, 7])
+    with pytest.raises(QueueFull):
+        sched.new_task([8, 9], max_tokens=1)
+    sched.run()
+    assert len(first.result(timeout=0)) == 2 and len(second.result(timeout=0)) == 1
+    sched.score([6, 7])  # room again
+    sched.run()

@@ -180,9 +180,10 @@ class BaseScheduler(SlotCycle):
         with slots free, so a burst on an idle server counted whole against it (8 requests at
         ``max_queue`` 2 and 16 free slots: 5 refused; session 23's QA)."""
         busy = self.num_active + self._admitting
-        if len(self.waiting) + n + busy <= self.max_in_flight:
+        waiting = len(self.waiting) + len(self._scores)  # (prompts to score wait too)
+        if waiting + n + busy <= self.max_in_flight:
             return None
-        return QueueFull(f"{len(self.waiting)} tasks are waiting and {busy} slots of "
+        return QueueFull(f"{waiting} tasks are waiting and {busy} slots of "
                          f"{self.max_batch_size} busy (max_queue={self.max_queue})")
 
     def check_room(self, n: int = 1) -> None:
@@ -241,7 +242,8 @@ class BaseScheduler(SlotCycle):
         alternatives (scoring.py): a future of one entry per token but the first, computed on
         the scheduler's thread a pass per step. ``ValueError`` for no tokens, ids outside the
         vocabulary or ``top`` outside 0-20; ``ScoringStopped`` while shutting down (the
-        future's exception when a shutdown comes first)."""
+        future's exception when a shutdown comes first); ``QueueFull`` as ``add_task`` (a job
+        waits as a task does)."""
         job = ScoreJob(tokens, top)
         vocab = self.engine.model.cfg.vocab_size
         if any(not 0 <= t < vocab for t in job.tokens):
@@ -249,6 +251,9 @@ class BaseScheduler(SlotCycle):
         with self._cv:
             if self._stopping:
                 raise ScoringStopped("the scheduler is shutting down")
+            full = self._queue_full(1)
+            if full is not None:
+                raise full
             self._scores.append(job)
             self._cv.notify_all()
         return job.future

@@ -118,8 +118,7 @@ async def _submit(request: Request, rt, tasks, stream: bool) -> None:
     try:
         submit(rt.scheduler, tasks)
     except QueueFull as e:
-        raise OpenAIError(503, f"The server is busy ({e}); retry shortly.", type="server_error",
-                          code="server_busy", headers={"Retry-After": "1"}) from None
+        raise _busy(e) from None
     if started is not None:
         await started.wait()
 
@@ -134,6 +133,12 @@ def _reply(rt, req, prefix: str, prompt_tokens: int) -> Reply:
     model = utf8_safe(req.model or rt.model_name)  # echoed: never a lone surrogate
     return Reply(f"{prefix}-{secrets.token_hex(12)}", int(time.time()), model, prompt_tokens,
                  req.include_usage)
+
+
+def _busy(e: QueueFull) -> OpenAIError:
+    """503 ``server_busy`` with ``Retry-After`` (the queue is full)."""
+    return OpenAIError(503, f"The server is busy ({e}); retry shortly.", type="server_error",
+                       code="server_busy", headers={"Retry-After": "1"})
 
 
 def _shutting_down(message: str) -> OpenAIError:
@@ -391,6 +396,8 @@ async def _prompt_logprobs(request: Request, rt, tokens: list[int], top: int) ->
         raise _shutting_down("The server is shutting down; retry shortly.")
     try:
         entries = await asyncio.wrap_future(rt.scheduler.score(tokens, top))
+    except QueueFull as e:
+        raise _busy(e) from None
     except ScoringStopped as e:
         raise _shutting_down(f"The server is shutting down ({e}); retry shortly.") from None
     except Exception as e:
