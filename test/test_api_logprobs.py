@@ -297,3 +297,59 @@ def test_echo_with_logprobs_refuses_a_template(http):
     ok = http.post("/v1/completions", json={"model": f"rwkv-7:{tpl}", "prompt": "Hi",
                                             "logprobs": 1, "max_tokens": 1})
     assert ok.status_code == 200 and ok.json()["choices"][0]["logprobs"]["token_logprobs"]
+
+
+def test_echo_scores_one_token_prompts_and_a_last_pass_of_one_token(http, server):
+    """A one-token prompt, and one a token longer than a whole number of passes (its last
+    pass scores nothing), with alternatives: 200s (they were 500s: a last pass of one token
+    returned no alternatives' ids)."""
+    chunk = server.runtime.scheduler.prefill_chunk
+    for prompt in ([3], [5 + i % 50 for i in range(chunk + 1)]):
+        body = completion(http, prompt=prompt, echo=True, logprobs=2, max_tokens=0)
+        lp = body["choices"][0]["logprobs"]
+        assert len(lp["tokens"]) == len(prompt) and lp["token_logprobs"][0] is None
+        assert all(v is not None for v in lp["token_logprobs"][1:])
+
+
+def test_echo_with_logprobs_refuses_a_suffix(http):
+    r = http.post("/v1/completions", json={"prompt": "def f(", "suffix": "\n", "echo": True,
+                                           "logprobs": 1, "max_tokens": 2})
+    assert_error(r, 400, param="suffix")
+
+
+def test_a_shutdown_during_scoring_answers_503(tiny_model_path, tmp_path):
+    """The server's shutdown (the drain) during a long prompt's scoring: 503
+    server_shutting_down at once, the job cancelled (it was a 500 after uvicorn's graceful
+    timeout)."""
+    import threading
+    import time
+
+    import httpx
+
+    from openai_helpers import LiveServer
+    from server.config import Settings
+
+    settings = Settings(model_path=tiny_model_path, demo=None, device="cpu",
+                        task_db_path=str(tmp_path / "t.db"), api_key=None, verbose=False,
+                        max_prompt_tokens=100_000)
+    with LiveServer(settings) as srv:
+        got = {}
+
+        def ask():
+            got["r"] = httpx.post(srv.url + "/v1/completions", timeout=120, json={
+                "prompt": [5 + i % 97 for i in range(60_000)], "echo": True, "logprobs": 1,
+                "max_tokens": 0})
+
+        t = threading.Thread(target=ask)
+        t.start()
+        sched = srv.runtime.scheduler
+        deadline = time.time() + 60
+        while not sched._scores and time.time() < deadline:
+            time.sleep(0.01)
+        job = sched._scores[0]
+        start = time.time()
+        srv.app.state.drain.begin()
+        t.join(60)
+        assert time.time() - start < 10
+        assert_error(got["r"], 503, code="server_shutting_down")
+        assert job.future.cancelled()

@@ -177,3 +177,17 @@ def test_prompts_to_score_wait_as_tasks_do(tiny_loader):
     assert len(first.result(timeout=0)) == 2 and len(second.result(timeout=0)) == 1
     sched.score([6, 7])  # room again
     sched.run()
+
+
+def test_a_cancelled_scoring_job_is_dropped_at_its_next_pass(tiny_loader):
+    """A job's future can be cancelled while it runs (its client left): the scheduler drops it
+    at its next pass instead of scoring the rest."""
+    from server.scheduler import DynamicScheduler
+
+    sched = DynamicScheduler(tiny_loader, max_batch_size=1, buffer_size=2, prefill_chunk=4)
+    fut = sched.score(list(range(10, 50)), top=1)
+    sched.step()  # its first pass
+    job = sched._scores[0]
+    assert job.pos == 4 and fut.cancel()
+    sched.step()
+    assert not sched._scores and job.pos == 4 and job.state is None

@@ -296,9 +296,12 @@ class RWKV7:
         x, tgt = x[:len(targets)], to_device(targets, self.device)
         parts = [token_logprobs(self._logits(x[i:i + rows]), tgt[i:i + rows], top)
                  for i in range(0, len(targets), rows)]
-        if not parts:
+        if not parts:  # (a last pass of one token: nothing it scores)
             empty = torch.empty(0, device=self.device)
-            return empty, (empty.view(0, 0) if top else None), None
+            if not top:
+                return empty, None, None
+            return empty, empty.view(0, top), torch.empty(0, top, dtype=torch.long,
+                                                         device=self.device)
         chosen = torch.cat([p[0] for p in parts])
         if not top:
             return chosen, None, None

@@ -261,7 +261,10 @@ class BaseScheduler(SlotCycle):
     def _score_some(self) -> None:
         """Scheduler thread, once a step: one pass of the oldest scoring job (a fault fails
         that job alone)."""
-        job = self._scores[0]
+        with self._cv:  # (a shutdown may empty the queue on another thread)
+            if not self._scores:
+                return
+            job = self._scores[0]
         try:
             done = job.step(self.engine.model, self.prefill_chunk)
         except Exception as e:

@@ -6,13 +6,14 @@ completions' ``echo`` with ``logprobs``), computed on the scheduler's thread bet
 (``prefill_chunk`` tokens, from a scratch state of its own: the prefix cache is neither read nor
 written, and no slot is taken), so decoding streams go on between its passes. The result is one
 ``server.scheduler.logprobs`` entry per token but the first (which follows nothing). A job that
-fails fails alone (its future's exception); one whose future was cancelled is dropped; a
-shutdown fails those not done.
+fails fails alone (its future's exception); one whose future is cancelled (its client left) is
+dropped at its next pass; a shutdown fails those not done.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
+from concurrent.futures import InvalidStateError
 
 from server.scheduler.logprobs import TOP_MAX, Entry
 
@@ -34,13 +35,13 @@ class ScoreJob:
         self.entries: list[Entry] = []
 
     def step(self, model, chunk: int) -> bool:
-        """One pass of up to ``chunk`` tokens; True once the job is over (its future set)."""
-        if self.pos == 0:
-            if not self.future.set_running_or_notify_cancel():
-                return True  # cancelled before it started
-            self.state = model.new_state(1)
-        elif self.future.cancelled():
+        """One pass of up to ``chunk`` tokens; True once the job is over (its future set,
+        or cancelled: the future stays cancellable until its result is set)."""
+        if self.future.cancelled():
+            self.state = None
             return True
+        if self.state is None:
+            self.state = model.new_state(1)
         end = min(self.pos + chunk, len(self.tokens))
         chosen, vals, ids = model.score(self.tokens[self.pos:end],
                                         self.tokens[self.pos + 1:end + 1], self.state, self.top)
@@ -54,11 +55,15 @@ class ScoreJob:
         if end < len(self.tokens):
             return False
         self.state = None
-        if not self.future.done():  # (a shutdown failed it meanwhile)
+        try:
             self.future.set_result(self.entries)
+        except InvalidStateError:  # cancelled, or failed by a shutdown, meanwhile
+            pass
         return True
 
     def fail(self, error: BaseException) -> None:
         self.state = None
-        if not self.future.done():
+        try:
             self.future.set_exception(error)
+        except InvalidStateError:  # done or cancelled already
+            pass

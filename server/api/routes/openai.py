@@ -170,12 +170,15 @@ def _sse(events, choices: list[Choice], drain) -> EventSourceResponse:
                                data_sender_callable=stop_on_shutdown)
 
 
-async def _watch_disconnect(request: Request, choices: list[Choice]) -> None:
-    while True:
+async def _client_gone(request: Request) -> None:
+    """Return once the client has closed the connection (checked every 0.25 s)."""
+    while not await request.is_disconnected():
         await asyncio.sleep(0.25)
-        if await request.is_disconnected():
-            stop_in_background([c.task for c in choices])
-            return
+
+
+async def _watch_disconnect(request: Request, choices: list[Choice]) -> None:
+    await _client_gone(request)
+    stop_in_background([c.task for c in choices])
 
 
 async def _run_to_end(request: Request, rt, choices: list[Choice]) -> None:
@@ -388,16 +391,35 @@ def _completion_logprobs(req) -> int | None:
 
 async def _prompt_logprobs(request: Request, rt, tokens: list[int], top: int) -> list:
     """An echoed prompt's ``(token, entry)`` pairs, the first token's entry None (it follows
-    nothing): scored on the scheduler's thread (``BaseScheduler.score``); a client that leaves
-    cancels it."""
+    nothing): scored on the scheduler's thread (``BaseScheduler.score``). A client that leaves
+    cancels the job (dropped at its next pass), and so does the server's shutdown (503)."""
     if not tokens:
         return []
-    if request.app.state.drain.draining:
+    drain = request.app.state.drain
+    if drain.draining:
         raise _shutting_down("The server is shutting down; retry shortly.")
     try:
-        entries = await asyncio.wrap_future(rt.scheduler.score(tokens, top))
+        job = rt.scheduler.score(tokens, top)
     except QueueFull as e:
         raise _busy(e) from None
+    except ScoringStopped as e:
+        raise _shutting_down(f"The server is shutting down ({e}); retry shortly.") from None
+    scored = asyncio.wrap_future(job)
+    ends = [asyncio.ensure_future(drain.event.wait()),
+            asyncio.ensure_future(_client_gone(request))]
+    try:
+        await asyncio.wait([scored, *ends], return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for end in ends:
+            end.cancel()
+        if not scored.done():
+            job.cancel()  # (the scheduler drops it)
+    if not scored.done():
+        if drain.draining:
+            raise _shutting_down("The server is shutting down; retry shortly.")
+        raise OpenAIError(400, "The client closed the request.")
+    try:
+        entries = scored.result()
     except ScoringStopped as e:
         raise _shutting_down(f"The server is shutting down ({e}); retry shortly.") from None
     except Exception as e:
@@ -430,6 +452,10 @@ async def completions(request: Request):
     if scored and tpl is not None:
         raise OpenAIError(400, "echo with logprobs does not start from a state template: "
                           "the template's tokens would need theirs", param="echo")
+    if scored and suffix is not None:
+        raise OpenAIError(400, "echo with logprobs scores a prompt as it is given; with a "
+                          "suffix the model reads a fill-in-the-middle prompt instead",
+                          param="suffix")
     params = sampling_params(req, rt.settings)
     choices = []
     # an empty prompt starts a document (token 0), or goes on from a template's next token
