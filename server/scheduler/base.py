@@ -521,9 +521,9 @@ class BaseScheduler(SlotCycle):
             if not stepping and not self.engine.copyback.on_thread:  # thread it waits for)
                 self._await_teardown(timeout + STEP_WAIT_S)
             return
+        self._fail_scores("the scheduler shut down")  # (first: a task callback below may raise)
         try:
             finish_all((task, "abort", None) for task in pending)
-            self._fail_scores("the scheduler shut down")
         except BaseException:  # Ctrl-C in a callback (main thread): every queued task
             self._shutdown_rest(stepping, timeout)  # is finished, and the shutdown goes on
             raise  # first (it stranded them, and left the scheduler stopping for ever)
