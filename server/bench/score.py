@@ -1,0 +1,74 @@
+"""Prompt scoring (completions ``echo`` with ``logprobs``) against a plain prefill of the same
+tokens: what scoring a text costs.
+
+    python -m server.bench score --preset 2.9b --tokens 1024,4096          # on the GPU machine
+    python -m server.bench score --preset 0.1b --tokens 512 --device cpu --dtype fp32
+
+Per length: the tokens through the scheduler's scoring job as served (``ScoreJob``: passes of
+``--chunk`` tokens from a scratch state, every position's residual kept, the head and a
+log-softmax over ``--top`` alternatives a block of 256 positions at a time) and through
+``RWKV7.prefill`` (graphs where the server uses them; the last position's head only), each
+timed whole (device synchronised), median of ``--repeat`` after a warm-up. ``head share``:
+the FLOPs of the head over all positions against the model's per token.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+
+from server.bench import common
+from server.model.presets import PRESETS
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(prog="python -m server.bench score", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--preset", default="2.9b", choices=PRESETS)
+    p.add_argument("--tokens", default="1024,4096", help="comma-separated prompt lengths")
+    p.add_argument("--top", type=int, default=1, help="alternatives a token (0-20)")
+    p.add_argument("--chunk", type=int, default=None,
+                   help="tokens a pass (default: the model's prefill chunk, as served)")
+    p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--dtype", default="fp16", choices=common.DTYPES)
+    p.add_argument("--device", default=None, type=common.device_arg)
+    args = p.parse_args(argv)
+    from server.scheduler.scoring import ScoreJob
+
+    model = common.build_model(args.preset, args.device, args.dtype, "fp32")
+    chunk = args.chunk or model.prefill_chunk
+    cfg = model.cfg
+    per_token = 2 * sum(p.numel() for lw in model.layers for p in vars(lw).values()
+                        if hasattr(p, "numel") and p.dim() == 2)
+    head = 2 * cfg.vocab_size * cfg.n_embd
+    print(f"# score · {args.preset} {model.dtype} · passes of {chunk} tokens, top {args.top} · "
+          f"{common.gpu_name()}", flush=True)
+
+    def score(tokens):
+        job = ScoreJob(tokens, args.top)
+        while not job.step(model, chunk):
+            pass
+        return job.future.result()
+
+    def prefill(tokens):
+        model.prefill([tokens], model.new_state(1))
+
+    rows = []
+    for n in map(int, args.tokens.split(",")):
+        tokens = [1000 + (7 * i) % 50000 for i in range(n)]
+        out = []
+        for fn in (score, prefill):
+            fn(tokens)  # warm-up (compilation, graph capture)
+            times = [common.timed(lambda: fn(tokens), model.device)[0]
+                     for _ in range(args.repeat)]
+            out.append(statistics.median(times))
+        rows.append([n, f"{out[0] * 1e3:,.1f}", f"{n / out[0]:,.0f}", f"{out[1] * 1e3:,.1f}",
+                     f"{n / out[1]:,.0f}", f"{out[0] / out[1]:.2f}",
+                     f"{head / (per_token + head):.0%}"])
+        print(" ".join(map(str, rows[-1])), flush=True)
+    print(common.table(["tokens", "score ms", "scored tok/s", "prefill ms", "prefill tok/s",
+                        "score / prefill", "head share"], rows), flush=True)
+
+
+if __name__ == "__main__":
+    main()
