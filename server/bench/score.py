@@ -5,7 +5,8 @@ tokens: what scoring a text costs.
     python -m server.bench score --preset 0.1b --tokens 512 --device cpu --dtype fp32
 
 Per length: the tokens through the scheduler's scoring job as served (``ScoreJob``: passes of
-``--chunk`` tokens from a scratch state, every position's residual kept, the head and a
+``--chunk`` tokens, by default the scheduler's ``PREFILL_CHUNK`` of the device, from a scratch
+state, every position's residual kept, the head and a
 log-softmax over ``--top`` alternatives a block of 256 positions at a time) and through
 ``RWKV7.prefill`` (graphs where the server uses them; the last position's head only), each
 timed whole (device synchronised), median of ``--repeat`` after a warm-up. ``head share``:
@@ -28,15 +29,17 @@ def main(argv=None) -> None:
     p.add_argument("--tokens", default="1024,4096", help="comma-separated prompt lengths")
     p.add_argument("--top", type=int, default=1, help="alternatives a token (0-20)")
     p.add_argument("--chunk", type=int, default=None,
-                   help="tokens a pass (default: the model's prefill chunk, as served)")
+                   help="tokens a pass (default: the scheduler's, as served: 4096 on CUDA, "
+                        "512 on the CPU)")
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--dtype", default="fp16", choices=common.DTYPES)
     p.add_argument("--device", default=None, type=common.device_arg)
     args = p.parse_args(argv)
+    from server.scheduler.base import PREFILL_CHUNK
     from server.scheduler.scoring import ScoreJob
 
     model = common.build_model(args.preset, args.device, args.dtype, "fp32")
-    chunk = args.chunk or model.prefill_chunk
+    chunk = args.chunk or PREFILL_CHUNK.get(model.device.type, PREFILL_CHUNK["cpu"])
     cfg = model.cfg
     per_token = 2 * sum(p.numel() for lw in model.layers for p in vars(lw).values()
                         if hasattr(p, "numel") and p.dim() == 2)

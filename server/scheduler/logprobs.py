@@ -4,8 +4,9 @@ A row asks with ``Task.logprobs`` (an int: how many of the most likely tokens to
 chosen one, 0 to ``TOP_MAX``; None: no log probabilities). Each is the log-softmax of the
 model's own logits for that step, in fp32, before penalties, temperature, top-k and top-p (what
 the model thinks, whatever the sampler then did with it, as vLLM reports by default). Only the
-asking rows are gathered, so a pulse without them costs nothing, and the values come to the
-host with the pulse's results (one copy after the pulse's own synchronisation).
+asking rows are gathered, so a pulse without them does no more work, and the values come to
+the host after the pulse's results (a few small copies after the pulse's own synchronisation;
+none inside the pulse).
 
 An entry per accepted token: ``(logprob, alternatives, their logprobs)`` (two lists, most
 likely first; ties in ``torch.topk``'s order): few objects (a pulse of 256 rows makes 8,192

@@ -13,7 +13,8 @@ penalty grows by ``presence``, each later time by ``repetition``):
 - ``logprobs``: chat ``logprobs: true`` with ``top_logprobs`` 0-20 alternatives, completions
   ``logprobs`` 0-5 (``false``/``null``: none); the model's own distribution before penalties
   and temperature (``logprob_format.py``); with ``echo`` the prompt is scored too
-  (``BaseScheduler.score``), not from a state template.
+  (``BaseScheduler.score``; a job takes a queue place), not from a state template nor with a
+  ``suffix``.
   ``best_of`` only checks ``best_of >= n`` (choices are not ranked) and is refused with
   ``stream``. Any ``model`` id is served by the loaded model and echoed back.
 """
