@@ -27,6 +27,18 @@ TOP_MAX = 20  # the most alternatives a token lists (OpenAI's chat top_logprobs 
 Entry = tuple[float, list[int], list[float]]
 
 
+def to_entries(chosen: list[float], ids: list | None, vals: list | None, steps, n: int,
+               top: int) -> list[Entry]:
+    """Entries of positions ``steps`` from host lists (``ids``/``vals``: [position][top], None
+    when ``top`` is 0), with the first ``n`` alternatives each (the lists as they came when
+    ``n`` is ``top``: no copies)."""
+    if not n:
+        return [(chosen[s], [], []) for s in steps]
+    if n == top:
+        return [(chosen[s], ids[s], vals[s]) for s in steps]
+    return [(chosen[s], ids[s][:n], vals[s][:n]) for s in steps]
+
+
 class LogprobRecorder:
     """One pulse's log probabilities for the slots of ``wants`` (slot -> alternatives)."""
 
@@ -54,20 +66,11 @@ class LogprobRecorder:
             return {}
         ran = len(self.chosen)
         chosen = torch.stack(self.chosen, 1).cpu().tolist()  # [R][ran]
+        vals = ids = None
         if self.top:  # (nested lists once: indexing arrays per entry cost ~10x more)
             vals = torch.stack([v for v, _ in self.alt], 1).cpu().tolist()  # [R][ran][top]
             ids = torch.stack([i for _, i in self.alt], 1).cpu().tolist()
-        out = {}
-        for j, slot in enumerate(self.slots):
-            n = min(self.wants[slot], self.top)
-            steps = np.flatnonzero(valid[slot, :ran]).tolist()
-            c = chosen[j]
-            if not n:
-                out[slot] = [(c[s], [], []) for s in steps]
-            elif n == self.top:  # the lists as they came
-                ids_j, vals_j = ids[j], vals[j]
-                out[slot] = [(c[s], ids_j[s], vals_j[s]) for s in steps]
-            else:
-                ids_j, vals_j = ids[j], vals[j]
-                out[slot] = [(c[s], ids_j[s][:n], vals_j[s][:n]) for s in steps]
-        return out
+        return {slot: to_entries(chosen[j], ids[j] if ids else None, vals[j] if vals else None,
+                                 np.flatnonzero(valid[slot, :ran]).tolist(),
+                                 min(self.wants[slot], self.top), self.top)
+                for j, slot in enumerate(self.slots)}

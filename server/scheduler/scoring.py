@@ -15,7 +15,7 @@ from __future__ import annotations
 import concurrent.futures
 from concurrent.futures import InvalidStateError
 
-from server.scheduler.logprobs import TOP_MAX, Entry
+from server.scheduler.logprobs import TOP_MAX, Entry, to_entries
 
 
 class ScoringStopped(RuntimeError):
@@ -48,9 +48,7 @@ class ScoreJob:
         chosen = chosen.cpu().tolist()
         if self.top:
             vals, ids = vals.cpu().tolist(), ids.cpu().tolist()
-            self.entries += [(c, i, v) for c, i, v in zip(chosen, ids, vals)]
-        else:
-            self.entries += [(c, [], []) for c in chosen]
+        self.entries += to_entries(chosen, ids, vals, range(len(chosen)), self.top, self.top)
         self.pos = end
         if end < len(self.tokens):
             return False
