@@ -40,10 +40,7 @@ def main(argv=None) -> None:
 
     model = common.build_model(args.preset, args.device, args.dtype, "fp32")
     chunk = args.chunk or PREFILL_CHUNK.get(model.device.type, PREFILL_CHUNK["cpu"])
-    cfg = model.cfg
-    per_token = 2 * sum(p.numel() for lw in model.layers for p in vars(lw).values()
-                        if hasattr(p, "numel") and p.dim() == 2)
-    head = 2 * cfg.vocab_size * cfg.n_embd
+    head_share = model.head.numel() / common.matmul_params(model)  # (of a token's FLOPs)
     print(f"# score · {args.preset} {model.dtype} · passes of {chunk} tokens, top {args.top} · "
           f"{common.gpu_name()}", flush=True)
 
@@ -67,7 +64,7 @@ def main(argv=None) -> None:
             out.append(statistics.median(times))
         rows.append([n, f"{out[0] * 1e3:,.1f}", f"{n / out[0]:,.0f}", f"{out[1] * 1e3:,.1f}",
                      f"{n / out[1]:,.0f}", f"{out[0] / out[1]:.2f}",
-                     f"{head / (per_token + head):.0%}"])
+                     f"{head_share:.0%}"])
         print(" ".join(map(str, rows[-1])), flush=True)
     print(common.table(["tokens", "score ms", "scored tok/s", "prefill ms", "prefill tok/s",
                         "score / prefill", "head share"], rows), flush=True)
