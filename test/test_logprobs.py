@@ -127,6 +127,39 @@ def test_score_gives_each_tokens_log_probability_after_the_ones_before(tiny_load
         m.score([5], [1, 2], m.new_state(1))
 
 
+def test_score_in_passes_and_through_the_padded_graph_pass_matches_each_prefix():
+    """``RWKV7.score`` of a sequence longer than the model's pass (prefill_chunk 16: three
+    passes, the head in blocks of 5 positions that straddle them), plain and through
+    GraphedPrefill's padded pass (eager here; on CUDA replayed from the prefill graphs): each
+    token's log probability is a prefill of its prefix's, and the state is a prefill's."""
+    from server.model.checkpoint import infer_config
+    from server.model.cuda_graph import GraphedPrefill
+    from server.model.forward import RWKV7
+    from server.model.random import make_random_state_dict
+
+    sd = make_random_state_dict(2, 128, 512, seed=3)
+    cfg = infer_config(sd)
+    plain = RWKV7(sd, cfg, prefill_chunk=16)
+    padded = RWKV7(sd, cfg, prefill_chunk=16)
+    padded._graphed_prefill = GraphedPrefill(padded._forward, padded.new_state, graphs=False,
+                                             max_tokens=16)
+    seq = [(37 * i + 11) % 512 for i in range(45)]
+    for m in (plain, padded):
+        state = m.new_state(1)
+        chosen, vals, ids = m.score(seq, seq[1:], state, top=3, rows=5)
+        assert chosen.shape == (44,) and ids.shape == (44, 3)
+        for i in range(1, len(seq)):
+            ref = torch.log_softmax(plain.prefill([seq[:i]], plain.new_state(1))[0].double(), -1)
+            assert chosen[i - 1].item() == pytest.approx(ref[seq[i]].item(), abs=1e-4), i
+            assert ids[i - 1].tolist() == ref.topk(3).indices.tolist(), i
+        after = plain.new_state(1)
+        plain.prefill([seq], after)
+        assert torch.allclose(state.wkv, after.wkv, atol=1e-5) and \
+            torch.allclose(state.shift, after.shift, atol=1e-5)
+    with pytest.raises(ValueError, match="1-16 tokens"):
+        padded._graphed_prefill(seq[:17], padded.new_state(1))
+
+
 def test_scheduler_scores_prompts_between_its_steps(tiny_loader):
     """``score``: a prompt longer than a pass (prefill_chunk 8: several steps) scored while
     other tasks decode gives the model's values; the decoding tasks' tokens are as alone; bad

@@ -136,7 +136,6 @@ class _PrefillGraph:
     graph: torch.cuda.CUDAGraph | None  # None: run eagerly (CPU; tests of the padding)
     tokens: Tensor  # [1, T] long, static input (padded)
     nm: Tensor  # [1 + MID_POINTS] long: valid tokens, then the export points (``mid``; 0: none)
-    x: Tensor | None  # [1, C] float32, static output
 
     @property
     def n(self) -> Tensor:
@@ -161,19 +160,24 @@ class GraphedPrefill:
     copied in and back around the replay. ``graphs=False`` runs the same padded pass eagerly.
     The export points (``mid``: the states after that many tokens, ``RWKV7.prefill``) are an
     input of every graph: a private state of MID_POINTS rows receives them, copied out where
-    asked for."""
+    asked for. Each graph copies the residual at every position into one buffer shared by all
+    (``out``, [bucket(max_tokens), C] fp32): a prefill reads its last row, a scoring pass
+    (``every``, ``RWKV7.score``) all of them."""
 
     # (up to this many tokens, buckets this many apart), then multiples of STEP
     FINE = ((256, 16), (512, 32))
     STEP = 256
 
-    def __init__(self, forward: PrefillFn, new_state: Callable[[int], State], graphs: bool = True):
+    def __init__(self, forward: PrefillFn, new_state: Callable[[int], State], graphs: bool = True,
+                 max_tokens: int = 1024):
         self._forward = weakref.WeakMethod(forward) if hasattr(forward, "__self__") else (
             lambda: forward)
         self.new_state, self.use_graphs = new_state, graphs
+        self.max_tokens = max_tokens  # (the longest pass served: the model's prefill chunk)
         self.graphs: dict[int, _PrefillGraph] = {}
         self.state: State | None = None
         self.mid_state: State | None = None  # the export's, when captured
+        self.out: Tensor | None = None  # every graph's residuals, made at the first capture
         self.pool = None
         self._lock = threading.Lock()
 
@@ -193,23 +197,31 @@ class GraphedPrefill:
         return max(1, -(-n // step)) * step
 
     def _step(self, g: _PrefillGraph, state: State, mid_state: State | None) -> Tensor:
+        """The padded pass; returns the residual at every position, [T, C]."""
         T = g.tokens.shape[1]
         keep = torch.arange(T, device=g.tokens.device)[None, :] < g.n[:, None]
         mid = None if mid_state is None else g.nm[1:1 + mid_state.batch_size]
-        return self._forward()(g.tokens, state, keep, g.n - 1, mid, mid_state)
+        return self._forward()(g.tokens, state, keep, g.n - 1, mid, mid_state, True)[0]
 
     def __call__(self, tokens: list[int], state: State, mid: list[int] = (),
-                 mid_state: State | None = None) -> Tensor:
-        """Feed ``tokens`` into ``state`` (one row, in place); returns x at the last token;
-        for each k with ``mid[k]`` > 0, the state after that many tokens into row k of
-        ``mid_state`` too. Calls from several threads take turns (the graphs share one
-        private state)."""
+                 mid_state: State | None = None, every: bool = False) -> Tensor:
+        """Feed ``tokens`` (at most ``max_tokens``) into ``state`` (one row, in place); returns
+        x at the last token, [1, C] (``every``: at each token, [n, C]); for each k with
+        ``mid[k]`` > 0, the state after that many tokens into row k of ``mid_state`` too.
+        Calls from several threads take turns (the graphs share one private state)."""
+        if not 0 < len(tokens) <= self.max_tokens:
+            raise ValueError(f"a graphed prefill pass takes 1-{self.max_tokens} tokens, "
+                             f"not {len(tokens)}")
         with self._lock:
-            return self._run(tokens, state, list(mid) if mid_state is not None else [],
-                             mid_state)
+            x = self._run(tokens, state, list(mid) if mid_state is not None else [],
+                          mid_state)
+            n = len(tokens)
+            return x[:n].clone() if every else x[n - 1:n].clone()
 
     def _run(self, tokens: list[int], state: State, mid: list[int],
              mid_state: State | None) -> Tensor:
+        """The pass; returns the residual at every position of its bucket, [T, C] (the shared
+        buffer after a replay: read before the next)."""
         n, dev = len(tokens), state.device
         T = self.bucket(n)
         host = torch.zeros(T + 1 + MID_POINTS, dtype=torch.long, pin_memory=dev.type == "cuda")
@@ -233,13 +245,13 @@ class GraphedPrefill:
             if m:
                 mid_state.shift[:, :, k].copy_(self.mid_state.shift[:, :, k])
                 mid_state.wkv[:, k].copy_(self.mid_state.wkv[:, k])
-        return g.x.clone()
+        return self.out[:T]
 
     def _make(self, T: int, dev) -> _PrefillGraph:
         with torch.inference_mode(False):
             g = _PrefillGraph(None, torch.zeros(1, T, dtype=torch.long, device=dev),
                               torch.tensor([1] + [0] * MID_POINTS, dtype=torch.long,
-                                           device=dev), None)
+                                           device=dev))
         if self.use_graphs:
             t0 = time.perf_counter()
             try:
@@ -248,7 +260,7 @@ class GraphedPrefill:
             except Exception as e:  # e.g. out of memory: this bucket runs eagerly from now on
                 logger.warning(f"prefill graph for {T} tokens not captured ({e!r:.200}): "
                                "eager passes for this length")
-                g.graph = g.x = None
+                g.graph = None
                 self.pool = None  # not reused after a failed capture: the next gets its own
             else:
                 logger.info(f"Captured the prefill graph for {T} tokens in "
@@ -264,11 +276,15 @@ class GraphedPrefill:
         side.wait_stream(torch.cuda.current_stream(dev))
         with torch.cuda.stream(side):  # warm-up (kernel compilation, library init)
             for _ in range(2):
-                self._step(g, self.state, self.mid_state)
+                C = self._step(g, self.state, self.mid_state).shape[-1]
         torch.cuda.current_stream(dev).wait_stream(side)
+        if self.out is None:  # (outside the graphs' pool: no graph's capture frees it)
+            with torch.inference_mode(False):
+                self.out = torch.empty(self.bucket(self.max_tokens), C, dtype=torch.float32,
+                                       device=dev)
         if self.pool is None:
             self.pool = torch.cuda.graph_pool_handle()
         graph = torch.cuda.CUDAGraph()
         with capturing(graph, self.pool):
-            g.x = self._step(g, self.state, self.mid_state)
+            self.out[:g.tokens.shape[1]].copy_(self._step(g, self.state, self.mid_state))
         g.graph = graph

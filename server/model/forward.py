@@ -132,7 +132,8 @@ class RWKV7:
         use_graphs = cuda_graphs and self.device.type == "cuda"
         self._graphed = GraphedDecode(self._decode_step, max_graphs=16) if use_graphs else None
         # single-sequence prefill passes from graphs too (an eager pass is launch-bound)
-        self._graphed_prefill = (GraphedPrefill(self._forward, self.new_state)
+        self._graphed_prefill = (GraphedPrefill(self._forward, self.new_state,
+                                                max_tokens=prefill_chunk)
                                  if use_graphs else None)
 
     def set_split_invariant(self, on: bool) -> None:
@@ -285,17 +286,26 @@ class RWKV7:
     def score(self, tokens: list[int], targets: list[int], state: State, top: int = 0,
               rows: int = 256) -> tuple[Tensor, Tensor | None, Tensor | None]:
         """``tokens`` of one sequence through the model from ``state`` (one row, updated in place
-        as a prefill of them leaves it, within its rounding: one eager pass), and the model's
-        log probabilities of ``targets`` (what follows each of the first ``len(targets)``
-        tokens) with the ``top`` most likely alternatives: ``sampler.token_logprobs``'s
-        tensors. The head runs ``rows`` positions at a time ([rows, V] fp32 logits)."""
+        as a prefill of them leaves it, within its rounding), and the model's log probabilities
+        of ``targets`` (what follows each of the first ``len(targets)`` tokens) with the ``top``
+        most likely alternatives: ``sampler.token_logprobs``'s tensors. Passes of
+        ``prefill_chunk`` tokens, from the prefill graphs where the model has them (an eager
+        pass is bound by the host's launch rate); the head runs ``rows`` positions at a time
+        ([rows, V] fp32 logits)."""
         self._check(state, 1)
         if not tokens or len(targets) > len(tokens):
             raise ValueError("score needs tokens and at most one target per token")
-        x = self._forward(to_device([tokens], self.device), state, None, None, every=True)[0]
-        x, tgt = x[:len(targets)], to_device(targets, self.device)
-        parts = [token_logprobs(self._logits(x[i:i + rows]), tgt[i:i + rows], top)
-                 for i in range(0, len(targets), rows)]
+        parts, tgt = [], to_device(targets, self.device)
+        for off in range(0, len(tokens), self.prefill_chunk):
+            part = tokens[off:off + self.prefill_chunk]
+            if self._graphed_prefill is not None:
+                x = self._graphed_prefill(part, state, every=True)  # [n, C]
+            else:
+                x = self._forward(to_device([part], self.device), state, None, None,
+                                  every=True)[0]
+            for i in range(off, min(off + len(part), len(targets)), rows):
+                end = min(i + rows, off + len(part), len(targets))
+                parts.append(token_logprobs(self._logits(x[i - off:end - off]), tgt[i:end], top))
         if not parts:  # (a last pass of one token: nothing it scores)
             empty = torch.empty(0, device=self.device)
             if not top:
