@@ -287,6 +287,44 @@ def test_echo_with_logprobs_then_the_reply_streamed_or_not(http):
     assert joined == b
 
 
+def test_echo_scores_each_prompt_of_a_list(http, tiny_loader):
+    """A list of prompts (how harnesses send a batch), with an empty one among them: each
+    choice's entries are its own prompt's, in the prompts' order."""
+    texts = [ECHO_TEXT, "", "A cat sat on the mat."]
+    body = completion(http, prompt=texts, echo=True, logprobs=1, max_tokens=0)
+    choices = sorted(body["choices"], key=lambda c: c["index"])
+    assert [c["text"] for c in choices] == texts
+    m = tiny_loader.model
+    for text, choice in zip(texts, choices):
+        seq, lp = tiny_loader.encode(text), choice["logprobs"]
+        assert len(lp["tokens"]) == len(seq) and "".join(lp["tokens"]) == text
+        for i in range(1, len(seq)):
+            ref = torch.log_softmax(m.prefill([seq[:i]], m.new_state(1))[0].double(), -1)
+            assert lp["token_logprobs"][i] == pytest.approx(ref[seq[i]].item(), abs=2e-3), i
+
+
+def test_a_full_queue_while_a_lists_prompts_are_queued_cancels_those_queued(
+        http, server, monkeypatch):
+    """The queue refuses the second prompt's job: 503, and the first prompt's job, already
+    queued, is cancelled (the scheduler drops it) instead of running for nobody."""
+    from server.scheduler.base import QueueFull
+
+    sched = server.runtime.scheduler
+    real, made = sched.score, []
+
+    def score(tokens, top=0):
+        if made:
+            raise QueueFull("1 task is waiting (max_queue=1)")
+        made.append(real(tokens, top))
+        return made[-1]
+
+    monkeypatch.setattr(sched, "score", score)
+    r = http.post("/v1/completions", json={"prompt": [ECHO_TEXT * 20, "Hello"], "echo": True,
+                                           "logprobs": 1, "max_tokens": 0})
+    assert_error(r, 503)
+    assert len(made) == 1 and made[0].cancelled()
+
+
 def test_echo_with_logprobs_refuses_a_template(http):
     made = http.post("/v1/tasks/create", json={"prompt": "System: be brief.\n\n",
                                                 "max_tokens": 0}).json()
