@@ -303,26 +303,18 @@ def test_echo_scores_each_prompt_of_a_list(http, tiny_loader):
             assert lp["token_logprobs"][i] == pytest.approx(ref[seq[i]].item(), abs=2e-3), i
 
 
-def test_a_full_queue_while_a_lists_prompts_are_queued_cancels_those_queued(
+def test_more_choices_than_ever_fit_are_refused_before_any_prompt_is_scored(
         http, server, monkeypatch):
-    """The queue refuses the second prompt's job: 503, and the first prompt's job, already
-    queued, is cancelled (the scheduler drops it) instead of running for nobody."""
-    from server.scheduler.base import QueueFull
-
+    """Prompts × n past what the scheduler ever takes at once: 400 naming ``n`` at once (it
+    was a 400 after every prompt had been scored; a 503 would be retried for ever)."""
     sched = server.runtime.scheduler
-    real, made = sched.score, []
-
-    def score(tokens, top=0):
-        if made:
-            raise QueueFull("1 task is waiting (max_queue=1)")
-        made.append(real(tokens, top))
-        return made[-1]
-
-    monkeypatch.setattr(sched, "score", score)
-    r = http.post("/v1/completions", json={"prompt": [ECHO_TEXT * 20, "Hello"], "echo": True,
+    calls = []
+    monkeypatch.setattr(type(sched), "max_in_flight", property(lambda self: 2))
+    monkeypatch.setattr(sched, "score", lambda *a, **k: calls.append(a))
+    r = http.post("/v1/completions", json={"prompt": [ECHO_TEXT] * 3, "echo": True,
                                            "logprobs": 1, "max_tokens": 0})
-    assert_error(r, 503)
-    assert len(made) == 1 and made[0].cancelled()
+    assert_error(r, 400, param="n")
+    assert calls == []
 
 
 def test_echo_with_logprobs_refuses_a_template(http):

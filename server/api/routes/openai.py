@@ -103,18 +103,24 @@ def _check_vocab(tokens: list[int], rt, param: str) -> None:
         raise OpenAIError(400, past_vocab_message(bad, vocab), param=param)
 
 
+def _check_choices(rt, count: int) -> None:
+    """400 for more choices than the scheduler ever takes at once: never "busy" (a 503 that
+    no retry ends), a request to change."""
+    sched = rt.scheduler
+    if count > sched.max_in_flight:
+        raise OpenAIError(400, f"{count} choices (prompts × n) are more than this server "
+                          f"takes at once ({sched.max_in_flight}: RWKV_MAX_BATCH_SIZE="
+                          f"{sched.max_batch_size} + RWKV_MAX_QUEUE={sched.max_queue}); ask "
+                          "for fewer", param="n")
+
+
 async def _submit(request: Request, rt, tasks, stream: bool) -> None:
     """Enqueue the request's tasks (503 if the queue is full or the server is shutting down).
     For a stream, return once the first is under way (``UnderWay``): its response is built
     while the device computes."""
     if request.app.state.drain.draining:
         raise _shutting_down("The server is shutting down; retry shortly.")
-    sched = rt.scheduler
-    if len(tasks) > sched.max_in_flight:  # never taken at once: not "busy", a request to change
-        raise OpenAIError(400, f"{len(tasks)} choices (prompts × n) are more than this server "
-                          f"takes at once ({sched.max_in_flight}: RWKV_MAX_BATCH_SIZE="
-                          f"{sched.max_batch_size} + RWKV_MAX_QUEUE={sched.max_queue}); ask "
-                          "for fewer", param="n")
+    _check_choices(rt, len(tasks))
     started = UnderWay(tasks[0]) if stream else None
     try:
         submit(rt.scheduler, tasks)
@@ -390,29 +396,22 @@ def _completion_logprobs(req) -> int | None:
     return lp
 
 
-async def _prompt_logprobs(request: Request, rt, token_lists: list[list[int]],
-                           top: int) -> list[list]:
-    """Each echoed prompt's ``(token, entry)`` pairs, a first token's entry None (it follows
-    nothing): scored on the scheduler's thread (``BaseScheduler.score``), every prompt's job
-    queued at once (the scheduler runs them a pass per step, with no wait for this loop
-    between them). A client that leaves cancels the jobs (each dropped at its next pass), and
-    so does the server's shutdown (503)."""
+async def _prompt_logprobs(request: Request, rt, tokens: list[int], top: int) -> list:
+    """An echoed prompt's ``(token, entry)`` pairs, the first token's entry None (it follows
+    nothing): scored on the scheduler's thread (``BaseScheduler.score``). A client that leaves
+    cancels the job (dropped at its next pass), and so does the server's shutdown (503)."""
+    if not tokens:
+        return []
     drain = request.app.state.drain
     if drain.draining:
         raise _shutting_down("The server is shutting down; retry shortly.")
-    jobs = []
     try:
-        for tokens in token_lists:
-            jobs.append(rt.scheduler.score(tokens, top) if tokens else None)
-    except (QueueFull, ScoringStopped) as e:
-        for job in jobs:
-            if job is not None:
-                job.cancel()
-        if isinstance(e, QueueFull):
-            raise _busy(e) from None
+        job = rt.scheduler.score(tokens, top)
+    except QueueFull as e:
+        raise _busy(e) from None
+    except ScoringStopped as e:
         raise _shutting_down(f"The server is shutting down ({e}); retry shortly.") from None
-    futures = [asyncio.wrap_future(job) for job in jobs if job is not None]
-    scored = asyncio.gather(*futures, return_exceptions=True)
+    scored = asyncio.wrap_future(job)
     ends = [asyncio.ensure_future(drain.event.wait()),
             asyncio.ensure_future(_client_gone(request))]
     try:
@@ -420,26 +419,21 @@ async def _prompt_logprobs(request: Request, rt, token_lists: list[list[int]],
     finally:
         for end in ends:
             end.cancel()
-        for job in jobs:
-            if job is not None and not job.done():
-                job.cancel()  # (the scheduler drops it)
+        if not scored.done():
+            job.cancel()  # (the scheduler drops it)
     if not scored.done():
-        scored.cancel()
         if drain.draining:
             raise _shutting_down("The server is shutting down; retry shortly.")
         raise OpenAIError(400, "The client closed the request.")
-    results = iter(scored.result())
-    out = []
-    for tokens in token_lists:
-        entries = next(results) if tokens else []
-        if isinstance(entries, ScoringStopped):
-            raise _shutting_down(f"The server is shutting down ({entries}); retry shortly.")
-        if isinstance(entries, BaseException):
-            raise OpenAIError(500, f"Scoring the prompt failed: {type(entries).__name__}: "
-                              f"{entries}", type="server_error", code="generation_error",
-                              headers={"x-should-retry": "false"})
-        out.append(list(zip(tokens, [None] + entries)))
-    return out
+    try:
+        entries = scored.result()
+    except ScoringStopped as e:
+        raise _shutting_down(f"The server is shutting down ({e}); retry shortly.") from None
+    except Exception as e:
+        raise OpenAIError(500, f"Scoring the prompt failed: {type(e).__name__}: {e}",
+                          type="server_error", code="generation_error",
+                          headers={"x-should-retry": "false"}) from None
+    return list(zip(tokens, [None] + entries))
 
 
 @router.post("/v1/completions", openapi_extra=_body_doc(CompletionRequest))
@@ -470,15 +464,15 @@ async def completions(request: Request):
                           "suffix the model reads a fill-in-the-middle prompt instead",
                           param="suffix")
     params = sampling_params(req, rt.settings)
+    _check_choices(rt, len(prompts) * n)  # (before any prompt is scored)
     choices = []
     # an empty prompt starts a document (token 0), or goes on from a template's next token
     start = [] if tpl is not None and tpl.unfed() else [0]
-    heads = (await _prompt_logprobs(request, rt, [toks for _, toks in prompts], logprobs)
-             if scored else [None] * len(prompts))
-    for i, ((text, toks), head) in enumerate(zip(prompts, heads)):
+    for i, (text, toks) in enumerate(prompts):
         tasks = make_tasks(toks or start, n, params, req.seed, stop_at_turn=not fim,
                            logprobs=logprobs)
         echo, lead = _echo(rt, text, toks) if req.echo else ("", b"")
+        head = await _prompt_logprobs(request, rt, toks, logprobs) if scored else None
         choices += [Choice(i * n + j, t, OutputSplitter("text", req.stop_list, boundary=not fim),
                            echo=echo, lead=lead, echo_logprobs=head)
                     for j, t in enumerate(tasks)]
