@@ -160,6 +160,34 @@ def test_score_in_passes_and_through_the_padded_graph_pass_matches_each_prefix()
         padded._graphed_prefill(seq[:17], padded.new_state(1))
 
 
+def test_a_scoring_job_leaves_the_queue_before_its_result_wakes_the_caller(tiny_loader,
+                                                                          monkeypatch):
+    """A finished (or failed) job is off the queue when its future resolves: the caller it
+    wakes queues the request's tasks next, and the finished job's place counted against
+    ``max_queue`` gave a spurious 503 (session 45's QA: 2 of 300 on an idle server)."""
+    sched = DynamicScheduler(tiny_loader, max_batch_size=1, buffer_size=2, prefill_chunk=8)
+    ok, bad = sched.score(list(range(10, 30)), top=1), sched.score([1, 2, 3])
+    queued = []
+    for fut in (ok, bad):
+        fut.add_done_callback(lambda f: queued.append(len(sched._scores)))
+    model = sched.engine.model  # (its fourth pass, the second job's first, fails)
+    monkeypatch.setattr(model, "score", _fail_after(model.score, after=3))
+    sched.run()
+    assert len(ok.result(timeout=0)) == 19 and isinstance(bad.exception(timeout=0), RuntimeError)
+    assert queued == [1, 0]  # (the other job's place only)
+
+
+def _fail_after(score, after: int):
+    calls = []
+
+    def wrapped(*a, **k):
+        calls.append(1)
+        if len(calls) > after:
+            raise RuntimeError("a pass failed")
+        return score(*a, **k)
+    return wrapped
+
+
 def test_scheduler_scores_prompts_between_its_steps(tiny_loader):
     """``score``: a prompt longer than a pass (prefill_chunk 8: several steps) scored while
     other tasks decode gives the model's values; the decoding tasks' tokens are as alone; bad

@@ -50,6 +50,7 @@ def main(argv=None) -> None:
         job = ScoreJob(tokens, args.top)
         while not job.step(model, chunk):
             pass
+        job.finish()
         return job.future.result()
 
     def prefill(tokens):

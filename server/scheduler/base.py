@@ -265,15 +265,21 @@ class BaseScheduler(SlotCycle):
             if not self._scores:
                 return
             job = self._scores[0]
+        error = None
         try:
             done = job.step(self.engine.model, self.prefill_chunk)
         except Exception as e:
-            job.fail(e)
-            done = True
+            done, error = True, e
         if done:
             with self._cv:  # (a shutdown may have emptied the queue meanwhile)
                 if self._scores and self._scores[0] is job:
                     self._scores.popleft()
+            # (off the queue before its future resolves: the caller it wakes, which may queue
+            # the request's tasks next, finds the job's place free)
+            if error is None:
+                job.finish()
+            else:
+                job.fail(error)
 
     def _fail_scores(self, why: str) -> None:
         with self._cv:

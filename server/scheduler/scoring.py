@@ -35,8 +35,9 @@ class ScoreJob:
         self.entries: list[Entry] = []
 
     def step(self, model, chunk: int) -> bool:
-        """One pass of up to ``chunk`` tokens; True once the job is over (its future set,
-        or cancelled: the future stays cancellable until its result is set)."""
+        """One pass of up to ``chunk`` tokens; True once the job is over (all passed, or its
+        future cancelled): then ``finish`` sets the result (the scheduler first takes the job
+        off its queue, so a caller woken by the result finds the job's place free)."""
         if self.future.cancelled():
             self.state = None
             return True
@@ -50,14 +51,14 @@ class ScoreJob:
             vals, ids = vals.cpu().tolist(), ids.cpu().tolist()
         self.entries += to_entries(chosen, ids, vals, range(len(chosen)), self.top, self.top)
         self.pos = end
-        if end < len(self.tokens):
-            return False
+        return end >= len(self.tokens)
+
+    def finish(self) -> None:
         self.state = None
         try:
             self.future.set_result(self.entries)
         except InvalidStateError:  # cancelled, or failed by a shutdown, meanwhile
             pass
-        return True
 
     def fail(self, error: BaseException) -> None:
         self.state = None
