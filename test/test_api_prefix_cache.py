@@ -410,6 +410,7 @@ def test_metrics_series(on):
                    'status="200"}', "rwkv_prompt_tokens_total", "rwkv_generated_tokens_total",
                    "rwkv_prefill_tokens_total", 'rwkv_time_to_first_token_seconds_bucket{le="+Inf"}',
                    'rwkv_time_per_output_token_seconds_bucket{le="+Inf"}', "rwkv_queue_length",
+                   "rwkv_scoring_jobs",
                    "rwkv_capacity", "rwkv_active_slots", "rwkv_prefix_cache_bytes",
                    "rwkv_prefix_cache_misses_total", "rwkv_prefix_cache_entries"):
         assert f"\n{series} " in text, series

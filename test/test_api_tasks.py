@@ -22,7 +22,7 @@ def test_health(http):
     h = http.get("/health").json()
     assert h["model"] == "rwkv7-tiny-random" and h["loaded"] is True
     assert h["scheduler_alive"] is True and h["capacity"] >= 1
-    assert {"active", "queue", "finishing", "max_batch_size"} <= set(h)
+    assert {"active", "queue", "finishing", "scoring", "max_batch_size"} <= set(h)
     head = http.head("/health")  # uptime checkers probe with HEAD
     assert head.status_code == 200 and head.content == b""
 

@@ -172,7 +172,9 @@ def test_a_scoring_job_leaves_the_queue_before_its_result_wakes_the_caller(tiny_
         fut.add_done_callback(lambda f: queued.append(len(sched._scores)))
     model = sched.engine.model  # (its fourth pass, the second job's first, fails)
     monkeypatch.setattr(model, "score", _fail_after(model.score, after=3))
+    assert sched.num_scoring == 2  # (/health's "scoring")
     sched.run()
+    assert sched.num_scoring == 0
     assert len(ok.result(timeout=0)) == 19 and isinstance(bad.exception(timeout=0), RuntimeError)
     assert queued == [1, 0]  # (the other job's place only)
 

@@ -145,6 +145,7 @@ def _health(request: Request) -> dict:
         "max_batch_size": sch.max_batch_size,
         "active": sch.num_active,
         "queue": sch.num_waiting,
+        "scoring": sch.num_scoring,  # prompts to score (echo+logprobs): they take queue places
         "finishing": sch.num_finishing,  # out of the slots, state on its way home
         "task_store": store,
         # without the key (when one is set) no cache figures: they reveal others' prompts

@@ -16,7 +16,8 @@ Series (each app has its own registry, so several apps in one process do not col
   ``rwkv_prefill_tokens_total`` (prompt tokens actually computed: the rest came from the cache);
 * ``rwkv_time_to_first_token_seconds`` and ``rwkv_time_per_output_token_seconds`` histograms
   (see ``server/scheduler/stats.py``);
-* gauges ``rwkv_queue_length``, ``rwkv_capacity``, ``rwkv_active_slots``, ``rwkv_max_batch_size``;
+* gauges ``rwkv_queue_length``, ``rwkv_scoring_jobs``, ``rwkv_capacity``,
+  ``rwkv_active_slots``, ``rwkv_max_batch_size``;
 * prefix cache: ``rwkv_prefix_cache_hits_total``, ``..._misses_total``,
   ``..._tokens_saved_total``, ``..._evictions_total``, gauges ``..._entries``, ``..._bytes``,
   ``..._device_bytes``, ``..._max_bytes``.
@@ -70,6 +71,9 @@ class _RuntimeCollector:
         if sch is None:
             return
         for name, doc, value in (("queue_length", "Tasks waiting for a slot", sch.num_waiting),
+                                 ("scoring_jobs", "Prompts waiting to be scored or being "
+                                  "scored (echo with logprobs): queue places too",
+                                  sch.num_scoring),
                                  ("capacity", "Slots allocated (power of two)", sch.capacity),
                                  ("active_slots", "Slots holding a task", sch.num_active),
                                  ("max_batch_size", "Largest capacity", sch.max_batch_size)):

@@ -353,6 +353,12 @@ class BaseScheduler(SlotCycle):
         yet in a slot: /health showed neither queued nor active then)."""
         return len(self.waiting) + self._admitting
 
+    @property
+    def num_scoring(self) -> int:
+        """Prompts waiting to be scored or being scored (``score``): each holds a queue place
+        as a waiting task does."""
+        return len(self._scores)
+
     def step(self) -> None:
         """One scheduler iteration (see module docstring). Only the owning thread calls it."""
         self._busy = True
