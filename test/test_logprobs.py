@@ -170,8 +170,14 @@ def test_a_scoring_job_leaves_the_queue_before_its_result_wakes_the_caller(tiny_
     queued = []
     for fut in (ok, bad):
         fut.add_done_callback(lambda f: queued.append(len(sched._scores)))
-    model = sched.engine.model  # (its fourth pass, the second job's first, fails)
-    monkeypatch.setattr(model, "score", _fail_after(model.score, after=3))
+    model, real = sched.engine.model, sched.engine.model.score
+
+    def score(tokens, *a, **k):  # (the second job's pass fails)
+        if tokens[0] == 1:
+            raise RuntimeError("a pass failed")
+        return real(tokens, *a, **k)
+
+    monkeypatch.setattr(model, "score", score)
     assert sched.num_scoring == 2  # (/health's "scoring")
     sched.run()
     assert sched.num_scoring == 0
@@ -179,15 +185,22 @@ def test_a_scoring_job_leaves_the_queue_before_its_result_wakes_the_caller(tiny_
     assert queued == [1, 0]  # (the other job's place only)
 
 
-def _fail_after(score, after: int):
-    calls = []
-
-    def wrapped(*a, **k):
-        calls.append(1)
-        if len(calls) > after:
-            raise RuntimeError("a pass failed")
-        return score(*a, **k)
-    return wrapped
+def test_scoring_jobs_take_turns_a_pass_each(tiny_loader):
+    """A long prompt (5 passes of 8 tokens) queued first does not hold a short one (one pass)
+    for all its passes: the short one ends after the long one's first pass; both are right."""
+    sched = DynamicScheduler(tiny_loader, max_batch_size=1, buffer_size=2, prefill_chunk=8)
+    long_seq, short_seq = [10 + i for i in range(40)], [3, 4, 5, 6]
+    ended = []
+    long_job = sched.score(long_seq)
+    short_job = sched.score(short_seq)
+    for name, fut in (("long", long_job), ("short", short_job)):
+        fut.add_done_callback(lambda f, name=name: ended.append((name, sched.iteration)))
+    sched.run()
+    assert [n for n, _ in ended] == ["short", "long"]
+    m = tiny_loader.model
+    for seq, fut in ((long_seq, long_job), (short_seq, short_job)):
+        want = m.score(seq, seq[1:], m.new_state(1))[0].tolist()
+        assert [e[0] for e in fut.result(timeout=0)] == pytest.approx(want, abs=1e-5)
 
 
 def test_scheduler_scores_prompts_between_its_steps(tiny_loader):

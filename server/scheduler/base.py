@@ -259,8 +259,9 @@ class BaseScheduler(SlotCycle):
         return job.future
 
     def _score_some(self) -> None:
-        """Scheduler thread, once a step: one pass of the oldest scoring job (a fault fails
-        that job alone)."""
+        """Scheduler thread, once a step: one pass of the job at the queue's head, which then
+        goes to the back unless done (jobs take turns a pass each: a short prompt does not wait
+        for a long one's every pass); a fault fails that job alone."""
         with self._cv:  # (a shutdown may empty the queue on another thread)
             if not self._scores:
                 return
@@ -270,10 +271,12 @@ class BaseScheduler(SlotCycle):
             done = job.step(self.engine.model, self.prefill_chunk)
         except Exception as e:
             done, error = True, e
+        with self._cv:  # (a shutdown may have emptied the queue meanwhile)
+            if self._scores and self._scores[0] is job:
+                self._scores.popleft()
+                if not done:
+                    self._scores.append(job)
         if done:
-            with self._cv:  # (a shutdown may have emptied the queue meanwhile)
-                if self._scores and self._scores[0] is job:
-                    self._scores.popleft()
             # (off the queue before its future resolves: the caller it wakes, which may queue
             # the request's tasks next, finds the job's place free)
             if error is None:

@@ -2,9 +2,11 @@
 completions' ``echo`` with ``logprobs``), computed on the scheduler's thread between its steps.
 
 ``BaseScheduler.score(tokens, top)`` queues a ``ScoreJob`` and returns a
-``concurrent.futures.Future``; each scheduler step runs one pass of the oldest job
+``concurrent.futures.Future``; each scheduler step runs one pass of one job
 (``prefill_chunk`` tokens, from a scratch state of its own: the prefix cache is neither read nor
-written, and no slot is taken), so decoding streams go on between its passes. The result is one
+written, and no slot is taken), so decoding streams go on between its passes; jobs take
+turns, a pass each (a short prompt waits for one pass of each job ahead, not for all of a long
+one). The result is one
 ``server.scheduler.logprobs`` entry per token but the first (which follows nothing). A job that
 fails fails alone (its future's exception); one whose future is cancelled (its client left) is
 dropped at its next pass; a shutdown fails those not done.
