@@ -4,14 +4,16 @@ tokens: what scoring a text costs.
     python -m server.bench score --preset 2.9b --tokens 1024,4096          # on the GPU machine
     python -m server.bench score --preset 0.1b --tokens 512 --device cpu --dtype fp32
 
-Per length: the tokens through the scheduler's scoring job as served (``ScoreJob``: passes of
+Per length: the tokens through the scheduler's scoring job as served (``ScoreJob``: steps of
 ``--chunk`` tokens, by default the scheduler's ``PREFILL_CHUNK`` of the device, from a scratch
-state, every position's residual kept, the head and a
+state; ``RWKV7.score`` runs each in passes of the model's prefill chunk, from the prefill
+graphs on CUDA, every position's residual kept, the head and a
 log-softmax over ``--top`` alternatives a block of 256 positions at a time) and through
 ``RWKV7.prefill`` (graphs where the server uses them; the last position's head only), each
 timed whole (device synchronised), median of ``--repeat`` after a warm-up. ``eager ms``: the
-scoring job with the prefill graphs put aside (as it ran before session 45: one eager pass,
-bound by the host's launch rate on the GPU; on the CPU there are no graphs). ``head share``:
+scoring job with the prefill graphs put aside (eager passes of the model's prefill chunk,
+bound by the host's launch rate on the GPU; before session 45 the job ran one eager pass of
+the scheduler's chunk; on the CPU there are no graphs). ``head share``:
 the FLOPs of the head over all positions against the model's per token.
 """
 
