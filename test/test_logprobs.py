@@ -203,6 +203,34 @@ def test_scoring_jobs_take_turns_a_pass_each(tiny_loader):
         assert [e[0] for e in fut.result(timeout=0)] == pytest.approx(want, abs=1e-5)
 
 
+def test_at_most_score_live_long_prompts_are_part_way_at_once(tiny_loader, monkeypatch):
+    """Six long prompts (3 passes each) and then a short one: at most SCORE_LIVE hold a state
+    between passes at any pass (each a one-row state: 21 MB at 2.9B), the short one (one pass:
+    no state kept) still takes its turn at once, and every result is right."""
+    from server.scheduler.base import SCORE_LIVE
+
+    sched = DynamicScheduler(tiny_loader, max_batch_size=1, buffer_size=2, prefill_chunk=8)
+    model, real = sched.engine.model, sched.engine.model.score
+    live = []
+
+    def score(*a, **k):
+        live.append(sum(1 for j in sched._scores if j.pos > 0))  # (states kept between)
+        return real(*a, **k)
+
+    monkeypatch.setattr(model, "score", score)
+    seqs = [[10 + 7 * i + j for j in range(20)] for i in range(6)] + [[3, 4, 5]]
+    futs = [sched.score(s) for s in seqs]
+    ended = []
+    for i, fut in enumerate(futs):
+        fut.add_done_callback(lambda f, i=i: ended.append(i))
+    sched.run()
+    assert max(live) == SCORE_LIVE < 6
+    assert ended[0] == 6  # (its turn came while four long ones were part way)
+    for seq, fut in zip(seqs, futs):
+        want = real(seq, seq[1:], model.new_state(1))[0].tolist()
+        assert [e[0] for e in fut.result(timeout=0)] == pytest.approx(want, abs=1e-5)
+
+
 def test_scheduler_scores_prompts_between_its_steps(tiny_loader):
     """``score``: a prompt longer than a pass (prefill_chunk 8: several steps) scored while
     other tasks decode gives the model's values; the decoding tasks' tokens are as alone; bad

@@ -49,6 +49,7 @@ STEP_WAIT_S = 120.0  # shutdown: how long past its timeout a running step is wai
 # tokens a second) 512 keep that wait under a second or two, where 4,096 held streams for 5-15 s
 # (the model cuts a pass into 256-token pieces there anyway; session 29's QA)
 PREFILL_CHUNK = {"cuda": 4096, "cpu": 512}
+SCORE_LIVE = 4  # prompts part way through their scoring at once (``_next_score``)
 # decode steps a pulse runs at least once a task that fits has arrived (``admit_wait``): then it
 # ends and the task is admitted, rather than waiting out a pulse of up to buffer_size steps
 ADMIT_WAIT_STEPS = 4
@@ -259,21 +260,25 @@ class BaseScheduler(SlotCycle):
         return job.future
 
     def _score_some(self) -> None:
-        """Scheduler thread, once a step: one pass of the job at the queue's head, which then
-        goes to the back unless done (jobs take turns a pass each: a short prompt does not wait
-        for a long one's every pass); a fault fails that job alone."""
+        """Scheduler thread, once a step: one pass of the first job in turn that may run
+        (``_next_score``), which then goes to the back unless done (jobs take turns a pass each:
+        a short prompt does not wait for a long one's every pass); a fault fails that job
+        alone."""
         with self._cv:  # (a shutdown may empty the queue on another thread)
-            if not self._scores:
+            job = self._next_score()
+            if job is None:
                 return
-            job = self._scores[0]
         error = None
         try:
             done = job.step(self.engine.model, self.prefill_chunk)
         except Exception as e:
             done, error = True, e
-        with self._cv:  # (a shutdown may have emptied the queue meanwhile)
-            if self._scores and self._scores[0] is job:
-                self._scores.popleft()
+        with self._cv:
+            try:
+                self._scores.remove(job)
+            except ValueError:  # (a shutdown emptied the queue meanwhile)
+                pass
+            else:
                 if not done:
                     self._scores.append(job)
         if done:
@@ -283,6 +288,16 @@ class BaseScheduler(SlotCycle):
                 job.finish()
             else:
                 job.fail(error)
+
+    def _next_score(self) -> ScoreJob | None:
+        """(Holding ``_cv``) the first job in turn that is part way through, fits in one pass,
+        or may start: at most ``SCORE_LIVE`` jobs are part way through at once, each holding a
+        one-row state between its passes (21 MB at 2.9B), however many long prompts wait."""
+        live = sum(1 for j in self._scores if j.started)
+        for job in self._scores:
+            if job.started or live < SCORE_LIVE or job.left <= self.prefill_chunk:
+                return job
+        return None  # (an empty queue: with SCORE_LIVE jobs part way, one of them is found)
 
     def _fail_scores(self, why: str) -> None:
         with self._cv:

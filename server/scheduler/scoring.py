@@ -6,7 +6,7 @@ completions' ``echo`` with ``logprobs``), computed on the scheduler's thread bet
 (``prefill_chunk`` tokens, from a scratch state of its own: the prefix cache is neither read nor
 written, and no slot is taken), so decoding streams go on between its passes; jobs take
 turns, a pass each (a short prompt waits for one pass of each job ahead, not for all of a long
-one). The result is one
+one), at most ``SCORE_LIVE`` of them part way through at once. The result is one
 ``server.scheduler.logprobs`` entry per token but the first (which follows nothing). A job that
 fails fails alone (its future's exception); one whose future is cancelled (its client left) is
 dropped at its next pass; a shutdown fails those not done.
@@ -35,6 +35,15 @@ class ScoreJob:
         self.pos = 0  # tokens passed through the model so far
         self.state = None
         self.entries: list[Entry] = []
+
+    @property
+    def started(self) -> bool:
+        """Part way through: a state held between passes."""
+        return self.state is not None
+
+    @property
+    def left(self) -> int:
+        return len(self.tokens) - self.pos
 
     def step(self, model, chunk: int) -> bool:
         """One pass of up to ``chunk`` tokens; True once the job is over (all passed, or its
