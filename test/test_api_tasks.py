@@ -507,6 +507,31 @@ def test_a_template_made_from_a_task_reports_finished(http):
     assert status["status"] == 3, status
 
 
+def test_as_template_takes_a_name(http):
+    """``as_template?name=``: the template the spec's fork example names (``_my_template``);
+    a leading '_' is added; the name taken again is a 409, an unusable one a 422, and the
+    template forks as one under its default id does (the same greedy text)."""
+    src = create(http, prompt="System: You answer briefly.\n\n", max_tokens=0)["task_id"]
+    wait_result(http, src)
+    named = http.post(f"/v1/tasks/{src}/as_template", params={"name": "my_template_s45"})
+    assert named.status_code == 200, named.text
+    assert named.json()["task_id"] == "_my_template_s45" and named.json()["finished"] is True
+    plain = http.post(f"/v1/tasks/{src}/as_template").json()["task_id"]
+    assert TEMPLATE_ID.fullmatch(plain)
+    body = {"prompt": "User: Hi\n\nAssistant:", "max_tokens": 8, **GREEDY}
+    texts = [wait_result(http, http.post(f"/v1/tasks/{t}/fork", json=body).json()["task_id"])
+             ["result"] for t in ("_my_template_s45", plain)]
+    assert texts[0] == texts[1] and texts[0]
+    again = http.post(f"/v1/tasks/{src}/as_template", params={"name": "_my_template_s45"})
+    assert again.status_code == 409 and "exists" in again.json()["detail"]
+    bad = http.post(f"/v1/tasks/{src}/as_template", params={"name": "two words"})
+    assert bad.status_code == 422 and "template name" in bad.json()["detail"]
+    assert http.post("/v1/tasks/TASK_nope/as_template",
+                     params={"name": "x_s45"}).status_code == 404
+    for t in ("_my_template_s45", plain):
+        assert http.post(f"/v1/tasks/{t}/delete", params={"force": "true"}).status_code == 200
+
+
 def test_a_refused_fork_keeps_no_copy(start_server):
     """A fork refused after its copy was made (a full queue: 503) leaves no task behind: the
     copies of refused forks piled up in ``/v1/tasks/list`` under a mutant."""

@@ -18,6 +18,7 @@ from server.api.schemas.tasks import (I64_MAX, ContinueRequest, CreateRequest, F
 from server.api.task_service import TASK_NOT_FOUND, TaskService, invalid, is_busy
 from server.task.manager import TaskNotFound
 from server.task.policy import TaskUnreadable, is_template_id, is_temporary_id
+from server.task.state_templates import template_name
 from server.api.stopping import stop_round
 from server.api.task_stream import sse_response
 from server.task.task import Status, Task, new_task_id
@@ -204,12 +205,21 @@ async def stop(task_id: str, svc: TaskService = Depends(get_service)):
 
 @router.post("/{task_id}/as_template", response_model=TaskResponseModel,
              responses={**NOT_FOUND, 409: {"description": "Task running, its state was not "
-                                                       "kept, or RWKV_MAX_TEMPLATES reached"}})
-async def as_template(task_id: str, svc: TaskService = Depends(get_service)):
-    """Copy a finished task into a new read-only template ``_TMPL_<hex>``."""
+                                                       "kept, the name taken, or "
+                                                       "RWKV_MAX_TEMPLATES reached"},
+                        422: {"description": "An unusable name"}})
+async def as_template(task_id: str, svc: TaskService = Depends(get_service),
+                      name: str | None = Query(None, description=(
+                          "the template's id (a leading '_' is added if missing: 'my_tpl' "
+                          "makes '_my_tpl'); default a new '_TMPL_<hex>'"))):
+    """Copy a finished task into a new read-only template ``_TMPL_<hex>`` (or ``_name``)."""
+    try:
+        tid = "_TMPL_" + new_task_id("X")[2:] if name is None else template_name(name)
+    except ValueError as e:
+        raise HTTPException(422, str(e)) from None
     task = await svc.get(task_id)  # (first: an unknown id is a 404 with the limit reached too)
     await svc.check_template_room()
-    tpl = await svc.copy(task, "_TMPL_" + new_task_id("X")[2:])
+    tpl = await svc.copy(task, tid)
     tpl.status = Status.FINISHED
     await svc.put_template(tpl)
     return svc.reply(tpl, finished=True)
