@@ -18,9 +18,7 @@ decode it).
 
 from __future__ import annotations
 
-import codecs
-
-from server.model.tokenizer import IncrementalDecoder, utf8_length
+from server.model.tokenizer import IncrementalDecoder, first_char
 
 
 def token_text(tokenizer, token: int) -> tuple[str, bytes]:
@@ -45,18 +43,6 @@ def chat_logprobs(tokenizer, pairs: list) -> dict:
                         for tok, (lp, ids, vals) in pairs], "refusal": None}
 
 
-def _goes_on(held: bytes, data: bytes) -> bool:
-    """Whether ``data`` goes on with the character whose first bytes ``held`` are (completes
-    it, or adds to it with more still to come) rather than leaving it incomplete for good."""
-    need = utf8_length(held[0])
-    head = (held + data)[:need]
-    try:
-        codecs.getincrementaldecoder("utf-8")().decode(head, final=len(head) == need)
-    except UnicodeDecodeError:
-        return False
-    return True
-
-
 class CompletionLogprobs:
     """The completions shape for one choice, chunk after chunk: ``text_offset`` goes on from
     the previous chunk's text (``start``: the echoed prompt's length; ``lead``: the bytes of a
@@ -73,7 +59,7 @@ class CompletionLogprobs:
         U+FFFD its held bytes become unless ``data`` goes on with their character (then the
         token starts inside that character, which began before it)."""
         held = self.decoder.pending
-        if held and not _goes_on(held, data):
+        if held and first_char(held + data) is False:  # (data does not go on with it)
             return self.offset + len(held.decode("utf-8", errors="replace"))
         return self.offset
 

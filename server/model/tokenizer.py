@@ -220,10 +220,22 @@ class ReusingEncoder:
         return out
 
 
-def utf8_length(first: int) -> int:
+def _utf8_length(first: int) -> int:
     """Bytes of the UTF-8 character whose first byte is ``first`` (1 for any other byte)."""
     return 2 if 0xC0 <= first < 0xE0 else 3 if 0xE0 <= first < 0xF0 else \
         4 if 0xF0 <= first < 0xF8 else 1
+
+
+def first_char(buf: bytes) -> bool | None:
+    """Whether ``buf`` (not empty) starts with a whole valid UTF-8 character: True; False if
+    its first bytes can never become one; None while they are a valid beginning of one."""
+    need = _utf8_length(buf[0])
+    head = buf[:need]
+    try:
+        codecs.getincrementaldecoder("utf-8")().decode(head, final=len(head) == need)
+    except UnicodeDecodeError:
+        return False
+    return True if len(head) == need else None
 
 
 def incomplete_tail(data: bytes) -> bytes:
@@ -275,16 +287,12 @@ class IncrementalDecoder:
         """The bytes to decode once a shown lead is settled: with it if ``data`` completes its
         character, else without it; None while too few bytes have come to tell."""
         buf = self._unsure + data
-        need = utf8_length(buf[0])
-        head = buf[:need]
-        try:
-            codecs.getincrementaldecoder("utf-8")().decode(head, final=len(head) == need)
-        except UnicodeDecodeError:
+        whole = first_char(buf)
+        if whole is None:
+            self._unsure = buf
+            return None
+        if not whole:
             buf = buf[self._lead:]  # it never completes: dropped
-        else:
-            if len(head) < need:
-                self._unsure = buf
-                return None
         self._unsure = b""
         return buf
 
