@@ -247,7 +247,8 @@ class BaseScheduler(SlotCycle):
         waits as a task does)."""
         job = ScoreJob(tokens, top)
         vocab = self.engine.model.cfg.vocab_size
-        if any(not 0 <= t < vocab for t in job.tokens):
+        if not 0 <= min(job.tokens) <= max(job.tokens) < vocab:  # (on the caller's thread,
+            # the event loop's: 1.5 ms for 60,000 ids here, a generator over them 2.6)
             raise ValueError(f"token ids must be in 0..{vocab - 1}")
         with self._cv:
             if self._stopping:
