@@ -248,7 +248,7 @@ class BaseScheduler(SlotCycle):
         job = ScoreJob(tokens, top)
         vocab = self.engine.model.cfg.vocab_size
         if not 0 <= min(job.tokens) <= max(job.tokens) < vocab:  # (on the caller's thread,
-            # the event loop's: ~1.7x faster than a generator, docs/experiments/session45)
+            # the event loop's: about half a generator's time, docs/experiments/session45)
             raise ValueError(f"token ids must be in 0..{vocab - 1}")
         with self._cv:
             if self._stopping:
