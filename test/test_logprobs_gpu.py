@@ -57,3 +57,28 @@ def test_scoring_on_cuda_matches_a_prefill_of_each_prefix(tiny_model_path):
         ref = torch.log_softmax(m.prefill([seq[:i]], m.new_state(1))[0].double(), -1).cpu()
         assert lp == pytest.approx(ref[seq[i]].item(), abs=0.05), i
         assert len(ids) == 3 and vals[0] == pytest.approx(ref.max().item(), abs=0.05)
+
+
+def test_logit_bias_on_cuda_through_the_kept_logits_and_the_decode_graph(tiny_model_path):
+    """Biased rows beside plain ones on CUDA: +100 on a token (sampled, top-k 50: the Triton
+    top-k draw) gives that token at every step, from the prompt's kept logits on; a greedy
+    row banning the plain reply's first token starts with the next most likely one; the
+    plain rows reply as they do alone."""
+    loader = RWKV070ModelLoader(tiny_model_path, device="cuda", dtype="fp16")
+    prompts = [[200 + 5 * i + j for j in range(12 + 7 * i)] for i in range(4)]
+    alone = DynamicScheduler(loader, max_batch_size=1, buffer_size=4)
+    solo = [alone.new_task(list(p), max_tokens=6, temperature=0.0) for p in prompts]
+    alone.run()
+    sched = DynamicScheduler(loader, max_batch_size=4, buffer_size=4)
+    tasks = [sched.new_task(list(p), max_tokens=6, temperature=0.0) for p in prompts[:2]]
+    lifted = sched.new_task(list(prompts[2]), max_tokens=9, temperature=1.0, top_k=50,
+                            top_p=0.9, seed=7)
+    lifted.logit_bias = {4000: 100.0}
+    banned = sched.new_task(list(prompts[3]), max_tokens=6, temperature=0.0)
+    banned.logit_bias = {solo[3].output[0]: -100.0}
+    sched.run()
+    assert [t.output for t in tasks] == [t.output for t in solo[:2]]
+    assert lifted.output == [4000] * 9
+    m = loader.model
+    x = m.prefill([prompts[3]], m.new_state(1))[0].float()
+    assert banned.output[0] == int(torch.topk(x, 2).indices[1])

@@ -89,10 +89,11 @@ def tokens_through(tokenizer, tokens: list[int], chars: int, lead: bytes = b"") 
 
 
 def make_tasks(prompt: list[int], n: int, params: dict, seed: int | None,
-               stop_at_turn: bool = True, logprobs: int | None = None) -> list[Task]:
+               stop_at_turn: bool = True, logprobs: int | None = None,
+               logit_bias: dict[int, float] | None = None) -> list[Task]:
     """``n`` temporary tasks for one prompt (token ids: ints, from the tokenizer or a validated
-    request); with a seed, task ``i`` gets ``seed + i``; ``stop_at_turn``, ``logprobs``:
-    ``Task``'s."""
+    request); with a seed, task ``i`` gets ``seed + i``; ``stop_at_turn``, ``logprobs``,
+    ``logit_bias``: ``Task``'s."""
     tasks = []
     for i in range(n):
         s = None if seed is None else (seed + i) % SEED_MOD
@@ -102,6 +103,7 @@ def make_tasks(prompt: list[int], n: int, params: dict, seed: int | None,
         task.keep_state = False  # nothing reads a temporary task's state afterwards
         task.stop_at_turn = stop_at_turn
         task.logprobs = logprobs
+        task.logit_bias = logit_bias
         tasks.append(task)
     return tasks
 

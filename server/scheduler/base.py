@@ -41,7 +41,7 @@ from server.scheduler.prefill import Prefiller
 from server.scheduler.scoring import ScoreJob, ScoringStopped
 from server.scheduler.stats import SchedulerStats
 from server.task.policy import model_mismatch
-from server.task.task import SCHEDULER_THREAD, Status, Task
+from server.task.task import SCHEDULER_THREAD, Status, Task, check_logit_bias
 
 STEP_WAIT_S = 120.0  # shutdown: how long past its timeout a running step is waited for
 # prompt tokens a step feeds by default. The step's other tasks wait for that pass before their
@@ -198,8 +198,8 @@ class BaseScheduler(SlotCycle):
 
     def add_task(self, task: Task) -> None:
         """Enqueue an existing task (new, forked or continued). Thread-safe. ``ValueError`` for
-        a parameter out of range (``Task.check_params``) and for a new task without a prompt
-        (as ``new_task``); tokens that do not fit the model
+        a parameter out of range (``Task.check_params``, ``check_logit_bias``) and for a new
+        task without a prompt (as ``new_task``); tokens that do not fit the model
         (``model_mismatch``) fail the task alone when it is admitted (``_admit``)."""
         if not isinstance(task, Task):  # (the spec's heading reads add_task(prompt, ...))
             raise TypeError(f"add_task takes a Task, not {type(task).__name__}: for a prompt, "
@@ -208,6 +208,9 @@ class BaseScheduler(SlotCycle):
             raise ValueError(f"task {task.task_id} is {task.status.name}; "
                              "call continue_gen() on a finished task first")
         task.check_params()
+        why = check_logit_bias(task.logit_bias, self.engine.model.cfg.vocab_size)
+        if why is not None:
+            raise ValueError(f"task {task.task_id}: {why}")
         if (task.max_tokens > 0 and not task.can_generate and not task.history
                 and task.state is None):  # a new task without a prompt ("finished" at once)
             raise ValueError(f"task {task.task_id} has no prompt: a new task needs at least "

@@ -32,6 +32,7 @@ from server.model.fused import kernel_module
 from server.model.sampler import BatchSampler, wrap_seed
 from server.model.state import rows_of, to_device
 from server.scheduler.copyback import CopyBack
+from server.scheduler.logit_bias import LogitBias
 from server.scheduler.logprobs import LogprobRecorder
 from server.scheduler.probe import EndProbe
 from server.scheduler.slots import FLOAT_PARAMS, LONG_PARAMS, SlotBuffers
@@ -130,6 +131,7 @@ class BatchEngine:
         self._running: set[int] = set()  # live slots, as the host knows them
         self._logprobs: dict[int, int] = {}  # slot -> alternatives, where its task asks for
         # log probabilities (``Task.logprobs``; logprobs.py)
+        self._bias: dict[int, dict[int, float]] = {}  # slot -> its task's ``logit_bias``
         self._stop_asked = False  # a stop request came during this pulse (request_stop)
         # a step's bookkeeping in one launch each where the Triton kernels run (else None)
         self._kernels = kernel_module("pulse_triton", self.device)
@@ -169,6 +171,7 @@ class BatchEngine:
         self._running = {moved[s] for s in self._running if s in moved}
         self._first = {moved[s]: v for s, v in self._first.items() if s in moved}
         self._logprobs = {moved[s]: n for s, n in self._logprobs.items() if s in moved}
+        self._bias = {moved[s]: b for s, b in self._bias.items() if s in moved}
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
 
@@ -181,6 +184,7 @@ class BatchEngine:
         self._first.clear()
         self._running.clear()
         self._logprobs.clear()
+        self._bias.clear()
 
     def capture_graphs(self, max_cap: int) -> list[tuple[int, float]]:
         """Allocate ``max_cap`` rows and capture the decode graph of every power-of-two
@@ -274,6 +278,8 @@ class BatchEngine:
         for slot, task in zip(slots, tasks):
             if getattr(task, "logprobs", None) is not None:
                 self._logprobs[slot] = task.logprobs
+            if getattr(task, "logit_bias", None):
+                self._bias[slot] = dict(task.logit_bias)  # (as it is now)
         self.stop_host[rows_of(slots)] = False  # (a host tensor)
 
     def _fill_rows(self, slots: list[int], *fills) -> None:
@@ -357,6 +363,7 @@ class BatchEngine:
             self._running.discard(s)
             self._first.pop(s, None)
             self._logprobs.pop(s, None)
+            self._bias.pop(s, None)
 
     def has_first(self, slot: int) -> bool:
         """The slot's prompt is fed to its end: its first token comes from kept logits."""
@@ -427,6 +434,7 @@ class BatchEngine:
         applied, ran = None, 0
         probe = EndProbe(done, running) if running else None
         lp = LogprobRecorder(self._logprobs, dev) if self._logprobs else None
+        bias = LogitBias(self._bias, dev) if self._bias else None
         for s in range(steps):
             if before_step is not None and before_step(ran) and ran:
                 break  # the scheduler has work for the pulse's end (arrivals to admit)
@@ -449,7 +457,8 @@ class BatchEngine:
             else:
                 # [cap, V], read by the sampler before the next step's decode
                 logits = self.model.decode(self.cur, self.state, active=active, borrow=True)
-            tok = self.sampler.sample(logits, self.samp, active=active,
+            tok = self.sampler.sample(logits if bias is None else bias.apply(logits),
+                                      self.samp, active=active,
                                       u=None if U is None else U[:, s], update=False)  # [cap]
             if lp is not None:
                 lp.record(logits, tok)

@@ -2,10 +2,10 @@
 
 A row asks with ``Task.logprobs`` (an int: how many of the most likely tokens to list beside the
 chosen one, 0 to ``TOP_MAX``; None: no log probabilities). Each is the log-softmax of the
-model's own logits for that step, in fp32, before penalties, temperature, top-k and top-p (what
-the model thinks, whatever the sampler then did with it, as vLLM reports by default). Only the
-asking rows are gathered, so a pulse without them does no more work, and the values come to
-the host after the pulse's results (a few small copies after the pulse's own synchronisation;
+model's own logits for that step, in fp32, before logit biases, penalties, temperature, top-k
+and top-p (what the model thinks, whatever the sampler then did with it, as vLLM reports by
+default). Only the asking rows are gathered, so a pulse without them does no more work, and
+the values come to the host after the pulse's results (a few small copies after the pulse's own synchronisation;
 none inside the pulse).
 
 An entry per accepted token: ``(logprob, alternatives, their logprobs)`` (two lists, most

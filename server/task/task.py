@@ -58,6 +58,32 @@ PARAM_RANGES = {
     "penalty_decay": (False, 0, 1),
 }
 
+LOGIT_BIAS_MAX = 300  # OpenAI's limit of a request's logit_bias entries
+LOGIT_BIAS_LIMIT = 100.0  # a bias is in [-LOGIT_BIAS_LIMIT, LOGIT_BIAS_LIMIT]
+
+
+def check_logit_bias(bias, vocab_size: int | None = None) -> str | None:
+    """Why ``bias`` is no usable ``logit_bias`` (None: it is, or it is None): a dict of at most
+    ``LOGIT_BIAS_MAX`` token ids (ints, below ``vocab_size`` when given) to finite numbers in
+    [-LOGIT_BIAS_LIMIT, LOGIT_BIAS_LIMIT]."""
+    if bias is None:
+        return None
+    if not isinstance(bias, dict):
+        return f"logit_bias must map token ids to numbers, not {type(bias).__name__}"
+    if len(bias) > LOGIT_BIAS_MAX:
+        return f"logit_bias has {len(bias)} entries; at most {LOGIT_BIAS_MAX}"
+    for token, value in bias.items():
+        if not isinstance(token, numbers.Integral) or isinstance(token, bool) or token < 0:
+            return f"Invalid key in 'logit_bias': {token!r}. Keys are token ids (integers >= 0)"
+        if vocab_size is not None and token >= vocab_size:
+            return (f"Invalid key in 'logit_bias': {token}. Maximum value is "
+                    f"{vocab_size - 1} (the model's vocabulary)")
+        if isinstance(value, bool) or not isinstance(value, numbers.Real) \
+                or not math.isfinite(value) or abs(value) > LOGIT_BIAS_LIMIT:
+            return (f"Invalid value in 'logit_bias' for token {token}: {value!r}. Values are "
+                    f"numbers from -{LOGIT_BIAS_LIMIT:g} to {LOGIT_BIAS_LIMIT:g}")
+    return None
+
 
 def _is_int(v) -> bool:
     """An integer, and not a bool (``True`` is an ``int`` to Python, not to a user)."""
@@ -177,6 +203,10 @@ class Task:
         # an entry per token of ``output`` (server/scheduler/logprobs.py)
         self.logprobs: int | None = None
         self.output_logprobs: list = []
+        # OpenAI's logit_bias: None, or token id -> a number in [-100, 100] added to that
+        # token's logit before sampling (scheduler/logit_bias.py; the OpenAI routes set it;
+        # it is not stored: a task read back from the database has none)
+        self.logit_bias: dict[int, float] | None = None
         # the last tokens of the sequence before this round's output (``round_lead``)
         self.round_lead: list[int] = []
         self._unpopped = 0  # index into output of the first token pop_tokens() has not returned

@@ -15,6 +15,8 @@ penalty grows by ``presence``, each later time by ``repetition``):
   and temperature (``logprob_format.py``); with ``echo`` the prompt is scored too
   (``BaseScheduler.score``; a job takes a queue place), not from a state template nor with a
   ``suffix``.
+- ``logit_bias``: token id -> bias in [-100, 100], added to the logits before sampling (the
+  log probabilities stay the model's own); at most 300 entries (``_logit_bias``).
   ``best_of`` only checks ``best_of >= n`` (choices are not ranked) and is refused with
   ``stream``. Any ``model`` id is served by the loaded model and echoed back.
 """
@@ -49,6 +51,7 @@ from server.api.tools import choice_name, forced_tool, parse_tools, tools_active
 from server.model.tokenizer import incomplete_tail
 from server.scheduler import QueueFull
 from server.scheduler.scoring import ScoringStopped
+from server.task.task import check_logit_bias
 
 router = APIRouter(tags=["openai"])
 PING_SECONDS = 15
@@ -101,6 +104,23 @@ def _check_vocab(tokens: list[int], rt, param: str) -> None:
     bad = past_vocab(tokens, vocab)
     if bad is not None:
         raise OpenAIError(400, past_vocab_message(bad, vocab), param=param)
+
+
+def _logit_bias(req, rt) -> dict[int, float] | None:
+    """The request's ``logit_bias`` as token id -> bias (None: none), or a 400 naming the
+    entry that is no token id of the model's vocabulary or no number in [-100, 100]."""
+    if not req.logit_bias:
+        return None
+    bias = {}
+    for key, value in req.logit_bias.items():
+        if not (key.isascii() and key.isdigit()):
+            raise OpenAIError(400, f"Invalid key in 'logit_bias': {key!r}. Keys are token "
+                              "ids (integers >= 0)", param="logit_bias")
+        bias[int(key)] = value
+    why = check_logit_bias(bias, rt.loader.cfg.vocab_size)
+    if why is not None:
+        raise OpenAIError(400, why, param="logit_bias")
+    return {k: float(v) for k, v in bias.items()}
 
 
 def _check_choices(rt, count: int) -> None:
@@ -292,8 +312,10 @@ async def chat_completions(request: Request):
     _check_length(len(tokens), rt.settings.max_prompt_tokens, "messages", tpl)
     _check_vocab(tokens, rt, "messages")
     params = sampling_params(req, rt.settings)
+    bias = _logit_bias(req, rt)
     tasks = make_tasks(tokens, req.n or 1, params, req.seed,
-                       logprobs=(req.top_logprobs or 0) if req.logprobs else None)
+                       logprobs=(req.top_logprobs or 0) if req.logprobs else None,
+                       logit_bias=bias)
     await prepare_tasks(rt, tpl, tasks, finish=False)  # prefix cache; the template's state
     inline = rt.settings.chat_inline_think
     choices = [Choice(i, t, OutputSplitter("think" if think else "direct", req.stop_list,
@@ -464,13 +486,14 @@ async def completions(request: Request):
                           "suffix the model reads a fill-in-the-middle prompt instead",
                           param="suffix")
     params = sampling_params(req, rt.settings)
+    bias = _logit_bias(req, rt)
     _check_choices(rt, len(prompts) * n)  # (before any prompt is scored)
     choices = []
     # an empty prompt starts a document (token 0), or goes on from a template's next token
     start = [] if tpl is not None and tpl.unfed() else [0]
     for i, (text, toks) in enumerate(prompts):
         tasks = make_tasks(toks or start, n, params, req.seed, stop_at_turn=not fim,
-                           logprobs=logprobs)
+                           logprobs=logprobs, logit_bias=bias)
         echo, lead = _echo(rt, text, toks) if req.echo else ("", b"")
         head = await _prompt_logprobs(request, rt, toks, logprobs) if scored else None
         choices += [Choice(i * n + j, t, OutputSplitter("text", req.stop_list, boundary=not fim),

@@ -1,6 +1,6 @@
 """Request models and errors of the OpenAI-compatible routes.
 
-Unknown fields are ignored (clients send many: ``user`` as an object, ``logit_bias``, ``min_p``,
+Unknown fields are ignored (clients send many: ``user`` as an object, ``min_p``,
 ``response_format``, ``parallel_tool_calls``…). Only fields we act on are declared, with types
 lenient enough for what real clients send. Failures become OpenAI-shaped 400s, never FastAPI's
 ``{"detail": …}``.
@@ -91,6 +91,9 @@ class _Request(BaseModel):
     presence_penalty: Float | None = Field(None, ge=-2, le=10)
     frequency_penalty: Float | None = Field(None, ge=-2, le=10)
     penalty_decay: Float | None = Field(None, ge=0, le=1)  # RWKV extension
+    # token id (a string: JSON's keys) -> bias; read by the route (``_logit_bias``), which
+    # knows the vocabulary
+    logit_bias: dict[str, Any] | None = None
 
     @field_validator("stop")
     @classmethod
