@@ -26,7 +26,8 @@ def make_task(i: int, task_id: str = "TASK_x", dtype=torch.float32, state_dtype=
     nl, nc, nh, nn = shape
     g = torch.Generator().manual_seed(1000 + i)
     t = Task(task_id=task_id, max_tokens=7 + i, temperature=0.25 + i / 8, top_p=0.5, top_k=3,
-             presence_penalty=0.5, repetition_penalty=0.25, penalty_decay=0.996, seed=12345 + i)
+             presence_penalty=0.5, repetition_penalty=0.25, penalty_decay=0.996, seed=12345 + i,
+             min_p=0.125 + i / 64)
     t.state = State(torch.randn(nl, 2, 1, nc, generator=g).to(dtype),  # shift [L, 2, 1, C]
                     torch.randn(nl, 1, nh, nn, nn, generator=g).to(state_dtype))  # wkv [L,1,H,N,N]
     t.penalties = torch.randn(V, generator=g)  # [V]
@@ -54,7 +55,8 @@ def same_bits(a: torch.Tensor | None, b: torch.Tensor | None) -> bool:
 def same_task(a: Task, b: Task, check_id: bool = True) -> bool:
     """Every stored field equal, tensors bit-exact."""
     fields = ("status", "max_tokens", "temperature", "top_p", "top_k", "presence_penalty",
-              "repetition_penalty", "penalty_decay", "seed", "rng_counter", "current_token",
+              "repetition_penalty", "penalty_decay", "seed", "min_p", "rng_counter",
+              "current_token",
               "pending", "history", "output", "round_lead", "finish_reason", "error",
               "prefill_time", "gen_time", "created", "finished_at")
     if check_id and a.task_id != b.task_id:

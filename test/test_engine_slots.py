@@ -210,12 +210,13 @@ def test_load_and_start_write_each_parameter_to_its_row(engine):
     start sets current, max_new and n_gen = 0 per row."""
     engine.resize(4, [])
     tasks = {slot: DummyTask(temperature=0.1 + slot, top_p=0.2 + slot / 10, top_k=3 + slot,
+                             min_p=0.05 * slot,
                              presence_penalty=0.3 + slot, repetition_penalty=0.4 + slot,
                              penalty_decay=0.5 + slot / 10, seed=1000 + slot,
                              rng_counter=20 + slot) for slot in (3, 1)}
     engine.load(list(tasks), list(tasks.values()))
     engine.start(list(tasks), [70 + s for s in tasks], [900 + s for s in tasks])
-    names = {"temperature": "temperature", "top_p": "top_p", "top_k": "top_k",
+    names = {"temperature": "temperature", "top_p": "top_p", "top_k": "top_k", "min_p": "min_p",
              "presence": "presence_penalty", "repetition": "repetition_penalty",
              "decay": "penalty_decay", "seed": "seed", "counter": "rng_counter"}
     free = SamplingBatch.empty(1, engine.vocab_size)
@@ -231,7 +232,8 @@ def test_load_and_start_write_each_parameter_to_its_row(engine):
 
 def _device_params(engine):
     s = engine.samp
-    return torch.stack([s.temperature.double(), s.top_k.double(), s.top_p.double()]).numpy()
+    return torch.stack([s.temperature.double(), s.top_k.double(), s.top_p.double(),
+                        s.min_p.double()]).numpy()
 
 
 def test_host_copy_of_plan_parameters_follows_every_move(engine):
@@ -240,7 +242,7 @@ def test_host_copy_of_plan_parameters_follows_every_move(engine):
     float32 or wrap in int32), compaction, growth past the high-water mark and freed rows; and
     the plan built from it is the plan built from the device."""
     def check():
-        assert engine.samp.host.shape == (3, engine.capacity)
+        assert engine.samp.host.shape == (4, engine.capacity)
         assert (engine.samp.host == _device_params(engine)).all()
         from_host = engine.sampler._make_plan(engine.samp)
         host, engine.samp.host = engine.samp.host, None  # the same batch, read from the device
@@ -249,13 +251,15 @@ def test_host_copy_of_plan_parameters_follows_every_move(engine):
         finally:
             engine.samp.host = host
         assert from_host.any_greedy == from_dev.any_greedy
+        assert from_host.min_p == from_dev.min_p
         assert [(d, None if r is None else r.tolist(), k) for d, r, k in from_host.groups] == \
             [(d, None if r is None else r.tolist(), k) for d, r, k in from_dev.groups]
 
     engine.resize(4, [])
     check()
-    odd = [DummyTask(temperature=0.0, top_k=0, top_p=1.0), DummyTask(temperature=0.1, top_p=0.3),
-           DummyTask(temperature=1.0, top_k=(1 << 32) + 5, top_p=0.99999999)]
+    odd = [DummyTask(temperature=0.0, top_k=0, top_p=1.0, min_p=0.5),
+           DummyTask(temperature=0.1, top_p=0.3),
+           DummyTask(temperature=1.0, top_k=(1 << 32) + 5, top_p=0.99999999, min_p=0.1)]
     engine.load([3, 0, 2], odd)  # greedy, top-k, sorted: all three plan groups
     check()
     engine.resize(4, [2, 3])  # compaction: rows 2, 3 -> 0, 1, the others neutral

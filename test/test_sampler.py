@@ -25,9 +25,13 @@ def _rows(batch: int, vocab: int, **params) -> SamplingBatch:
     return sb
 
 
-def _expected_probs(logits, pen, temp, top_k, top_p) -> torch.Tensor:
-    """Plain float64 reference of the filtered, renormalised distribution of one row."""
+def _expected_probs(logits, pen, temp, top_k, top_p, min_p=0.0) -> torch.Tensor:
+    """Plain float64 reference of the filtered, renormalised distribution of one row: min-p
+    (tokens less likely than min_p times the most likely one dropped), then top-k, then top-p
+    over what remains."""
     p = torch.softmax((logits.double() - pen.double()) / temp, dim=0)
+    p = torch.where(p >= min_p * p.max(), p, 0.0)
+    p = p / p.sum()
     order = torch.argsort(p, descending=True)
     keep = torch.zeros_like(p, dtype=torch.bool)
     mass, total_k = 0.0, p[order[:top_k if top_k > 0 else len(p)]].sum().item()
@@ -80,13 +84,18 @@ def test_tiny_positive_temperatures_are_greedy(top_k):
     assert got.tolist() == logits.argmax(1).tolist()
 
 
-@pytest.mark.parametrize("top_k,top_p", [(3, 1.0), (0, 0.6), (5, 0.7), (1, 1.0), (0, 0.0), (4, 0.0)])
-def test_filtering_never_emits_excluded_tokens(top_k, top_p):
+@pytest.mark.parametrize("top_k,top_p,min_p", [
+    (3, 1.0, 0.0), (0, 0.6, 0.0), (5, 0.7, 0.0), (1, 1.0, 0.0), (0, 0.0, 0.0), (4, 0.0, 0.0),
+    (0, 1.0, 0.2), (8, 1.0, 0.25), (0, 0.9, 0.05), (2000, 1.0, 0.3), (3, 1.0, 1.0)])
+def test_filtering_never_emits_excluded_tokens(top_k, top_p, min_p):
     torch.manual_seed(1)
     V, N = 12, 2000
     logits = torch.randn(V) * 2
-    allowed = _expected_probs(logits, torch.zeros(V), 1.0, top_k, top_p) > 0
-    sb = _rows(N, V, top_k=top_k, top_p=top_p, seed=list(range(N)))
+    allowed = _expected_probs(logits, torch.zeros(V), 1.0, top_k, top_p, min_p) > 0
+    if min_p:  # (the case filters something top-k and top-p alone keep)
+        assert not (allowed == (_expected_probs(logits, torch.zeros(V), 1.0, top_k, top_p)
+                                > 0)).all()
+    sb = _rows(N, V, top_k=top_k, top_p=top_p, min_p=min_p, seed=list(range(N)))
     got = BatchSampler(V).sample(logits.expand(N, V).clone(), sb)
     assert bool(allowed[got].all())
     assert set(got.tolist()) == set(allowed.nonzero().squeeze(1).tolist())  # all kept ones occur
@@ -107,14 +116,17 @@ def test_top_p_stops_at_the_first_token_whose_mass_reaches_it():
     assert 150 < int(got.sum()) < 250
 
 
-@pytest.mark.parametrize("temp,top_k,top_p", [(1.0, 0, 1.0), (0.7, 0, 1.0), (1.5, 5, 1.0),
-                                              (1.0, 0, 0.8), (0.8, 6, 0.9), (1.0, 2000, 0.85)])
-def test_frequencies_match_renormalised_distribution(temp, top_k, top_p):
+@pytest.mark.parametrize("temp,top_k,top_p,min_p", [
+    (1.0, 0, 1.0, 0.0), (0.7, 0, 1.0, 0.0), (1.5, 5, 1.0, 0.0), (1.0, 0, 0.8, 0.0),
+    (0.8, 6, 0.9, 0.0), (1.0, 2000, 0.85, 0.0),
+    (1.0, 0, 1.0, 0.15), (1.5, 5, 1.0, 0.3), (0.8, 0, 0.9, 0.1), (1.0, 2000, 1.0, 0.2)])
+def test_frequencies_match_renormalised_distribution(temp, top_k, top_p, min_p):
     torch.manual_seed(2)
     V, N = 10, 40000
     logits, pen = torch.randn(V), torch.rand(V)
-    q = _expected_probs(logits, pen, temp, top_k, top_p)
-    sb = _rows(N, V, temperature=temp, top_k=top_k, top_p=top_p, seed=torch.arange(N) * 7 + 3)
+    q = _expected_probs(logits, pen, temp, top_k, top_p, min_p)
+    sb = _rows(N, V, temperature=temp, top_k=top_k, top_p=top_p, min_p=min_p,
+               seed=torch.arange(N) * 7 + 3)
     sb.penalties.copy_(pen.expand(N, V))
     got = BatchSampler(V).sample(logits.expand(N, V).clone(), sb)
     counts = torch.bincount(got, minlength=V).double()
@@ -240,7 +252,8 @@ def test_cuda_matches_cpu_and_never_syncs_once_planned():
     V = 4096
     logits = torch.randn(6, V, generator=torch.Generator().manual_seed(6)) * 2
     params = dict(temperature=[0.0, 1.0, 0.8, 1.0, 1.0, 1.0], top_k=[0, 0, 40, 0, 2000, 0],
-                  top_p=[1.0, 1.0, 0.9, 0.8, 1.0, 0.0], seed=[1, 2, 3, 4, 5, 6], presence=0.4)
+                  top_p=[1.0, 1.0, 0.9, 0.8, 1.0, 0.0], seed=[1, 2, 3, 4, 5, 6], presence=0.4,
+                  min_p=[0.5, 0.0, 0.05, 0.02, 0.1, 0.0])
     cpu, gpu = _rows(6, V, **params), _rows(6, V, **params).to("cuda")
     want = [BatchSampler(V).sample(logits, cpu).tolist() for _ in range(20)]
     sampler, logits_gpu = BatchSampler(V, "cuda"), logits.cuda()
@@ -397,7 +410,7 @@ logits = torch.randn(7, V, generator=torch.Generator().manual_seed(3)) * 2
 # inactive); top-p alone and top-k 2000 (sorted, the torch path)
 params = dict(temperature=[0.0, 1.0, 0.8, 1.0, 0.7, 1.0, 1.3], top_k=[0, 5, 4, 0, 6, 2000, 1],
               top_p=[1.0, 0.9, 1.0, 0.8, 0.5, 1.0, 1.0], seed=[1, 2, 3, 4, 5, 6, 7], presence=0.4,
-              repetition=0.2, decay=0.99)
+              repetition=0.2, decay=0.99, min_p=[0.0, 0.3, 0.0, 0.0, 0.0, 0.1, 0.0])
 plain, fused = ts._rows(7, V, **params), ts._rows(7, V, **params)
 P0 = torch.rand(7, V, generator=torch.Generator().manual_seed(4))  # from earlier steps: the
 P0[P0 < 0.9] = 0.0  # inactive row's are not decayed

@@ -362,3 +362,15 @@ def test_a_tasks_turn_stop_is_stored():
     old = json.loads(meta)
     del old["stop_at_turn"]
     assert decode_task(old, blob).stop_at_turn is True
+
+
+def test_a_record_without_min_p_reads_as_min_p_off():
+    """Records written before ``min_p`` existed (no such key in their parameters) read back
+    with it off; a stored one comes back as stored."""
+    t = make_task(1, "TASK_old")
+    meta, blob = encode_task(t)
+    assert json.loads(meta)["params"]["min_p"] == t.min_p != 0
+    old = json.loads(meta)
+    del old["params"]["min_p"]
+    assert decode_task(json.dumps(old), blob).min_p == 0.0
+    assert decode_task(meta, blob).min_p == t.min_p

@@ -5,7 +5,9 @@
 1. `x = logits - penalties` (API.md "Penalties": before temperature);
 2. rows with `temperature < GREEDY_BELOW` (0 included) take `argmax(x)`; the others use
    `x / temperature` (a smaller one would overflow it to inf: NaN weights);
-3. top-k (`top_k <= 0` = off) then top-p (`top_p >= 1` = off) on the tempered distribution.
+3. min-p (`min_p = 0` = off: tokens whose tempered probability is below `min_p` times the most
+   likely token's are dropped, i.e. `x < max(x) + log(min_p)`), then top-k (`top_k <= 0` = off)
+   then top-p (`top_p >= 1` = off) on the tempered distribution of what remains.
    Top-p keeps the shortest prefix of the descending-sorted candidates whose mass reaches
    `top_p`, always at least the top token (so `top_p = 0` is greedy on the tempered logits);
 4. one uniform per row from `uniform(seed, counter)` (below), then inverse-CDF sampling;
@@ -16,7 +18,7 @@
 
 Candidate selection (a full-vocabulary sort is the expensive step, so it is avoided):
 - rows with top-k off and top-p off ("full") sample the whole distribution in vocabulary
-  order: one cumsum and a `searchsorted`, no sort;
+  order: one cumsum and a `searchsorted`, no sort (min-p's dropped tokens weigh 0 there);
 - rows with `1 <= top_k <= TOPK_CAP` ("topk") share one `torch.topk` with k = the largest k of
   those rows (ties put in column order, `_topk_low_ties`: a row's candidates do not depend on
   that k) (on CUDA with k <= 64: `sampling_triton.topk_draw`, four launches: the same candidates,
@@ -92,6 +94,7 @@ class SamplingBatch:
     temperature: Tensor  # [B] f32, < GREEDY_BELOW = greedy
     top_k: Tensor        # [B] i32, <= 0 = off
     top_p: Tensor        # [B] f32, >= 1 = off
+    min_p: Tensor        # [B] f32, 0 = off
     presence: Tensor     # [B] f32
     repetition: Tensor   # [B] f32
     decay: Tensor        # [B] f32
@@ -101,25 +104,27 @@ class SamplingBatch:
 
     def __post_init__(self):
         self._plan = None  # BatchSampler's host-side row grouping, built from the parameters
-        # [3, B] float64: temperature, top_k, top_p as stored above, kept equal to them by the
-        # batch's owner (the engine's slot buffers) so that building the plan reads no device
-        # memory (a read waits for all queued work: after a load, the prefill pass); None: the
-        # plan reads the tensors
+        # [4, B] float64: temperature, top_k, top_p, min_p as stored above, kept equal to them by
+        # the batch's owner (the engine's slot buffers) so that building the plan reads no
+        # device memory (a read waits for all queued work: after a load, the prefill pass);
+        # None: the plan reads the tensors
         self.host = None
 
     def invalidate(self) -> None:
-        """Call after writing temperature/top_k/top_p in place (assign() does it itself); a
+        """Call after writing temperature/top_k/top_p/min_p in place (assign() does it itself); a
         batch with a ``host`` copy needs that written too (or set to None)."""
         self._plan = None
 
     @classmethod
     def empty(cls, batch: int, vocab_size: int, device="cpu") -> "SamplingBatch":
-        """`batch` neutral rows: temperature 1, top-k/top-p off, no penalties, seed 0, counter 0."""
+        """`batch` neutral rows: temperature 1, top-k/top-p/min-p off, no penalties, seed 0,
+        counter 0."""
         def full(value, dtype):
             return torch.full((batch,), value, dtype=dtype, device=device)
         return cls(
             temperature=full(1.0, torch.float32), top_k=full(0, torch.int32),
-            top_p=full(1.0, torch.float32), presence=full(0.0, torch.float32),
+            top_p=full(1.0, torch.float32), min_p=full(0.0, torch.float32),
+            presence=full(0.0, torch.float32),
             repetition=full(0.0, torch.float32), decay=full(1.0, torch.float32),
             penalties=torch.zeros(batch, vocab_size, dtype=torch.float32, device=device),
             seed=full(0, torch.int64), counter=full(0, torch.int64))
@@ -147,9 +152,10 @@ class SamplingBatch:
         self.invalidate()
 
     def read_plan_params(self, idx: Tensor | None = None) -> np.ndarray:
-        """[3, R] float64: temperature, top_k, top_p of rows ``idx`` (all: None) read from the
-        tensors in one copy (float64 holds each exactly; the read waits for queued work)."""
-        params = (self.temperature, self.top_k, self.top_p)
+        """[4, R] float64: temperature, top_k, top_p, min_p of rows ``idx`` (all: None) read
+        from the tensors in one copy (float64 holds each exactly; the read waits for queued
+        work)."""
+        params = (self.temperature, self.top_k, self.top_p, self.min_p)
         if idx is not None:
             params = tuple(t[idx] for t in params)
         return torch.stack([t.double() for t in params]).cpu().numpy()
@@ -169,6 +175,15 @@ def token_logprobs(logits: Tensor, targets: Tensor, top: int
         return chosen, None, None
     vals, ids = lsm.topk(top, dim=-1)
     return chosen, vals, ids
+
+
+def min_p_filter(x: Tensor, min_p: Tensor) -> Tensor:
+    """``x`` [B, V] (tempered logits) with every entry below its row's ``max + log(min_p)``
+    set to -inf (a new tensor): the tokens less likely than ``min_p`` times the row's most
+    likely one. A row with ``min_p`` 0 keeps every entry (its bound is -inf); the most likely
+    token always stays."""
+    bound = x.amax(dim=1, keepdim=True) + torch.log(min_p.float())[:, None]
+    return x.masked_fill(x < bound, float("-inf"))
 
 
 def _topk_low_ties(x: Tensor, kmax: int, k: Tensor) -> tuple[Tensor, Tensor]:
@@ -229,6 +244,7 @@ class _Plan:
     any_greedy: bool
     k: Tensor | None  # [B] long 1..V: top-k (V when off); None without groups
     temp: Tensor | None  # [B] f32: temperature, 1 for greedy rows; None without groups
+    min_p: bool = False  # a drawing row has min_p > 0: the min-p filter runs
 
 
 class BatchSampler:
@@ -263,6 +279,8 @@ class BatchSampler:
         active = None if active is None else active.to(batch.penalties.device)
         # temp: greedy rows divide by 1 (exact), so their argmax is the untempered one
         x = self._prepare(logits, batch.penalties, plan.temp, batch.decay, active)  # [B, V]
+        if plan.min_p:
+            x = min_p_filter(x, batch.min_p)
         if plan.any_greedy:
             tokens = x.argmax(dim=1)                                # greedy rows keep this
         else:
@@ -341,11 +359,11 @@ class BatchSampler:
         # the three parameters from the batch's host copy, else read from the device; the
         # grouping is computed on the host in numpy (each torch op, even on a host tensor,
         # costs dispatcher time on a request's way to its first token)
-        temperature, top_k, top_p = (batch.host if batch.host is not None
-                                     else batch.read_plan_params())
+        temperature, top_k, top_p, min_p = (batch.host if batch.host is not None
+                                            else batch.read_plan_params())
         k_host = np.where(top_k > 0, np.minimum(top_k, V), V).astype(np.int64)
         use_topk = (top_k > 0) & (k_host <= TOPK_CAP)
-        full = (k_host == V) & (top_p >= 1)  # no truncation at all
+        full = (k_host == V) & (top_p >= 1)  # no truncation (but min-p's -inf weights)
         group = np.where(temperature < GREEDY_BELOW, 0,
                          np.where(full, 1, np.where(use_topk, 2, 3)))
         plan = []
@@ -361,7 +379,8 @@ class BatchSampler:
         if plan:  # device tensors, computed once per plan instead of every step
             k = torch.where(batch.top_k > 0, batch.top_k.clamp(max=V), V).long()
             temp = torch.where(batch.temperature < GREEDY_BELOW, 1.0, batch.temperature)
-        batch._plan = _Plan(plan, bool((group == 0).any()), k, temp)
+        batch._plan = _Plan(plan, bool((group == 0).any()), k, temp,
+                            bool(((min_p > 0) & (group != 0)).any()))
         return batch._plan
 
     @staticmethod

@@ -148,7 +148,7 @@ class BaseScheduler(SlotCycle):
                  top_p: float = 0.1, top_k: int = 20, presence_penalty: float = 0.0,
                  repetition_penalty: float = 0.0, penalty_decay: float = 0.0,
                  seed: int | None = 42, collect_callback=None, finish_callback=None,
-                 task_id: str = "TMP") -> Task:
+                 task_id: str = "TMP", min_p: float = 0.0) -> Task:
         """Create a task for ``prompt`` (text or token ids) and enqueue it. ``ValueError`` for
         an empty prompt (nothing to generate from), token ids outside the model's vocabulary
         or a parameter out of range (``Task.check_params``)."""
@@ -162,7 +162,7 @@ class BaseScheduler(SlotCycle):
         task = Task(tokens, task_id=task_id, max_tokens=max_tokens, temperature=temperature,
                     top_p=top_p, top_k=top_k, presence_penalty=presence_penalty,
                     repetition_penalty=repetition_penalty, penalty_decay=penalty_decay,
-                    seed=seed, collect_callback=collect_callback,
+                    seed=seed, min_p=min_p, collect_callback=collect_callback,
                     finish_callback=finish_callback, tokenizer=self.loader)
         problem = model_mismatch(task, self.engine.model.cfg)
         if problem:

@@ -49,6 +49,7 @@ NO_TURN = -1  # a row's ``turn`` when no new turn ends it (no token is -1)
 # SamplingBatch field -> (Task attribute, dtype) copied into a slot when a task is loaded
 TASK_PARAMS = {
     "temperature": ("temperature", torch.float32), "top_p": ("top_p", torch.float32),
+    "min_p": ("min_p", torch.float32),
     "top_k": ("top_k", torch.int32), "presence": ("presence_penalty", torch.float32),
     "repetition": ("repetition_penalty", torch.float32), "decay": ("penalty_decay", torch.float32),
     "seed": ("seed", torch.long), "counter": ("rng_counter", torch.long),
@@ -73,6 +74,7 @@ class SlotTask:
     temperature: float = 1.0
     top_p: float = 1.0
     top_k: int = 0
+    min_p: float = 0.0
     presence_penalty: float = 0.5
     repetition_penalty: float = 0.0
     penalty_decay: float = 0.996
@@ -318,7 +320,7 @@ class BatchEngine:
             self._lparams[:, idx] = i[2:]
             self._samp.top_k[idx] = i[1].to(self._samp.top_k.dtype)
             self._buf.set_plan_params(slots, column["temperature"], column["top_k"],
-                                      column["top_p"])
+                                      column["top_p"], column["min_p"])
         if pending:
             self._samp.invalidate()
 
@@ -457,9 +459,10 @@ class BatchEngine:
             else:
                 # [cap, V], read by the sampler before the next step's decode
                 logits = self.model.decode(self.cur, self.state, active=active, borrow=True)
-            tok = self.sampler.sample(logits if bias is None else bias.apply(logits),
-                                      self.samp, active=active,
-                                      u=None if U is None else U[:, s], update=False)  # [cap]
+            x = logits if bias is None else bias.apply(logits)
+            tok = self.sampler.sample(x, self.samp,
+                                      active=active, u=None if U is None else U[:, s],
+                                      update=False)  # [cap]
             if lp is not None:
                 lp.record(logits, tok)
             self._step_end(tok, active, done, reason, out, valid, s)

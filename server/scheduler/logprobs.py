@@ -5,8 +5,8 @@ chosen one, 0 to ``TOP_MAX``; None: no log probabilities). Each is the log-softm
 model's own logits for that step, in fp32, before logit biases, penalties, temperature, top-k
 and top-p (what the model thinks, whatever the sampler then did with it, as vLLM reports by
 default). Only the asking rows are gathered, so a pulse without them does no more work, and
-the values come to the host after the pulse's results (a few small copies after the pulse's own synchronisation;
-none inside the pulse).
+the values come to the host after the pulse's results (a few small copies after the pulse's
+own synchronisation; none inside the pulse).
 
 An entry per accepted token: ``(logprob, alternatives, their logprobs)`` (two lists, most
 likely first; ties in ``torch.topk``'s order): few objects (a pulse of 256 rows makes 8,192

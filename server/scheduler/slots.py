@@ -19,15 +19,16 @@ from server.model.state import State
 
 VECTORS = {"cur": torch.long, "n_gen": torch.long, "max_new": torch.long, "turn": torch.long,
            "live": torch.bool}
-NEUTRAL = {"temperature": 1.0, "top_k": 0, "top_p": 1.0, "presence": 0.0, "repetition": 0.0,
-           "decay": 1.0, "penalties": 0.0, "seed": 0, "counter": 0}  # SamplingBatch.empty's rows
+# SamplingBatch.empty's rows
+NEUTRAL = {"temperature": 1.0, "top_k": 0, "top_p": 1.0, "min_p": 0.0, "presence": 0.0,
+           "repetition": 0.0, "decay": 1.0, "penalties": 0.0, "seed": 0, "counter": 0}
 # per-slot values packed as the rows of one tensor each, so that loading a task writes each pack
 # with one scatter (a request's way to its first token: each op costs host time); the named
 # tensors (SamplingBatch fields, ``vectors``) are views of these rows
-FLOAT_PARAMS = ("temperature", "top_p", "presence", "repetition", "decay")  # float32
+FLOAT_PARAMS = ("temperature", "top_p", "min_p", "presence", "repetition", "decay")  # float32
 LONG_PARAMS = ("seed", "counter")  # int64
 LONG_VECTORS = ("cur", "n_gen", "max_new", "turn")
-PLAN_PARAMS = ("temperature", "top_k", "top_p")  # also kept on the host (SamplingBatch.host)
+PLAN_PARAMS = ("temperature", "top_k", "top_p", "min_p")  # also on the host (SamplingBatch.host)
 
 
 class SlotBuffers:
@@ -43,7 +44,7 @@ class SlotBuffers:
             t = torch.tensor([[NEUTRAL[k]] for k in names], dtype=dtype, device=device)
             return t.expand(len(names), padded).contiguous()[:, :rows]
 
-        self.fparams = pack(FLOAT_PARAMS, torch.float32)  # [5, rows]
+        self.fparams = pack(FLOAT_PARAMS, torch.float32)  # [6, rows]
         self.lparams = pack(LONG_PARAMS, torch.long)  # [2, rows]
         empty = SamplingBatch.empty(rows, vocab_size, device)  # penalties, top_k
         packed = {**dict(zip(FLOAT_PARAMS, self.fparams)), **dict(zip(LONG_PARAMS, self.lparams))}
@@ -76,15 +77,16 @@ class SlotBuffers:
         return view
 
     def set_plan_params(self, slots: list[int], temperature: list, top_k: list,
-                        top_p: list) -> None:
+                        top_p: list, min_p: list) -> None:
         """The host copy of rows ``slots`` (the device rows are written by the caller), rounded
-        as the device stores them: float32 temperature and top-p, int32 top-k."""
+        as the device stores them: float32 temperature, top-p and min-p, int32 top-k."""
         self.host[0, slots] = np.asarray(temperature, dtype=np.float32)
         self.host[1, slots] = np.asarray(top_k, dtype=np.int64).astype(np.int32)
         self.host[2, slots] = np.asarray(top_p, dtype=np.float32)
+        self.host[3, slots] = np.asarray(min_p, dtype=np.float32)
 
     def packed_view(self, cap: int) -> tuple:
-        """The packs' first ``cap`` columns: (fparams [5, cap], lparams [2, cap], lvectors
+        """The packs' first ``cap`` columns: (fparams [6, cap], lparams [2, cap], lvectors
         [4, cap]), rows in FLOAT_PARAMS / LONG_PARAMS / LONG_VECTORS order."""
         return self.fparams[:, :cap], self.lparams[:, :cap], self.lvectors[:, :cap]
 

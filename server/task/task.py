@@ -44,7 +44,7 @@ LEAD_TOKENS = 4
 
 SAMPLING_FIELDS = (
     "max_tokens", "temperature", "top_p", "top_k",
-    "presence_penalty", "repetition_penalty", "penalty_decay", "seed",
+    "presence_penalty", "repetition_penalty", "penalty_decay", "seed", "min_p",
 )
 
 # what each sampling parameter may be: (an integer?, lowest, highest; None = unbounded). Integers
@@ -55,7 +55,7 @@ PARAM_RANGES = {
     "max_tokens": (True, 0, 2**63 - 1), "top_k": (True, -1, 2**31 - 1),  # (-1, 0: off)
     "seed": (True, None, None), "temperature": (False, 0, None), "top_p": (False, 0, 1),
     "presence_penalty": (False, None, None), "repetition_penalty": (False, None, None),
-    "penalty_decay": (False, 0, 1),
+    "penalty_decay": (False, 0, 1), "min_p": (False, 0, 1),
 }
 
 LOGIT_BIAS_MAX = 300  # OpenAI's limit of a request's logit_bias entries
@@ -148,6 +148,7 @@ class Task:
         repetition_penalty: float = 0.0,
         penalty_decay: float = 0.0,
         seed: int | None = 42,
+        min_p: float = 0.0,
         collect_callback: Callable[[list[int]], None] | None = None,
         finish_callback: Callable[[list[int]], None] | None = None,
         tokenizer=None,
@@ -161,6 +162,7 @@ class Task:
         self.presence_penalty = presence_penalty
         self.repetition_penalty = repetition_penalty
         self.penalty_decay = penalty_decay
+        self.min_p = min_p  # 0 = off (sampler.py: before top-k and top-p)
         # an integer as int (numpy's too: the task's metadata is JSON); anything else kept for
         # check_params to name (int() read 1.9 and "1" as seed 1)
         self.seed = secrets.randbits(62) if seed is None else \

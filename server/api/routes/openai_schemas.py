@@ -1,6 +1,6 @@
 """Request models and errors of the OpenAI-compatible routes.
 
-Unknown fields are ignored (clients send many: ``user`` as an object, ``min_p``,
+Unknown fields are ignored (clients send many: ``user`` as an object,
 ``response_format``, ``parallel_tool_calls``…). Only fields we act on are declared, with types
 lenient enough for what real clients send. Failures become OpenAI-shaped 400s, never FastAPI's
 ``{"detail": …}``.
@@ -87,6 +87,7 @@ class _Request(BaseModel):
     max_completion_tokens: Int | None = Field(None, ge=0)  # preferred over max_tokens
     temperature: Float | None = Field(None, ge=0, le=2)
     top_p: Float | None = Field(None, ge=0, le=1)
+    min_p: Float | None = Field(None, ge=0, le=1)  # (vLLM's, llama.cpp's); 0 = off
     top_k: Int | None = Field(None, ge=-1, le=2**31 - 1)  # RWKV extension; -1 or 0 = off
     presence_penalty: Float | None = Field(None, ge=-2, le=10)
     frequency_penalty: Float | None = Field(None, ge=-2, le=10)

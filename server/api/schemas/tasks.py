@@ -17,7 +17,7 @@ MAX_TOKENS_LIMIT = 40960
 
 # body field -> Task attribute (the same names)
 SAMPLING_KEYS = ("max_tokens", "temperature", "top_k", "top_p", "presence_penalty",
-                 "repetition_penalty", "penalty_decay", "seed")
+                 "repetition_penalty", "penalty_decay", "seed", "min_p")
 
 
 def whole_number(value):
@@ -54,6 +54,8 @@ class GenerationParams(_Body):
     temperature: float | None = Field(None, ge=0, le=2, description="0 = greedy")
     top_k: WholeInt | None = Field(None, ge=-1, le=2**31 - 1, description="-1 or 0 = off")
     top_p: float | None = Field(None, ge=0, le=1)
+    min_p: float | None = Field(None, ge=0, le=1, description="0 = off: tokens less likely "
+                                "than min_p times the most likely one are not drawn")
     presence_penalty: float | None = Field(None, ge=0, le=10)
     repetition_penalty: float | None = Field(None, ge=0, le=10)
     penalty_decay: float | None = Field(None, ge=0, le=1)
