@@ -39,6 +39,16 @@ def assert_error(r: httpx.Response, status: int, code=None, param=None) -> dict:
     return body["error"]
 
 
+def assert_refused_on_both(http, field: str, value, words: str | None = None) -> None:
+    """A completion and a chat request with ``field`` = ``value`` are 400s naming ``field``
+    (and saying ``words``)."""
+    for path, body in (("/v1/completions", {"prompt": "x"}),
+                       ("/v1/chat/completions", {"messages": [{"role": "user",
+                                                               "content": "x"}]})):
+        err = assert_error(http.post(path, json={**body, field: value}), 400, param=field)
+        assert words is None or words in err["message"], err["message"]
+
+
 # ---- connecting (cases 1-3) -----------------------------------------------------------------------
 def test_models_list_and_retrieve(sdk, http):
     raw = http.get("/v1/models").json()

@@ -32,6 +32,7 @@ from server.model.fused import kernel_module
 from server.model.sampler import BatchSampler, wrap_seed
 from server.model.state import rows_of, to_device
 from server.scheduler.copyback import CopyBack
+from server.scheduler.guide import Guide
 from server.scheduler.logit_bias import LogitBias
 from server.scheduler.logprobs import LogprobRecorder
 from server.scheduler.probe import EndProbe
@@ -134,6 +135,7 @@ class BatchEngine:
         self._logprobs: dict[int, int] = {}  # slot -> alternatives, where its task asks for
         # log probabilities (``Task.logprobs``; logprobs.py)
         self._bias: dict[int, dict[int, float]] = {}  # slot -> its task's ``logit_bias``
+        self._constraints: dict = {}  # slot -> its task's ``constraint`` (guide.py)
         self._stop_asked = False  # a stop request came during this pulse (request_stop)
         # a step's bookkeeping in one launch each where the Triton kernels run (else None)
         self._kernels = kernel_module("pulse_triton", self.device)
@@ -174,6 +176,7 @@ class BatchEngine:
         self._first = {moved[s]: v for s, v in self._first.items() if s in moved}
         self._logprobs = {moved[s]: n for s, n in self._logprobs.items() if s in moved}
         self._bias = {moved[s]: b for s, b in self._bias.items() if s in moved}
+        self._constraints = {moved[s]: c for s, c in self._constraints.items() if s in moved}
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
 
@@ -187,6 +190,7 @@ class BatchEngine:
         self._running.clear()
         self._logprobs.clear()
         self._bias.clear()
+        self._constraints.clear()
 
     def capture_graphs(self, max_cap: int) -> list[tuple[int, float]]:
         """Allocate ``max_cap`` rows and capture the decode graph of every power-of-two
@@ -282,6 +286,8 @@ class BatchEngine:
                 self._logprobs[slot] = task.logprobs
             if getattr(task, "logit_bias", None):
                 self._bias[slot] = dict(task.logit_bias)  # (as it is now)
+            if getattr(task, "constraint", None) is not None:
+                self._constraints[slot] = task.constraint
         self.stop_host[rows_of(slots)] = False  # (a host tensor)
 
     def _fill_rows(self, slots: list[int], *fills) -> None:
@@ -366,6 +372,7 @@ class BatchEngine:
             self._first.pop(s, None)
             self._logprobs.pop(s, None)
             self._bias.pop(s, None)
+            self._constraints.pop(s, None)
 
     def has_first(self, slot: int) -> bool:
         """The slot's prompt is fed to its end: its first token comes from kept logits."""
@@ -437,6 +444,7 @@ class BatchEngine:
         probe = EndProbe(done, running) if running else None
         lp = LogprobRecorder(self._logprobs, dev) if self._logprobs else None
         bias = LogitBias(self._bias, dev) if self._bias else None
+        guide = Guide(self._constraints, self.vocab_size, dev) if self._constraints else None
         for s in range(steps):
             if before_step is not None and before_step(ran) and ran:
                 break  # the scheduler has work for the pulse's end (arrivals to admit)
@@ -460,12 +468,14 @@ class BatchEngine:
                 # [cap, V], read by the sampler before the next step's decode
                 logits = self.model.decode(self.cur, self.state, active=active, borrow=True)
             x = logits if bias is None else bias.apply(logits)
-            tok = self.sampler.sample(x, self.samp,
+            tok = self.sampler.sample(x if guide is None else guide.apply(x), self.samp,
                                       active=active, u=None if U is None else U[:, s],
                                       update=False)  # [cap]
             if lp is not None:
                 lp.record(logits, tok)
             self._step_end(tok, active, done, reason, out, valid, s)
+            if guide is not None:
+                guide.advance(tok, valid[:, s])
             # penalties count the tokens accepted: not the one that ends a row (end-of-text, a
             # new turn), neither returned nor fed; it counted, and a continue after it started
             # from other penalties than the same tokens fed from scratch ("User" penalised

@@ -209,6 +209,9 @@ class Task:
         # token's logit before sampling (scheduler/logit_bias.py; the OpenAI routes set it;
         # it is not stored: a task read back from the database has none)
         self.logit_bias: dict[int, float] | None = None
+        # the grammar its reply follows (constraint.py: OpenAI's response_format), or None;
+        # set by the OpenAI routes, not stored
+        self.constraint = None
         # the last tokens of the sequence before this round's output (``round_lead``)
         self.round_lead: list[int] = []
         self._unpopped = 0  # index into output of the first token pop_tokens() has not returned

@@ -17,6 +17,8 @@ penalty grows by ``presence``, each later time by ``repetition``):
   ``suffix``.
 - ``logit_bias``: token id -> bias in [-100, 100], added to the logits before sampling (the
   log probabilities stay the model's own); at most 300 entries (``_logit_bias``).
+- ``response_format``: ``json_object`` / ``json_schema`` constrain the reply to JSON
+  (``response_format.py``; each task gets its own grammar state, ``Task.constraint``).
   ``best_of`` only checks ``best_of >= n`` (choices are not ranked) and is refused with
   ``stream``. Any ``model`` id is served by the loaded model and echoed back.
 """
@@ -39,6 +41,7 @@ from server.api.completion import Choice, cut_message, make_tasks, run_choices, 
 from server.api.deps import get_runtime
 from server.api.encoding import encode, past_vocab, past_vocab_message
 from server.api.prefix import ALIAS, find_template, prepare_tasks
+from server.api.response_format import ResponseFormatError, response_grammar
 from server.api.routes.openai_format import (Reply, chat_body, chat_events, chat_message,
                                              completion_body, completion_events)
 from server.api.routes.openai_schemas import (MAX_CHOICES, ChatRequest, CompletionRequest,
@@ -51,6 +54,7 @@ from server.api.tools import choice_name, forced_tool, parse_tools, tools_active
 from server.model.tokenizer import incomplete_tail
 from server.scheduler import QueueFull
 from server.scheduler.scoring import ScoringStopped
+from server.task.constraint import Constraint
 from server.task.task import check_logit_bias
 
 router = APIRouter(tags=["openai"])
@@ -122,6 +126,25 @@ def _logit_bias(req, rt) -> dict[int, float] | None:
     if why is not None:
         raise OpenAIError(400, why, param="logit_bias")
     return {k: float(v) for k, v in bias.items()}
+
+
+def _grammar(req) -> str | None:
+    """The grammar of the request's ``response_format`` (None: free text), or a 400."""
+    try:
+        return response_grammar(req.response_format)
+    except ResponseFormatError as e:
+        raise OpenAIError(400, str(e), param="response_format") from None
+
+
+async def _constrain(rt, tasks, grammar: str | None) -> None:
+    """Give each task its own state of ``grammar`` (off the event loop: the vocabulary's
+    first use by the grammar engine takes ~0.2 s)."""
+    if grammar is None:
+        return
+    made = await anyio.to_thread.run_sync(
+        lambda: [Constraint(grammar, rt.loader.tokenizer) for _ in tasks])
+    for task, constraint in zip(tasks, made):
+        task.constraint = constraint
 
 
 def _check_choices(rt, count: int) -> None:
@@ -303,7 +326,13 @@ async def chat_completions(request: Request):
         offer = tools_active(tools, req.tool_choice)
         forced = forced_tool(req.tool_choice, tools) if offer else None
         names = {forced} if forced else {t.name for t in tools}  # calls a client can dispatch
-        think = wants_think(req.reasoning_effort, rt.settings.chat_think)
+        grammar = _grammar(req)
+        if grammar is not None and offer:
+            raise OpenAIError(400, "response_format and tools cannot be used together: a "
+                              "reply either calls a tool or answers in the format",
+                              param="response_format")
+        # (a constrained reply is the answer alone: no reasoning before it)
+        think = grammar is None and wants_think(req.reasoning_effort, rt.settings.chat_think)
         prompt = await off_loop_if_big(request, build_chat_prompt, req.messages, think,
                                        tools if offer else None, req.tool_choice)
     except ChatError as e:
@@ -317,6 +346,7 @@ async def chat_completions(request: Request):
     tasks = make_tasks(tokens, req.n or 1, params, req.seed,
                        logprobs=(req.top_logprobs or 0) if req.logprobs else None,
                        logit_bias=bias)
+    await _constrain(rt, tasks, grammar)
     await prepare_tasks(rt, tpl, tasks, finish=False)  # prefix cache; the template's state
     inline = rt.settings.chat_inline_think
     choices = [Choice(i, t, OutputSplitter("think" if think else "direct", req.stop_list,
@@ -488,6 +518,7 @@ async def completions(request: Request):
                           param="suffix")
     params = sampling_params(req, rt.settings)
     bias = _logit_bias(req, rt)
+    grammar = _grammar(req)
     _check_choices(rt, len(prompts) * n)  # (before any prompt is scored)
     choices = []
     # an empty prompt starts a document (token 0), or goes on from a template's next token
@@ -500,6 +531,7 @@ async def completions(request: Request):
         choices += [Choice(i * n + j, t, OutputSplitter("text", req.stop_list, boundary=not fim),
                            echo=echo, lead=lead, echo_logprobs=head)
                     for j, t in enumerate(tasks)]
+    await _constrain(rt, [c.task for c in choices], grammar)
     await prepare_tasks(rt, tpl, [c.task for c in choices])  # prefix cache; the template
     await _submit(request, rt, [c.task for c in choices], req.stream)
     reply = _reply(rt, req, "cmpl", sum(len(t or start) + _head(tpl) for _, t in prompts))

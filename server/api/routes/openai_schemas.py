@@ -1,7 +1,7 @@
 """Request models and errors of the OpenAI-compatible routes.
 
 Unknown fields are ignored (clients send many: ``user`` as an object,
-``response_format``, ``parallel_tool_calls``…). Only fields we act on are declared, with types
+``parallel_tool_calls``…). Only fields we act on are declared, with types
 lenient enough for what real clients send. Failures become OpenAI-shaped 400s, never FastAPI's
 ``{"detail": …}``.
 """
@@ -95,6 +95,8 @@ class _Request(BaseModel):
     # token id (a string: JSON's keys) -> bias; read by the route (``_logit_bias``), which
     # knows the vocabulary
     logit_bias: dict[str, Any] | None = None
+    # {"type": "text" | "json_object" | "json_schema", ...}: read by response_format.py
+    response_format: dict[str, Any] | None = None
 
     @field_validator("stop")
     @classmethod

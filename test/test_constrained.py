@@ -1,0 +1,138 @@
+"""Constrained decoding (Task.constraint, server/scheduler/guide.py; OpenAI's response_format), on
+the CPU with the tiny random model: whatever its random logits, a constrained reply is JSON that
+matches its schema, ends at end-of-text once complete, and every token it took was allowed at
+its step (a fresh grammar state replays the reply); rows beside it are untouched."""
+
+import json
+
+import pytest
+
+from openai_helpers import http, server, stream_chunks  # noqa: F401 (fixtures)
+from server.scheduler import DynamicScheduler
+from server.task.constraint import Constraint, json_grammar
+from test_api_openai import assert_error, assert_refused_on_both
+
+SCHEMA = {"type": "object", "additionalProperties": False, "required": ["ok", "n", "tag"],
+          "properties": {"ok": {"type": "boolean"}, "n": {"enum": [1, 2, 3]},
+                         "tag": {"type": "string", "maxLength": 3}}}
+
+
+def check_schema_reply(reply: dict) -> None:
+    assert set(reply) == {"ok", "n", "tag"}
+    assert isinstance(reply["ok"], bool) and reply["n"] in (1, 2, 3)
+    assert isinstance(reply["tag"], str) and len(reply["tag"]) <= 3
+
+
+def replays(loader, grammar: str, tokens: list[int]) -> bool:
+    """Every token is one the grammar allowed after the ones before (a fresh state)."""
+    c = Constraint(grammar, loader.tokenizer)
+    return all(c.accept(t) for t in tokens)
+
+
+def constrained(sched, loader, prompt, grammar, max_tokens, seed, **kw):
+    task = sched.new_task(list(prompt), max_tokens=max_tokens, temperature=1.0, top_k=0,
+                          top_p=1.0, seed=seed, **kw)
+    task.constraint = Constraint(grammar, loader.tokenizer)
+    return task
+
+
+def test_schema_replies_are_json_matching_it_beside_free_rows(tiny_loader):
+    """Sampled rows under a schema (hot, top-k off: the random model would write anything)
+    end at end-of-text with JSON matching it; a row lifting a token the grammar refuses
+    (logit_bias +100) still follows the grammar; greedy rows beside them reply as alone;
+    the batch shrinks as rows end (slots move)."""
+    grammar = json_grammar(SCHEMA)
+    prompts = [tiny_loader.encode(f"User: item {i}\n\nAssistant:") for i in range(5)]
+    alone = DynamicScheduler(tiny_loader, max_batch_size=1, buffer_size=3)
+    solo = [alone.new_task(list(p), max_tokens=4 + 3 * i, temperature=0.0)
+            for i, p in enumerate(prompts[:2])]
+    alone.run()
+    sched = DynamicScheduler(tiny_loader, max_batch_size=8, buffer_size=3)
+    free = [sched.new_task(list(p), max_tokens=4 + 3 * i, temperature=0.0)
+            for i, p in enumerate(prompts[:2])]
+    rows = [constrained(sched, tiny_loader, p, grammar, 80, seed=i)
+            for i, p in enumerate(prompts[2:])]
+    rows[0].logit_bias = {tiny_loader.encode("x")[0]: 100.0}
+    sched.run()
+    assert [t.output for t in free] == [t.output for t in solo]
+    for task in rows:
+        assert task.finish_reason == "stop", task.finish_reason  # end-of-text, not the length
+        check_schema_reply(json.loads(tiny_loader.decode(task.output)))
+        assert replays(tiny_loader, grammar, task.output)
+    assert min(p["cap"] for p in sched.pulses) < max(p["cap"] for p in sched.pulses)
+
+
+def test_a_reply_cut_by_max_tokens_is_a_prefix_the_grammar_allowed(tiny_loader):
+    grammar = json_grammar(None)  # any object: its strings run on
+    sched = DynamicScheduler(tiny_loader, max_batch_size=2, buffer_size=4)
+    task = constrained(sched, tiny_loader, tiny_loader.encode("User: hi\n\nAssistant:"),
+                       grammar, 12, seed=3)
+    sched.run()
+    assert task.finish_reason == "length" and len(task.output) == 12
+    assert tiny_loader.decode(task.output).startswith("{")
+    assert replays(tiny_loader, grammar, task.output)
+
+
+def test_without_the_constraint_the_same_rows_break_the_grammar(tiny_loader):
+    """(The checks above could not pass by chance: the same sampled rows unconstrained.)"""
+    grammar = json_grammar(SCHEMA)
+    sched = DynamicScheduler(tiny_loader, max_batch_size=4, buffer_size=3)
+    tasks = [sched.new_task(list(tiny_loader.encode(f"User: item {i}\n\nAssistant:")),
+                            max_tokens=20, temperature=1.0, top_k=0, top_p=1.0, seed=i)
+             for i in range(3)]
+    sched.run()
+    assert not any(replays(tiny_loader, grammar, t.output) for t in tasks)
+
+
+@pytest.mark.parametrize("fmt,words", [
+    ({"type": "xml"}, "not supported"),
+    ({}, "not supported"),
+    ({"type": "json_schema"}, "needs a \"json_schema\" object"),
+    ({"type": "json_schema", "json_schema": {"name": "x", "schema": [1]}}, "must be a JSON"),
+    ({"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "nonsense"}}},
+     "cannot be used"),
+    ("json", None),
+])
+def test_unusable_response_formats_are_400s(http, fmt, words):
+    assert_refused_on_both(http, "response_format", fmt, words)
+
+
+def test_response_format_with_tools_is_a_400(http):
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]
+    r = http.post("/v1/chat/completions", json={
+        "messages": [{"role": "user", "content": "x"}], "tools": tools,
+        "response_format": {"type": "json_object"}})
+    assert_error(r, 400, param="response_format")
+
+
+CHAT = dict(model="rwkv-7", messages=[{"role": "user", "content": "Give me an item as JSON."}],
+            max_tokens=80, temperature=1.0, top_k=0, top_p=1.0, seed=11,
+            response_format={"type": "json_schema",
+                             "json_schema": {"name": "item", "schema": SCHEMA}})
+
+
+def test_chat_reply_in_a_schema_streamed_or_not(http):
+    """The reply's content is the JSON (no reasoning before it, even when asked for), the
+    same streamed; finish_reason stop."""
+    r = http.post("/v1/chat/completions", json=dict(CHAT, reasoning_effort="high"))
+    assert r.status_code == 200, r.text
+    choice = r.json()["choices"][0]
+    assert choice["finish_reason"] == "stop"
+    assert "reasoning_content" not in choice["message"] or not \
+        choice["message"]["reasoning_content"]
+    check_schema_reply(json.loads(choice["message"]["content"]))
+    chunks = stream_chunks(http, "/v1/chat/completions", dict(CHAT, reasoning_effort="high"))
+    text = "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks
+                   if c.get("choices"))
+    assert text == choice["message"]["content"]
+
+
+def test_completion_json_object_and_text_format(http):
+    body = {"prompt": "A record:", "max_tokens": 10, "temperature": 1.0, "top_k": 0,
+            "top_p": 1.0, "seed": 2}
+    r = http.post("/v1/completions", json={**body, "response_format": {"type": "json_object"}})
+    assert r.status_code == 200, r.text
+    assert r.json()["choices"][0]["text"].startswith("{")
+    plain = http.post("/v1/completions", json=body).json()["choices"][0]["text"]
+    as_text = http.post("/v1/completions", json={**body, "response_format": {"type": "text"}})
+    assert as_text.json()["choices"][0]["text"] == plain and not plain.startswith("{")
