@@ -1,8 +1,9 @@
 """What a constrained row (response_format) costs a batch on the CPU: 8 rows decoding 64
-tokens each, none or some of them under the any-JSON-object grammar, through the real scheduler on the
-tiny random model (CPU, fp32). Prints the median wall time of 5 runs a case (with its tokens: a constrained
-row ends early once its JSON is complete) and the grammar's own host time a step (masks +
-advance, all of the pulse's constrained rows), from a timing wrapper around Guide's methods.
+tokens each, none or some of them under the any-JSON-object grammar, through the real
+scheduler on the tiny random model (CPU, fp32). Prints the median wall time of 5 runs a case
+(with its tokens: a constrained row ends early once its JSON is complete) and the grammar's
+own host time a step (masks + advance, all of the pulse's constrained rows), from a timing
+wrapper around Guide's methods.
 
     OMP_NUM_THREADS=2 PYTHONPATH=. uv run python docs/experiments/session46/constrained_cost.py
 """
