@@ -136,3 +136,37 @@ def test_completion_json_object_and_text_format(http):
     plain = http.post("/v1/completions", json=body).json()["choices"][0]["text"]
     as_text = http.post("/v1/completions", json={**body, "response_format": {"type": "text"}})
     assert as_text.json()["choices"][0]["text"] == plain and not plain.startswith("{")
+
+
+def test_masks_fit_a_model_vocabulary_smaller_or_larger_than_the_tokenizers(tiny_loader,
+                                                                           tmp_path):
+    """A mask for V tokens: the tokenizer's first V (a smaller model; end-of-text alone when
+    none of them is allowed), or all of them and no more (a padded one); a model padded past
+    the tokenizer's ids writes JSON matching the schema from the tokenizer's ids."""
+    import numpy as np
+
+    from server.model.loader import RWKV070ModelLoader
+    from server.model.random import main as make_random
+
+    grammar = json_grammar(SCHEMA)
+    full = np.zeros(2048, dtype=np.int32)
+    Constraint(grammar, tiny_loader.tokenizer).fill_mask(full)
+    padded = np.full(2051, -1, dtype=np.int32)
+    Constraint(grammar, tiny_loader.tokenizer).fill_mask(padded)
+    assert (padded[:2048] == full).all() and not padded[2048:].any()
+    nonzero = int(np.flatnonzero(full)[0])  # the first word with an allowed token
+    for words in (nonzero + 1, nonzero):
+        small = np.zeros(words, dtype=np.int32)
+        Constraint(grammar, tiny_loader.tokenizer).fill_mask(small)
+        eos_alone = np.zeros(words, dtype=np.int32)
+        eos_alone[0] = 1
+        assert (small == (full[:words] if full[:words].any() else eos_alone)).all()
+    path = tmp_path / "v65600.pth"
+    make_random([str(path), "--preset", "tiny", "--vocab", "65600", "--seed", "2"])
+    loader = RWKV070ModelLoader(str(path), device="cpu")
+    sched = DynamicScheduler(loader, max_batch_size=2, buffer_size=4)
+    task = constrained(sched, loader, [5, 6, 7], grammar, 80, seed=1)
+    task.logit_bias = {65599: 100.0}  # an id past the tokenizer's: never drawn
+    sched.run()
+    assert task.finish_reason == "stop" and max(task.output) < 65536
+    check_schema_reply(json.loads(loader.decode(task.output)))

@@ -475,7 +475,7 @@ class BatchEngine:
                 lp.record(logits, tok)
             self._step_end(tok, active, done, reason, out, valid, s)
             if guide is not None:
-                guide.advance(tok, valid[:, s])
+                guide.record(tok, valid[:, s])
             # penalties count the tokens accepted: not the one that ends a row (end-of-text, a
             # new turn), neither returned nor fed; it counted, and a continue after it started
             # from other penalties than the same tokens fed from scratch ("User" penalised
@@ -490,6 +490,8 @@ class BatchEngine:
         self.live &= ~done
         packed = torch.cat([out, valid.long(), reason[:, None], self.cur[:, None]], 1)
         packed = packed.cpu().numpy()  # the pulse's one synchronisation
+        if guide is not None:
+            guide.finish()
         res = PulseResult(accepted(packed[:, :steps], packed[:, steps:2 * steps]),
                           packed[:, 2 * steps].tolist(), packed[:, -1].tolist(), ran,
                           {} if lp is None else lp.result(packed[:, steps:2 * steps]))

@@ -3,10 +3,13 @@
 
 Before each step's sampling the constrained rows' grammars give the tokens they allow (a bit per
 token, computed on the host); the other tokens' logits become -inf in a copy of the step's
-logits (the log probabilities stay the model's own). After the step the host reads the rows'
-tokens and whether each was accepted, and advances each grammar by its row's token. That read
-waits for the step: a pulse with a constrained row synchronises once a step (a pulse without
-one never does), so its other rows run at the host's pace too while it lasts.
+logits (the log probabilities stay the model's own). After the step the rows' tokens, and
+whether each was accepted, are copied home without waiting (``record``); the next step reads
+them (``apply``, called once that step's decode is queued: the wait is for the last step's
+sampling, and the grammars' host work overlaps the decode on the device) and advances each
+grammar by its row's token before computing the masks. So a pulse with a constrained row
+waits once a step for the device (a pulse without one never does), and its other rows run at
+that pace too while it lasts; ``finish`` takes the last step's tokens.
 """
 
 from __future__ import annotations
@@ -31,10 +34,16 @@ class Guide:
         self.words = np.zeros((len(self.slots), -(-vocab_size // 32)), dtype=np.int32)
         self.bits = _BITS.to(device)
         self.live = [True] * len(self.slots)  # rows that have not ended in this pulse
+        # the last step's tokens and acceptances of the rows, on their way home (``record``)
+        cuda = torch.device(device).type == "cuda"
+        self._home = torch.empty((2, len(self.slots)), dtype=torch.long, pin_memory=cuda)
+        self._copied = torch.cuda.Event() if cuda else None
+        self._pending = False
 
     def apply(self, logits: Tensor) -> Tensor:
         """``logits`` [cap, V] with each constrained row's disallowed tokens at -inf (a new
         tensor; ended rows keep theirs: their tokens are not used)."""
+        self.finish()
         for i, c in enumerate(self.constraints):
             if self.live[i]:
                 c.fill_mask(self.words[i])
@@ -49,12 +58,25 @@ class Guide:
                                                                         float("-inf"))
         return out
 
-    def advance(self, tokens: Tensor, valid: Tensor) -> None:
-        """After a step: each live row's grammar takes its token if the row accepted it (a
-        row that did not has ended). Reads the step's results (a synchronisation)."""
-        toks = torch.stack([tokens.index_select(0, self.rows),
-                            valid.index_select(0, self.rows).long()]).cpu().tolist()
-        for i, (tok, ok) in enumerate(zip(*toks)):
+    def record(self, tokens: Tensor, valid: Tensor) -> None:
+        """After a step: its ``tokens`` [cap] and ``valid`` [cap] (accepted) of the
+        constrained rows start home (no wait)."""
+        self._home.copy_(torch.stack([tokens.index_select(0, self.rows),
+                                      valid.index_select(0, self.rows).long()]),
+                         non_blocking=True)
+        if self._copied is not None:
+            self._copied.record()
+        self._pending = True
+
+    def finish(self) -> None:
+        """Each live row's grammar takes its last recorded token if the row accepted it (a row
+        that did not has ended); waits for that copy."""
+        if not self._pending:
+            return
+        self._pending = False
+        if self._copied is not None:
+            self._copied.synchronize()
+        for i, (tok, ok) in enumerate(zip(*self._home.tolist())):
             if not self.live[i]:
                 continue
             if ok:

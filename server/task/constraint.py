@@ -80,7 +80,9 @@ class Constraint:
         from llguidance import LLMatcher
 
         self.grammar = grammar
-        self._matcher = LLMatcher(_ll_tokenizer(tokenizer), grammar, log_level=0)
+        vocab = _ll_tokenizer(tokenizer)
+        self._matcher = LLMatcher(vocab, grammar, log_level=0)
+        self._words = np.zeros(-(-vocab.vocab_size // 32), dtype=np.int32)  # the mask's size
         if self._matcher.is_error():
             raise GrammarError(self._matcher.get_error())
 
@@ -90,10 +92,15 @@ class Constraint:
 
     def fill_mask(self, row: np.ndarray) -> None:
         """``row`` [ceil(V / 32)] int32 <- the allowed tokens as bits (token t: bit t % 32 of
-        word t // 32). A matcher in an error state allows end-of-text alone (the reply ends
-        there rather than drawing from nothing)."""
+        word t // 32), for a model of V tokens (the tokenizer's ids past V are left out, the
+        model's past the tokenizer's are not allowed). A matcher in an error state allows
+        end-of-text alone (the reply ends there rather than drawing from nothing)."""
+        words = self._words
         if not self._matcher.is_error():
-            self._matcher.unsafe_compute_mask_ptr(row.ctypes.data, row.nbytes)
+            self._matcher.unsafe_compute_mask_ptr(words.ctypes.data, words.nbytes)
+        n = min(row.size, words.size)
+        row[:n] = words[:n]
+        row[n:] = 0
         if self._matcher.is_error() or not row.any():
             row[:] = 0
             row[EOS_TOKEN // 32] = 1 << (EOS_TOKEN % 32)
