@@ -140,27 +140,31 @@ def test_completion_json_object_and_text_format(http):
 
 def test_masks_fit_a_model_vocabulary_smaller_or_larger_than_the_tokenizers(tiny_loader,
                                                                            tmp_path):
-    """A mask for V tokens: the tokenizer's first V (a smaller model; end-of-text alone when
-    none of them is allowed), or all of them and no more (a padded one); a model padded past
-    the tokenizer's ids writes JSON matching the schema from the tokenizer's ids."""
-    import numpy as np
+    """The tokens a step allows, for a model of V tokens: the tokenizer's first V (a smaller
+    model; end-of-text alone when none of them is allowed), or all of them and no more (a
+    padded one); a model padded past the tokenizer's ids writes JSON matching the schema
+    from the tokenizer's ids."""
+    import torch
 
     from server.model.loader import RWKV070ModelLoader
     from server.model.random import main as make_random
+    from server.scheduler.guide import Guide
 
     grammar = json_grammar(SCHEMA)
-    full = np.zeros(2048, dtype=np.int32)
-    Constraint(grammar, tiny_loader.tokenizer).fill_mask(full)
-    padded = np.full(2051, -1, dtype=np.int32)
-    Constraint(grammar, tiny_loader.tokenizer).fill_mask(padded)
-    assert (padded[:2048] == full).all() and not padded[2048:].any()
-    nonzero = int(np.flatnonzero(full)[0])  # the first word with an allowed token
-    for words in (nonzero + 1, nonzero):
-        small = np.zeros(words, dtype=np.int32)
-        Constraint(grammar, tiny_loader.tokenizer).fill_mask(small)
-        eos_alone = np.zeros(words, dtype=np.int32)
-        eos_alone[0] = 1
-        assert (small == (full[:words] if full[:words].any() else eos_alone)).all()
+
+    def allowed(vocab: int) -> torch.Tensor:
+        guide = Guide({0: Constraint(grammar, tiny_loader.tokenizer)}, vocab, "cpu", 0)
+        return guide.apply(torch.zeros(1, vocab))[0] == 0
+
+    full = allowed(65536)
+    first = int(full.nonzero()[0])  # the first id allowed
+    assert full.sum() < 65536 and first > 0
+    assert torch.equal(allowed(first + 1), full[:first + 1])
+    eos_alone = torch.zeros(first, dtype=torch.bool)
+    eos_alone[0] = True
+    assert torch.equal(allowed(first), eos_alone)
+    padded = allowed(65600)
+    assert torch.equal(padded[:65536], full) and not padded[65536:].any()
     path = tmp_path / "v65600.pth"
     make_random([str(path), "--preset", "tiny", "--vocab", "65600", "--seed", "2"])
     loader = RWKV070ModelLoader(str(path), device="cpu")
@@ -170,3 +174,25 @@ def test_masks_fit_a_model_vocabulary_smaller_or_larger_than_the_tokenizers(tiny
     sched.run()
     assert task.finish_reason == "stop" and max(task.output) < 65536
     check_schema_reply(json.loads(loader.decode(task.output)))
+
+
+def test_masks_of_several_rows_at_once_are_each_rows_own(tiny_loader):
+    """fill_masks on llguidance's threads (several rows) gives each row the mask it gets
+    alone; a row at another point of the grammar, and one in an error state (all zeros)."""
+    import numpy as np
+
+    from server.task.constraint import fill_masks
+
+    grammar = json_grammar(SCHEMA)
+    cs = [Constraint(grammar, tiny_loader.tokenizer) for _ in range(4)]
+    for c, text in zip(cs, ('{"ok":', '{"ok":true,"n":', "", '{"ok":true,"n":')):
+        assert all(c.accept(t) for t in tiny_loader.encode(text))
+    assert not cs[3].accept(tiny_loader.encode("x")[0])  # (now in an error state)
+    together = np.full((4, cs[0].words), 7, dtype=np.int32)
+    fill_masks([(c, i) for i, c in enumerate(cs)], together)
+    for i, c in enumerate(cs):
+        alone = np.full((1, c.words), 7, dtype=np.int32)
+        fill_masks([(c, 0)], alone)
+        assert (alone[0] == together[i]).all(), i
+    assert not together[3].any() and together[:3].any(axis=1).all()
+    assert not (together[0] == together[1]).all()

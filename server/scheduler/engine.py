@@ -444,7 +444,8 @@ class BatchEngine:
         probe = EndProbe(done, running) if running else None
         lp = LogprobRecorder(self._logprobs, dev) if self._logprobs else None
         bias = LogitBias(self._bias, dev) if self._bias else None
-        guide = Guide(self._constraints, self.vocab_size, dev) if self._constraints else None
+        guide = (Guide(self._constraints, self.vocab_size, dev, EOS_TOKEN)
+                 if self._constraints else None)
         for s in range(steps):
             if before_step is not None and before_step(ran) and ran:
                 break  # the scheduler has work for the pulse's end (arrivals to admit)

@@ -19,19 +19,23 @@ import torch
 from torch import Tensor
 
 from server.model.state import to_device
+from server.task.constraint import fill_masks
 
 _BITS = torch.arange(32, dtype=torch.int32)
 
 
 class Guide:
-    """One pulse's constrained rows: ``constraints`` (slot -> Constraint)."""
+    """One pulse's constrained rows: ``constraints`` (slot -> Constraint); ``eos``: the
+    end-of-text token."""
 
-    def __init__(self, constraints: dict, vocab_size: int, device: torch.device):
+    def __init__(self, constraints: dict, vocab_size: int, device: torch.device, eos: int):
         self.slots = sorted(constraints)
         self.constraints = [constraints[s] for s in self.slots]
         self.rows = to_device(self.slots, device)
-        self.vocab_size = vocab_size
-        self.words = np.zeros((len(self.slots), -(-vocab_size // 32)), dtype=np.int32)
+        self.vocab_size, self.eos = vocab_size, eos
+        # the masks as the grammars give them: the tokenizer's ids (``apply`` fits them to
+        # the model's vocabulary)
+        self.words = np.zeros((len(self.slots), self.constraints[0].words), dtype=np.int32)
         self.bits = _BITS.to(device)
         self.live = [True] * len(self.slots)  # rows that have not ended in this pulse
         # the last step's tokens and acceptances of the rows, on their way home (``record``)
@@ -42,20 +46,23 @@ class Guide:
 
     def apply(self, logits: Tensor) -> Tensor:
         """``logits`` [cap, V] with each constrained row's disallowed tokens at -inf (a new
-        tensor; ended rows keep theirs: their tokens are not used)."""
+        tensor; ended rows keep theirs: their tokens are not used). The masks are cut to the
+        model's V tokens (a model padded past the tokenizer's ids never draws those); a row
+        left with no token allowed (a grammar in an error state, or whose tokens all lie past
+        a smaller model's V) allows end-of-text alone: it ends rather than draw from
+        nothing."""
         self.finish()
-        for i, c in enumerate(self.constraints):
-            if self.live[i]:
-                c.fill_mask(self.words[i])
-            else:
+        fill_masks([(c, i) for i, c in enumerate(self.constraints) if self.live[i]], self.words)
+        for i, live in enumerate(self.live):
+            if not live:
                 self.words[i] = -1
         words = to_device(torch.from_numpy(self.words), logits.device, torch.int32)
-        allowed = ((words[:, :, None] >> self.bits) & 1).flatten(1)[:, :logits.shape[1]]
+        allowed = ((words[:, :, None] >> self.bits) & 1).flatten(1)[:, :logits.shape[1]] != 0
         if allowed.shape[1] < logits.shape[1]:  # ids past the tokenizer's: never allowed
             allowed = torch.nn.functional.pad(allowed, (0, logits.shape[1] - allowed.shape[1]))
+        allowed[:, self.eos] |= ~allowed.any(dim=1)
         out = logits.clone()
-        out[self.rows] = logits.index_select(0, self.rows).masked_fill(allowed == 0,
-                                                                        float("-inf"))
+        out[self.rows] = logits.index_select(0, self.rows).masked_fill(~allowed, float("-inf"))
         return out
 
     def record(self, tokens: Tensor, valid: Tensor) -> None:

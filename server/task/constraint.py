@@ -21,7 +21,6 @@ from typing import Any
 
 import numpy as np
 
-EOS_TOKEN = 0
 _LOCK = threading.Lock()
 
 
@@ -57,7 +56,7 @@ def _ll_tokenizer(tokenizer):
     import llguidance
 
     class _Vocabulary:  # what llguidance.TokenizerWrapper reads
-        eos_token_id = EOS_TOKEN
+        eos_token_id = 0  # end-of-text
         bos_token_id = None
         tokens = tokenizer._bytes
 
@@ -72,8 +71,22 @@ def _ll_tokenizer(tokenizer):
     return tokenizer._llguidance
 
 
+def _executor():
+    """llguidance's thread pool for the masks of several rows at once (made once)."""
+    global _EXECUTOR
+    with _LOCK:
+        if _EXECUTOR is None:
+            import llguidance
+
+            _EXECUTOR = llguidance.LLExecutor()
+    return _EXECUTOR
+
+
+_EXECUTOR = None
+
+
 class Constraint:
-    """A grammar's state along one reply: which tokens may come next (``fill_mask``), the
+    """A grammar's state along one reply: which tokens may come next (``fill_masks``), the
     tokens that came (``accept``)."""
 
     def __init__(self, grammar: str, tokenizer):
@@ -82,28 +95,13 @@ class Constraint:
         self.grammar = grammar
         vocab = _ll_tokenizer(tokenizer)
         self._matcher = LLMatcher(vocab, grammar, log_level=0)
-        self._words = np.zeros(-(-vocab.vocab_size // 32), dtype=np.int32)  # the mask's size
+        self.words = -(-vocab.vocab_size // 32)  # int32 words of its mask
         if self._matcher.is_error():
             raise GrammarError(self._matcher.get_error())
 
     @property
     def error(self) -> str | None:
         return self._matcher.get_error() or None
-
-    def fill_mask(self, row: np.ndarray) -> None:
-        """``row`` [ceil(V / 32)] int32 <- the allowed tokens as bits (token t: bit t % 32 of
-        word t // 32), for a model of V tokens (the tokenizer's ids past V are left out, the
-        model's past the tokenizer's are not allowed). A matcher in an error state allows
-        end-of-text alone (the reply ends there rather than drawing from nothing)."""
-        words = self._words
-        if not self._matcher.is_error():
-            self._matcher.unsafe_compute_mask_ptr(words.ctypes.data, words.nbytes)
-        n = min(row.size, words.size)
-        row[:n] = words[:n]
-        row[n:] = 0
-        if self._matcher.is_error() or not row.any():
-            row[:] = 0
-            row[EOS_TOKEN // 32] = 1 << (EOS_TOKEN % 32)
 
     def accept(self, token: int) -> bool:
         """The reply went on with ``token`` (False: the grammar did not allow it; the matcher
@@ -114,3 +112,24 @@ class Constraint:
     def complete(self) -> bool:
         """The reply so far is a whole sentence of the grammar."""
         return bool(self._matcher.is_accepting())
+
+
+def fill_masks(rows: list[tuple[Constraint, int]], words: np.ndarray) -> None:
+    """For each ``(constraint, i)``: ``words[i]`` (int32, the constraints' ``words`` long) <-
+    the tokens it allows next as bits (token t: bit t % 32 of word t // 32); several at once
+    on llguidance's threads. A constraint in an error state allows nothing (its row is all
+    zeros: the caller lets such a row end)."""
+    assert words.dtype == np.int32 and words.flags["C_CONTIGUOUS"]
+    ok = []
+    for c, i in rows:
+        assert c.words == words.shape[1], (c.words, words.shape)
+        if c._matcher.is_error():
+            words[i] = 0
+        else:
+            ok.append((c._matcher, i))
+    if len(ok) == 1:
+        m, i = ok[0]
+        m.unsafe_compute_mask_ptr(words[i].ctypes.data, words[i].nbytes)
+    elif ok:
+        _executor().unsafe_compute_mask_ptr(ok, words.ctypes.data, words.shape[1] * 4,
+                                            words.shape[0])

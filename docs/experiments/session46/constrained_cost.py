@@ -2,8 +2,9 @@
 tokens each, none or some of them under the any-JSON-object grammar, through the real
 scheduler on the tiny random model (CPU, fp32). Prints the median wall time of 5 runs a case
 (with its tokens: a constrained row ends early once its JSON is complete) and the grammar's
-own host time a step (masks + advance, all of the pulse's constrained rows), from a timing
-wrapper around Guide's methods.
+own host time a step (``apply``: the last step's tokens read, the masks made and uploaded;
+``record``; for all of the pulse's constrained rows), from a timing wrapper around Guide's
+methods.
 
     OMP_NUM_THREADS=2 PYTHONPATH=. uv run python docs/experiments/session46/constrained_cost.py
 """
@@ -15,8 +16,8 @@ from server.scheduler import DynamicScheduler
 from server.scheduler import guide as guide_mod
 from server.task.constraint import Constraint, json_grammar
 
-spent = {"apply": 0.0, "advance": 0.0, "steps": 0}
-for name in ("apply", "advance"):
+spent = {"apply": 0.0, "record": 0.0, "steps": 0}
+for name in ("apply", "record"):
     real = getattr(guide_mod.Guide, name)
 
     def timed(self, *a, _real=real, _name=name):
@@ -51,8 +52,8 @@ print("| constrained rows of 8 | wall s (median of 5) | tokens | tok/s | grammar
       "step |")
 print("|---|---|---|---|---|")
 for n in (0, 1, 8):
-    spent.update(apply=0.0, advance=0.0, steps=0)
+    spent.update(apply=0.0, record=0.0, steps=0)
     runs = sorted(run(loader, grammar, n) for _ in range(5))
     wall, tokens = runs[2]
-    per = (spent["apply"] + spent["advance"]) / spent["steps"] * 1e3 if spent["steps"] else 0
+    per = (spent["apply"] + spent["record"]) / spent["steps"] * 1e3 if spent["steps"] else 0
     print(f"| {n} | {wall:.3f} | {tokens} | {tokens / wall:.0f} | {per:.3f} |")
