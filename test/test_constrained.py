@@ -196,3 +196,57 @@ def test_masks_of_several_rows_at_once_are_each_rows_own(tiny_loader):
         assert (alone[0] == together[i]).all(), i
     assert not together[3].any() and together[:3].any(axis=1).all()
     assert not (together[0] == together[1]).all()
+
+
+TOOLS = [
+    {"type": "function", "function": {"name": "get_weather", "parameters": {
+        "type": "object", "additionalProperties": False, "required": ["city", "days"],
+        "properties": {"city": {"enum": ["Paris", "Oslo"]},
+                       "days": {"type": "integer", "minimum": 1, "maximum": 7}}}}},
+    {"type": "function", "function": {"name": "get_time", "parameters": {
+        "type": "object", "additionalProperties": False, "required": ["zone"],
+        "properties": {"zone": {"enum": ["UTC", "CET"]}}}}}]
+TOOL_CHAT = dict(model="rwkv-7", messages=[{"role": "user", "content": "Weather in Paris?"}],
+                 tools=TOOLS, max_tokens=60, temperature=1.0, top_k=0, top_p=1.0, seed=4)
+
+
+def check_call(call: dict, names: set) -> None:
+    assert call["type"] == "function" and call["function"]["name"] in names
+    args = json.loads(call["function"]["arguments"])
+    if call["function"]["name"] == "get_weather":
+        assert set(args) == {"city", "days"} and args["city"] in ("Paris", "Oslo")
+        assert isinstance(args["days"], int) and 1 <= args["days"] <= 7
+    else:
+        assert args == {"zone": "UTC"} or args == {"zone": "CET"}
+
+
+@pytest.mark.parametrize("choice,names", [
+    ({"type": "function", "function": {"name": "get_time"}}, {"get_time"}),
+    ("required", {"get_weather", "get_time"}),
+])
+def test_a_forced_tool_call_is_one_call_matching_its_parameters(http, choice, names):
+    """tool_choice naming a function or "required": the random model's reply is one call of
+    an offered (the named) function with arguments matching its schema, streamed or not."""
+    for seed in (4, 5):
+        r = http.post("/v1/chat/completions", json=dict(TOOL_CHAT, tool_choice=choice,
+                                                         seed=seed))
+        assert r.status_code == 200, r.text
+        choice0 = r.json()["choices"][0]
+        assert choice0["finish_reason"] == "tool_calls", choice0
+        calls = choice0["message"]["tool_calls"]
+        assert len(calls) == 1 and not choice0["message"]["content"]
+        check_call(calls[0], names)
+    chunks = stream_chunks(http, "/v1/chat/completions", dict(TOOL_CHAT, tool_choice=choice))
+    deltas = [d for c in chunks if c.get("choices")
+              for d in c["choices"][0]["delta"].get("tool_calls") or []]
+    args = "".join(d["function"].get("arguments", "") for d in deltas)
+    name = next(d["function"]["name"] for d in deltas if d["function"].get("name"))
+    check_call({"type": "function", "function": {"name": name, "arguments": args}}, names)
+
+
+def test_auto_tool_choice_stays_free(http):
+    """(The check above could not pass by chance: the same request with tool_choice auto,
+    unconstrained, makes no call.)"""
+    r = http.post("/v1/chat/completions", json=dict(TOOL_CHAT, tool_choice="auto"))
+    assert r.status_code == 200, r.text
+    assert r.json()["choices"][0]["finish_reason"] != "tool_calls"

@@ -124,6 +124,38 @@ def tools_instructions(tools: list[ToolSpec], tool_choice=None) -> str:
     return "\n".join(lines)
 
 
+def forced_call_grammar(tools: list[ToolSpec], tool_choice) -> str | None:
+    """The grammar of the reply a ``tool_choice`` forces (``"required"`` or a named function;
+    None otherwise: the model may answer or call): one call, ``<tool_call>`` + the JSON of a
+    call of an offered function (the named one) whose ``arguments`` match its ``parameters``
+    schema + ``</tool_call>``, then end-of-text (constrained decoding,
+    server/task/constraint.py; without llguidance installed: None, the call asked for in
+    the prompt alone, as before). ``ChatError`` naming ``tools`` for parameters that give no
+    usable grammar."""
+    try:
+        from server.task.constraint import GrammarError, lark_grammar
+        import llguidance  # noqa: F401
+    except ImportError:
+        return None
+    forced = forced_tool(tool_choice, tools)
+    if forced is None and tool_choice != "required" or not tools_active(tools, tool_choice):
+        return None
+    calls = [{"type": "object", "additionalProperties": False, "required": ["name", "arguments"],
+              "properties": {"name": {"const": t.name}, "arguments": t.parameters or
+                             {"type": "object"}}}
+             for t in tools if forced is None or t.name == forced]
+    schema = {"anyOf": calls, "x-guidance": {"whitespace_flexible": False}}
+    try:
+        lark = (f"start: {json.dumps(OPEN_TAG)} call {json.dumps(CLOSE_TAG)}\n"
+                f"call: %json {json.dumps(schema)}\n")
+        return lark_grammar(lark)
+    except RecursionError:
+        raise _error("the tools' parameters are nested too deeply", "tools") from None
+    except GrammarError as e:
+        raise _error(f"the tools' parameters give no usable grammar for a forced call: {e}",
+                     "tools") from None
+
+
 def render_tool_calls(calls, param: str) -> str:
     """Assistant history ``tool_calls`` written in the format the model is asked to use."""
     if not isinstance(calls, list):

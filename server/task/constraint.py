@@ -47,6 +47,18 @@ def json_grammar(schema: dict[str, Any] | None) -> str:
     return grammar
 
 
+def lark_grammar(lark: str) -> str:
+    """A grammar in llguidance's Lark dialect (``%json {schema}`` embeds a JSON schema),
+    serialised; ``GrammarError`` for one it cannot use."""
+    from llguidance import LLMatcher
+
+    grammar = LLMatcher.grammar_from_lark(lark)
+    error = LLMatcher.validate_grammar(grammar)
+    if error:
+        raise GrammarError(f"the grammar cannot be used: {error}")
+    return grammar
+
+
 def _ll_tokenizer(tokenizer):
     """llguidance's view of ``tokenizer`` (a ``server.model.tokenizer.Tokenizer``), made once
     per tokenizer (~0.2 s for the world vocabulary) and kept on it."""

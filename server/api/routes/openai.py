@@ -50,7 +50,8 @@ from server.api.safe_json import utf8_safe
 from server.api.splitter import OutputSplitter
 from server.api.stopping import stop_in_background
 from server.api.task_stream import SHUTDOWN_GRACE_S
-from server.api.tools import choice_name, forced_tool, parse_tools, tools_active
+from server.api.tools import (choice_name, forced_call_grammar, forced_tool, parse_tools,
+                              tools_active)
 from server.model.tokenizer import incomplete_tail
 from server.scheduler import QueueFull
 from server.scheduler.scoring import ScoringStopped
@@ -331,6 +332,9 @@ async def chat_completions(request: Request):
             raise OpenAIError(400, "response_format and tools cannot be used together: a "
                               "reply either calls a tool or answers in the format",
                               param="response_format")
+        if offer:  # a forced call (tool_choice "required" or a function) is constrained
+            grammar = await off_loop_if_big(request, forced_call_grammar, tools,
+                                            req.tool_choice)
         # (a constrained reply is the answer alone: no reasoning before it)
         think = grammar is None and wants_think(req.reasoning_effort, rt.settings.chat_think)
         prompt = await off_loop_if_big(request, build_chat_prompt, req.messages, think,
