@@ -6,27 +6,12 @@ its step (a fresh grammar state replays the reply); rows beside it are untouched
 import json
 
 import pytest
-
+from constrained_cases import SCHEMA, check_schema_reply, replays
 from openai_helpers import http, server, stream_chunks  # noqa: F401 (fixtures)
-from server.scheduler import DynamicScheduler
-from server.task.constraint import Constraint, json_grammar
 from test_api_openai import assert_error, assert_refused_on_both
 
-SCHEMA = {"type": "object", "additionalProperties": False, "required": ["ok", "n", "tag"],
-          "properties": {"ok": {"type": "boolean"}, "n": {"enum": [1, 2, 3]},
-                         "tag": {"type": "string", "maxLength": 3}}}
-
-
-def check_schema_reply(reply: dict) -> None:
-    assert set(reply) == {"ok", "n", "tag"}
-    assert isinstance(reply["ok"], bool) and reply["n"] in (1, 2, 3)
-    assert isinstance(reply["tag"], str) and len(reply["tag"]) <= 3
-
-
-def replays(loader, grammar: str, tokens: list[int]) -> bool:
-    """Every token is one the grammar allowed after the ones before (a fresh state)."""
-    c = Constraint(grammar, loader.tokenizer)
-    return all(c.accept(t) for t in tokens)
+from server.scheduler import DynamicScheduler
+from server.task.constraint import Constraint, json_grammar
 
 
 def constrained(sched, loader, prompt, grammar, max_tokens, seed, **kw):

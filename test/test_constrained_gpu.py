@@ -7,11 +7,11 @@ import json
 
 import pytest
 import torch
+from constrained_cases import SCHEMA, check_schema_reply, replays
 
 from server.model.loader import RWKV070ModelLoader
 from server.scheduler import DynamicScheduler
 from server.task.constraint import Constraint, json_grammar
-from test_constrained import SCHEMA, check_schema_reply, replays
 
 pytestmark = [pytest.mark.gpu,
               pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")]

@@ -45,7 +45,7 @@ step tests 420 python3 -m pytest -o addopts= -m gpu -q -s -p no:cacheprovider -r
   test/test_sampler.py test/test_pulse_kernels.py test/test_gemv.py \
   test/test_engine_no_wait_gpu.py test/test_split_invariance_gpu.py test/test_wkv_kernels.py \
   test/test_mid_export.py test/test_engine_slots.py test/test_logprobs_gpu.py \
-  -k "not every_preset"
+  test/test_constrained_gpu.py -k "not every_preset"
 step decode 110 python3 -m server.bench decode --preset 2.9b --batch 1,4,16,32,256,1024 \
   --state-dtype fp16,fp32 --pulses 3
 step sample 60 python3 -m server.bench sample --batch 1,32,256,1024
