@@ -95,6 +95,7 @@ def test_log_probabilities_stay_the_models_own(tiny_loader):
     ({5: float("nan")}, "from -100 to 100"),
     ({5: True}, "from -100 to 100"),
     ({5: "1"}, "from -100 to 100"),
+    ({5: 10**400}, "from -100 to 100"),
     ({i: 1.0 for i in range(301)}, "at most 300"),
     ([(5, 1.0)], "must map token ids"),
 ])
@@ -148,6 +149,8 @@ def test_no_bias_is_no_bias(http, bias):
     ({"65536": 1}, "Maximum value is 65535"),
     ({"5": 101}, "Invalid value in 'logit_bias' for token 5"),
     ({"5": "x"}, "Invalid value"),
+    ({"5": 10**400}, "Invalid value"),
+    ({"1" * 5000: 1}, "(5000 digits). Maximum value is 65535"),
     ({str(i): 1 for i in range(301)}, "at most 300"),
     ([[5, 1]], None),
 ])

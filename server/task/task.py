@@ -62,6 +62,14 @@ LOGIT_BIAS_MAX = 300  # OpenAI's limit of a request's logit_bias entries
 LOGIT_BIAS_LIMIT = 100.0  # a bias is in [-LOGIT_BIAS_LIMIT, LOGIT_BIAS_LIMIT]
 
 
+def _finite(x: numbers.Real) -> bool:
+    """A finite number (an int too large for a float is not: math.isfinite raised on it)."""
+    try:
+        return math.isfinite(x)
+    except OverflowError:
+        return False
+
+
 def check_logit_bias(bias, vocab_size: int | None = None) -> str | None:
     """Why ``bias`` is no usable ``logit_bias`` (None: it is, or it is None): a dict of at most
     ``LOGIT_BIAS_MAX`` token ids (ints, below ``vocab_size`` when given) to finite numbers in
@@ -79,7 +87,7 @@ def check_logit_bias(bias, vocab_size: int | None = None) -> str | None:
             return (f"Invalid key in 'logit_bias': {token}. Maximum value is "
                     f"{vocab_size - 1} (the model's vocabulary)")
         if isinstance(value, bool) or not isinstance(value, numbers.Real) \
-                or not math.isfinite(value) or abs(value) > LOGIT_BIAS_LIMIT:
+                or not _finite(value) or abs(value) > LOGIT_BIAS_LIMIT:
             return (f"Invalid value in 'logit_bias' for token {token}: {value!r}. Values are "
                     f"numbers from -{LOGIT_BIAS_LIMIT:g} to {LOGIT_BIAS_LIMIT:g}")
     return None

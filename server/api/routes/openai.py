@@ -120,8 +120,12 @@ def _logit_bias(req, rt) -> dict[int, float] | None:
     bias = {}
     for key, value in req.logit_bias.items():
         if not (key.isascii() and key.isdigit()):
-            raise OpenAIError(400, f"Invalid key in 'logit_bias': {key!r}. Keys are token "
-                              "ids (integers >= 0)", param="logit_bias")
+            raise OpenAIError(400, f"Invalid key in 'logit_bias': {key[:40]!r}. Keys are "
+                              "token ids (integers >= 0)", param="logit_bias")
+        if len(key) > 18:  # (no id is that long; Python refuses to read 4,300 digits: a 500)
+            raise OpenAIError(400, f"Invalid key in 'logit_bias': {key[:20]}... ({len(key)} "
+                              f"digits). Maximum value is {rt.loader.cfg.vocab_size - 1}",
+                              param="logit_bias")
         bias[int(key)] = value
     why = check_logit_bias(bias, rt.loader.cfg.vocab_size)
     if why is not None:
