@@ -86,6 +86,10 @@ class SlotTask:
     logprobs: int | None = None  # (``Task.logprobs``)
 
 
+# the engine's slot -> value maps: they follow their rows when slots move (``resize``) and lose
+# them when a slot is freed (``free``, ``load``) or the engine released
+SLOT_MAPS = ("_first", "_logprobs", "_bias", "_constraints")
+
 # reasons a row ended, as stored in PulseResult.reason
 RUNNING, REASON_EOS, REASON_LENGTH, REASON_STOP = 0, 1, 2, 3
 
@@ -173,10 +177,9 @@ class BatchEngine:
         self._view(cap)
         moved = {old: new for new, old in enumerate(keep)}
         self._running = {moved[s] for s in self._running if s in moved}
-        self._first = {moved[s]: v for s, v in self._first.items() if s in moved}
-        self._logprobs = {moved[s]: n for s, n in self._logprobs.items() if s in moved}
-        self._bias = {moved[s]: b for s, b in self._bias.items() if s in moved}
-        self._constraints = {moved[s]: c for s, c in self._constraints.items() if s in moved}
+        for name in SLOT_MAPS:
+            setattr(self, name, {moved[s]: v for s, v in getattr(self, name).items()
+                                 if s in moved})
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
 
@@ -186,11 +189,9 @@ class BatchEngine:
         self.model.clear_graphs()
         self._view(1)
         self._params.clear()
-        self._first.clear()
         self._running.clear()
-        self._logprobs.clear()
-        self._bias.clear()
-        self._constraints.clear()
+        for name in SLOT_MAPS:
+            getattr(self, name).clear()
 
     def capture_graphs(self, max_cap: int) -> list[tuple[int, float]]:
         """Allocate ``max_cap`` rows and capture the decode graph of every power-of-two
@@ -369,10 +370,8 @@ class BatchEngine:
     def _forget(self, slots) -> None:
         for s in slots:
             self._running.discard(s)
-            self._first.pop(s, None)
-            self._logprobs.pop(s, None)
-            self._bias.pop(s, None)
-            self._constraints.pop(s, None)
+            for name in SLOT_MAPS:
+                getattr(self, name).pop(s, None)
 
     def has_first(self, slot: int) -> bool:
         """The slot's prompt is fed to its end: its first token comes from kept logits."""
