@@ -96,6 +96,7 @@ def test_log_probabilities_stay_the_models_own(tiny_loader):
     ({5: True}, "from -100 to 100"),
     ({5: "1"}, "from -100 to 100"),
     ({5: 10**400}, "from -100 to 100"),
+    ({10**5000: 1.0}, "Invalid key in 'logit_bias': <an integer of thousands of digits>"),
     ({i: 1.0 for i in range(301)}, "at most 300"),
     ([(5, 1.0)], "must map token ids"),
 ])

@@ -70,6 +70,16 @@ def _finite(x: numbers.Real) -> bool:
         return False
 
 
+def _shown(x) -> str:
+    """``repr(x)`` cut to 40 characters (an int of thousands of digits has none: Python
+    refuses to write one)."""
+    try:
+        r = repr(x)
+    except ValueError:
+        return "<an integer of thousands of digits>"
+    return r if len(r) <= 40 else r[:37] + "..."
+
+
 def check_logit_bias(bias, vocab_size: int | None = None) -> str | None:
     """Why ``bias`` is no usable ``logit_bias`` (None: it is, or it is None): a dict of at most
     ``LOGIT_BIAS_MAX`` token ids (ints, below ``vocab_size`` when given) to finite numbers in
@@ -82,13 +92,14 @@ def check_logit_bias(bias, vocab_size: int | None = None) -> str | None:
         return f"logit_bias has {len(bias)} entries; at most {LOGIT_BIAS_MAX}"
     for token, value in bias.items():
         if not isinstance(token, numbers.Integral) or isinstance(token, bool) or token < 0:
-            return f"Invalid key in 'logit_bias': {token!r}. Keys are token ids (integers >= 0)"
+            return (f"Invalid key in 'logit_bias': {_shown(token)}. Keys are token ids "
+                    "(integers >= 0)")
         if vocab_size is not None and token >= vocab_size:
-            return (f"Invalid key in 'logit_bias': {token}. Maximum value is "
+            return (f"Invalid key in 'logit_bias': {_shown(token)}. Maximum value is "
                     f"{vocab_size - 1} (the model's vocabulary)")
         if isinstance(value, bool) or not isinstance(value, numbers.Real) \
                 or not _finite(value) or abs(value) > LOGIT_BIAS_LIMIT:
-            return (f"Invalid value in 'logit_bias' for token {token}: {value!r}. Values are "
+            return (f"Invalid value in 'logit_bias' for token {token}: {_shown(value)}. Values are "
                     f"numbers from -{LOGIT_BIAS_LIMIT:g} to {LOGIT_BIAS_LIMIT:g}")
     return None
 
