@@ -235,3 +235,50 @@ def test_auto_tool_choice_stays_free(http):
     r = http.post("/v1/chat/completions", json=dict(TOOL_CHAT, tool_choice="auto"))
     assert r.status_code == 200, r.text
     assert r.json()["choices"][0]["finish_reason"] != "tool_calls"
+
+
+NESTED = {"type": "object", "additionalProperties": False, "required": ["at", "kids"],
+          "$defs": {"P": {"type": "object", "additionalProperties": False, "required": ["x"],
+                          "properties": {"x": {"enum": [1, 2]}}}},
+          "properties": {"at": {"$ref": "#/$defs/P"},
+                         "kids": {"type": "array", "items": {"$ref": "#"}, "maxItems": 1}}}
+
+
+def check_nested(args: dict) -> None:
+    assert set(args) == {"at", "kids"} and args["at"] in ({"x": 1}, {"x": 2})
+    assert len(args["kids"]) <= 1
+    for kid in args["kids"]:
+        check_nested(kid)
+
+
+def test_a_forced_calls_refs_resolve_within_its_parameters(http):
+    """$defs and "#" in a function's parameters (the openai SDK's pydantic_function_tool
+    writes nested models so) point into those parameters: they were read from the call's
+    wrapper (a 400 for $defs, arguments of the wrong shape for "#"; session 46's QA)."""
+    tools = [{"type": "function", "function": {"name": 'tr"ee', "parameters": NESTED}},
+             TOOLS[1]]
+    for seed in range(4):
+        r = http.post("/v1/chat/completions", json=dict(
+            TOOL_CHAT, tools=tools, tool_choice="required", temperature=2.0, seed=seed,
+            max_tokens=200))
+        assert r.status_code == 200, r.text
+        choice = r.json()["choices"][0]
+        if choice["finish_reason"] == "length":
+            continue
+        call = choice["message"]["tool_calls"][0]["function"]
+        if call["name"] == 'tr"ee':
+            check_nested(json.loads(call["arguments"]))
+        else:
+            check_call({"type": "function", "function": call}, {"get_time"})
+
+
+@pytest.mark.parametrize("parameters,words", [
+    ({"enum": ["a", "b"]}, "of type \"object\""),
+    ({"type": "boolean"}, "of type \"object\""),
+    ({"type": "object", "properties": {"a": {"type": "frob"}}}, "no usable grammar"),
+])
+def test_a_forced_call_of_unusable_parameters_is_a_400_naming_them(http, parameters, words):
+    tools = TOOLS + [{"type": "function", "function": {"name": "bad", "parameters": parameters}}]
+    err = assert_error(http.post("/v1/chat/completions", json=dict(
+        TOOL_CHAT, tools=tools, tool_choice="required")), 400, param="tools.2.function.parameters")
+    assert words in err["message"] and len(err["message"]) < 500, err["message"]

@@ -129,31 +129,44 @@ def forced_call_grammar(tools: list[ToolSpec], tool_choice) -> str | None:
     None otherwise: the model may answer or call): one call, ``<tool_call>`` + the JSON of a
     call of an offered function (the named one) whose ``arguments`` match its ``parameters``
     schema + ``</tool_call>``, then end-of-text (constrained decoding,
-    server/task/constraint.py; without llguidance installed: None, the call asked for in
-    the prompt alone, as before). ``ChatError`` naming ``tools`` for parameters that give no
-    usable grammar."""
+    server/task/constraint.py; without llguidance installed: None, the call asked for in the
+    prompt alone, as before). Each function's schema is its own root (its ``$ref``s point
+    into it). ``ChatError`` naming the function's ``parameters`` when they are no object
+    schema (OpenAI's rule: arguments are an object) or give no usable grammar."""
     try:
-        from server.task.constraint import GrammarError, lark_grammar
         import llguidance  # noqa: F401
+
+        from server.task.constraint import GrammarError, lark_grammar
     except ImportError:
         return None
     forced = forced_tool(tool_choice, tools)
     if forced is None and tool_choice != "required" or not tools_active(tools, tool_choice):
         return None
-    calls = [{"type": "object", "additionalProperties": False, "required": ["name", "arguments"],
-              "properties": {"name": {"const": t.name}, "arguments": t.parameters or
-                             {"type": "object"}}}
-             for t in tools if forced is None or t.name == forced]
-    schema = {"anyOf": calls, "x-guidance": {"whitespace_flexible": False}}
-    try:
-        lark = (f"start: {json.dumps(OPEN_TAG)} call {json.dumps(CLOSE_TAG)}\n"
-                f"call: %json {json.dumps(schema)}\n")
-        return lark_grammar(lark)
-    except RecursionError:
-        raise _error("the tools' parameters are nested too deeply", "tools") from None
-    except GrammarError as e:
-        raise _error(f"the tools' parameters give no usable grammar for a forced call: {e}",
-                     "tools") from None
+    rules, alternatives = [], []
+    for i, t in enumerate(tools):
+        if forced is not None and t.name != forced:
+            continue
+        param = f"tools.{i}.function.parameters"
+        schema = t.parameters or {"type": "object"}
+        if "type" not in schema and "properties" in schema:  # (an object's, type left out)
+            schema = {"type": "object", **schema}
+        if schema.get("type") != "object":
+            raise _error(f"a function's parameters must be a JSON schema of type \"object\" "
+                         f"(got type {str(schema.get('type'))[:40]!r})", param)
+        head = '{"name":' + json.dumps(t.name) + ',"arguments":'
+        try:
+            args = json.dumps({**schema, "x-guidance": {"whitespace_flexible": False}})
+            lark_grammar(f"start: %json {args}\n")  # this function's own errors, named
+        except RecursionError:
+            raise _error("the function's parameters are nested too deeply", param) from None
+        except GrammarError as e:
+            raise _error(f"the function's parameters give no usable grammar for a forced "
+                         f"call: {str(e)[:300]}", param) from None
+        rules.append(f"call_{i}: {json.dumps(head)} args_{i} \"}}\"\nargs_{i}: %json {args}")
+        alternatives.append(f"call_{i}")
+    lark = (f"start: {json.dumps(OPEN_TAG)} call {json.dumps(CLOSE_TAG)}\n"
+            f"call: {' | '.join(alternatives)}\n" + "\n".join(rules) + "\n")
+    return lark_grammar(lark)
 
 
 def render_tool_calls(calls, param: str) -> str:
