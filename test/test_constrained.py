@@ -58,6 +58,20 @@ def test_a_reply_cut_by_max_tokens_is_a_prefix_the_grammar_allowed(tiny_loader):
     assert replays(tiny_loader, grammar, task.output)
 
 
+def test_a_continued_round_is_free_unless_given_a_grammar_again(tiny_loader):
+    """A grammar's state is its round's: continue_gen clears it (a complete grammar allows
+    only end-of-text: the next round would end at once)."""
+    sched = DynamicScheduler(tiny_loader, max_batch_size=1, buffer_size=4)
+    task = constrained(sched, tiny_loader, [5, 6, 7], json_grammar(SCHEMA), 80, seed=1)
+    sched.run()
+    assert task.finish_reason == "stop" and task.constraint.complete
+    task.continue_gen(" more", max_tokens=5)
+    assert task.constraint is None
+    sched.add_task(task)
+    sched.run()
+    assert len(task.output) == 5
+
+
 def test_without_the_constraint_the_same_rows_break_the_grammar(tiny_loader):
     """(The checks above could not pass by chance: the same sampled rows unconstrained.)"""
     grammar = json_grammar(SCHEMA)
@@ -282,3 +296,34 @@ def test_a_forced_call_of_unusable_parameters_is_a_400_naming_them(http, paramet
     err = assert_error(http.post("/v1/chat/completions", json=dict(
         TOOL_CHAT, tools=tools, tool_choice="required")), 400, param="tools.2.function.parameters")
     assert words in err["message"] and len(err["message"]) < 500, err["message"]
+
+
+def test_task_api_rounds_take_their_requests_format_and_biases(http, tiny_loader):
+    """The Task API's create, continue and fork take response_format and logit_bias for the
+    round they start (not stored: a later round without them is free); unusable ones are
+    422s naming the field."""
+    from task_api_client import create, wait_result
+
+    fmt = {"type": "json_schema", "json_schema": {"name": "s", "schema": SCHEMA}}
+    hot = dict(temperature=1.5, top_k=0, top_p=1, presence_penalty=0, seed=3)
+    t = create(http, "/v1/tasks/create", max_tokens=60, response_format=fmt, **hot)["task_id"]
+    check_schema_reply(json.loads(wait_result(http, t)["result"]))
+    hello = tiny_loader.encode(" hello")[0]
+    r = http.post(f"/v1/tasks/{t}/continue", json={"prompt": " next", "max_tokens": 3,
+                                                   "logit_bias": {str(hello): 100}})
+    assert r.status_code == 200, r.text
+    assert wait_result(http, t)["result"] == " hello" * 3
+    # free again (no prompt: the last round ended at max_tokens, its next token is there)
+    r = http.post(f"/v1/tasks/{t}/continue", json={"max_tokens": 6, **hot})
+    assert r.status_code == 200, r.text
+    free = wait_result(http, t)["result"]
+    assert free != " hello" * 6 and not free.startswith("{")
+    r = http.post(f"/v1/tasks/{t}/fork", json={"max_tokens": 60, "response_format": fmt,
+                                               **hot})
+    assert r.status_code == 200, r.text
+    check_schema_reply(json.loads(wait_result(http, r.json()["task_id"])["result"]))
+    for field, value in (("response_format", {"type": "xml"}), ("logit_bias", {"x": 1}),
+                         ("logit_bias", {"5": 101})):
+        for path in ("/v1/tasks/tmp", f"/v1/tasks/{t}/continue", f"/v1/tasks/{t}/fork"):
+            r = http.post(path, json={"prompt": "x", field: value})
+            assert r.status_code == 422 and field in r.text, (path, r.text)

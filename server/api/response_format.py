@@ -1,4 +1,6 @@
-"""OpenAI's ``response_format`` as a grammar for constrained decoding (server/task/constraint.py).
+"""OpenAI's ``response_format`` as a grammar for constrained decoding (server/task/constraint.py),
+and a request's ``logit_bias`` as token ids (``request_logit_bias``): the request fields both
+APIs read beside the sampling parameters.
 
 - ``{"type": "text"}`` (or none): no constraint;
 - ``{"type": "json_object"}``: the reply is a JSON object;
@@ -12,13 +14,37 @@ from __future__ import annotations
 
 from typing import Any
 
-from server.task.constraint import GrammarError, json_grammar
+import anyio
+
+from server.task.constraint import Constraint, GrammarError, json_grammar
+from server.task.task import check_logit_bias
 
 TYPES = ("text", "json_object", "json_schema")
 
 
 class ResponseFormatError(ValueError):
     pass
+
+
+def request_logit_bias(raw: dict[str, Any] | None, vocab_size: int) -> dict[int, float] | None:
+    """A request's ``logit_bias`` (token id strings, as JSON keys are -> numbers) as token id
+    -> bias (None: none); ``ResponseFormatError`` naming the entry that is no token id of the
+    vocabulary or no number in [-100, 100]."""
+    if not raw:
+        return None
+    bias = {}
+    for key, value in raw.items():
+        if not (key.isascii() and key.isdigit()):
+            raise ResponseFormatError(f"Invalid key in 'logit_bias': {key[:40]!r}. Keys are "
+                                      "token ids (integers >= 0)")
+        if len(key) > 18:  # (no id is that long; Python refuses to read 4,300 digits: a 500)
+            raise ResponseFormatError(f"Invalid key in 'logit_bias': {key[:20]}... "
+                                      f"({len(key)} digits). Maximum value is {vocab_size - 1}")
+        bias[int(key)] = value
+    why = check_logit_bias(bias, vocab_size)
+    if why is not None:
+        raise ResponseFormatError(why)
+    return {k: float(v) for k, v in bias.items()}
 
 
 def response_grammar(fmt: dict[str, Any] | None) -> str | None:
@@ -48,3 +74,13 @@ def response_grammar(fmt: dict[str, Any] | None) -> str | None:
                                   "server's environment lacks") from None
     except GrammarError as e:
         raise ResponseFormatError(f"response_format: {e}") from None
+
+
+async def new_constraints(tokenizer, grammar: str | None, count: int) -> list:
+    """``count`` fresh states of ``grammar`` (``Constraint``s, one per task: ``Task.constraint``;
+    Nones for no grammar), made off the event loop (the vocabulary's first use by the grammar
+    engine takes ~0.2 s)."""
+    if grammar is None:
+        return [None] * count
+    return await anyio.to_thread.run_sync(
+        lambda: [Constraint(grammar, tokenizer) for _ in range(count)])

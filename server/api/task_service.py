@@ -18,6 +18,8 @@ from fastapi.exceptions import RequestValidationError
 from server.api.bridge import round_lead
 from server.api.encoding import encode as encode_text
 from server.api.encoding import past_vocab, past_vocab_message
+from server.api.response_format import (ResponseFormatError, new_constraints,
+                                        request_logit_bias, response_grammar)
 from server.api.schemas.tasks import (MAX_TOKENS_LIMIT, GenerationParams, TaskInfo,
                                        TaskResponseModel, whole_number)
 from server.model.tokenizer import IncrementalDecoder
@@ -138,6 +140,22 @@ class TaskService:
         if out.get("top_k", 0) > self.vocab_size:
             out["top_k"] = self.vocab_size
         return out
+
+    async def round_settings(self, body: GenerationParams) -> tuple[dict | None, object]:
+        """``body``'s ``logit_bias`` (token id -> bias, or None) and ``response_format`` (a
+        fresh ``Constraint``, or None) for the round the request starts: 422 naming either
+        when unusable. Neither is stored with the task: a later round has them only if its
+        request gives them."""
+        try:
+            bias = request_logit_bias(body.logit_bias, self.vocab_size)
+        except ResponseFormatError as e:
+            raise invalid("logit_bias", str(e), body.logit_bias) from None
+        try:
+            grammar = response_grammar(body.response_format)
+        except ResponseFormatError as e:
+            raise invalid("response_format", str(e), body.response_format) from None
+        (constraint,) = await new_constraints(self.loader.tokenizer, grammar, 1)
+        return bias, constraint
 
     def new_task(self, tokens: list[int], tmp: bool, params: dict) -> Task:
         task = Task(tokens, task_id=new_task_id("TMP" if tmp else "TASK"),

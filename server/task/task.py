@@ -228,8 +228,8 @@ class Task:
         # token's logit before sampling (scheduler/logit_bias.py; the OpenAI routes set it;
         # it is not stored: a task read back from the database has none)
         self.logit_bias: dict[int, float] | None = None
-        # the grammar its reply follows (constraint.py: OpenAI's response_format), or None;
-        # set by the OpenAI routes, not stored
+        # the grammar this round's reply follows (constraint.py: response_format), or None;
+        # set by the API routes, not stored; ``continue_gen`` clears it
         self.constraint = None
         # the last tokens of the sequence before this round's output (``round_lead``)
         self.round_lead: list[int] = []
@@ -384,6 +384,7 @@ class Task:
         self.status = Status.READY
         self.output = []
         self.output_logprobs = []
+        self.constraint = None  # (a grammar's state is its round's: set one for the next)
         self._unpopped = 0
         self.finish_reason = None
         self.error = None

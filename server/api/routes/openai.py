@@ -41,7 +41,8 @@ from server.api.completion import Choice, cut_message, make_tasks, run_choices, 
 from server.api.deps import get_runtime
 from server.api.encoding import encode, past_vocab, past_vocab_message
 from server.api.prefix import ALIAS, find_template, prepare_tasks
-from server.api.response_format import ResponseFormatError, response_grammar
+from server.api.response_format import (ResponseFormatError, new_constraints,
+                                        request_logit_bias, response_grammar)
 from server.api.routes.openai_format import (Reply, chat_body, chat_events, chat_message,
                                              completion_body, completion_events)
 from server.api.routes.openai_schemas import (MAX_CHOICES, ChatRequest, CompletionRequest,
@@ -55,8 +56,6 @@ from server.api.tools import (choice_name, forced_call_grammar, forced_tool, par
 from server.model.tokenizer import incomplete_tail
 from server.scheduler import QueueFull
 from server.scheduler.scoring import ScoringStopped
-from server.task.constraint import Constraint
-from server.task.task import check_logit_bias
 
 router = APIRouter(tags=["openai"])
 PING_SECONDS = 15
@@ -113,24 +112,11 @@ def _check_vocab(tokens: list[int], rt, param: str) -> None:
 
 
 def _logit_bias(req, rt) -> dict[int, float] | None:
-    """The request's ``logit_bias`` as token id -> bias (None: none), or a 400 naming the
-    entry that is no token id of the model's vocabulary or no number in [-100, 100]."""
-    if not req.logit_bias:
-        return None
-    bias = {}
-    for key, value in req.logit_bias.items():
-        if not (key.isascii() and key.isdigit()):
-            raise OpenAIError(400, f"Invalid key in 'logit_bias': {key[:40]!r}. Keys are "
-                              "token ids (integers >= 0)", param="logit_bias")
-        if len(key) > 18:  # (no id is that long; Python refuses to read 4,300 digits: a 500)
-            raise OpenAIError(400, f"Invalid key in 'logit_bias': {key[:20]}... ({len(key)} "
-                              f"digits). Maximum value is {rt.loader.cfg.vocab_size - 1}",
-                              param="logit_bias")
-        bias[int(key)] = value
-    why = check_logit_bias(bias, rt.loader.cfg.vocab_size)
-    if why is not None:
-        raise OpenAIError(400, why, param="logit_bias")
-    return {k: float(v) for k, v in bias.items()}
+    """The request's ``logit_bias`` as token id -> bias (None: none), or a 400 naming it."""
+    try:
+        return request_logit_bias(req.logit_bias, rt.loader.cfg.vocab_size)
+    except ResponseFormatError as e:
+        raise OpenAIError(400, str(e), param="logit_bias") from None
 
 
 def _grammar(req) -> str | None:
@@ -139,17 +125,6 @@ def _grammar(req) -> str | None:
         return response_grammar(req.response_format)
     except ResponseFormatError as e:
         raise OpenAIError(400, str(e), param="response_format") from None
-
-
-async def _constrain(rt, tasks, grammar: str | None) -> None:
-    """Give each task its own state of ``grammar`` (off the event loop: the vocabulary's
-    first use by the grammar engine takes ~0.2 s)."""
-    if grammar is None:
-        return
-    made = await anyio.to_thread.run_sync(
-        lambda: [Constraint(grammar, rt.loader.tokenizer) for _ in tasks])
-    for task, constraint in zip(tasks, made):
-        task.constraint = constraint
 
 
 def _check_choices(rt, count: int) -> None:
@@ -354,7 +329,8 @@ async def chat_completions(request: Request):
     tasks = make_tasks(tokens, req.n or 1, params, req.seed,
                        logprobs=(req.top_logprobs or 0) if req.logprobs else None,
                        logit_bias=bias)
-    await _constrain(rt, tasks, grammar)
+    for task, c in zip(tasks, await new_constraints(rt.loader.tokenizer, grammar, len(tasks))):
+        task.constraint = c
     await prepare_tasks(rt, tpl, tasks, finish=False)  # prefix cache; the template's state
     inline = rt.settings.chat_inline_think
     choices = [Choice(i, t, OutputSplitter("think" if think else "direct", req.stop_list,
@@ -539,7 +515,9 @@ async def completions(request: Request):
         choices += [Choice(i * n + j, t, OutputSplitter("text", req.stop_list, boundary=not fim),
                            echo=echo, lead=lead, echo_logprobs=head)
                     for j, t in enumerate(tasks)]
-    await _constrain(rt, [c.task for c in choices], grammar)
+    made = await new_constraints(rt.loader.tokenizer, grammar, len(choices))
+    for choice, c in zip(choices, made):
+        choice.task.constraint = c
     await prepare_tasks(rt, tpl, [c.task for c in choices])  # prefix cache; the template
     await _submit(request, rt, [c.task for c in choices], req.stream)
     reply = _reply(rt, req, "cmpl", sum(len(t or start) + _head(tpl) for _, t in prompts))

@@ -50,10 +50,12 @@ async def _started(svc: TaskService, task: Task, stream: bool, creator_owns: boo
 
 async def _create(svc: TaskService, body: CreateRequest | FimRequest, prompt, tmp: bool):
     params = svc.sampling(body, defaults=True)  # (its 422s before a long prompt is encoded)
+    settings = await svc.round_settings(body)
     fim = isinstance(body, FimRequest)
     tokens = await svc.encode(prompt, "prefix" if fim else "prompt")
     task = svc.new_task(tokens, tmp, params)
     task.stop_at_turn = not fim  # (code: "User" after a blank line is the middle's own text)
+    task.logit_bias, task.constraint = settings
     await svc.submit_new(task)
     return await _started(svc, task, body.stream, tmp)
 
@@ -114,7 +116,7 @@ async def status(task_id: str, svc: TaskService = Depends(get_service)):
 
 
 def _resume(svc: TaskService, task: Task, tokens: list[int], body: ContinueRequest,
-            params: dict, tmp: bool, named: str):
+            params: dict, settings: tuple, tmp: bool, named: str):
     """Append ``tokens`` to an idle task, update its parameters and submit it. Synchronous: no
     other request can change the task between the caller's checks and this. A full queue is a
     503 before the task is changed: changed first, a refused continue left the prompt appended
@@ -122,8 +124,9 @@ def _resume(svc: TaskService, task: Task, tokens: list[int], body: ContinueReque
     prompt again (a review, session 14). The prompt's length counts the tokens the task has
     not fed yet (``check_prompt_length``: a template's from a state exported mid-prompt).
     ``params``: ``svc.sampling(body)``'s, taken before anything (its 422s: a fork's before the
-    state is copied). ``named``: the id the request named (a fork's source: its copy's id means
-    nothing to it)."""
+    state is copied). ``settings``: ``svc.round_settings(body)``'s, the round's logit biases and
+    grammar. ``named``: the id the request named (a fork's source: its copy's id means nothing
+    to it)."""
     if (not tokens and task.current_token is None and not task.pending
             and params.get("max_tokens", task.max_tokens) > 0):
         # (an imported state-tuning file, or a state exported without its next token): the
@@ -134,6 +137,7 @@ def _resume(svc: TaskService, task: Task, tokens: list[int], body: ContinueReque
     svc.check_params(task, params)
     svc.check_room()
     task.continue_gen(tokens or None, **params)
+    task.logit_bias, task.constraint = settings
     if tmp:  # a temporary task's state is kept only when it is all the task produces
         task.keep_state = task.max_tokens == 0
     svc.submit(task)
@@ -146,11 +150,12 @@ async def fork(task_id: str, body: ContinueRequest | None = None,
     """A new task starting from a copy of ``task_id``'s state, then as continue."""
     body = body or ContinueRequest()
     params = svc.sampling(body, defaults=False)
+    settings = await svc.round_settings(body)
     tokens = await svc.encode(body.prompt, required=False)
     task = await svc.copy(await svc.get(task_id), new_task_id("TMP" if tmp else "TASK"))
     await svc.register(task, pin=True)
     try:
-        _resume(svc, task, tokens, body, params, tmp, task_id)
+        _resume(svc, task, tokens, body, params, settings, tmp, task_id)
     except Exception:  # refused (4xx/503: HTTPException, or a 422 naming a field): no copy kept
         await svc.forget(task)
         raise
@@ -165,6 +170,7 @@ async def continue_task(task_id: str, body: ContinueRequest | None = None,
     """Append ``prompt`` (if given) to the task and generate again; 409 while it runs."""
     body = body or ContinueRequest()
     params = svc.sampling(body, defaults=False)
+    settings = await svc.round_settings(body)
     tokens = await svc.encode(body.prompt, required=False)
     task = await svc.get(task_id, pin=True)  # (not evicted before it is submitted)
     try:
@@ -172,7 +178,7 @@ async def continue_task(task_id: str, body: ContinueRequest | None = None,
             raise HTTPException(403, "Templates are read-only; fork them instead")
         svc.check_usable(task)
         tmp = is_temporary_id(task.task_id)
-        _resume(svc, task, tokens, body, params, tmp, task_id)
+        _resume(svc, task, tokens, body, params, settings, tmp, task_id)
         if not svc.manager.holds(task_id, task):
             # deleted since ``get`` (a delete in a store thread): it found the task idle and so
             # did not stop it; submitted now, no route could reach or stop it (it ran to

@@ -61,6 +61,12 @@ class GenerationParams(_Body):
     penalty_decay: float | None = Field(None, ge=0, le=1)
     stream: Annotated[bool, _null_is(False)] = False
     seed: WholeInt | None = Field(None, ge=I64_MIN, le=I64_MAX, description="null = random")
+    # this round's only (not stored; checked by TaskService.round_settings): OpenAI's forms
+    logit_bias: dict[str, Any] | None = Field(None, description="token id -> bias in [-100, "
+                                              "100] added to its logit; at most 300")
+    response_format: dict[str, Any] | None = Field(None, description="{\"type\": "
+                                                   "\"json_object\" | \"json_schema\", ...}: "
+                                                   "the reply is JSON (matching the schema)")
 
     def sampling(self) -> dict:
         """The sampling fields that were given (absent ones left out)."""
