@@ -46,3 +46,24 @@ def test_decode_bench_times_rows_asking_for_log_probabilities(capsys, monkeypatc
     assert out.count("| batch | ms/step | tok/s |") == 2
     assert "log probabilities with 3 alternatives" in out
     assert made and all(w == [3, 3] for w in made)
+
+
+def test_decode_bench_times_constrained_rows(capsys, monkeypatch):
+    """``--constrained 0,1``: a run as served, then one whose first row decodes under a
+    grammar (the engine's Guide is made in the second run's pulses only, for slot 0)."""
+    from server.scheduler import guide
+
+    made = []
+    real_init = guide.Guide.__init__
+
+    def counting(self, constraints, *args):
+        made.append(sorted(constraints))
+        real_init(self, constraints, *args)
+
+    monkeypatch.setattr(guide.Guide, "__init__", counting)
+    decode.main(["--preset", "tiny", "--device", "cpu", "--dtype", "fp32", "--batch", "2",
+                 "--steps", "3", "--pulses", "2", "--constrained", "0,1"])
+    out = capsys.readouterr().out
+    assert out.count("| batch | ms/step | tok/s |") == 2
+    assert "1 rows constrained" in out
+    assert made and all(slots == [0] for slots in made)

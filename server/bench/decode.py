@@ -24,8 +24,22 @@ import torch
 from server.bench import common
 
 
+def constrained_rows(tasks: list, count: int) -> None:
+    """The first ``count`` of ``tasks`` under a grammar no reply ever completes (lowercase
+    letters and spaces, one or more: end-of-text stays allowed after the first), so that a
+    row restarted after an end goes on under it: what a pulse with constrained rows costs (a
+    host read a step, masks computed and applied), not a grammar's own difficulty."""
+    from server.model.tokenizer import Tokenizer
+    from server.task.constraint import Constraint, lark_grammar
+
+    grammar, tokenizer = lark_grammar("start: /[a-z ]+/\n"), Tokenizer()
+    for task in tasks[:count]:
+        task.constraint = Constraint(grammar, tokenizer)
+
+
 def bench_batch(model, B: int, steps: int, pulses: int, profile: bool = False,
-                timeline: bool = False, rest: float = 0.0, logprobs: int | None = None) -> dict:
+                timeline: bool = False, rest: float = 0.0, logprobs: int | None = None,
+                constrained: int = 0) -> dict:
     from server.scheduler.engine import RUNNING, BatchEngine
 
     dev = model.device
@@ -33,7 +47,9 @@ def bench_batch(model, B: int, steps: int, pulses: int, profile: bool = False,
     engine = BatchEngine(model)
     engine.resize(B, [])
     slots = list(range(B))
-    engine.load(slots, [common.DummyTask(seed=i, logprobs=logprobs) for i in slots])
+    tasks = [common.DummyTask(seed=i, logprobs=logprobs) for i in slots]
+    constrained_rows(tasks, constrained)
+    engine.load(slots, tasks)
     gen = torch.Generator().manual_seed(B)
     current = torch.randint(100, model.cfg.vocab_size, (B,), generator=gen).tolist()
     engine.start(slots, current, [1 << 30] * B)
@@ -107,6 +123,9 @@ def parse_args(argv=None):
     p.add_argument("--logprobs", default="off",
                    help="comma-separated: every row's log probabilities with this many "
                         "alternatives (0-20), or off (as served without them); e.g. off,5")
+    p.add_argument("--constrained", default="0",
+                   help="comma-separated: how many rows decode under a grammar (constrained "
+                        "decoding: a host read a step; constrained_rows), e.g. 0,1")
     common.product_options(p)
     return p.parse_args(argv)
 
@@ -168,10 +187,10 @@ def main(argv=None) -> None:
     from server.scheduler import engine as engine_module
     from server.scheduler.probe import EndProbe
 
-    runs = [(sd, v, probe, lp) for sd in args.state_dtype.split(",")
+    runs = [(sd, v, probe, lp, int(k)) for sd in args.state_dtype.split(",")
             for v in args.time_mix.split(";") for probe in args.end_probe.split(",")
-            for lp in args.logprobs.split(",")]
-    for sd, variant, probe, lp in runs:
+            for lp in args.logprobs.split(",") for k in args.constrained.split(",")]
+    for sd, variant, probe, lp, constrained in runs:
         logprobs = None if lp.strip() == "off" else int(lp)
         model.state_dtype = common.DTYPES[sd]
         decode_triton.STEP_VARIANT = parse_variant(variant)
@@ -182,13 +201,15 @@ def main(argv=None) -> None:
               + (f", time mix {variant}" if variant else "")
               + (", end flags unread (--end-probe 0)" if probe != "1" else "")
               + (f", log probabilities with {logprobs} alternatives" if logprobs is not None
+                 else "")
+              + (f", {constrained} rows constrained (at most the batch)" if constrained
                  else ""), flush=True)
         for B in map(int, args.batch.split(",")):
             try:
                 r = bench_batch(model, B, args.steps, args.pulses,
                                 profile=str(B) in args.profile.split(","),
                                 timeline=str(B) in args.timeline.split(","), rest=args.rest,
-                                logprobs=logprobs)
+                                logprobs=logprobs, constrained=constrained)
             except Exception as e:  # keep the other rows (e.g. out of memory)
                 print(f"batch {B}: failed: {e!r:.300}", flush=True)
                 continue
