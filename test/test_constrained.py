@@ -327,3 +327,20 @@ def test_task_api_rounds_take_their_requests_format_and_biases(http, tiny_loader
         for path in ("/v1/tasks/tmp", f"/v1/tasks/{t}/continue", f"/v1/tasks/{t}/fork"):
             r = http.post(path, json={"prompt": "x", field: value})
             assert r.status_code == 422 and field in r.text, (path, r.text)
+
+
+def test_a_chat_reply_closes_the_thinking_switch_before_its_json(http):
+    """The chat prompt ends with the thinking switch's open tag (`` <think>\\n</think``): a
+    constrained reply first closes it (``>``, at most one blank after), as a direct reply
+    does, then its JSON or call; the text shows neither. A completion starts at the JSON."""
+    for body in (dict(CHAT), dict(TOOL_CHAT, tool_choice="required")):
+        r = http.post("/v1/chat/completions", json=dict(body, logprobs=True))
+        assert r.status_code == 200, r.text
+        choice = r.json()["choices"][0]
+        first = choice["logprobs"]["content"][0]["token"]
+        assert first.startswith(">"), first
+        content = choice["message"]["content"]
+        assert content is None or content.startswith("{"), content
+    r = http.post("/v1/completions", json={"prompt": "x", "max_tokens": 5, "logprobs": 0,
+                                           "response_format": {"type": "json_object"}})
+    assert r.json()["choices"][0]["logprobs"]["tokens"][0].startswith("{")

@@ -27,6 +27,9 @@ from server.api.tools import ToolSpec, render_tool_calls, tools_instructions
 
 ROLES = {"system": "System", "developer": "System", "user": "User",
          "assistant": "Assistant", "tool": "Tool", "function": "Tool"}
+# what a direct reply starts with: the model closes THINK_OFF's tag (a constrained reply's
+# grammar lets it, then the answer: constraint.lead_rules)
+ANSWER_LEAD = ">"
 THINK_ON = " <think"
 THINK_OFF = " <think>\n</think"
 _THINK_BLOCK = re.compile(r"<think>.*?(</think>|$)", re.DOTALL)

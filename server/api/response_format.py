@@ -47,8 +47,9 @@ def request_logit_bias(raw: dict[str, Any] | None, vocab_size: int) -> dict[int,
     return {k: float(v) for k, v in bias.items()}
 
 
-def response_grammar(fmt: dict[str, Any] | None) -> str | None:
-    """The grammar ``fmt`` asks for (None: free text)."""
+def response_grammar(fmt: dict[str, Any] | None, lead: str | None = None) -> str | None:
+    """The grammar ``fmt`` asks for (None: free text), after ``lead`` (``constraint
+    .lead_rules``: a chat reply's)."""
     if fmt is None:
         return None
     kind = fmt.get("type")
@@ -68,7 +69,7 @@ def response_grammar(fmt: dict[str, Any] | None) -> str | None:
             raise ResponseFormatError("response_format json_schema.schema must be a JSON "
                                       "Schema object")
     try:
-        return json_grammar(schema)
+        return json_grammar(schema, lead)
     except ImportError:
         raise ResponseFormatError("response_format needs the llguidance package, which this "
                                   "server's environment lacks") from None

@@ -124,11 +124,13 @@ def tools_instructions(tools: list[ToolSpec], tool_choice=None) -> str:
     return "\n".join(lines)
 
 
-def forced_call_grammar(tools: list[ToolSpec], tool_choice) -> str | None:
+def forced_call_grammar(tools: list[ToolSpec], tool_choice, lead: str | None = None
+                        ) -> str | None:
     """The grammar of the reply a ``tool_choice`` forces (``"required"`` or a named function;
     None otherwise: the model may answer or call): one call, ``<tool_call>`` + the JSON of a
     call of an offered function (the named one) whose ``arguments`` match its ``parameters``
-    schema + ``</tool_call>``, then end-of-text (constrained decoding,
+    schema + ``</tool_call>``, after ``lead`` (``constraint.lead_rules``), then end-of-text
+    (constrained decoding,
     server/task/constraint.py; without llguidance installed: None, the call asked for in the
     prompt alone, as before). Each function's schema is its own root (its ``$ref``s point
     into it). ``ChatError`` naming the function's ``parameters`` when they are no object
@@ -136,7 +138,7 @@ def forced_call_grammar(tools: list[ToolSpec], tool_choice) -> str | None:
     try:
         import llguidance  # noqa: F401
 
-        from server.task.constraint import GrammarError, lark_grammar
+        from server.task.constraint import GrammarError, json_rule, lark_grammar, lead_rules
     except ImportError:
         return None
     forced = forced_tool(tool_choice, tools)
@@ -155,17 +157,17 @@ def forced_call_grammar(tools: list[ToolSpec], tool_choice) -> str | None:
                          f"(got type {str(schema.get('type'))[:40]!r})", param)
         head = '{"name":' + json.dumps(t.name) + ',"arguments":'
         try:
-            args = json.dumps({**schema, "x-guidance": {"whitespace_flexible": False}})
-            lark_grammar(f"start: %json {args}\n")  # this function's own errors, named
+            args = json_rule(schema)
+            lark_grammar(f"start: {args}\n")  # this function's own errors, named
         except RecursionError:
             raise _error("the function's parameters are nested too deeply", param) from None
         except GrammarError as e:
             raise _error(f"the function's parameters give no usable grammar for a forced "
-                         f"call: {str(e)[:300]}", param) from None
-        rules.append(f"call_{i}: {json.dumps(head)} args_{i} \"}}\"\nargs_{i}: %json {args}")
+                         f"call: {e}", param) from None
+        rules.append(f"call_{i}: {json.dumps(head)} args_{i} \"}}\"\nargs_{i}: {args}")
         alternatives.append(f"call_{i}")
-    lark = (f"start: {json.dumps(OPEN_TAG)} call {json.dumps(CLOSE_TAG)}\n"
-            f"call: {' | '.join(alternatives)}\n" + "\n".join(rules) + "\n")
+    lark = (lead_rules(lead, f"{json.dumps(OPEN_TAG)} call {json.dumps(CLOSE_TAG)}")
+            + f"call: {' | '.join(alternatives)}\n" + "\n".join(rules) + "\n")
     return lark_grammar(lark)
 
 

@@ -28,23 +28,34 @@ class GrammarError(ValueError):
     """A response format that gives no usable grammar (the message says why)."""
 
 
-def json_grammar(schema: dict[str, Any] | None) -> str:
-    """The grammar of JSON text matching ``schema`` (None: any JSON object), as llguidance
-    serialises it; ``GrammarError`` for a schema it cannot use. Whitespace is fixed (one
-    form between items and after keys): with any whitespace allowed between tokens a reply
-    can run on in blanks until max_tokens (as the tiny random model's did at once)."""
-    from llguidance import LLMatcher
+def json_rule(schema: dict[str, Any] | None) -> str:
+    """``schema`` (None: any JSON object) as the body of a Lark rule, ``%json {...}``, with
+    fixed whitespace (one form between items and after keys: with any whitespace allowed
+    between tokens a reply can run on in blanks until max_tokens, as the tiny random model's
+    did at once). Its ``$ref``s point into it. ``RecursionError`` for one nested too deeply to
+    write."""
+    schema = {"type": "object"} if schema is None else schema
+    guidance = {**(schema.get("x-guidance") or {}), "whitespace_flexible": False}
+    return "%json " + json.dumps({**schema, "x-guidance": guidance})
 
+
+def lead_rules(lead: str | None, body: str) -> str:
+    """Lark rules of ``body`` (a rule's right side), after ``lead`` and at most one blank
+    (a space or a newline) when ``lead`` is given: a chat reply, whose prompt leaves the model
+    to close its thinking switch (``>``) first (server/api/chat.py's ``ANSWER_LEAD``)."""
+    if lead is None:
+        return f"start: {body}\n"
+    return f"start: {json.dumps(lead)} blank? {body}\nblank: \" \" | \"\\n\"\n"
+
+
+def json_grammar(schema: dict[str, Any] | None, lead: str | None = None) -> str:
+    """The grammar of JSON text matching ``schema`` (None: any JSON object), after ``lead``
+    (``lead_rules``), as llguidance serialises it; ``GrammarError`` for a schema it cannot
+    use."""
     try:
-        grammar = LLMatcher.grammar_from_json_schema(
-            json.dumps({"type": "object"} if schema is None else schema),
-            overrides={"whitespace_flexible": False})
-    except ValueError as e:
-        raise GrammarError(f"the JSON schema cannot be used: {e}") from None
-    error = LLMatcher.validate_grammar(grammar)
-    if error:
-        raise GrammarError(f"the JSON schema cannot be used: {error}")
-    return grammar
+        return lark_grammar(lead_rules(lead, "json") + f"json: {json_rule(schema)}\n")
+    except RecursionError:
+        raise GrammarError("the JSON schema is nested too deeply") from None
 
 
 def lark_grammar(lark: str) -> str:
@@ -54,8 +65,8 @@ def lark_grammar(lark: str) -> str:
 
     grammar = LLMatcher.grammar_from_lark(lark)
     error = LLMatcher.validate_grammar(grammar)
-    if error:
-        raise GrammarError(f"the grammar cannot be used: {error}")
+    if error:  # (its first line: the rest quotes the grammar, a whole schema)
+        raise GrammarError(f"the grammar cannot be used: {error.splitlines()[0][:300]}")
     return grammar
 
 

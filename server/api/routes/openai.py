@@ -35,7 +35,8 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from sse_starlette.sse import EventSourceResponse, ServerSentEvent
 
-from server.api.chat import ChatError, build_chat_prompt, fim_prompt, history_text, wants_think
+from server.api.chat import (ANSWER_LEAD, ChatError, build_chat_prompt, fim_prompt,
+                             history_text, wants_think)
 from server.api.bridge import UnderWay
 from server.api.completion import Choice, cut_message, make_tasks, run_choices, submit
 from server.api.deps import get_runtime
@@ -119,10 +120,11 @@ def _logit_bias(req, rt) -> dict[int, float] | None:
         raise OpenAIError(400, str(e), param="logit_bias") from None
 
 
-def _grammar(req) -> str | None:
-    """The grammar of the request's ``response_format`` (None: free text), or a 400."""
+def _grammar(req, lead: str | None = None) -> str | None:
+    """The grammar of the request's ``response_format`` (None: free text) after ``lead``, or
+    a 400."""
     try:
-        return response_grammar(req.response_format)
+        return response_grammar(req.response_format, lead)
     except ResponseFormatError as e:
         raise OpenAIError(400, str(e), param="response_format") from None
 
@@ -306,14 +308,14 @@ async def chat_completions(request: Request):
         offer = tools_active(tools, req.tool_choice)
         forced = forced_tool(req.tool_choice, tools) if offer else None
         names = {forced} if forced else {t.name for t in tools}  # calls a client can dispatch
-        grammar = _grammar(req)
+        grammar = _grammar(req, ANSWER_LEAD)  # (a constrained reply has no reasoning)
         if grammar is not None and offer:
             raise OpenAIError(400, "response_format and tools cannot be used together: a "
                               "reply either calls a tool or answers in the format",
                               param="response_format")
         if offer:  # a forced call (tool_choice "required" or a function) is constrained
             grammar = await off_loop_if_big(request, forced_call_grammar, tools,
-                                            req.tool_choice)
+                                            req.tool_choice, ANSWER_LEAD)
         # (a constrained reply is the answer alone: no reasoning before it)
         think = grammar is None and wants_think(req.reasoning_effort, rt.settings.chat_think)
         prompt = await off_loop_if_big(request, build_chat_prompt, req.messages, think,
