@@ -40,12 +40,12 @@ def json_rule(schema: dict[str, Any] | None) -> str:
 
 
 def lead_rules(lead: str | None, body: str) -> str:
-    """Lark rules of ``body`` (a rule's right side), after ``lead`` and at most one blank
-    (a space or a newline) when ``lead`` is given: a chat reply, whose prompt leaves the model
-    to close its thinking switch (``>``) first (server/api/chat.py's ``ANSWER_LEAD``)."""
-    if lead is None:
-        return f"start: {body}\n"
-    return f"start: {json.dumps(lead)} blank? {body}\nblank: \" \" | \"\\n\"\n"
+    """Lark rules of ``body`` (a rule's right side) after ``lead`` (a chat reply's: its prompt
+    leaves the model to close its thinking switch, ``>``, first: server/api/chat.py's
+    ``ANSWER_LEAD``) and at most one blank (a space or a newline: what a model writes after
+    ``Assistant:`` or a ``>``; JSON readers skip it)."""
+    start = f"{json.dumps(lead)} " if lead is not None else ""
+    return f"start: {start}blank? {body}\nblank: \" \" | \"\\n\"\n"
 
 
 def json_grammar(schema: dict[str, Any] | None, lead: str | None = None) -> str:
