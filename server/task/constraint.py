@@ -1,5 +1,7 @@
 """Constrained decoding: a task whose reply must follow a grammar (OpenAI's ``response_format``:
-JSON, or JSON matching a schema) carries a ``Constraint`` (``Task.constraint``).
+JSON, or JSON matching a schema; a forced tool call, server/api/tools.py) carries a
+``Constraint`` (``Task.constraint``). Grammars are written in llguidance's Lark dialect, JSON
+schemas embedded as ``%json`` rules, after an optional lead (``lead_rules``).
 
 The grammar engine is llguidance (Rust; the structured-output engine of vLLM, SGLang and
 llama.cpp): from the model's vocabulary (each token's bytes) it computes, at each step, the
