@@ -91,6 +91,8 @@ def test_without_the_constraint_the_same_rows_break_the_grammar(tiny_loader):
     ({"type": "json_schema", "json_schema": {"name": "x", "schema": [1]}}, "must be a JSON"),
     ({"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "nonsense"}}},
      "cannot be used"),
+    ({"type": "json_schema", "json_schema": {"name": "x", "schema": {
+        "type": "object", "x-guidance": "abc"}}}, "x-guidance must be an object"),
     ("json", None),
 ])
 def test_unusable_response_formats_are_400s(http, fmt, words):
@@ -288,6 +290,7 @@ def test_a_forced_calls_refs_resolve_within_its_parameters(http):
 
 
 @pytest.mark.parametrize("parameters,words", [
+    ({"type": "object", "x-guidance": [1]}, "x-guidance must be an object"),
     ({"enum": ["a", "b"]}, "of type \"object\""),
     ({"type": "boolean"}, "of type \"object\""),
     ({"type": "object", "properties": {"a": {"type": "frob"}}}, "no usable grammar"),
@@ -323,8 +326,9 @@ def test_task_api_rounds_take_their_requests_format_and_biases(http, tiny_loader
                                                **hot})
     assert r.status_code == 200, r.text
     check_schema_reply(json.loads(wait_result(http, r.json()["task_id"])["result"]))
+    odd = {"type": "json_schema", "json_schema": {"name": "s", "schema": {"x-guidance": 5}}}
     for field, value in (("response_format", {"type": "xml"}), ("logit_bias", {"x": 1}),
-                         ("logit_bias", {"5": 101})):
+                         ("logit_bias", {"5": 101}), ("response_format", odd)):
         for path in ("/v1/tasks/tmp", f"/v1/tasks/{t}/continue", f"/v1/tasks/{t}/fork"):
             r = http.post(path, json={"prompt": "x", field: value})
             assert r.status_code == 422 and field in r.text, (path, r.text)

@@ -37,7 +37,11 @@ def json_rule(schema: dict[str, Any] | None) -> str:
     did at once). Its ``$ref``s point into it. ``RecursionError`` for one nested too deeply to
     write."""
     schema = {"type": "object"} if schema is None else schema
-    guidance = {**(schema.get("x-guidance") or {}), "whitespace_flexible": False}
+    guidance = schema.get("x-guidance") or {}
+    if not isinstance(guidance, dict):
+        raise GrammarError(f"the schema's x-guidance must be an object of llguidance's JSON "
+                           f"options, not {type(guidance).__name__}")
+    guidance = {**guidance, "whitespace_flexible": False}
     return "%json " + json.dumps({**schema, "x-guidance": guidance})
 
 

@@ -131,8 +131,9 @@ def _resume(svc: TaskService, task: Task, tokens: list[int], body: ContinueReque
             and params.get("max_tokens", task.max_tokens) > 0):
         # (an imported state-tuning file, or a state exported without its next token): the
         # round would end at once with nothing generated
-        raise invalid("prompt", f"{named} has no token to generate from (its state came "
-                      "without one, e.g. an imported state): give a prompt", body.prompt)
+        raise invalid("prompt", f"{named} has no token to generate from (its last round "
+                      "ended at end-of-text, which is not fed, or its state came without one, "
+                      "e.g. an imported state): give a prompt", body.prompt)
     svc.check_prompt_length(len(tokens), len(task.pending))
     svc.check_params(task, params)
     svc.check_room()
