@@ -7,7 +7,7 @@ APIs read beside the sampling parameters.
 - ``{"type": "json_schema", "json_schema": {"name": ..., "schema": {...}, "strict": ...}}``: the
   reply is JSON matching ``schema`` (no ``schema``: any JSON object). Every schema is followed
   strictly, whatever ``strict`` says.
-Anything else is a ``ResponseFormatError`` (the routes' 400 naming ``response_format``).
+Anything else is a ``FieldError`` (the routes name ``response_format``).
 """
 
 from __future__ import annotations
@@ -22,28 +22,29 @@ from server.task.task import check_logit_bias
 TYPES = ("text", "json_object", "json_schema")
 
 
-class ResponseFormatError(ValueError):
-    pass
+class FieldError(ValueError):
+    """A ``response_format`` or ``logit_bias`` that cannot be used (the message says why; the
+    routes name the field: a 400 on the OpenAI routes, a 422 on the Task API's)."""
 
 
 def request_logit_bias(raw: dict[str, Any] | None, vocab_size: int) -> dict[int, float] | None:
     """A request's ``logit_bias`` (token id strings, as JSON keys are -> numbers) as token id
-    -> bias (None: none); ``ResponseFormatError`` naming the entry that is no token id of the
+    -> bias (None: none); ``FieldError`` naming the entry that is no token id of the
     vocabulary or no number in [-100, 100]."""
     if not raw:
         return None
     bias = {}
     for key, value in raw.items():
         if not (key.isascii() and key.isdigit()):
-            raise ResponseFormatError(f"Invalid key in 'logit_bias': {key[:40]!r}. Keys are "
+            raise FieldError(f"Invalid key in 'logit_bias': {key[:40]!r}. Keys are "
                                       "token ids (integers >= 0)")
         if len(key) > 18:  # (no id is that long; Python refuses to read 4,300 digits: a 500)
-            raise ResponseFormatError(f"Invalid key in 'logit_bias': {key[:20]}... "
+            raise FieldError(f"Invalid key in 'logit_bias': {key[:20]}... "
                                       f"({len(key)} digits). Maximum value is {vocab_size - 1}")
         bias[int(key)] = value
     why = check_logit_bias(bias, vocab_size)
     if why is not None:
-        raise ResponseFormatError(why)
+        raise FieldError(why)
     return {k: float(v) for k, v in bias.items()}
 
 
@@ -54,7 +55,7 @@ def response_grammar(fmt: dict[str, Any] | None, lead: str | None = None) -> str
         return None
     kind = fmt.get("type")
     if kind not in TYPES:
-        raise ResponseFormatError(f"response_format type {kind!r} is not supported; use one of "
+        raise FieldError(f"response_format type {kind!r} is not supported; use one of "
                                   + ", ".join(TYPES))
     if kind == "text":
         return None
@@ -62,19 +63,19 @@ def response_grammar(fmt: dict[str, Any] | None, lead: str | None = None) -> str
     if kind == "json_schema":
         spec = fmt.get("json_schema")
         if not isinstance(spec, dict):
-            raise ResponseFormatError("response_format json_schema needs a \"json_schema\" "
+            raise FieldError("response_format json_schema needs a \"json_schema\" "
                                       "object (with the schema under \"schema\")")
         schema = spec.get("schema")
         if schema is not None and not isinstance(schema, dict):
-            raise ResponseFormatError("response_format json_schema.schema must be a JSON "
+            raise FieldError("response_format json_schema.schema must be a JSON "
                                       "Schema object")
     try:
         return json_grammar(schema, lead)
     except ImportError:
-        raise ResponseFormatError("response_format needs the llguidance package, which this "
+        raise FieldError("response_format needs the llguidance package, which this "
                                   "server's environment lacks") from None
     except GrammarError as e:
-        raise ResponseFormatError(f"response_format: {e}") from None
+        raise FieldError(f"response_format: {e}") from None
 
 
 async def new_constraints(tokenizer, grammar: str | None, count: int) -> list:

@@ -18,7 +18,7 @@ from fastapi.exceptions import RequestValidationError
 from server.api.bridge import round_lead
 from server.api.encoding import encode as encode_text
 from server.api.encoding import past_vocab, past_vocab_message
-from server.api.response_format import (ResponseFormatError, new_constraints,
+from server.api.response_format import (FieldError, new_constraints,
                                         request_logit_bias, response_grammar)
 from server.api.schemas.tasks import (MAX_TOKENS_LIMIT, GenerationParams, TaskInfo,
                                        TaskResponseModel, whole_number)
@@ -148,11 +148,11 @@ class TaskService:
         request gives them."""
         try:
             bias = request_logit_bias(body.logit_bias, self.vocab_size)
-        except ResponseFormatError as e:
+        except FieldError as e:
             raise invalid("logit_bias", str(e), body.logit_bias) from None
         try:
             grammar = response_grammar(body.response_format)
-        except ResponseFormatError as e:
+        except FieldError as e:
             raise invalid("response_format", str(e), body.response_format) from None
         (constraint,) = await new_constraints(self.loader.tokenizer, grammar, 1)
         return bias, constraint

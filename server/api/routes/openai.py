@@ -42,7 +42,7 @@ from server.api.completion import Choice, cut_message, make_tasks, run_choices, 
 from server.api.deps import get_runtime
 from server.api.encoding import encode, past_vocab, past_vocab_message
 from server.api.prefix import ALIAS, find_template, prepare_tasks
-from server.api.response_format import (ResponseFormatError, new_constraints,
+from server.api.response_format import (FieldError, new_constraints,
                                         request_logit_bias, response_grammar)
 from server.api.routes.openai_format import (Reply, chat_body, chat_events, chat_message,
                                              completion_body, completion_events)
@@ -116,7 +116,7 @@ def _logit_bias(req, rt) -> dict[int, float] | None:
     """The request's ``logit_bias`` as token id -> bias (None: none), or a 400 naming it."""
     try:
         return request_logit_bias(req.logit_bias, rt.loader.cfg.vocab_size)
-    except ResponseFormatError as e:
+    except FieldError as e:
         raise OpenAIError(400, str(e), param="logit_bias") from None
 
 
@@ -125,7 +125,7 @@ def _grammar(req, lead: str | None = None) -> str | None:
     a 400."""
     try:
         return response_grammar(req.response_format, lead)
-    except ResponseFormatError as e:
+    except FieldError as e:
         raise OpenAIError(400, str(e), param="response_format") from None
 
 
