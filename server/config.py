@@ -66,6 +66,7 @@ class Settings(BaseSettings):
     default_temperature: float = Field(1.0, ge=0, le=2)
     default_top_p: float = Field(0.3, ge=0, le=1)
     default_top_k: int = Field(50, ge=-1, le=2**31 - 1)
+    default_min_p: float = Field(0.0, ge=0, le=1)  # 0 = off
     default_presence_penalty: float = Field(2.0, ge=0, le=10)
     default_repetition_penalty: float = Field(0.0, ge=0, le=10)
     default_penalty_decay: float = Field(1.0, ge=0, le=1)

@@ -45,3 +45,26 @@ def test_task_api_min_p(http):
 @pytest.mark.parametrize("value", [1.5, -0.1, "x"])
 def test_openai_min_p_out_of_range_is_a_400(http, value):
     assert_refused_on_both(http, "min_p", value)
+
+
+def test_a_server_default_min_p_applies_where_a_request_gives_none(tiny_model_path, tmp_path):
+    """``RWKV_DEFAULT_MIN_P=1``: a hot request without min_p replies as greedy, on both APIs;
+    one giving min_p 0 samples."""
+    import httpx
+
+    from server.config import Settings
+    from openai_helpers import LiveServer
+
+    settings = Settings(model_path=tiny_model_path, demo=None, device="cpu",
+                        task_db_path=str(tmp_path / "t.db"), api_key=None, chat_think=False,
+                        verbose=False, default_min_p=1.0)
+    with LiveServer(settings) as srv, httpx.Client(base_url=srv.url, timeout=60) as c:
+        body = dict(prompt=PROMPT_IDS, max_tokens=8, top_k=0, top_p=1.0)
+        greedy = text(c, "/v1/completions", **body, temperature=0)
+        assert text(c, "/v1/completions", **body, temperature=2.0, seed=5) == greedy
+        assert text(c, "/v1/completions", **body, temperature=2.0, seed=5, min_p=0) != greedy
+        hot = dict(temperature=2.0, top_k=0, top_p=1, presence_penalty=0, seed=3)
+        want = wait_result(c, create(c, "/v1/tasks/tmp", max_tokens=10, temperature=0,
+                                     top_k=0, top_p=1, presence_penalty=0)["task_id"])
+        got = wait_result(c, create(c, "/v1/tasks/tmp", max_tokens=10, **hot)["task_id"])
+        assert got["result"] == want["result"]

@@ -63,7 +63,7 @@ def default_params(s=None) -> dict:
         from server.config import settings as s  # (lazily: importing reads the environment)
 
     return dict(max_tokens=s.default_max_tokens, temperature=s.default_temperature,
-                top_k=s.default_top_k, top_p=s.default_top_p,
+                top_k=s.default_top_k, top_p=s.default_top_p, min_p=s.default_min_p,
                 presence_penalty=s.default_presence_penalty,
                 repetition_penalty=s.default_repetition_penalty,
                 penalty_decay=s.default_penalty_decay)

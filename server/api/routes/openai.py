@@ -84,7 +84,7 @@ def sampling_params(req, s) -> dict:
     return dict(max_tokens=min(max_tokens, s.max_tokens_cap),
                 temperature=pick(req.temperature, s.default_temperature),
                 top_p=pick(req.top_p, s.default_top_p), top_k=pick(req.top_k, s.default_top_k),
-                min_p=pick(req.min_p, 0.0),
+                min_p=pick(req.min_p, s.default_min_p),
                 presence_penalty=_clamp(max(p, 0) + max(f, 0)), repetition_penalty=_clamp(f),
                 penalty_decay=pick(req.penalty_decay, s.default_penalty_decay))
 
