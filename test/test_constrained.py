@@ -60,12 +60,16 @@ def test_a_reply_cut_by_max_tokens_is_a_prefix_the_grammar_allowed(tiny_loader):
 
 
 def test_a_continued_round_is_free_unless_given_a_grammar_again(tiny_loader):
-    """A grammar's state is its round's: continue_gen clears it (a complete grammar allows
-    only end-of-text: the next round would end at once)."""
+    """A grammar's state is its round's: dropped when the round finishes, and continue_gen
+    clears one set meanwhile (a complete grammar allows only end-of-text: the next round
+    would end at once)."""
     sched = DynamicScheduler(tiny_loader, max_batch_size=1, buffer_size=4)
-    task = constrained(sched, tiny_loader, [5, 6, 7], json_grammar(SCHEMA), 80, seed=1)
+    grammar = json_grammar(SCHEMA)
+    task = constrained(sched, tiny_loader, [5, 6, 7], grammar, 80, seed=1)
+    held = task.constraint
     sched.run()
-    assert task.finish_reason == "stop" and task.constraint.complete
+    assert task.finish_reason == "stop" and held.complete and task.constraint is None
+    task.constraint = held
     task.continue_gen(" more", max_tokens=5)
     assert task.constraint is None
     sched.add_task(task)

@@ -229,7 +229,7 @@ class Task:
         # it is not stored: a task read back from the database has none)
         self.logit_bias: dict[int, float] | None = None
         # the grammar this round's reply follows (constraint.py: response_format), or None;
-        # set by the API routes, not stored; ``continue_gen`` clears it
+        # set by the API routes, not stored; dropped when the round finishes
         self.constraint = None
         # the last tokens of the sequence before this round's output (``round_lead``)
         self.round_lead: list[int] = []
@@ -479,6 +479,7 @@ class Task:
     def _finish(self, reason: str, error: str | None = None) -> None:
         self.finish_reason = reason
         self.error = error
+        self.constraint = None  # (its round is over: a cached task holds no grammar state)
         self.finished_at = time.time()
         with self._lock:  # one step for add_task, which checks both under this lock: between
             # the two a task finishing was not held and not yet finished, and was queued again
