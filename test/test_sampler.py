@@ -407,10 +407,12 @@ class Interpreted(BatchSampler):  # the CUDA path's kernels, run by Triton's CPU
 V = 3000
 logits = torch.randn(7, V, generator=torch.Generator().manual_seed(3)) * 2
 # rows: greedy; top-k (k 5, 4, 6 and 1: the kernels' top-k of 8, the largest k 6; row 2
-# inactive); top-p alone and top-k 2000 (sorted, the torch path)
+# inactive); top-p alone and top-k 2000 (sorted, the torch path); min_p on rows 1, 4, 5 (row
+# 4's 0.95 leaves fewer finite logits than its k: the kernels' top-k over -inf, as a grammar's
+# mask leaves)
 params = dict(temperature=[0.0, 1.0, 0.8, 1.0, 0.7, 1.0, 1.3], top_k=[0, 5, 4, 0, 6, 2000, 1],
               top_p=[1.0, 0.9, 1.0, 0.8, 0.5, 1.0, 1.0], seed=[1, 2, 3, 4, 5, 6, 7], presence=0.4,
-              repetition=0.2, decay=0.99, min_p=[0.0, 0.3, 0.0, 0.0, 0.0, 0.1, 0.0])
+              repetition=0.2, decay=0.99, min_p=[0.0, 0.3, 0.0, 0.0, 0.95, 0.1, 0.0])
 plain, fused = ts._rows(7, V, **params), ts._rows(7, V, **params)
 P0 = torch.rand(7, V, generator=torch.Generator().manual_seed(4))  # from earlier steps: the
 P0[P0 < 0.9] = 0.0  # inactive row's are not decayed
