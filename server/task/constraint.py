@@ -8,10 +8,10 @@ llama.cpp): from the model's vocabulary (each token's bytes) it computes, at eac
 tokens that keep the reply a prefix of a sentence of the grammar: for the 65,536-token
 vocabulary on the 2-core CPU machine a mask took 0.015-0.028 ms (median), up to 0.33 ms (p90)
 and 0.94 ms (max) along random walks through two JSON grammars, and the vocabulary's first use
-0.18 s and ~26 MiB (docs/experiments/session46/mask_time.py, .log). Once the grammar is complete only
-end-of-text (token 0) is allowed, so the reply ends there. The scheduler's engine asks each
-constrained row for its mask before a step's sampling and tells it the token it accepted after
-(``server/scheduler/guide.py``).
+0.18 s and ~26 MiB (docs/experiments/session46/mask_time.py, .log). Once the grammar is
+complete only end-of-text (token 0) is allowed, so the reply ends there. The scheduler's
+engine asks each constrained row for its mask before a step's sampling and tells it the token
+it accepted after (``server/scheduler/guide.py``).
 
 llguidance is imported when a constraint is first made: a server that never gets one runs
 without it.
