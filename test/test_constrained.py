@@ -353,3 +353,28 @@ def test_a_chat_reply_closes_the_thinking_switch_before_its_json(http):
     r = http.post("/v1/completions", json={"prompt": "x", "max_tokens": 5, "logprobs": 0,
                                            "response_format": {"type": "json_object"}})
     assert r.json()["choices"][0]["logprobs"]["tokens"][0].lstrip(" \n").startswith("{")
+
+
+def test_a_grammar_the_engine_refuses_with_the_vocabulary_is_a_4xx(http, monkeypatch):
+    """Making a round's grammar state can still fail after the grammar was checked (without a
+    vocabulary): a 400 / 422 naming the field, no task left behind, not a 500."""
+    import server.api.response_format as rf
+    from server.task.constraint import GrammarError
+
+    def refused(*args):
+        raise GrammarError("refused")
+
+    monkeypatch.setattr(rf, "Constraint", refused)
+    fmt = {"type": "json_object"}
+    err = assert_error(http.post("/v1/chat/completions", json=dict(CHAT, response_format=fmt)),
+                       400, param="response_format")
+    assert "refused" in err["message"]
+    assert_error(http.post("/v1/chat/completions", json=dict(TOOL_CHAT, tool_choice="required")),
+                 400, param="tools")
+    assert_error(http.post("/v1/completions", json={"prompt": "x", "response_format": fmt}),
+                 400, param="response_format")
+    before = http.get("/v1/tasks/list").json()
+    r = http.post("/v1/tasks/create", json={"prompt": "x", "response_format": fmt})
+    assert r.status_code == 422 and "response_format" in r.text
+    assert http.get("/v1/tasks/list").json() == before
+    assert http.get("/health").json()["active"] == 0

@@ -81,8 +81,13 @@ def response_grammar(fmt: dict[str, Any] | None, lead: str | None = None) -> str
 async def new_constraints(tokenizer, grammar: str | None, count: int) -> list:
     """``count`` fresh states of ``grammar`` (``Constraint``s, one per task: ``Task.constraint``;
     Nones for no grammar), made off the event loop (the vocabulary's first use by the grammar
-    engine takes ~0.2 s)."""
+    engine takes 0.18 s: docs/experiments/session46/mask_time.log); ``FieldError`` if the
+    engine refuses the grammar with this vocabulary (checked without one before)."""
     if grammar is None:
         return [None] * count
-    return await anyio.to_thread.run_sync(
-        lambda: [Constraint(grammar, tokenizer) for _ in range(count)])
+    try:
+        return await anyio.to_thread.run_sync(
+            lambda: [Constraint(grammar, tokenizer) for _ in range(count)])
+    except GrammarError as e:
+        raise FieldError(f"the grammar cannot be used with this model's vocabulary: {e}") \
+            from None

@@ -154,7 +154,10 @@ class TaskService:
             grammar = response_grammar(body.response_format)
         except FieldError as e:
             raise invalid("response_format", str(e), body.response_format) from None
-        (constraint,) = await new_constraints(self.loader.tokenizer, grammar, 1)
+        try:
+            (constraint,) = await new_constraints(self.loader.tokenizer, grammar, 1)
+        except FieldError as e:
+            raise invalid("response_format", str(e), body.response_format) from None
         return bias, constraint
 
     def new_task(self, tokens: list[int], tmp: bool, params: dict) -> Task:

@@ -129,6 +129,16 @@ def _grammar(req, lead: str | None = None) -> str | None:
         raise OpenAIError(400, str(e), param="response_format") from None
 
 
+async def _constrain(rt, tasks, grammar: str | None, param: str) -> None:
+    """Each task's own state of ``grammar`` (none: None), or a 400 naming ``param``."""
+    try:
+        made = await new_constraints(rt.loader.tokenizer, grammar, len(tasks))
+    except FieldError as e:
+        raise OpenAIError(400, str(e), param=param) from None
+    for task, constraint in zip(tasks, made):
+        task.constraint = constraint
+
+
 def _check_choices(rt, count: int) -> None:
     """400 for more choices than the scheduler ever takes at once: never "busy" (a 503 that
     no retry ends), a request to change."""
@@ -331,8 +341,7 @@ async def chat_completions(request: Request):
     tasks = make_tasks(tokens, req.n or 1, params, req.seed,
                        logprobs=(req.top_logprobs or 0) if req.logprobs else None,
                        logit_bias=bias)
-    for task, c in zip(tasks, await new_constraints(rt.loader.tokenizer, grammar, len(tasks))):
-        task.constraint = c
+    await _constrain(rt, tasks, grammar, "tools" if offer else "response_format")
     await prepare_tasks(rt, tpl, tasks, finish=False)  # prefix cache; the template's state
     inline = rt.settings.chat_inline_think
     choices = [Choice(i, t, OutputSplitter("think" if think else "direct", req.stop_list,
@@ -517,9 +526,7 @@ async def completions(request: Request):
         choices += [Choice(i * n + j, t, OutputSplitter("text", req.stop_list, boundary=not fim),
                            echo=echo, lead=lead, echo_logprobs=head)
                     for j, t in enumerate(tasks)]
-    made = await new_constraints(rt.loader.tokenizer, grammar, len(choices))
-    for choice, c in zip(choices, made):
-        choice.task.constraint = c
+    await _constrain(rt, [c.task for c in choices], grammar, "response_format")
     await prepare_tasks(rt, tpl, [c.task for c in choices])  # prefix cache; the template
     await _submit(request, rt, [c.task for c in choices], req.stream)
     reply = _reply(rt, req, "cmpl", sum(len(t or start) + _head(tpl) for _, t in prompts))
