@@ -77,6 +77,56 @@ def test_a_continued_round_is_free_unless_given_a_grammar_again(tiny_loader):
     assert len(task.output) == 5
 
 
+class _Faulty:
+    """A grammar engine's matcher that raises once it has taken ``after`` tokens (in
+    ``method``), else does what the real one does."""
+
+    def __init__(self, real, method: str, after: int):
+        self.real, self.method, self.after, self.taken = real, method, after, 0
+
+    def consume_token(self, token):
+        if self.method == "consume_token" and self.taken >= self.after:
+            raise RuntimeError("injected fault")
+        self.taken += 1
+        return self.real.consume_token(token)
+
+    def unsafe_compute_mask_ptr(self, *args):
+        if self.method == "mask" and self.taken >= self.after:
+            raise RuntimeError("injected fault")
+        return self.real.unsafe_compute_mask_ptr(*args)
+
+    def __getattr__(self, name):
+        return getattr(self.real, name)
+
+
+@pytest.mark.parametrize("method", ["mask", "consume_token"])
+def test_a_grammar_engine_fault_ends_its_row_alone(tiny_loader, method):
+    """The grammar engine raising on one row (its mask, or taking a token; with other rows'
+    masks due in the same call: llguidance's thread pool refuses the stand-in matcher too)
+    ends that row at end-of-text with what it had; the pulse's other rows, constrained or
+    free, reply as they do without it."""
+    grammar = json_grammar(SCHEMA)
+    prompts = [tiny_loader.encode(f"User: item {i}\n\nAssistant:") for i in range(3)]
+
+    def run(fault: bool):
+        sched = DynamicScheduler(tiny_loader, max_batch_size=4, buffer_size=3)
+        free = sched.new_task(list(prompts[0]), max_tokens=12, temperature=0.0)
+        rows = [constrained(sched, tiny_loader, p, grammar, 80, seed=i)
+                for i, p in enumerate(prompts[1:])]
+        if fault:
+            rows[1].constraint._matcher = _Faulty(rows[1].constraint._matcher, method, 4)
+        sched.run()
+        return free, rows
+
+    free, rows = run(fault=True)
+    clean_free, clean_rows = run(fault=False)
+    assert free.output == clean_free.output and rows[0].output == clean_rows[0].output
+    broken = rows[1]
+    assert broken.finish_reason == "stop"  # (the 5th token: no mask, or taken but not told)
+    assert len(broken.output) == (4 if method == "mask" else 5)
+    assert broken.output == clean_rows[1].output[:len(broken.output)]
+
+
 def test_without_the_constraint_the_same_rows_break_the_grammar(tiny_loader):
     """(The checks above could not pass by chance: the same sampled rows unconstrained.)"""
     grammar = json_grammar(SCHEMA)

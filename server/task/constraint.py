@@ -24,6 +24,7 @@ import threading
 from typing import Any
 
 import numpy as np
+from loguru import logger
 
 _LOCK = threading.Lock()
 
@@ -127,17 +128,30 @@ class Constraint:
         vocab = _ll_tokenizer(tokenizer)
         self._matcher = LLMatcher(vocab, grammar, log_level=0)
         self.words = -(-vocab.vocab_size // 32)  # int32 words of its mask
+        self.fault: str | None = None  # an exception the grammar engine raised (``failed``)
         if self._matcher.is_error():
             raise GrammarError(self._matcher.get_error())
 
     @property
     def error(self) -> str | None:
-        return self._matcher.get_error() or None
+        return self.fault or self._matcher.get_error() or None
+
+    def failed(self, exc: BaseException) -> None:
+        """The grammar engine raised on this reply: from now on it allows nothing (its row
+        ends at end-of-text, as one in an error state), the other rows go on."""
+        self.fault = f"the grammar engine failed: {exc!r:.300}"
+        logger.warning(self.fault)
 
     def accept(self, token: int) -> bool:
-        """The reply went on with ``token`` (False: the grammar did not allow it; the matcher
-        is then in an error state)."""
-        return bool(self._matcher.consume_token(token))
+        """The reply went on with ``token`` (False: the grammar did not allow it, or the engine
+        failed: ``error`` says so)."""
+        if self.fault is not None:
+            return False
+        try:
+            return bool(self._matcher.consume_token(token))
+        except Exception as e:
+            self.failed(e)
+            return False
 
     @property
     def complete(self) -> bool:
@@ -149,18 +163,28 @@ def fill_masks(rows: list[tuple[Constraint, int]], words: np.ndarray) -> None:
     """For each ``(constraint, i)``: ``words[i]`` (int32, the constraints' ``words`` long) <-
     the tokens it allows next as bits (token t: bit t % 32 of word t // 32); several at once
     on llguidance's threads. A constraint in an error state allows nothing (its row is all
-    zeros: the caller lets such a row end)."""
+    zeros: the caller lets such a row end); so does one whose mask the engine fails to give
+    (``Constraint.failed``: that row alone, the others' masks are computed one by one)."""
     assert words.dtype == np.int32 and words.flags["C_CONTIGUOUS"]
     ok = []
     for c, i in rows:
         assert c.words == words.shape[1], (c.words, words.shape)
-        if c._matcher.is_error():
+        if c.error is not None:
             words[i] = 0
         else:
-            ok.append((c._matcher, i))
-    if len(ok) == 1:
-        m, i = ok[0]
-        m.unsafe_compute_mask_ptr(words[i].ctypes.data, words[i].nbytes)
-    elif ok:
-        _executor().unsafe_compute_mask_ptr(ok, words.ctypes.data, words.shape[1] * 4,
-                                            words.shape[0])
+            ok.append((c, i))
+    if len(ok) > 1:
+        try:
+            _executor().unsafe_compute_mask_ptr([(c._matcher, i) for c, i in ok],
+                                                words.ctypes.data, words.shape[1] * 4,
+                                                words.shape[0])
+            return
+        except Exception as e:  # find the row(s) at fault: each alone
+            logger.warning(f"the grammar engine failed on {len(ok)} rows' masks ({e!r:.200}): "
+                           "computing them one by one")
+    for c, i in ok:
+        try:
+            c._matcher.unsafe_compute_mask_ptr(words[i].ctypes.data, words[i].nbytes)
+        except Exception as e:
+            c.failed(e)
+            words[i] = 0
