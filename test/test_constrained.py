@@ -127,6 +127,31 @@ def test_a_grammar_engine_fault_ends_its_row_alone(tiny_loader, method):
     assert broken.output == clean_rows[1].output[:len(broken.output)]
 
 
+def test_a_constrained_task_being_prefilled_costs_decoding_rows_nothing(tiny_loader,
+                                                                        monkeypatch):
+    """Pulses while a constrained task's long prompt is fed (a pass per scheduler step) guide
+    no row: its grammar acts once it decodes (on CUDA each guided step waits for the device).
+    (Session 47's review: 7 of 10 pulses guided the row being prefilled.)"""
+    import server.scheduler.engine as engine
+
+    seen = []
+
+    class Spy(engine.Guide):
+        def __init__(self, constraints, *args):
+            seen.append((sorted(constraints), sorted(sched.engine._running)))
+            super().__init__(constraints, *args)
+
+    monkeypatch.setattr(engine, "Guide", Spy)
+    sched = DynamicScheduler(tiny_loader, max_batch_size=2, buffer_size=4)
+    free = sched.new_task(tiny_loader.encode("hello"), max_tokens=40, temperature=0.0)
+    long = sched.new_task([5 + i % 1000 for i in range(4000)], max_tokens=6, temperature=0.0)
+    long.constraint = Constraint(json_grammar(None), tiny_loader.tokenizer)
+    sched.run()
+    assert len(free.output) == 40 and len(long.output) == 6
+    assert seen and all(set(rows) <= set(running) for rows, running in seen), seen
+    assert replays(tiny_loader, json_grammar(None), long.output)
+
+
 def test_without_the_constraint_the_same_rows_break_the_grammar(tiny_loader):
     """(The checks above could not pass by chance: the same sampled rows unconstrained.)"""
     grammar = json_grammar(SCHEMA)

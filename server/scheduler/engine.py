@@ -443,8 +443,9 @@ class BatchEngine:
         probe = EndProbe(done, running) if running else None
         lp = LogprobRecorder(self._logprobs, dev) if self._logprobs else None
         bias = LogitBias(self._bias, dev) if self._bias else None
-        guide = (Guide(self._constraints, self.vocab_size, dev, EOS_TOKEN)
-                 if self._constraints else None)
+        # (a constrained task still being prefilled takes no token: no masks, no wait for it)
+        constrained = {s: c for s, c in self._constraints.items() if s in self._running}
+        guide = Guide(constrained, self.vocab_size, dev, EOS_TOKEN) if constrained else None
         for s in range(steps):
             if before_step is not None and before_step(ran) and ran:
                 break  # the scheduler has work for the pulse's end (arrivals to admit)
