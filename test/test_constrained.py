@@ -453,3 +453,63 @@ def test_a_grammar_the_engine_refuses_with_the_vocabulary_is_a_4xx(http, monkeyp
     assert r.status_code == 422 and "response_format" in r.text
     assert http.get("/v1/tasks/list").json() == before
     assert http.get("/health").json()["active"] == 0
+
+
+def test_tools_whose_forced_call_grammar_is_refused_as_a_whole_are_a_400(http, monkeypatch):
+    """Each function's grammar passes alone and their union is refused (thousands of tools:
+    "grammar too big", session 47's review; a 500 before): a 400 naming tools, the engine's
+    message cut to its first line."""
+    import server.task.constraint as constraint
+    from server.task.constraint import GrammarError
+
+    real = constraint.lark_grammar  # (tools imports it when a forced call is asked for)
+
+    def refuse_union(lark):
+        if "\ncall:" in lark:
+            raise GrammarError("the grammar cannot be used: too big")
+        return real(lark)
+
+    monkeypatch.setattr(constraint, "lark_grammar", refuse_union)
+    err = assert_error(http.post("/v1/chat/completions", json=dict(TOOL_CHAT,
+                                                                   tool_choice="required")),
+                       400, param="tools")
+    assert "too big" in err["message"]
+
+
+@pytest.mark.parametrize("path,body,slow", [
+    ("/v1/chat/completions", dict(CHAT, response_format={"type": "json_object"}), "fmt"),
+    ("/v1/completions", {"prompt": "x", "max_tokens": 2,
+                         "response_format": {"type": "json_object"}}, "fmt"),
+    ("/v1/tasks/tmp", {"prompt": "x", "max_tokens": 2,
+                       "response_format": {"type": "json_object"}}, "fmt"),
+    ("/v1/chat/completions", dict(TOOL_CHAT, tool_choice="required"), "tools")])
+def test_a_slow_grammar_compiles_off_the_event_loop(http, monkeypatch, path, body, slow):
+    """A grammar that takes long to compile (a schema of thousands of properties: seconds)
+    holds neither the event loop nor the other requests: ``/health`` answers meanwhile (it
+    waited out the whole compilation before; session 47's review)."""
+    import threading
+    import time
+
+    import server.api.response_format as rf
+    import server.task.constraint as constraint
+
+    module, name = (rf, "json_grammar") if slow == "fmt" else (constraint, "lark_grammar")
+    real = getattr(module, name)
+    compiling = threading.Event()
+
+    def slow_compile(*args):
+        compiling.set()
+        time.sleep(1.5)  # (as the engine, without the GIL)
+        return real(*args)
+
+    monkeypatch.setattr(module, name, slow_compile)
+    done = {}
+    sender = threading.Thread(target=lambda: done.update(r=http.post(path, json=body)))
+    sender.start()
+    assert compiling.wait(10)
+    t0 = time.monotonic()
+    assert http.get("/health").status_code == 200
+    waited = time.monotonic() - t0
+    sender.join(30)
+    assert done["r"].status_code == 200, done["r"].text
+    assert waited < 0.75, waited

@@ -78,6 +78,17 @@ def response_grammar(fmt: dict[str, Any] | None, lead: str | None = None) -> str
         raise FieldError(f"response_format: {e}") from None
 
 
+async def grammar_off_loop(fn, *args):
+    """``fn(*args)``, a grammar's compilation (``response_grammar``, ``tools
+    .forced_call_grammar``), in a worker thread when the request asks for one (a first
+    argument that is not None; the engine releases the GIL while it compiles): a schema of
+    thousands of properties compiles for seconds, and inline it held the event loop, every
+    stream and ``/health`` waiting, that long (session 47's review: 2.0-2.3 s for 0.5 MB)."""
+    if args[0] is None:
+        return fn(*args)
+    return await anyio.to_thread.run_sync(fn, *args)
+
+
 async def new_constraints(tokenizer, grammar: str | None, count: int) -> list:
     """``count`` fresh states of ``grammar`` (``Constraint``s, one per task: ``Task.constraint``;
     Nones for no grammar), made off the event loop (the vocabulary's first use by the grammar

@@ -19,7 +19,8 @@ from server.api.bridge import round_lead
 from server.api.encoding import encode as encode_text
 from server.api.encoding import past_vocab, past_vocab_message
 from server.api.response_format import (FieldError, new_constraints,
-                                        request_logit_bias, response_grammar)
+                                        grammar_off_loop, request_logit_bias,
+                                        response_grammar)
 from server.api.schemas.tasks import (MAX_TOKENS_LIMIT, GenerationParams, TaskInfo,
                                        TaskResponseModel, whole_number)
 from server.model.tokenizer import IncrementalDecoder
@@ -151,7 +152,7 @@ class TaskService:
         except FieldError as e:
             raise invalid("logit_bias", str(e), body.logit_bias) from None
         try:
-            grammar = response_grammar(body.response_format)
+            grammar = await grammar_off_loop(response_grammar, body.response_format)
         except FieldError as e:
             raise invalid("response_format", str(e), body.response_format) from None
         try:

@@ -168,7 +168,11 @@ def forced_call_grammar(tools: list[ToolSpec], tool_choice, lead: str | None = N
         alternatives.append(f"call_{i}")
     lark = (lead_rules(lead, f"{json.dumps(OPEN_TAG)} call {json.dumps(CLOSE_TAG)}")
             + f"call: {' | '.join(alternatives)}\n" + "\n".join(rules) + "\n")
-    return lark_grammar(lark)
+    try:  # (each function's grammar passed alone; together they may not: thousands of them)
+        return lark_grammar(lark)
+    except GrammarError as e:
+        raise _error(f"the tools give no usable grammar for a forced call: {e}", "tools") \
+            from None
 
 
 def render_tool_calls(calls, param: str) -> str:

@@ -74,9 +74,15 @@ def lark_grammar(lark: str) -> str:
 
     grammar = LLMatcher.grammar_from_lark(lark)
     error = LLMatcher.validate_grammar(grammar)
-    if error:  # (its first line: the rest quotes the grammar, a whole schema)
-        raise GrammarError(f"the grammar cannot be used: {error.splitlines()[0][:300]}")
+    if error:
+        raise GrammarError(f"the grammar cannot be used: {_first_line(error)}")
     return grammar
+
+
+def _first_line(message: str) -> str:
+    """The grammar engine's error message, cut: its other lines quote the grammar (a whole
+    schema) or a Rust backtrace."""
+    return (message.splitlines() or [""])[0][:300]
 
 
 def _ll_tokenizer(tokenizer):
@@ -130,7 +136,7 @@ class Constraint:
         self.words = -(-vocab.vocab_size // 32)  # int32 words of its mask
         self.fault: str | None = None  # an exception the grammar engine raised (``failed``)
         if self._matcher.is_error():
-            raise GrammarError(self._matcher.get_error())
+            raise GrammarError(_first_line(self._matcher.get_error()))
 
     @property
     def error(self) -> str | None:

@@ -43,7 +43,8 @@ from server.api.deps import get_runtime
 from server.api.encoding import encode, past_vocab, past_vocab_message
 from server.api.prefix import ALIAS, find_template, prepare_tasks
 from server.api.response_format import (FieldError, new_constraints,
-                                        request_logit_bias, response_grammar)
+                                        grammar_off_loop, request_logit_bias,
+                                        response_grammar)
 from server.api.routes.openai_format import (Reply, chat_body, chat_events, chat_message,
                                              completion_body, completion_events)
 from server.api.routes.openai_schemas import (MAX_CHOICES, ChatRequest, CompletionRequest,
@@ -120,11 +121,11 @@ def _logit_bias(req, rt) -> dict[int, float] | None:
         raise OpenAIError(400, str(e), param="logit_bias") from None
 
 
-def _grammar(req, lead: str | None = None) -> str | None:
+async def _grammar(req, lead: str | None = None) -> str | None:
     """The grammar of the request's ``response_format`` (None: free text) after ``lead``, or
-    a 400."""
+    a 400 (compiled off the event loop: ``response_format.grammar_off_loop``)."""
     try:
-        return response_grammar(req.response_format, lead)
+        return await grammar_off_loop(response_grammar, req.response_format, lead)
     except FieldError as e:
         raise OpenAIError(400, str(e), param="response_format") from None
 
@@ -318,14 +319,14 @@ async def chat_completions(request: Request):
         offer = tools_active(tools, req.tool_choice)
         forced = forced_tool(req.tool_choice, tools) if offer else None
         names = {forced} if forced else {t.name for t in tools}  # calls a client can dispatch
-        grammar = _grammar(req, ANSWER_LEAD)  # (a constrained reply has no reasoning)
+        grammar = await _grammar(req, ANSWER_LEAD)  # (a constrained reply has no reasoning)
         if grammar is not None and offer:
             raise OpenAIError(400, "response_format and tools cannot be used together: a "
                               "reply either calls a tool or answers in the format",
                               param="response_format")
         if offer:  # a forced call (tool_choice "required" or a function) is constrained
-            grammar = await off_loop_if_big(request, forced_call_grammar, tools,
-                                            req.tool_choice, ANSWER_LEAD)
+            grammar = await grammar_off_loop(forced_call_grammar, tools, req.tool_choice,
+                                             ANSWER_LEAD)
         # (a constrained reply is the answer alone: no reasoning before it)
         think = grammar is None and wants_think(req.reasoning_effort, rt.settings.chat_think)
         prompt = await off_loop_if_big(request, build_chat_prompt, req.messages, think,
@@ -513,7 +514,7 @@ async def completions(request: Request):
                           param="suffix")
     params = sampling_params(req, rt.settings)
     bias = _logit_bias(req, rt)
-    grammar = _grammar(req)
+    grammar = await _grammar(req)
     _check_choices(rt, len(prompts) * n)  # (before any prompt is scored)
     choices = []
     # an empty prompt starts a document (token 0), or goes on from a template's next token
