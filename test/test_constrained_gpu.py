@@ -38,3 +38,39 @@ def test_constrained_rows_on_cuda(tiny_model_path):
         assert task.finish_reason == "stop"
         check_schema_reply(json.loads(loader.decode(task.output)))
         assert replays(loader, grammar, task.output)
+
+
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two GPUs")
+def test_a_model_on_the_second_gpu_replies_as_on_the_first(tiny_model_path):
+    """``RWKV_DEVICE=cuda:1``: the scheduler's daemon thread, whose current device was cuda:0,
+    recorded the pulse's CUDA events (end probe, constrained rows' tokens, copy-back) on cuda:0
+    and its waits did not wait (session 47's review, argued); each thread that drives the model
+    now makes its GPU current (``state.use_device``). Replies, free, constrained and resumed
+    after a copy home, equal cuda:0's."""
+    grammar = json_grammar(SCHEMA)
+
+    def replies(device: str):
+        loader = RWKV070ModelLoader(tiny_model_path, device=device, dtype="fp16")
+        torch.cuda.set_device(0)  # (the test's thread: as a server's event loop leaves it)
+        sched = DynamicScheduler(loader, max_batch_size=4, buffer_size=4)
+        sched.engine.capture_graphs(4)
+        torch.cuda.set_device(0)
+        sched.start_daemon()
+        try:
+            tasks = [sched.new_task([300 + i, 301, 302], max_tokens=24, temperature=1.0,
+                                    top_k=0, top_p=1.0, seed=i) for i in range(3)]
+            for t in tasks[1:]:
+                t.constraint = Constraint(grammar, loader.tokenizer)
+            sched.run()
+            again = tasks[0]  # its state came home: a second round resumes it
+            again.continue_gen(" and", max_tokens=8)
+            sched.add_task(again)
+            sched.run()
+            return [t.output for t in tasks], loader
+        finally:
+            sched.shutdown()
+
+    (first, _), (second, loader) = replies("cuda:0"), replies("cuda:1")
+    assert second == first
+    for out in second[1:]:
+        assert replays(loader, grammar, out)

@@ -27,7 +27,7 @@ from server.model.fused import FusedBlocks, check_fused, fused_default
 from server.model.layer_weights import LayerWeights, layer_weights
 from server.model.reference import GN_EPS, LN_EPS
 from server.model.sampler import token_logprobs
-from server.model.state import State, to_device
+from server.model.state import State, to_device, use_device
 
 DECAY_SCALE = math.exp(-0.5)  # decay = exp(-e^-0.5 · sigmoid(w))
 
@@ -89,6 +89,7 @@ class RWKV7:
                  split_invariant: bool = True):
         self.cfg = cfg
         self.device = _normalise(device)
+        use_device(self.device)  # (this thread's: the loading, warm-up and capture)
         self.dtype = dtype or _default_dtype(self.device)
         self.state_dtype = state_dtype
         if prefill_chunk is None:  # larger matrix products on the GPU

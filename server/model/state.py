@@ -24,6 +24,17 @@ def to_device(values, device, dtype=torch.long) -> Tensor:
     return t.pin_memory().to(device, non_blocking=True)
 
 
+def use_device(device) -> None:
+    """Make ``device`` this thread's current CUDA device (no-op elsewhere). Each thread that
+    drives a model calls it: the calls that name no device (a CUDA event's ``record``,
+    ``current_stream``, graph capture, ``is_current_stream_capturing``) act on the current
+    one, which is per thread and cuda:0 unless set; a model on cuda:1 recorded its events on
+    cuda:0's idle stream, so waits on them did not wait (session 47's review)."""
+    device = torch.device(device)
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+
+
 def rows_of(idx):
     """``idx`` as a slice when it lists consecutive rows in order (one slot: the common case),
     else as given: rows taken by a slice are views and copies, with no index tensor to upload

@@ -33,6 +33,7 @@ import weakref
 from collections import deque
 
 from server.logger import get_logger
+from server.model.state import use_device
 from server.scheduler.cycle import SlotCycle, finish_all
 from server.scheduler.engine import BatchEngine
 from server.scheduler.idle_trim import IdleTrim
@@ -455,6 +456,7 @@ class BaseScheduler(SlotCycle):
             self._stepper = me
         SCHEDULER_THREAD.owner = self  # (callbacks run on this thread meanwhile)
         try:
+            use_device(self.engine.device)  # (the model's GPU: this thread's current one)
             while self.has_work:
                 if self._has_slot_work:
                     self.step()
@@ -508,6 +510,7 @@ class BaseScheduler(SlotCycle):
 
     def _loop(self) -> None:
         SCHEDULER_THREAD.owner = self  # (callbacks run on this thread)
+        use_device(self.engine.device)  # (the model's GPU: this thread's current one)
         while self._running:
             with self._cv:  # a run() begun before the daemon steps until it returns
                 mine = self._has_slot_work and self._stepper is None

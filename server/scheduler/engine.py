@@ -30,7 +30,7 @@ import torch
 
 from server.model.fused import kernel_module
 from server.model.sampler import BatchSampler, wrap_seed
-from server.model.state import rows_of, to_device
+from server.model.state import rows_of, to_device, use_device
 from server.scheduler.copyback import CopyBack
 from server.scheduler.guide import Guide
 from server.scheduler.logit_bias import LogitBias
@@ -198,6 +198,7 @@ class BatchEngine:
         capacity up to it (and of ``max_cap`` itself) now (a server's warm-up), rather than in the
         first pulse at each capacity, and the model's single-sequence prefill graphs. Needs no
         live slot. Returns [(capacity, ms)] (empty without graphs)."""
+        use_device(self.device)  # (the thread that warms up may not be the one that loaded)
         assert not bool(self.live.any()), "capture_graphs needs an idle engine"
         cap0 = self.capacity
         self.resize(max(max_cap, cap0), [])
@@ -228,6 +229,7 @@ class BatchEngine:
         found to vary between requests (row counts, a pointer's alignment); ``python -m
         server.bench first`` shows a variant that still compiles in a request. Nothing is
         kept: the rows are freed. Returns the requests run."""
+        use_device(self.device)
         assert not bool(self.live.any()), "warm_requests needs an idle engine"
         cap0 = self.capacity
         # prompts fed together at a captured capacity (a power of two) that holds them, as far
