@@ -513,3 +513,19 @@ def test_a_slow_grammar_compiles_off_the_event_loop(http, monkeypatch, path, bod
     sender.join(30)
     assert done["r"].status_code == 200, done["r"].text
     assert waited < 0.75, waited
+
+
+def test_a_chat_of_more_choices_than_ever_fit_is_refused_before_its_grammar_states(
+        http, server, monkeypatch):
+    """n past what the scheduler ever takes at once: a 400 naming n before the n grammar
+    states (or tasks) are made (they were made, then refused at submission)."""
+    import server.api.routes.openai as routes
+
+    sched = server.runtime.scheduler
+    made = []
+    monkeypatch.setattr(type(sched), "max_in_flight", property(lambda self: 2))
+    monkeypatch.setattr(routes, "new_constraints", lambda *a: made.append(a))
+    r = http.post("/v1/chat/completions",
+                  json=dict(CHAT, n=3, response_format={"type": "json_object"}))
+    assert_error(r, 400, param="n")
+    assert made == []

@@ -37,8 +37,9 @@ def json_rule(schema: dict[str, Any] | None) -> str:
     """``schema`` (None: any JSON object) as the body of a Lark rule, ``%json {...}``, with
     fixed whitespace (one form between items and after keys: with any whitespace allowed
     between tokens a reply can run on in blanks until max_tokens, as the tiny random model's
-    did at once). Its ``$ref``s point into it. ``RecursionError`` for one nested too deeply to
-    write."""
+    did at once), unless the schema's own ``x-guidance`` (llguidance's options) asks for a
+    ``whitespace_pattern``: the client's choice. Its ``$ref``s point into it.
+    ``RecursionError`` for one nested too deeply to write."""
     schema = {"type": "object"} if schema is None else schema
     guidance = schema.get("x-guidance") or {}
     if not isinstance(guidance, dict):

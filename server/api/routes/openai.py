@@ -313,6 +313,7 @@ async def chat_completions(request: Request):
     req = await parse_request(request, ChatRequest)
     if req.top_logprobs is not None and not req.logprobs:
         raise OpenAIError(400, "top_logprobs needs logprobs: true", param="top_logprobs")
+    _check_choices(rt, req.n or 1)  # (before any grammar, task or state is made for them)
     try:
         tools = parse_tools(req.tools)
         choice_name(req.tool_choice)  # its form, with tools or without (then it is unused)
