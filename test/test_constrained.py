@@ -137,9 +137,9 @@ def test_a_constrained_task_being_prefilled_costs_decoding_rows_nothing(tiny_loa
     seen = []
 
     class Spy(engine.Guide):
-        def __init__(self, constraints, *args):
+        def __init__(self, constraints, *args, **kw):
             seen.append((sorted(constraints), sorted(sched.engine._running)))
-            super().__init__(constraints, *args)
+            super().__init__(constraints, *args, **kw)
 
     monkeypatch.setattr(engine, "Guide", Spy)
     sched = DynamicScheduler(tiny_loader, max_batch_size=2, buffer_size=4)

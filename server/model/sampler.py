@@ -307,6 +307,19 @@ class BatchSampler:
         else:
             self._update(batch, tokens, active)
 
+    @staticmethod
+    def count_forced(batch: SamplingBatch, row: int, tokens: list[int]) -> None:
+        """Row ``row`` took ``tokens`` without drawing them (fed: a grammar forced them): each
+        counts as a step that drew it would, the decay (``_prepare``), its presence or
+        repetition and ``counter += 1`` (``_update``), so the draws after them are the ones
+        decoding them one by one gives."""
+        P = batch.penalties[row]                                    # [V]
+        for t in tokens:
+            P.mul_(batch.decay[row])
+            cur = P[t]
+            P[t] = cur + torch.where(cur == 0, batch.presence[row], batch.repetition[row])
+        batch.counter[row:row + 1].add_(len(tokens))
+
     def uniforms(self, batch: SamplingBatch, steps: int) -> Tensor | None:
         """[B, steps] f64: column s holds the uniforms of step s of a pulse, for rows active at
         that step (a row active at step s was active at every earlier step of its pulse, so its

@@ -174,10 +174,17 @@ class SlotCycle:
             self._release([slot], reason)
         if start:
             tasks = [self.slots[s] for s in start]
+            # (a row that was fed its grammar's forced run goes on with what its round has left)
+            resumed = [getattr(t, "_forced_feed", False) for t in tasks]
             self.engine.start(start, [t.current_token for t in tasks],
-                              [t.max_tokens for t in tasks], [t.stop_at_turn for t in tasks])
-            for t in tasks:
+                              [t._max_new - len(t.output) if again else t.max_tokens
+                               for t, again in zip(tasks, resumed)],
+                              [t.stop_at_turn for t in tasks])
+            for t, again in zip(tasks, resumed):
                 t.status = Status.RUNNING
+                if again:
+                    t._forced_feed = False
+                    continue
                 t._t_gen = time.perf_counter()
                 t._max_new = t.max_tokens  # the round's end, as the engine has it (_pulse)
             # the pulses ramp from 1 step (``_pulse``), unless tasks already decoding ramped
@@ -233,8 +240,27 @@ class SlotCycle:
             task._append_output(toks, res.logprobs.get(slot))
             if reason:
                 finished.setdefault(REASON_NAMES[reason], []).append(slot)
+            elif slot in res.forced:
+                self._fast_forward(slot, res.forced[slot])
         for name, slots in finished.items():
             self._release(slots, name)
+
+    def _fast_forward(self, slot: int, forced: list[int]) -> None:
+        """The slot's grammar forces ``forced`` next (guide.py): they join its reply now and
+        the prefill feeds them (from its last token, not fed yet) in one pass; the row starts
+        again once they are in (``_start_ready``). At least one token of the round is left to
+        decode (its last comes from a step, as it would). A row asked to stop stops instead."""
+        task = self.slots[slot]
+        forced = forced[:task._max_new - len(task.output) - 1]
+        if not forced or task.stop_requested:
+            return
+        self.engine.pause(slot, forced)
+        self.decoding.discard(slot)
+        for token in forced:  # (its grammar's: the tokens it forced)
+            task.constraint.accept(token)
+        task.pending = [task.current_token] + forced
+        task.current_token, task.status, task._forced_feed = None, Status.PREFILL, True
+        task._append_output(forced)
 
     def _pulse_check(self):
         """``engine.pulse``'s ``before_step``: apply stop requests; end the pulse once it has
@@ -268,9 +294,10 @@ class SlotCycle:
         home = [(s, t) for s, t in zip(slots, tasks) if t.keep_state]
         # out of the slots before the copy-back thread can finish them: a finish_callback may
         # resubmit its task at once (add_task refused a task still in a slot: it was lost)
-        for slot in slots:
+        for slot, task in zip(slots, tasks):
             self.slots[slot] = None
             self.decoding.discard(slot)
+            task._forced_feed = False  # (a forced run left unfed: the next round is a new one)
         handed, fault = [], None
         try:
             if home:  # (each task the copy-back has is in ``handed``: finished there)
@@ -309,6 +336,7 @@ class SlotCycle:
         """The slot's state is lost: back to what the task's own (CPU) state stands for."""
         n_hist, task.pending, task.current_token, task.state_decoded = task._admitted_as
         del task.history[n_hist:]
+        task._forced_feed = False
 
     def _shrink(self) -> None:
         used = [i for i, t in enumerate(self.slots) if t is not None]

@@ -104,6 +104,8 @@ class PulseResult:
     steps: int  # decode steps run (fewer than asked once a stop request ended every row)
     # slot -> an entry per accepted token, for the slots whose task asked (logprobs.py)
     logprobs: dict = field(default_factory=dict)
+    # slot -> the tokens its grammar forces next, for rows that paused for them (guide.py)
+    forced: dict = field(default_factory=dict)
 
 
 def accepted(out, valid) -> list[list[int]]:
@@ -375,6 +377,14 @@ class BatchEngine:
             for name in SLOT_MAPS:
                 getattr(self, name).pop(s, None)
 
+    def pause(self, slot: int, forced: list[int]) -> None:
+        """The slot's row stops decoding, its state and parameters kept, to be fed ``forced``
+        (its grammar's forced run: guide.py) by the prefill and started again. They count in
+        its penalties and random stream as the steps that would have drawn them would."""
+        self._fill_rows([slot], (self.live, False))
+        self._running.discard(slot)
+        self.sampler.count_forced(self.samp, slot, forced)
+
     def has_first(self, slot: int) -> bool:
         """The slot's prompt is fed to its end: its first token comes from kept logits."""
         return slot in self._first
@@ -447,10 +457,14 @@ class BatchEngine:
         bias = LogitBias(self._bias, dev) if self._bias else None
         # (a constrained task still being prefilled takes no token: no masks, no wait for it)
         constrained = {s: c for s, c in self._constraints.items() if s in self._running}
-        guide = Guide(constrained, self.vocab_size, dev, EOS_TOKEN) if constrained else None
+        guide = (Guide(constrained, self.vocab_size, dev, EOS_TOKEN,
+                       fast={s for s in constrained if s not in self._logprobs})
+                 if constrained else None)
         for s in range(steps):
             if before_step is not None and before_step(ran) and ran:
                 break  # the scheduler has work for the pulse's end (arrivals to admit)
+            if guide is not None and guide.pause_due:
+                break  # a row's grammar forces a run of tokens: fed at once (guide.py)
             if applied is not None and bool(applied[running].all()):
                 break  # the last step ended every row at a stop request: no more tokens come
             if probe is not None and probe.ended():
@@ -497,7 +511,8 @@ class BatchEngine:
             guide.finish()
         res = PulseResult(accepted(packed[:, :steps], packed[:, steps:2 * steps]),
                           packed[:, 2 * steps].tolist(), packed[:, -1].tolist(), ran,
-                          {} if lp is None else lp.result(packed[:, steps:2 * steps]))
+                          {} if lp is None else lp.result(packed[:, steps:2 * steps]),
+                          {} if guide is None else guide.forced_runs())
         self._running = {s for s in self._running if res.reason[s] == RUNNING}
         return res
 

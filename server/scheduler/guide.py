@@ -10,6 +10,16 @@ sampling, and the grammars' host work overlaps the decode on the device) and adv
 grammar by its row's token before computing the masks. So a pulse with a constrained row
 waits once a step for the device (a pulse without one never does), and its other rows run at
 that pace too while it lasts; ``finish`` takes the last step's tokens.
+
+Fast-forward: where the grammar forces a run of tokens whatever the model says (a forced
+call's ``<tool_call>{"name":"get_weather","arguments":{"`` once its ``<`` came: 14 tokens; a
+schema's closing ``"}}</tool_call>``), decoding them one step each is wasted time. A row whose
+grammar forces at least ``FF_MIN`` tokens is armed (``Constraint.arm``); it takes one more
+step, the pulse ends there (``pause_due``), and ``forced_runs`` hands the scheduler the forced
+run from there, which it feeds in one prefill pass before the row decodes again
+(``cycle._fast_forward``). Where a row arms and pauses depends on its tokens alone, not on
+where pulses end, so a reply is the same however the batch around it ran. Not for a row that
+asks for log probabilities (fed tokens have none).
 """
 
 from __future__ import annotations
@@ -22,15 +32,19 @@ from server.model.state import to_device
 from server.task.constraint import fill_masks
 
 _BITS = torch.arange(32, dtype=torch.int32)
+FF_MIN = 4  # forced tokens that arm a row: it pauses with FF_MIN - 1 or more to feed at once
 
 
 class Guide:
     """One pulse's constrained rows: ``constraints`` (slot -> Constraint); ``eos``: the
-    end-of-text token."""
+    end-of-text token; ``fast``: the slots that may be fast-forwarded."""
 
-    def __init__(self, constraints: dict, vocab_size: int, device: torch.device, eos: int):
+    def __init__(self, constraints: dict, vocab_size: int, device: torch.device, eos: int,
+                 fast=frozenset()):
         self.slots = sorted(constraints)
         self.constraints = [constraints[s] for s in self.slots]
+        self.fast = [s in fast for s in self.slots]
+        self.pause_due = False  # an armed row takes its token this step: end the pulse after
         self.rows = to_device(self.slots, device)
         self.vocab_size, self.eos = vocab_size, eos
         # the masks as the grammars give them: the tokenizer's ids (``apply`` fits them to
@@ -52,6 +66,8 @@ class Guide:
         a smaller model's V) allows end-of-text alone: it ends rather than draw from
         nothing."""
         self.finish()
+        self.pause_due = any([c.arm(FF_MIN) for c, live, fast in
+                              zip(self.constraints, self.live, self.fast) if live and fast])
         fill_masks([(c, i) for i, c in enumerate(self.constraints) if self.live[i]], self.words)
         for i, live in enumerate(self.live):
             if not live:
@@ -90,3 +106,13 @@ class Guide:
                 self.constraints[i].accept(tok)
             else:
                 self.live[i] = False
+
+    def forced_runs(self) -> dict[int, list[int]]:
+        """After ``finish`` at the pulse's end: slot -> the forced run of each live row that
+        armed (``apply``, before its last step: that step took its token) and is still live
+        (``Constraint.take_forced``; not yet accepted)."""
+        runs = {}
+        for slot, c, live, fast in zip(self.slots, self.constraints, self.live, self.fast):
+            if live and fast and (run := c.take_forced()):
+                runs[slot] = run
+        return runs

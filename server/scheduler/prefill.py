@@ -397,8 +397,8 @@ class Prefiller(LaterWork):
         """The task's _Seq (made when first seen), or None if it is not eligible."""
         s = self._seqs.get(id(task))
         origin = task.cache_origin
-        if s is not None or origin is None:
-            return s
+        if s is not None or origin is None or getattr(task, "_forced_feed", False):
+            return s  # (a reply's forced run, fed mid-round: nothing the cache could give)
         tokens = array("I", task.history + task.pending)
         shares = self._shares(tokens)
         s = _Seq(task, origin, tokens, prefix_hashes(tokens, self._known_hashes(shares)),

@@ -136,6 +136,7 @@ class Constraint:
         self._matcher = LLMatcher(vocab, grammar, log_level=0)
         self.words = -(-vocab.vocab_size // 32)  # int32 words of its mask
         self.fault: str | None = None  # an exception the grammar engine raised (``failed``)
+        self.armed = False  # ``arm`` found a forced run ahead
         if self._matcher.is_error():
             raise GrammarError(_first_line(self._matcher.get_error()))
 
@@ -159,6 +160,35 @@ class Constraint:
         except Exception as e:
             self.failed(e)
             return False
+
+    def forced(self) -> list[int]:
+        """The tokens the grammar forces next, whatever the model would say (e.g. a forced
+        call's ``<tool_call>{"name":"get_weather","arguments":{"`` once its first character
+        came: docs/experiments/session47/fast_forward/); none in an error state."""
+        if self.error is not None:
+            return []
+        try:
+            return list(self._matcher.compute_ff_tokens())
+        except Exception as e:
+            self.failed(e)
+            return []
+
+    def arm(self, at_least: int) -> bool:
+        """Whether a fast-forward is due (``server/scheduler/guide.py``, which asks before
+        each step's sampling): arms the reply when the grammar forces ``at_least`` tokens from
+        here. The step then takes one token (the first forced one, or another spelling of it)
+        and ``take_forced`` gives the forced run after it. Where a reply arms depends on its
+        tokens alone, never on where a pulse ended."""
+        self.armed = self.armed or len(self.forced()) >= at_least
+        return self.armed
+
+    def take_forced(self) -> list[int]:
+        """An armed reply (its step taken since): the forced tokens from here (not yet
+        accepted: ``accept`` each that is fed), disarmed. Else none."""
+        if not self.armed:
+            return []
+        self.armed = False
+        return self.forced()
 
     @property
     def complete(self) -> bool:

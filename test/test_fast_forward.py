@@ -1,0 +1,128 @@
+"""Fast-forward of constrained replies (server/scheduler/guide.py, ``cycle._fast_forward``): the
+tokens a grammar forces are fed in one prefill pass instead of a decode step each. On the CPU
+with the tiny random model: the replies are the ones step-by-step decoding gives (the same
+tokens, the same draws after them: penalties and random streams count the fed tokens), in
+fewer steps; they do not depend on where pulses end; a row asking for log probabilities is
+decoded step by step; ``max_tokens`` still bounds the reply."""
+
+import pytest
+from constrained_cases import SCHEMA, replays
+
+import server.scheduler.guide as guide
+from server.api.tools import ToolSpec, forced_call_grammar
+from server.scheduler import DynamicScheduler
+from server.task.constraint import Constraint, json_grammar
+
+PARAMS = {"type": "object", "additionalProperties": False, "required": ["city", "unit"],
+          "properties": {"city": {"type": "string", "maxLength": 12},
+                         "unit": {"enum": ["celsius", "fahrenheit"]}}}
+CALL = forced_call_grammar([ToolSpec("get_weather", "", PARAMS), ToolSpec("get_time", "", {})],
+                           {"type": "function", "function": {"name": "get_weather"}}, lead=">")
+SAMPLED = dict(temperature=1.0, top_k=0, top_p=1.0)
+
+
+def run(loader, specs, buffer_size=8, max_batch_size=8, off=False, monkeypatch=None):
+    """Run ``specs`` (dicts: prompt, grammar, max_tokens, sampling...) together; returns the
+    tasks and the decode steps the scheduler ran. ``off``: fast-forward disabled."""
+    if off:
+        monkeypatch.setattr(guide, "FF_MIN", 10**9)
+    sched = DynamicScheduler(loader, max_batch_size=max_batch_size, buffer_size=buffer_size)
+    tasks = []
+    for spec in specs:
+        spec = dict(spec)
+        grammar, logprobs = spec.pop("grammar", None), spec.pop("logprobs", None)
+        task = sched.new_task(spec.pop("prompt"), **spec)
+        task.logprobs = logprobs
+        if grammar is not None:
+            task.constraint = Constraint(grammar, loader.tokenizer)
+        tasks.append(task)
+    sched.run()
+    if off:
+        monkeypatch.undo()
+    return tasks, sum(p["steps"] for p in sched.pulses)
+
+
+def prompt(loader, i):
+    return loader.encode(f"User: weather {i}?\n\nAssistant: <think>\n</think")
+
+
+def test_a_forced_call_is_the_same_reply_in_fewer_steps(tiny_loader, monkeypatch):
+    specs = [dict(prompt=prompt(tiny_loader, i), grammar=CALL, max_tokens=80, seed=i,
+                  presence_penalty=0.7, repetition_penalty=0.3, penalty_decay=0.9, **SAMPLED)
+             for i in range(3)]
+    specs.append(dict(prompt=prompt(tiny_loader, 9), grammar=CALL, max_tokens=80,
+                      temperature=0.0))
+    fast, fast_steps = run(tiny_loader, specs[:1])
+    slow, slow_steps = run(tiny_loader, specs[:1], off=True, monkeypatch=monkeypatch)
+    assert fast[0].output == slow[0].output and fast[0].finish_reason == "stop"
+    text = tiny_loader.decode(fast[0].output)
+    assert '<tool_call>{"name":"get_weather","arguments":{"city":"' in text, text
+    assert replays(tiny_loader, CALL, fast[0].output)
+    assert fast_steps <= slow_steps - 15, (fast_steps, slow_steps)  # the call's head: 13 fed
+    fast, _ = run(tiny_loader, specs)  # sampled with penalties, greedy; batched
+    slow, _ = run(tiny_loader, specs, off=True, monkeypatch=monkeypatch)
+    assert [t.output for t in fast] == [t.output for t in slow]
+    assert all(t.finish_reason == "stop" and replays(tiny_loader, CALL, t.output) for t in fast)
+
+
+def test_where_pulses_end_changes_no_reply(tiny_loader, monkeypatch):
+    """A row arms and pauses where its tokens say, not where a pulse ends, so each token goes
+    into the state the same way (a decode step or a forced run's pass: their bits differ):
+    the same replies, and the same runs fed at the same points of each reply, with pulses of
+    1, 2, 3 or 16 steps, alone or beside rows that come and go."""
+    from server.scheduler.cycle import SlotCycle
+
+    fed = []
+    real = SlotCycle._fast_forward
+
+    def spy(self, slot, forced):
+        task = self.slots[slot]
+        before = len(task.output)
+        real(self, slot, forced)
+        fed.append((task.seed, before, tuple(task.output[before:])))
+
+    monkeypatch.setattr(SlotCycle, "_fast_forward", spy)
+    specs = [dict(prompt=prompt(tiny_loader, i), grammar=CALL, max_tokens=60, seed=i,
+                  presence_penalty=0.5, **SAMPLED) for i in range(2)]
+    others = [dict(prompt=tiny_loader.encode(f"User: story {i}\n\nAssistant:"),
+                   max_tokens=3 + 7 * i, **SAMPLED, seed=10 + i) for i in range(3)]
+    seen = set()
+    for buffer_size in (1, 2, 3, 16):
+        for extra in ([], others):
+            fed.clear()
+            tasks, _ = run(tiny_loader, specs + extra, buffer_size=buffer_size)
+            seen.add((tuple(tuple(t.output) for t in tasks[:2]), tuple(sorted(fed))))
+    assert len(seen) == 1
+    (_, runs), = seen
+    assert len(runs) >= 4 and all(len(run) >= guide.FF_MIN - 1 for *_, run in runs), runs
+
+
+def test_a_row_asking_for_logprobs_is_decoded_step_by_step(tiny_loader, monkeypatch):
+    spec = dict(prompt=prompt(tiny_loader, 1), grammar=CALL, max_tokens=60, temperature=0.0,
+                logprobs=2)
+    (task,), steps = run(tiny_loader, [spec])
+    assert len(task.output_logprobs) == len(task.output) and steps >= len(task.output)
+    (plain,), _ = run(tiny_loader, [spec], off=True, monkeypatch=monkeypatch)
+    assert plain.output == task.output
+
+
+@pytest.mark.parametrize("max_tokens", [3, 4, 9, 16])
+def test_max_tokens_bounds_a_fast_forwarded_reply(tiny_loader, monkeypatch, max_tokens):
+    """A forced run longer than what the round has left is cut (its last token comes from a
+    step): the reply is the step-by-step one, max_tokens long."""
+    spec = dict(prompt=prompt(tiny_loader, 2), grammar=CALL, max_tokens=max_tokens,
+                temperature=0.0)
+    (task,), _ = run(tiny_loader, [spec])
+    (plain,), _ = run(tiny_loader, [spec], off=True, monkeypatch=monkeypatch)
+    assert task.output == plain.output and len(task.output) == max_tokens
+    assert task.finish_reason == "length" and replays(tiny_loader, CALL, task.output)
+
+
+def test_a_schema_reply_with_forced_keys(tiny_loader, monkeypatch):
+    """A schema's forced keys and closing braces: the replies step-by-step decoding gives."""
+    grammar = json_grammar(SCHEMA)
+    specs = [dict(prompt=prompt(tiny_loader, i), grammar=grammar, max_tokens=60, seed=i,
+                  **SAMPLED) for i in range(4)]
+    fast, _ = run(tiny_loader, specs)
+    slow, _ = run(tiny_loader, specs, off=True, monkeypatch=monkeypatch)
+    assert [t.output for t in fast] == [t.output for t in slow]
