@@ -74,3 +74,49 @@ def test_a_model_on_the_second_gpu_replies_as_on_the_first(tiny_model_path):
     assert second == first
     for out in second[1:]:
         assert replays(loader, grammar, out)
+
+
+def test_fast_forward_on_cuda_is_the_same_whatever_the_pulses(tiny_model_path):
+    """Fast-forward (guide.py) on CUDA: the forced runs fed through the prefill (its graphs)
+    and counted in the penalties and random streams on the device; a forced call's reply is a
+    call the grammar allows, in fewer decode steps than tokens, and the replies and the runs
+    fed are the same with pulses of 1, 3 or 16 steps (prefill and decode bits differ: a run
+    fed at another point would show)."""
+    from server.api.tools import ToolSpec, forced_call_grammar
+    from server.scheduler.cycle import SlotCycle
+
+    loader = RWKV070ModelLoader(tiny_model_path, device="cuda", dtype="fp16")
+    params = {"type": "object", "required": ["city"], "additionalProperties": False,
+              "properties": {"city": {"type": "string", "maxLength": 10}}}
+    call = forced_call_grammar([ToolSpec("get_weather", "", params)],
+                               {"type": "function", "function": {"name": "get_weather"}},
+                               lead=">")
+    fed, real = [], SlotCycle._fast_forward
+
+    def spy(self, slot, forced):
+        task = self.slots[slot]
+        before = len(task.output)
+        real(self, slot, forced)
+        fed.append((task.seed, before, tuple(task.output[before:])))
+
+    SlotCycle._fast_forward = spy
+    try:
+        seen = set()
+        for buffer_size in (1, 3, 16):
+            fed.clear()
+            sched = DynamicScheduler(loader, max_batch_size=4, buffer_size=buffer_size)
+            tasks = []
+            for i in range(3):
+                task = sched.new_task([300 + i, 301, 302], max_tokens=60, temperature=1.0,
+                                      top_k=0, top_p=1.0, presence_penalty=0.5, seed=i)
+                task.constraint = Constraint(call, loader.tokenizer)
+                tasks.append(task)
+            sched.run()
+            steps = sum(p["steps"] for p in sched.pulses)
+            assert steps < max(len(t.output) for t in tasks)
+            for task in tasks:
+                assert task.finish_reason == "stop" and replays(loader, call, task.output)
+            seen.add((tuple(tuple(t.output) for t in tasks), tuple(sorted(fed))))
+        assert len(seen) == 1 and next(iter(seen))[1]
+    finally:
+        SlotCycle._fast_forward = real

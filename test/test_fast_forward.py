@@ -12,6 +12,7 @@ import server.scheduler.guide as guide
 from server.api.tools import ToolSpec, forced_call_grammar
 from server.scheduler import DynamicScheduler
 from server.task.constraint import Constraint, json_grammar
+from server.task.task import Status
 
 PARAMS = {"type": "object", "additionalProperties": False, "required": ["city", "unit"],
           "properties": {"city": {"type": "string", "maxLength": 12},
@@ -39,6 +40,8 @@ def run(loader, specs, buffer_size=8, max_batch_size=8, off=False, monkeypatch=N
     sched.run()
     if off:
         monkeypatch.undo()
+    # (every token of the replies counted as generated, fed ones too: /metrics reports them)
+    assert sched.stats.generated_tokens == sum(len(t.output) for t in tasks)
     return tasks, sum(p["steps"] for p in sched.pulses)
 
 
@@ -126,3 +129,24 @@ def test_a_schema_reply_with_forced_keys(tiny_loader, monkeypatch):
     fast, _ = run(tiny_loader, specs)
     slow, _ = run(tiny_loader, specs, off=True, monkeypatch=monkeypatch)
     assert [t.output for t in fast] == [t.output for t in slow]
+
+
+def test_a_stop_asked_when_a_forced_run_arrives_ends_the_reply(tiny_loader):
+    """A client that stops the task as the forced run's text reaches it (a stop string in
+    it, a closed stream): the reply ends there, aborted, its slot free; nothing hangs."""
+    sched = DynamicScheduler(tiny_loader, max_batch_size=2, buffer_size=8)
+    task = sched.new_task(prompt(tiny_loader, 3), max_tokens=60, temperature=0.0)
+    task.constraint = Constraint(CALL, tiny_loader.tokenizer)
+    cut = []
+
+    def collect(tokens):
+        if task.status == Status.PREFILL and not cut:  # (a forced run, its feed ahead)
+            cut.append(len(task.output))
+            task.stop()
+
+    task.collect_callback = collect
+    free = sched.new_task(tiny_loader.encode("User: hi\n\nAssistant:"), max_tokens=20,
+                          temperature=0.0)
+    sched.run()
+    assert cut and task.finish_reason == "abort" and len(task.output) == cut[0]
+    assert len(free.output) == 20 and sched.num_active == 0

@@ -260,6 +260,7 @@ class SlotCycle:
             task.constraint.accept(token)
         task.pending = [task.current_token] + forced
         task.current_token, task.status, task._forced_feed = None, Status.PREFILL, True
+        self.stats.on_tokens(task, len(forced), 0.0, 0, 0)  # (generated: /metrics counts them)
         task._append_output(forced)
 
     def _pulse_check(self):
