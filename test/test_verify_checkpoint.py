@@ -71,3 +71,21 @@ def test_files_that_cannot_be_checked(tmp_path, capsys):
     assert main([str(other)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and str(other) in err and "not a zip archive" in err
+
+
+def test_a_download_cut_short_is_damaged_not_unreadable(tiny_model_path, tmp_path, capsys):
+    """A file cut anywhere (half of it; its last 200 bytes: the archive's directory) is a
+    damaged checkpoint, exit 1 as the README says, not "not a zip archive" (exit 2: the
+    message blamed the legacy format; session 47's README walk-through). A file that is
+    no zip at all stays exit 2."""
+    data = open(tiny_model_path, "rb").read()
+    for keep in (len(data) // 2, len(data) - 200):
+        cut = tmp_path / f"cut{keep}.pth"
+        cut.write_bytes(data[:keep])
+        assert main([str(cut)]) == 1
+        out = capsys.readouterr().out
+        assert out.startswith(f"damaged: {cut}") and "cut short" in out, out
+    other = tmp_path / "legacy.pth"
+    other.write_bytes(b"\x80\x02" + data[4:1000])
+    assert main([str(other)]) == 2
+    assert "not a zip archive" in capsys.readouterr().err

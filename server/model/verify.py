@@ -10,7 +10,8 @@ and checks every entry (a 0.38 GB 0.1B file took 0.6 s on the 2-core test machin
 file is 15x that).
 
 Exit status: 0 every entry matches its checksum; 1 some do not, or tensors the file refers
-to are missing (a save cut short; named); 2 the file cannot be
+to are missing (a save cut short; named), or the archive's end is (a download cut short); 2
+the file cannot be
 checked (missing, unreadable, not a zip archive: the legacy ``torch.save`` format has no
 checksums).
 """
@@ -108,6 +109,13 @@ def _damaged(archive: zipfile.ZipFile, progress=None) -> list[str]:
     return bad
 
 
+def _starts_as_zip(path: str) -> bool:
+    """The file begins with a zip entry's header (``PK\\x03\\x04``): a ``torch.save`` archive,
+    whole or cut short (a legacy pickle begins otherwise)."""
+    with open(path, "rb") as f:
+        return f.read(4) == b"PK\x03\x04"
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m server.model.verify",
                                  description="Check every entry of a .pth checkpoint (a zip "
@@ -135,6 +143,11 @@ def main(argv=None) -> int:
         print(f"error: cannot read {args.checkpoint}: {e.strerror or e}", file=sys.stderr)
         return 2
     except zipfile.BadZipFile:
+        if _starts_as_zip(args.checkpoint):  # its end (the archive's directory) is missing
+            print(f"damaged: {args.checkpoint} starts as a zip archive but its end (the "
+                  "archive's directory) is missing or broken: a download or copy cut short; "
+                  "download or copy the file again")
+            return 1
         print(f"error: {args.checkpoint} is not a zip archive (a .pth from torch.save since "
               "torch 1.6 is one; the legacy format carries no checksums to check)",
               file=sys.stderr)
