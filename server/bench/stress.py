@@ -243,7 +243,10 @@ def parse_args(argv=None):
 
 
 def main(argv=None) -> None:
+    from server.logger import setup_logging
+
     args = parse_args(argv)
+    setup_logging(verbose=True)  # (run as its own module: the server's format, at INFO)
     print(report(run(args), args))
 
 

@@ -136,6 +136,9 @@ def main(argv=None) -> int:
     exp.add_argument("--force", action="store_true", help="overwrite an existing OUT")
     args = ap.parse_args(argv)
     from server.config import settings
+    from server.logger import setup_logging
+
+    setup_logging(settings.verbose)  # (the server's log format, not loguru's default)
     from server.task.manager import TaskManager, TemplateExists
     from server.task.store import TaskStoreError, beside_a_server
 
