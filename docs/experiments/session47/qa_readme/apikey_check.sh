@@ -1,0 +1,10 @@
+P=8103
+echo "health no key: $(curl -s -o /dev/null -w '%{http_code}' localhost:$P/health)"
+echo "health body prefix_cache: $(curl -s localhost:$P/health | head -c 400)"
+echo "metrics no key: $(curl -s -o /dev/null -w '%{http_code}' localhost:$P/metrics)"
+echo "metrics key: $(curl -s -o /dev/null -w '%{http_code}' -H 'Authorization: Bearer secret123' localhost:$P/metrics)"
+echo "models no key: $(curl -s localhost:$P/v1/models)"
+echo "models wrong key: $(curl -s -o /dev/null -w '%{http_code}' -H 'Authorization: Bearer nope' localhost:$P/v1/models)"
+echo "models key: $(curl -s -o /dev/null -w '%{http_code}' -H 'Authorization: Bearer secret123' localhost:$P/v1/models)"
+echo "tasks list no key: $(curl -s -o /dev/null -w '%{http_code}' localhost:$P/v1/tasks/list)"
+echo "health with key: $(curl -s -H 'Authorization: Bearer secret123' localhost:$P/health | head -c 400)"

@@ -1,0 +1,12 @@
+import httpx, time
+c = httpx.Client(base_url="http://localhost:8106", timeout=60)
+r = c.post("/v1/completions", json={"model": "rwkv-7", "prompt": "x", "max_tokens": 500, "logit_bias": {"0": -100}})
+print("openai max_tokens 500 with cap 10:", r.status_code, r.json().get("usage"))
+r = c.post("/v1/tasks/create", json={"prompt": "x", "max_tokens": 500, "logit_bias": {"0": -100}})
+tid = r.json()["task_id"]; time.sleep(1.5)
+print("task api max_tokens 500 with cap 10:", c.get(f"/v1/tasks/{tid}/status").json())
+r = c.post("/v1/tasks/create", json={"prompt": "x", "max_tokens": 40961}); print("task api 40961:", r.status_code, r.text[:150])
+r = c.post("/v1/completions", json={"model": "rwkv-7", "prompt": "x", "max_tokens": 5, "n": 3})
+print("n=3 with 1 slot + queue 1:", r.status_code, r.text[:200])
+r = c.post("/v1/completions", json={"model": "rwkv-7", "prompt": "x", "max_tokens": 5, "n": 2})
+print("n=2 with 1 slot + queue 1:", r.status_code, r.text[:100])
