@@ -12,7 +12,7 @@ mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
 SUM="$OUT/summary.txt"
 
-OPTIONAL="large large_small sample_clustered http_stages chat chat_raw chat_tpl chat72 gemv152 prefill_gemv ttft_gemv prefill_detail serve ramp clocks first gemm launch constrained"
+OPTIONAL="large large_small sample_clustered http_stages chat chat_raw chat_tpl chat72 gemv152 prefill_gemv ttft_gemv prefill_detail serve ramp clocks first gemm launch constrained fast_forward"
 # (the OPTIONAL steps run only when STEPS names them)
 
 wanted() {  # STEPS unset: every step but the OPTIONAL ones; else the steps STEPS names
@@ -105,6 +105,8 @@ step clocks 200 bash server/bench/with_clocks.sh python3 -m server.bench gemv --
 step chat72 560 python3 -m server.bench.chat --demo 7.2b --repeat 3  # the same at the 7.2B shape
 step constrained 120 python3 -m server.bench decode --preset 2.9b --batch 1,32,256 \
   --state-dtype fp16 --pulses 3 --constrained 0,1,0,1  # a constrained row's host read a step
+step fast_forward 300 python3 docs/experiments/session47/fast_forward/ff_latency.py \
+  --preset 2.9b --device cuda --dtype fp16 --repeat 3  # a forced call's reply, fed runs or not
 # (the HTTP and host costs are the same, the passes longer)
 # separately (each call is limited to 10 minutes): the skinny-product sweep, the profile and the
 # ablations:
