@@ -529,3 +529,25 @@ def test_a_chat_of_more_choices_than_ever_fit_is_refused_before_its_grammar_stat
                   json=dict(CHAT, n=3, response_format={"type": "json_object"}))
     assert_error(r, 400, param="n")
     assert made == []
+
+
+def test_new_task_takes_a_constraint_and_biases_before_a_running_daemon_starts_it(tiny_loader):
+    """Set on the task ``new_task`` returns, a constraint could come after a running daemon
+    had started the task (its reply then free text: session 47's check of a GPU test); given
+    to ``new_task`` it is there from the first token. A bad bias is refused there."""
+    grammar = json_grammar(SCHEMA)
+    sched = DynamicScheduler(tiny_loader, max_batch_size=4, buffer_size=4)
+    sched.start_daemon()
+    try:
+        tasks = [sched.new_task([300 + i, 301, 302], max_tokens=60, temperature=1.0, top_k=0,
+                                top_p=1.0, seed=i, logit_bias={5: 1.5},
+                                constraint=Constraint(grammar, tiny_loader.tokenizer))
+                 for i in range(3)]
+        sched.run()
+        for task in tasks:
+            assert task.finish_reason == "stop" and replays(tiny_loader, grammar, task.output)
+            check_schema_reply(json.loads(tiny_loader.decode(task.output)))
+        with pytest.raises(ValueError, match="logit_bias"):
+            sched.new_task([5, 6], logit_bias={10**9: 1.0})
+    finally:
+        sched.shutdown()

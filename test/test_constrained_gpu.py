@@ -56,11 +56,11 @@ def test_a_model_on_the_second_gpu_replies_as_on_the_first(tiny_model_path):
         sched.engine.capture_graphs(4)
         torch.cuda.set_device(0)
         sched.start_daemon()
-        try:
+        try:  # (constraints given to new_task: the running daemon may start a task at once)
             tasks = [sched.new_task([300 + i, 301, 302], max_tokens=24, temperature=1.0,
-                                    top_k=0, top_p=1.0, seed=i) for i in range(3)]
-            for t in tasks[1:]:
-                t.constraint = Constraint(grammar, loader.tokenizer)
+                                    top_k=0, top_p=1.0, seed=i,
+                                    constraint=Constraint(grammar, loader.tokenizer) if i else None)
+                     for i in range(3)]
             sched.run()
             again = tasks[0]  # its state came home: a second round resumes it
             again.continue_gen(" and", max_tokens=8)

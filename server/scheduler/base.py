@@ -149,10 +149,15 @@ class BaseScheduler(SlotCycle):
                  top_p: float = 0.1, top_k: int = 20, presence_penalty: float = 0.0,
                  repetition_penalty: float = 0.0, penalty_decay: float = 0.0,
                  seed: int | None = 42, collect_callback=None, finish_callback=None,
-                 task_id: str = "TMP", min_p: float = 0.0) -> Task:
-        """Create a task for ``prompt`` (text or token ids) and enqueue it. ``ValueError`` for
-        an empty prompt (nothing to generate from), token ids outside the model's vocabulary
-        or a parameter out of range (``Task.check_params``)."""
+                 task_id: str = "TMP", min_p: float = 0.0, logit_bias: dict | None = None,
+                 constraint=None) -> Task:
+        """Create a task for ``prompt`` (text or token ids) and enqueue it. ``logit_bias``
+        (token id -> bias) and ``constraint`` (a ``server.task.constraint.Constraint``: the
+        reply follows its grammar) are the first round's, set before the task is queued (a
+        running daemon may admit it at once: set on the returned task, they could come too
+        late). ``ValueError`` for an empty prompt (nothing to generate from), token ids
+        outside the model's vocabulary or a parameter out of range (``Task.check_params``,
+        ``check_logit_bias``)."""
         try:
             tokens = self.loader.encode(prompt) if isinstance(prompt, str) else list(prompt)
         except TypeError:  # (None: "'NoneType' object is not iterable" named no argument)
@@ -168,6 +173,7 @@ class BaseScheduler(SlotCycle):
         problem = model_mismatch(task, self.engine.model.cfg)
         if problem:
             raise ValueError(f"prompt of task {task_id}: {problem}")
+        task.logit_bias, task.constraint = logit_bias, constraint
         self.add_task(task)
         return task
 
