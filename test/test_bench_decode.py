@@ -56,9 +56,9 @@ def test_decode_bench_times_constrained_rows(capsys, monkeypatch):
     made = []
     real_init = guide.Guide.__init__
 
-    def counting(self, constraints, *args):
+    def counting(self, constraints, *args, **kw):
         made.append(sorted(constraints))
-        real_init(self, constraints, *args)
+        real_init(self, constraints, *args, **kw)
 
     monkeypatch.setattr(guide.Guide, "__init__", counting)
     decode.main(["--preset", "tiny", "--device", "cpu", "--dtype", "fp32", "--batch", "2",
