@@ -168,10 +168,11 @@ class Constraint:
         if self.error is not None:
             return []
         try:
-            return list(self._matcher.compute_ff_tokens())
+            run = list(self._matcher.compute_ff_tokens())
         except Exception as e:
             self.failed(e)
             return []
+        return run[:run.index(0)] if 0 in run else run  # (end-of-text ends a reply: never fed)
 
     def arm(self, at_least: int) -> bool:
         """Whether a fast-forward is due (``server/scheduler/guide.py``, which asks before
