@@ -12,7 +12,6 @@ import server.scheduler.guide as guide
 from server.api.tools import ToolSpec, forced_call_grammar
 from server.scheduler import DynamicScheduler
 from server.task.constraint import Constraint, json_grammar
-from server.task.task import Status
 
 PARAMS = {"type": "object", "additionalProperties": False, "required": ["city", "unit"],
           "properties": {"city": {"type": "string", "maxLength": 12},
@@ -140,7 +139,7 @@ def test_a_stop_asked_when_a_forced_run_arrives_ends_the_reply(tiny_loader):
     cut = []
 
     def collect(tokens):
-        if task.status == Status.PREFILL and not cut:  # (a forced run, its feed ahead)
+        if getattr(task, "_forced_feed", False) and not cut:  # (a forced run, its feed ahead)
             cut.append(len(task.output))
             task.stop()
 
@@ -150,3 +149,70 @@ def test_a_stop_asked_when_a_forced_run_arrives_ends_the_reply(tiny_loader):
     sched.run()
     assert cut and task.finish_reason == "abort" and len(task.output) == cut[0]
     assert len(free.output) == 20 and sched.num_active == 0
+
+
+def test_forced_runs_are_fed_apart_and_their_rows_stay_running(tiny_loader, monkeypatch):
+    """Four replies pausing together (one request's n=4 choices) have their runs fed apart
+    from prompts, in passes of as many rows as keep each row's bits (two here, as if on a GPU
+    whose WKV took another form past two rows; session 47's review: a reply's bits depended
+    on its neighbours), with each row's next token from that pass: the replies are the lone
+    ones; the tasks read RUNNING throughout (a client polling the Task API's status saw
+    PREFILL mid-reply)."""
+    from server.scheduler.cycle import SlotCycle
+    from server.scheduler.engine import BatchEngine
+    from server.task.task import Status, Task
+
+    passes, statuses = [], set()
+    real_prefill, real_start = BatchEngine.prefill, SlotCycle._start_ready
+
+    def prefill(self, slots, token_lists, first=(), mid=()):
+        fed = [sched.slots[s] for s in slots]
+        forced = [getattr(t, "_forced_feed", False) for t in fed]
+        passes.append((len(slots), any(forced), all(forced), set(first) == set(slots)))
+        statuses.update(t.status for t, f in zip(fed, forced) if f)
+        return real_prefill(self, slots, token_lists, first, mid)
+
+    def start_ready(self):
+        real_start(self)
+        statuses.update(t.status for t in self.slots if t is not None and t.output)
+
+    monkeypatch.setattr(BatchEngine, "prefill", prefill)
+    monkeypatch.setattr(SlotCycle, "_start_ready", start_ready)
+    monkeypatch.setattr(type(tiny_loader.model), "pass_keeps_bits", lambda self, rows: rows <= 2)
+    sched = DynamicScheduler(tiny_loader, max_batch_size=8, buffer_size=8)
+    tasks = [sched.new_task(prompt(tiny_loader, 5), max_tokens=60, seed=i, **SAMPLED,
+                            constraint=Constraint(CALL, tiny_loader.tokenizer))
+             for i in range(4)]
+    late = []
+
+    def arrive(tokens):  # a prompt admitted in the step that feeds the first forced runs
+        if not late and getattr(tasks[0], "_forced_feed", False):
+            late.append(Task(prompt(tiny_loader, 6), max_tokens=2, temperature=0.0))
+            sched.add_task(late[0])
+
+    tasks[0].collect_callback = arrive
+    sched.run()
+    monkeypatch.undo()
+    assert late and len(late[0].output) == 2
+    forced = [p for p in passes if p[1]]
+    assert len(forced) >= 4 and all(rows <= 2 and unmixed and last
+                                    for rows, _, unmixed, last in forced), passes
+    assert any(rows == 2 for rows, *_ in forced)
+    assert statuses == {Status.RUNNING}
+    for i, task in enumerate(tasks):
+        (alone,), _ = run(tiny_loader, [dict(prompt=prompt(tiny_loader, 5), grammar=CALL,
+                                             max_tokens=60, seed=i, **SAMPLED)])
+        assert task.output == alone.output and replays(tiny_loader, CALL, task.output)
+
+
+def test_a_row_going_on_after_a_forced_run_does_not_ramp_again(tiny_loader):
+    """Pulses ramp 1, 2, 4, ... steps after a task starts (its first text out at once); a row
+    going on after its forced run (that text out already) keeps the pulse length instead: a
+    lone forced call here ran pulses of [1, 1, 4, 5, 1] steps, [1, 1, 1, 2, 4, 2, 1] when
+    each resume ramped again (greedy; the tiny random model)."""
+    sched = DynamicScheduler(tiny_loader, max_batch_size=2, buffer_size=16)
+    task = sched.new_task(prompt(tiny_loader, 0), max_tokens=80, temperature=0.0,
+                          constraint=Constraint(CALL, tiny_loader.tokenizer))
+    sched.run()
+    assert task.finish_reason == "stop" and replays(tiny_loader, CALL, task.output)
+    assert len(sched.pulses) <= 5, [p["steps"] for p in sched.pulses]

@@ -188,8 +188,9 @@ class SlotCycle:
                 t._t_gen = time.perf_counter()
                 t._max_new = t.max_tokens  # the round's end, as the engine has it (_pulse)
             # the pulses ramp from 1 step (``_pulse``), unless tasks already decoding ramped
-            # less than ``ramp_gap`` steps ago (then the newcomers join that ramp)
-            if not self.decoding or self._since_ramp >= self.ramp_gap:
+            # less than ``ramp_gap`` steps ago (then the newcomers join that ramp), or the rows
+            # are only ones going on after a fed forced run (their text is out already)
+            if not all(resumed) and (not self.decoding or self._since_ramp >= self.ramp_gap):
                 self._ramp, self._since_ramp = 1, 0
             self.decoding.update(start)
 
@@ -247,8 +248,9 @@ class SlotCycle:
 
     def _fast_forward(self, slot: int, forced: list[int]) -> None:
         """The slot's grammar forces ``forced`` next (guide.py): they join its reply now and
-        the prefill feeds them (from its last token, not fed yet) in one pass; the row starts
-        again once they are in (``_start_ready``). At least one token of the round is left to
+        the prefill feeds them (from its last token, not fed yet) in a pass of their own at
+        the next step (``Prefiller.run``); the row starts again once they are in
+        (``_start_ready``). At least one token of the round is left to
         decode (its last comes from a step, as it would). A row asked to stop stops instead."""
         task = self.slots[slot]
         forced = forced[:task._max_new - len(task.output) - 1]
@@ -259,7 +261,7 @@ class SlotCycle:
         for token in forced:  # (its grammar's: the tokens it forced)
             task.constraint.accept(token)
         task.pending = [task.current_token] + forced
-        task.current_token, task.status, task._forced_feed = None, Status.PREFILL, True
+        task.current_token, task._forced_feed = None, True  # (its status stays RUNNING)
         self.stats.on_tokens(task, len(forced), 0.0, 0, 0)  # (generated: /metrics counts them)
         task._append_output(forced)
 

@@ -190,11 +190,33 @@ class Prefiller(LaterWork):
         work = self._order(work)
         before = [len(task.history) for _, task in work]
         try:
+            budget = self._forced(work, budget)
+            prompts = [(slot, task) for slot, task in work if len(task.pending) > 1]
+            if not prompts or budget <= 0:
+                return
             if not self.caching:
-                return self._plain(work, budget)
-            self._run(work, budget)
+                return self._plain(prompts, budget)
+            self._run(prompts, budget)
         finally:
             self._age(work, before)
+
+    def _forced(self, work, budget: int) -> int:
+        """Feed the forced runs of constrained replies (``cycle._fast_forward``) first, each
+        whole with its last token (the row's next token comes from the pass), apart from
+        prompts and in passes of as many rows as keep each row's bits
+        (``RWKV7.pass_keeps_bits``: on CUDA a pass of more rows than #SMs / H takes another
+        WKV form): a reply's bits depend neither on the rows fed beside it nor on the budget.
+        Their tokens count against ``budget``; returns what is left."""
+        runs = [(slot, task, None, len(task.pending)) for slot, task in work
+                if getattr(task, "_forced_feed", False)]
+        while runs:
+            k = len(runs)
+            while k > 1 and not self.engine.model.pass_keeps_bits(k):
+                k -= 1
+            self._feed(runs[:k])
+            budget -= sum(n for *_, n in runs[:k])
+            runs = runs[k:]
+        return budget
 
     def _order(self, work: list[tuple[int, object]]) -> list[tuple[int, object]]:
         """The budget's order: the fewest tokens left first (in slot order a long prompt took
