@@ -88,6 +88,7 @@ class SlotCycle:
                     # what the task's CPU state stands for, restored if a fault loses the slot
                     task._admitted_as = (len(task.history), list(task.pending),
                                          task.current_token, task.state_decoded)
+                    task._forced_feed = False  # (its pending tokens: a prompt, not a forced run)
                 self._admitting = 0
         except BaseException as e:  # the tasks taken off the queue, neither refused nor in a
             # slot, were held by no scheduler (their wait() never returned; session 34's review)
@@ -175,7 +176,7 @@ class SlotCycle:
         if start:
             tasks = [self.slots[s] for s in start]
             # (a row that was fed its grammar's forced run goes on with what its round has left)
-            resumed = [getattr(t, "_forced_feed", False) for t in tasks]
+            resumed = [t._forced_feed for t in tasks]
             self.engine.start(start, [t.current_token for t in tasks],
                               [t._max_new - len(t.output) if again else t.max_tokens
                                for t, again in zip(tasks, resumed)],
@@ -248,10 +249,10 @@ class SlotCycle:
 
     def _fast_forward(self, slot: int, forced: list[int]) -> None:
         """The slot's grammar forces ``forced`` next (guide.py): they join its reply now and
-        the prefill feeds them (from its last token, not fed yet) in a pass of their own at
-        the next step (``Prefiller.run``); the row starts again once they are in
-        (``_start_ready``). At least one token of the round is left to
-        decode (its last comes from a step, as it would). A row asked to stop stops instead."""
+        the next step's prefill feeds them (from its last token, not fed yet) apart from
+        prompts (``Prefiller._forced``); the row starts again once they are in
+        (``_start_ready``). At least one token of the round is left to decode (its last comes
+        from a step, as it would). A row asked to stop stops instead."""
         task = self.slots[slot]
         forced = forced[:task._max_new - len(task.output) - 1]
         if not forced or task.stop_requested:
@@ -297,10 +298,9 @@ class SlotCycle:
         home = [(s, t) for s, t in zip(slots, tasks) if t.keep_state]
         # out of the slots before the copy-back thread can finish them: a finish_callback may
         # resubmit its task at once (add_task refused a task still in a slot: it was lost)
-        for slot, task in zip(slots, tasks):
+        for slot in slots:
             self.slots[slot] = None
             self.decoding.discard(slot)
-            task._forced_feed = False  # (a forced run left unfed: the next round is a new one)
         handed, fault = [], None
         try:
             if home:  # (each task the copy-back has is in ``handed``: finished there)
@@ -339,7 +339,6 @@ class SlotCycle:
         """The slot's state is lost: back to what the task's own (CPU) state stands for."""
         n_hist, task.pending, task.current_token, task.state_decoded = task._admitted_as
         del task.history[n_hist:]
-        task._forced_feed = False
 
     def _shrink(self) -> None:
         used = [i for i, t in enumerate(self.slots) if t is not None]

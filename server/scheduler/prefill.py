@@ -208,7 +208,7 @@ class Prefiller(LaterWork):
         WKV form): a reply's bits depend neither on the rows fed beside it nor on the budget.
         Their tokens count against ``budget``; returns what is left."""
         runs = [(slot, task, None, len(task.pending)) for slot, task in work
-                if getattr(task, "_forced_feed", False)]
+                if task._forced_feed]
         while runs:
             k = len(runs)
             while k > 1 and not self.engine.model.pass_keeps_bits(k):
@@ -419,7 +419,7 @@ class Prefiller(LaterWork):
         """The task's _Seq (made when first seen), or None if it is not eligible."""
         s = self._seqs.get(id(task))
         origin = task.cache_origin
-        if s is not None or origin is None or getattr(task, "_forced_feed", False):
+        if s is not None or origin is None or task._forced_feed:
             return s  # (a reply's forced run, fed mid-round: nothing the cache could give)
         tokens = array("I", task.history + task.pending)
         shares = self._shares(tokens)
