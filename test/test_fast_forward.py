@@ -157,27 +157,26 @@ def test_forced_runs_are_fed_apart_and_their_rows_stay_running(tiny_loader, monk
     whose WKV took another form past two rows; session 47's review: a reply's bits depended
     on its neighbours), with each row's next token from that pass: the replies are the lone
     ones; the tasks read RUNNING throughout (a client polling the Task API's status saw
-    PREFILL mid-reply)."""
-    from server.scheduler.cycle import SlotCycle
+    PREFILL mid-reply, then READY as the row started again: session 47's soak)."""
     from server.scheduler.engine import BatchEngine
     from server.task.task import Status, Task
 
     passes, statuses = [], set()
-    real_prefill, real_start = BatchEngine.prefill, SlotCycle._start_ready
+    real_prefill, real_start = BatchEngine.prefill, BatchEngine.start
 
     def prefill(self, slots, token_lists, first=(), mid=()):
         fed = [sched.slots[s] for s in slots]
-        forced = [getattr(t, "_forced_feed", False) for t in fed]
+        forced = [t._forced_feed for t in fed]
         passes.append((len(slots), any(forced), all(forced), set(first) == set(slots)))
         statuses.update(t.status for t, f in zip(fed, forced) if f)
         return real_prefill(self, slots, token_lists, first, mid)
 
-    def start_ready(self):
-        real_start(self)
-        statuses.update(t.status for t in self.slots if t is not None and t.output)
+    def start(self, slots, *args):  # (between _start_ready's status changes)
+        statuses.update(t.status for t in (sched.slots[s] for s in slots) if t.output)
+        return real_start(self, slots, *args)
 
     monkeypatch.setattr(BatchEngine, "prefill", prefill)
-    monkeypatch.setattr(SlotCycle, "_start_ready", start_ready)
+    monkeypatch.setattr(BatchEngine, "start", start)
     monkeypatch.setattr(type(tiny_loader.model), "pass_keeps_bits", lambda self, rows: rows <= 2)
     sched = DynamicScheduler(tiny_loader, max_batch_size=8, buffer_size=8)
     tasks = [sched.new_task(prompt(tiny_loader, 5), max_tokens=60, seed=i, **SAMPLED,

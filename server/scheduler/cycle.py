@@ -164,7 +164,8 @@ class SlotCycle:
                 continue
             if task.pending:
                 task.current_token = task.pending.pop()
-            task.status = Status.READY
+            if not task._forced_feed:  # (one going on after a forced run stays RUNNING: a
+                task.status = Status.READY  # client polling /status saw it go back)
             if not merged and (task.max_tokens <= 0 or task.current_token is None):
                 finish.append(slot)
             else:
