@@ -317,7 +317,13 @@ def test_splitter_closing_tag_inside_a_json_string_is_the_arguments(chunking):
 
 def test_splitter_tool_call_unclosed_bad_and_disabled():
     pieces, _ = run("direct", ['>\n<tool_call>{"name": "f", "arguments": {"x": 1}}'], tools=True)
-    assert collect(pieces)["calls"] == [("f", '{"x": 1}')]
+    assert collect(pieces)["calls"] == [("f", '{"x": 1}')]  # (the model ended it: taken)
+    call = '{"name": "f", "arguments": {"x": 1}}'
+    for cut in (call, call + "</tool_"):
+        # cut by max_tokens: text, as the README says, however whole its arguments (a call
+        # with finish_reason "length" came back; session 47's soak)
+        pieces, _ = run("direct", [">\n<tool_call>" + cut], reason="length", tools=True)
+        assert collect(pieces) == {**collect([]), "content": "<tool_call>" + cut}, pieces
     pieces, _ = run("direct", [">text ends <tool"], tools=True)  # (held, then all of it)
     assert collect(pieces)["content"] == "text ends <tool"
     pieces, s = run("direct", [">a <tool_call>oops</tool_call> b"], tools=True)

@@ -113,6 +113,7 @@ class OutputSplitter:
         self.buf = ""  # always the end of the text fed so far
         self.fed = 0  # characters fed
         self.stopped = False  # a stop string or the boundary matched: the output is over
+        self._cut = False  # (finish: the task ended at max_tokens)
         self.stopped_at: int | None = None  # then: characters fed up to the match's end
         self.tool_calls = 0
         self._started = {"reasoning": False, "content": False}
@@ -140,6 +141,7 @@ class OutputSplitter:
             n = held_suffix(self.buf, [BOUNDARY])
             if n and not self.buf[len(self.buf) - n:].strip():
                 self.buf = self.buf[:len(self.buf) - n]
+        self._cut = reason == "length"
         out = self._drain(final=True)
         if self.inline_think and self._think_open:
             out.append(Piece("content", THINK_END))
@@ -217,7 +219,9 @@ class OutputSplitter:
         block_end = len(self.buf) if end < 0 else end + len(CLOSE_TAG)
         raw, body = self.buf[pos:block_end], self.buf[pos + len(OPEN_TAG): end if end >= 0 else None]
         self.buf = self.buf[block_end:]
-        call = parse_tool_call(body)
+        # a block cut by max_tokens (no closing tag) is no call, its arguments whole or not
+        # (one ended by the model itself without the tag is taken: the model's own end)
+        call = None if end < 0 and self._cut else parse_tool_call(body)
         if call is None or (self.tool_names is not None and call[0] not in self.tool_names):
             self._emit(out, "content", ws + raw)  # not a usable call: it is just text
         else:
