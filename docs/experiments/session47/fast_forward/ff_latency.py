@@ -47,7 +47,9 @@ ap.add_argument("--preset", default="tiny")
 ap.add_argument("--device", default="cpu")
 ap.add_argument("--dtype", default=None)
 ap.add_argument("--repeat", type=int, default=5)
+ap.add_argument("--ff-min", type=int, default=guide.FF_MIN, help="guide.FF_MIN for 'on'")
 a = ap.parse_args()
+FF_MIN = a.ff_min
 path = f"/tmp/ff_{a.preset}.pth"
 make_random([path, "--preset", a.preset, "--seed", "1", "--force"])
 loader = RWKV070ModelLoader(path, device=a.device, dtype=a.dtype)
