@@ -76,15 +76,17 @@ def test_a_model_on_the_second_gpu_replies_as_on_the_first(tiny_model_path):
         assert replays(loader, grammar, out)
 
 
-def test_fast_forward_on_cuda_is_the_same_whatever_the_pulses(tiny_model_path):
+def test_fast_forward_on_cuda_is_the_same_whatever_the_pulses(tiny_model_path, monkeypatch):
     """Fast-forward (guide.py) on CUDA: the forced runs fed through the prefill (its graphs)
     and counted in the penalties and random streams on the device; a forced call's reply is a
     call the grammar allows, in fewer decode steps than tokens, and the replies and the runs
     fed are the same with pulses of 1, 3 or 16 steps (prefill and decode bits differ: a run
     fed at another point would show)."""
     from server.api.tools import ToolSpec, forced_call_grammar
+    from server.scheduler import guide
     from server.scheduler.cycle import SlotCycle
 
+    monkeypatch.setattr(guide, "FAST_ON_CUDA", True)  # (off by default there: guide.py)
     loader = RWKV070ModelLoader(tiny_model_path, device="cuda", dtype="fp16")
     params = {"type": "object", "required": ["city"], "additionalProperties": False,
               "properties": {"city": {"type": "string", "maxLength": 10}}}
@@ -120,3 +122,16 @@ def test_fast_forward_on_cuda_is_the_same_whatever_the_pulses(tiny_model_path):
         assert len(seen) == 1 and next(iter(seen))[1]
     finally:
         SlotCycle._fast_forward = real
+
+
+def test_fast_forward_is_off_on_cuda_by_default(tiny_model_path):
+    """Measured slower on the GPU (guide.FAST_ON_CUDA): a forced call decodes step by step."""
+    from server.api.tools import ToolSpec, forced_call_grammar
+
+    loader = RWKV070ModelLoader(tiny_model_path, device="cuda", dtype="fp16")
+    call = forced_call_grammar([ToolSpec("f", "", {"type": "object"})], "required", lead=">")
+    sched = DynamicScheduler(loader, max_batch_size=2, buffer_size=8)
+    task = sched.new_task([300, 301], max_tokens=40, temperature=0.0,
+                          constraint=Constraint(call, loader.tokenizer))
+    sched.run()
+    assert sum(p["steps"] for p in sched.pulses) >= len(task.output)

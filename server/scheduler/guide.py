@@ -19,7 +19,8 @@ step, the pulse ends there (``pause_due``), and ``forced_runs`` hands the schedu
 run from there, which it feeds in one prefill pass before the row decodes again
 (``cycle._fast_forward``). Where a row arms and pauses depends on its tokens alone, not on
 where pulses end, so a reply is the same however the batch around it ran. Not for a row that
-asks for log probabilities (fed tokens have none).
+asks for log probabilities (fed tokens have none); on the CPU only (``FAST_ON_CUDA``:
+measured slower on the GPU).
 """
 
 from __future__ import annotations
@@ -33,6 +34,11 @@ from server.task.constraint import fill_masks
 
 _BITS = torch.arange(32, dtype=torch.int32)
 FF_MIN = 4  # forced tokens that arm a row: it pauses with FF_MIN - 1 or more to feed at once
+# Off on CUDA: at 2.9B on an H100 a forced call's reply took 296 against 319 ms alone and 626
+# against 442 ms for eight rows (docs/performance.md, session 47): a pause, the step it ends
+# and the fed run's pass (eager, launch-bound, for several rows) cost about what the steps
+# it saves do. On the CPU, where a step is the weights' read, it is 1.6-2.2x faster.
+FAST_ON_CUDA = False
 
 
 class Guide:
