@@ -29,6 +29,7 @@ FF_MIN = guide.FF_MIN
 
 def run(loader, rows: int, on: bool):
     guide.FF_MIN = FF_MIN if on else 10**9
+    guide.FAST_ON_CUDA = on  # (off by default on CUDA since session 47's GPU call: measured here)
     sched = DynamicScheduler(loader, max_batch_size=8, buffer_size=32)
     tasks = []
     for i in range(rows):
