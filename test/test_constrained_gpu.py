@@ -7,7 +7,7 @@ import json
 
 import pytest
 import torch
-from constrained_cases import SCHEMA, check_schema_reply, replays
+from constrained_cases import SCHEMA, check_schema_reply, record_fed_runs, replays
 
 from server.model.loader import RWKV070ModelLoader
 from server.scheduler import DynamicScheduler
@@ -84,7 +84,6 @@ def test_fast_forward_on_cuda_is_the_same_whatever_the_pulses(tiny_model_path, m
     fed at another point would show)."""
     from server.api.tools import ToolSpec, forced_call_grammar
     from server.scheduler import guide
-    from server.scheduler.cycle import SlotCycle
 
     monkeypatch.setattr(guide, "FAST_ON_CUDA", True)  # (off by default there: guide.py)
     loader = RWKV070ModelLoader(tiny_model_path, device="cuda", dtype="fp16")
@@ -93,35 +92,24 @@ def test_fast_forward_on_cuda_is_the_same_whatever_the_pulses(tiny_model_path, m
     call = forced_call_grammar([ToolSpec("get_weather", "", params)],
                                {"type": "function", "function": {"name": "get_weather"}},
                                lead=">")
-    fed, real = [], SlotCycle._fast_forward
-
-    def spy(self, slot, forced):
-        task = self.slots[slot]
-        before = len(task.output)
-        real(self, slot, forced)
-        fed.append((task.seed, before, tuple(task.output[before:])))
-
-    SlotCycle._fast_forward = spy
-    try:
-        seen = set()
-        for buffer_size in (1, 3, 16):
-            fed.clear()
-            sched = DynamicScheduler(loader, max_batch_size=4, buffer_size=buffer_size)
-            tasks = []
-            for i in range(3):
-                task = sched.new_task([300 + i, 301, 302], max_tokens=60, temperature=1.0,
-                                      top_k=0, top_p=1.0, presence_penalty=0.5, seed=i)
-                task.constraint = Constraint(call, loader.tokenizer)
-                tasks.append(task)
-            sched.run()
-            steps = sum(p["steps"] for p in sched.pulses)
-            assert steps < max(len(t.output) for t in tasks)
-            for task in tasks:
-                assert task.finish_reason == "stop" and replays(loader, call, task.output)
-            seen.add((tuple(tuple(t.output) for t in tasks), tuple(sorted(fed))))
-        assert len(seen) == 1 and next(iter(seen))[1]
-    finally:
-        SlotCycle._fast_forward = real
+    fed = record_fed_runs(monkeypatch)
+    seen = set()
+    for buffer_size in (1, 3, 16):
+        fed.clear()
+        sched = DynamicScheduler(loader, max_batch_size=4, buffer_size=buffer_size)
+        tasks = []
+        for i in range(3):
+            task = sched.new_task([300 + i, 301, 302], max_tokens=60, temperature=1.0,
+                                  top_k=0, top_p=1.0, presence_penalty=0.5, seed=i)
+            task.constraint = Constraint(call, loader.tokenizer)
+            tasks.append(task)
+        sched.run()
+        steps = sum(p["steps"] for p in sched.pulses)
+        assert steps < max(len(t.output) for t in tasks)
+        for task in tasks:
+            assert task.finish_reason == "stop" and replays(loader, call, task.output)
+        seen.add((tuple(tuple(t.output) for t in tasks), tuple(sorted(fed))))
+    assert len(seen) == 1 and next(iter(seen))[1]
 
 
 def test_fast_forward_is_off_on_cuda_by_default(tiny_model_path):

@@ -6,7 +6,7 @@ fewer steps; they do not depend on where pulses end; a row asking for log probab
 decoded step by step; ``max_tokens`` still bounds the reply."""
 
 import pytest
-from constrained_cases import SCHEMA, replays
+from constrained_cases import SCHEMA, record_fed_runs, replays
 
 import server.scheduler.guide as guide
 from server.api.tools import ToolSpec, forced_call_grammar
@@ -72,18 +72,7 @@ def test_where_pulses_end_changes_no_reply(tiny_loader, monkeypatch):
     into the state the same way (a decode step or a forced run's pass: their bits differ):
     the same replies, and the same runs fed at the same points of each reply, with pulses of
     1, 2, 3 or 16 steps, alone or beside rows that come and go."""
-    from server.scheduler.cycle import SlotCycle
-
-    fed = []
-    real = SlotCycle._fast_forward
-
-    def spy(self, slot, forced):
-        task = self.slots[slot]
-        before = len(task.output)
-        real(self, slot, forced)
-        fed.append((task.seed, before, tuple(task.output[before:])))
-
-    monkeypatch.setattr(SlotCycle, "_fast_forward", spy)
+    fed = record_fed_runs(monkeypatch)
     specs = [dict(prompt=prompt(tiny_loader, i), grammar=CALL, max_tokens=60, seed=i,
                   presence_penalty=0.5, **SAMPLED) for i in range(2)]
     others = [dict(prompt=tiny_loader.encode(f"User: story {i}\n\nAssistant:"),

@@ -32,7 +32,6 @@ from server.model.fused import kernel_module
 from server.model.sampler import BatchSampler, wrap_seed
 from server.model.state import rows_of, to_device, use_device
 from server.scheduler.copyback import CopyBack
-from server.scheduler import guide as guides
 from server.scheduler.guide import Guide
 from server.scheduler.logit_bias import LogitBias
 from server.scheduler.logprobs import LogprobRecorder
@@ -458,9 +457,8 @@ class BatchEngine:
         bias = LogitBias(self._bias, dev) if self._bias else None
         # (a constrained task still being prefilled takes no token: no masks, no wait for it)
         constrained = {s: c for s, c in self._constraints.items() if s in self._running}
-        fast = ({s for s in constrained if s not in self._logprobs}
-                if dev.type != "cuda" or guides.FAST_ON_CUDA else ())
-        guide = (Guide(constrained, self.vocab_size, dev, EOS_TOKEN, fast=fast)
+        guide = (Guide(constrained, self.vocab_size, dev, EOS_TOKEN,
+                       fast={s for s in constrained if s not in self._logprobs})
                  if constrained else None)
         for s in range(steps):
             if before_step is not None and before_step(ran) and ran:

@@ -43,13 +43,15 @@ FAST_ON_CUDA = False
 
 class Guide:
     """One pulse's constrained rows: ``constraints`` (slot -> Constraint); ``eos``: the
-    end-of-text token; ``fast``: the slots that may be fast-forwarded."""
+    end-of-text token; ``fast``: the slots that may be fast-forwarded (none on CUDA unless
+    ``FAST_ON_CUDA``)."""
 
     def __init__(self, constraints: dict, vocab_size: int, device: torch.device, eos: int,
                  fast=frozenset()):
         self.slots = sorted(constraints)
         self.constraints = [constraints[s] for s in self.slots]
-        self.fast = [s in fast for s in self.slots]
+        cuda = torch.device(device).type == "cuda"
+        self.fast = [s in fast and (FAST_ON_CUDA or not cuda) for s in self.slots]
         self.pause_due = False  # an armed row takes its token this step: end the pulse after
         self.rows = to_device(self.slots, device)
         self.vocab_size, self.eos = vocab_size, eos
@@ -59,7 +61,6 @@ class Guide:
         self.bits = _BITS.to(device)
         self.live = [True] * len(self.slots)  # rows that have not ended in this pulse
         # the last step's tokens and acceptances of the rows, on their way home (``record``)
-        cuda = torch.device(device).type == "cuda"
         self._home = torch.empty((2, len(self.slots)), dtype=torch.long, pin_memory=cuda)
         self._copied = torch.cuda.Event() if cuda else None
         self._pending = False
