@@ -7,7 +7,7 @@ import json
 
 import pytest
 from constrained_cases import SCHEMA, check_schema_reply, replays
-from openai_helpers import http, server, stream_chunks  # noqa: F401 (fixtures)
+from openai_helpers import http, server, sse_lines, stream_chunks  # noqa: F401 (fixtures)
 from test_api_openai import assert_error, assert_refused_on_both
 
 from server.scheduler import DynamicScheduler
@@ -103,8 +103,9 @@ class _Faulty:
 def test_a_grammar_engine_fault_ends_its_row_alone(tiny_loader, method):
     """The grammar engine raising on one row (its mask, or taking a token; with other rows'
     masks due in the same call: llguidance's thread pool refuses the stand-in matcher too)
-    ends that row at end-of-text with what it had; the pulse's other rows, constrained or
-    free, reply as they do without it."""
+    ends that row at end-of-text with what it had, as an error naming the fault (its text
+    does not follow the grammar to its end: not a reply to hand out as complete); the
+    pulse's other rows, constrained or free, reply as they do without it."""
     grammar = json_grammar(SCHEMA)
     prompts = [tiny_loader.encode(f"User: item {i}\n\nAssistant:") for i in range(3)]
 
@@ -122,7 +123,9 @@ def test_a_grammar_engine_fault_ends_its_row_alone(tiny_loader, method):
     clean_free, clean_rows = run(fault=False)
     assert free.output == clean_free.output and rows[0].output == clean_rows[0].output
     broken = rows[1]
-    assert broken.finish_reason == "stop"  # (the 5th token: no mask, or taken but not told)
+    assert broken.finish_reason == "error"  # (the 5th token: no mask, or taken but not told)
+    assert "could not follow its grammar" in broken.error and "injected fault" in broken.error
+    assert all(t.finish_reason != "error" for t in (free, *rows[:1]))
     assert len(broken.output) == (4 if method == "mask" else 5)
     assert broken.output == clean_rows[1].output[:len(broken.output)]
 
@@ -206,6 +209,27 @@ def test_chat_reply_in_a_schema_streamed_or_not(http):
     text = "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks
                    if c.get("choices"))
     assert text == choice["message"]["content"]
+
+
+def test_a_grammar_engine_fault_is_told_to_the_client(http, monkeypatch):
+    """A reply cut short by its grammar engine's fault is a 500 naming it (not retried), or
+    an error event before [DONE] when streamed: never a cut-off JSON text with
+    finish_reason stop."""
+    made = Constraint.__init__
+
+    def faulty(self, *args, **kw):
+        made(self, *args, **kw)
+        self._matcher = _Faulty(self._matcher, "consume_token", 3)
+    monkeypatch.setattr(Constraint, "__init__", faulty)
+    r = http.post("/v1/chat/completions", json=CHAT)
+    error = assert_error(r, 500, code="generation_error")
+    assert "could not follow its grammar" in error["message"], error
+    assert "injected fault" in error["message"] and r.headers["x-should-retry"] == "false"
+    with http.stream("POST", "/v1/chat/completions", json={**CHAT, "stream": True}) as r:
+        _, payloads = sse_lines(r)
+    chunks = [json.loads(p) for p in payloads]
+    assert "could not follow its grammar" in chunks[-1]["error"]["message"], chunks[-1]
+    assert all(c["choices"][0].get("finish_reason") is None for c in chunks if c.get("choices"))
 
 
 def test_completion_json_object_and_text_format(http):

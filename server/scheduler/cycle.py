@@ -39,6 +39,18 @@ def finish_all(items) -> None:
     call_all(functools.partial(task._finish, reason, error) for task, reason, error in items)
 
 
+def ending(task: Task, reason: str, error: str | None = None) -> tuple:
+    """``finish_all``'s item for a task whose row ended for ``reason``. A reply that ended at
+    end-of-text because its grammar engine failed (``Constraint.error``: its row was let end
+    there, guide.py) is an error naming the fault, not a reply that followed its grammar to
+    its end: the client is told (a 500 / an error event) rather than given a cut-off text as
+    complete."""
+    fault = task.constraint.error if reason == "stop" and task.constraint is not None else None
+    if error is None and fault:
+        return task, "error", f"the reply could not follow its grammar: {fault}"
+    return task, "error" if error else reason, error
+
+
 class SlotCycle:
     """Admission, prefill, pulses, release, resizing and faults: host bookkeeping of the slots."""
 
@@ -319,7 +331,7 @@ class SlotCycle:
                 self._restore_admitted(task)
         try:
             finish_all((t, "error", f"{type(fault).__name__}: {fault}") if id(t) in stranded
-                       else (t, reason, None) for t in tasks if id(t) not in going_home)
+                       else ending(t, reason) for t in tasks if id(t) not in going_home)
         finally:
             if fault is not None:
                 raise fault
@@ -330,7 +342,7 @@ class SlotCycle:
             for task in tasks:
                 if error is not None:
                     self._restore_admitted(task)
-            finish_all((t, "error" if error else reason, error) for t in tasks)
+            finish_all(ending(t, reason, error) for t in tasks)
         finally:
             with self._cv:
                 self._cv.notify_all()
