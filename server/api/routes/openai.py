@@ -325,7 +325,8 @@ async def chat_completions(request: Request):
             raise OpenAIError(400, "response_format and tools cannot be used together: a "
                               "reply either calls a tool or answers in the format",
                               param="response_format")
-        if offer:  # a forced call (tool_choice "required" or a function) is constrained
+        if offer and (forced or req.tool_choice == "required"):  # a forced call is
+            # constrained (a worker thread compiles its grammar; "auto" has none: no hop)
             grammar = await grammar_off_loop(forced_call_grammar, tools, req.tool_choice,
                                              ANSWER_LEAD)
         # (a constrained reply is the answer alone: no reasoning before it)
