@@ -140,11 +140,14 @@ def test_a_stop_asked_when_a_forced_run_arrives_ends_the_reply(tiny_loader):
     assert len(free.output) == 20 and sched.num_active == 0
 
 
-def test_forced_runs_are_fed_apart_and_their_rows_stay_running(tiny_loader, monkeypatch):
+@pytest.mark.parametrize("graphed", [False, True])
+def test_forced_runs_are_fed_apart_and_their_rows_stay_running(tiny_loader, monkeypatch,
+                                                               graphed):
     """Four replies pausing together (one request's n=4 choices) have their runs fed apart
     from prompts, in passes of as many rows as keep each row's bits (two here, as if on a GPU
     whose WKV took another form past two rows; session 47's review: a reply's bits depended
-    on its neighbours), with each row's next token from that pass: the replies are the lone
+    on its neighbours), or one row a pass where single-sequence passes replay CUDA graphs
+    (``graphed``), with each row's next token from that pass: the replies are the lone
     ones; the tasks read RUNNING throughout (a client polling the Task API's status saw
     PREFILL mid-reply, then READY as the row started again: session 47's soak)."""
     from server.scheduler.engine import BatchEngine
@@ -167,6 +170,7 @@ def test_forced_runs_are_fed_apart_and_their_rows_stay_running(tiny_loader, monk
     monkeypatch.setattr(BatchEngine, "prefill", prefill)
     monkeypatch.setattr(BatchEngine, "start", start)
     monkeypatch.setattr(type(tiny_loader.model), "pass_keeps_bits", lambda self, rows: rows <= 2)
+    monkeypatch.setattr(type(tiny_loader.model), "graphed_prefill", property(lambda _: graphed))
     sched = DynamicScheduler(tiny_loader, max_batch_size=8, buffer_size=8)
     tasks = [sched.new_task(prompt(tiny_loader, 5), max_tokens=60, seed=i, **SAMPLED,
                             constraint=Constraint(CALL, tiny_loader.tokenizer))
@@ -183,9 +187,9 @@ def test_forced_runs_are_fed_apart_and_their_rows_stay_running(tiny_loader, monk
     monkeypatch.undo()
     assert late and len(late[0].output) == 2
     forced = [p for p in passes if p[1]]
-    assert len(forced) >= 4 and all(rows <= 2 and unmixed and last
+    assert len(forced) >= 4 and all(rows <= (1 if graphed else 2) and unmixed and last
                                     for rows, _, unmixed, last in forced), passes
-    assert any(rows == 2 for rows, *_ in forced)
+    assert graphed or any(rows == 2 for rows, *_ in forced)
     assert statuses == {Status.RUNNING}
     for i, task in enumerate(tasks):
         (alone,), _ = run(tiny_loader, [dict(prompt=prompt(tiny_loader, 5), grammar=CALL,

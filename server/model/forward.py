@@ -154,6 +154,12 @@ class RWKV7:
         self.split_invariant = on
         self.wkv_step, self.wkv_chunk = _wkv_functions(self.device, self.wkv_impl, on)
 
+    @property
+    def graphed_prefill(self) -> bool:
+        """Whether a single sequence's prefill pass replays a CUDA graph (a pass of several
+        rows runs eagerly: on CUDA bound by the host's launch rate, tens of ms at 2.9B)."""
+        return self._graphed_prefill is not None
+
     def pass_keeps_bits(self, rows: int) -> bool:
         """Whether a prefill pass of ``rows`` prompts gives each the bits a pass of its own gives
         it. Not on CUDA past ``#SMs / H`` rows: the Triton WKV then takes the token loop

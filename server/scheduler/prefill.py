@@ -206,12 +206,16 @@ class Prefiller(LaterWork):
         prompts and in passes of as many rows as keep each row's bits
         (``RWKV7.pass_keeps_bits``: on CUDA a pass of more rows than #SMs / H takes another
         WKV form): a reply's bits depend neither on the rows fed beside it nor on the budget.
-        Their tokens count against ``budget``; returns what is left."""
+        Where single-sequence passes replay CUDA graphs (``RWKV7.graphed_prefill``), a pass
+        each (a run is a few to tens of tokens: its graphed pass reads the weights once, as a
+        step does; an eager pass of several rows is launch-bound). Their tokens count against
+        ``budget``; returns what is left."""
+        model = self.engine.model
         runs = [(slot, task, None, len(task.pending)) for slot, task in work
                 if task._forced_feed]
         while runs:
-            k = len(runs)
-            while k > 1 and not self.engine.model.pass_keeps_bits(k):
+            k = 1 if model.graphed_prefill else len(runs)
+            while k > 1 and not model.pass_keeps_bits(k):
                 k -= 1
             self._feed(runs[:k])
             budget -= sum(n for *_, n in runs[:k])

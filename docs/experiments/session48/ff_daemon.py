@@ -1,8 +1,9 @@
 """Fast-forward of a forced tool call's reply (server/scheduler/guide.py) timed as a server runs
 it (session 48): one daemon scheduler kept for every round (session 47's ff_latency.py made a
 scheduler a round: a new engine captures its decode graphs again, 76-118 ms at batch 1 on the
-H200 in this session's gpu_call1 logs, inside the timed run), warmed by two rounds of each kind first. Rounds of 1 and
-8 rows alternate on/off; the wall time is from the first task added to the last finished.
+H200 in this session's gpu_call1 logs, inside the timed run), warmed by two rounds of each
+kind first. Rounds of 1 and 8 rows alternate on/off; the wall time is from the first task
+added to the last finished.
 
     OMP_NUM_THREADS=2 PYTHONPATH=. uv run python docs/experiments/session48/ff_daemon.py \\
         --preset tiny
@@ -33,11 +34,15 @@ ap.add_argument("--preset", default="tiny")
 ap.add_argument("--device", default="cpu")
 ap.add_argument("--dtype", default=None)
 ap.add_argument("--repeat", type=int, default=5)
+ap.add_argument("--grouped", type=int, default=0, help="1: fed runs of several rows share an "
+                "eager pass as before session 48 (RWKV7.graphed_prefill taken as False)")
 a = ap.parse_args()
 FF_MIN = guide.FF_MIN
 # random weights drawn on the device as ``run.py --demo`` does (seconds, not a file's ~100 s)
 loader = RWKV070ModelLoader(f"rwkv7-demo-{a.preset}.pth", device=a.device, dtype=a.dtype,
                             state_dict=demo_state_dict(a.preset, parse_device(a.device)))
+if a.grouped:
+    type(loader.model).graphed_prefill = property(lambda _: False)
 sched = DynamicScheduler(loader, max_batch_size=8, buffer_size=32)
 sched.start_daemon()
 
@@ -61,7 +66,7 @@ def run(rows: int, on: bool):
 
 
 print(f"preset {a.preset}, {a.device}, FF_MIN {FF_MIN}, one daemon scheduler, medians of "
-      f"{a.repeat} rounds")
+      f"{a.repeat} rounds, fed runs {'grouped' if a.grouped else 'a pass each where graphed'}")
 print("| rows | fast-forward | wall ms | tokens a reply | decode steps | same replies |")
 print("|---|---|---|---|---|---|")
 for rows in (1, 8):
