@@ -48,6 +48,8 @@ def main():
     p.add_argument("--batch", default="1,32")
     p.add_argument("--steps", type=int, default=32)
     p.add_argument("--pulses", type=int, default=5)
+    p.add_argument("--rows", default="1", help="comma-separated: constrained rows (at most "
+                   "the batch; 'all': every row) timed against none")
     args = p.parse_args()
     model = common.build_model(args.preset, args.device, args.dtype, "fp32")
     model.state_dtype = torch.float16
@@ -55,7 +57,7 @@ def main():
     from server.scheduler.engine import BatchEngine
     print(f"# constrained steps · {args.preset} · {common.gpu_name()}")
     for B in map(int, args.batch.split(",")):
-        for k in (0, 1):
+        for k in [0] + [B if r == "all" else min(int(r), B) for r in args.rows.split(",")]:
             engine = BatchEngine(model)
             engine.resize(B, [])
             slots = list(range(B))
@@ -72,7 +74,7 @@ def main():
                     engine.start(ended, [1] * len(ended), [1 << 30] * len(ended))
                 dt, res = common.timed(lambda: engine.pulse(args.steps), model.device)
                 pulse_ms.append(dt * 1e3 / max(res.steps, 1))
-            print(f"\n## batch {B}, {k} row constrained: {statistics.median(pulse_ms):.3f} "
+            print(f"\n## batch {B}, {k} rows constrained: {statistics.median(pulse_ms):.3f} "
                   f"ms/step (median of {args.pulses} pulses of {args.steps} steps)")
             steps = args.pulses * args.steps
             for name, ts in TIMES.items():
