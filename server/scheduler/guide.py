@@ -55,9 +55,11 @@ def _eos_where_none(words: np.ndarray, vocab_size: int, eos: int) -> None:
 
 FF_MIN = 4  # forced tokens that arm a row: it pauses with FF_MIN - 1 or more to feed at once
 # Off on CUDA: at 2.9B on an H100 a forced call's reply took 296 against 319 ms alone and 626
-# against 442 ms for eight rows (docs/performance.md, session 47): a pause, the step it ends
-# and the fed run's pass (eager, launch-bound, for several rows) cost about what the steps
-# it saves do. On the CPU, where a step is the weights' read, it is 1.6-2.2x faster.
+# against 442 ms for eight rows (docs/performance.md, session 47), in runs that made a new
+# scheduler a round (its decode graphs captured inside the timed run) and fed several rows'
+# runs in one eager, launch-bound pass (a graphed pass a row since session 48). Not measured
+# since: docs/experiments/session48/ff_daemon.py times it as a server runs it. On the CPU,
+# where a step is the weights' read, it is 1.6-2.2x faster.
 FAST_ON_CUDA = False
 
 
