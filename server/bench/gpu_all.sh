@@ -105,9 +105,18 @@ step clocks 200 bash server/bench/with_clocks.sh python3 -m server.bench gemv --
 step chat72 560 python3 -m server.bench.chat --demo 7.2b --repeat 3  # the same at the 7.2B shape
 step constrained 120 python3 -m server.bench decode --preset 2.9b --batch 1,32,256 \
   --state-dtype fp16 --pulses 3 --constrained 0,1,0,1  # a constrained row's host read a step
-step fast_forward 300 python3 docs/experiments/session47/fast_forward/ff_latency.py \
-  --preset 2.9b --device cuda --dtype fp16 --repeat 3  # a forced call's reply, fed runs or not
-# (the HTTP and host costs are the same, the passes longer)
+# the Guide's host time a step against the step, one row and every row constrained, at a
+# small model (a short step) and at 2.9B (session 48: +3 % with one row at 2.9B)
+for p in 0.1b 2.9b; do
+  step constrained 120 python3 docs/experiments/session48/constrained_steps.py --preset $p \
+    --batch 1,32,256 --rows 1,all
+done
+# a forced call's reply as a server runs it (one daemon scheduler), fed runs a graphed pass
+# each (as served) and grouped in one eager pass (session 47's form)
+for g in 0 1; do
+  step fast_forward 200 python3 docs/experiments/session48/ff_daemon.py --preset 2.9b \
+    --device cuda --dtype fp16 --repeat 5 --grouped $g
+done
 # separately (each call is limited to 10 minutes): the skinny-product sweep, the profile and the
 # ablations:
 #   python3 -m server.bench gemv --preset 2.9b --rows 1,2,4,8,16 --sweep 1,4,16 --large
