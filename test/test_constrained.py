@@ -11,7 +11,7 @@ from openai_helpers import http, server, sse_lines, stream_chunks  # noqa: F401 
 from test_api_openai import assert_error, assert_refused_on_both
 
 from server.scheduler import DynamicScheduler
-from server.task.constraint import Constraint, json_grammar
+from server.task.constraint import Constraint, json_grammar, lark_grammar
 
 
 def constrained(sched, loader, prompt, grammar, max_tokens, seed, **kw):
@@ -279,6 +279,76 @@ def test_masks_fit_a_model_vocabulary_smaller_or_larger_than_the_tokenizers(tiny
     sched.run()
     assert task.finish_reason == "stop" and max(task.output) < 65536
     check_schema_reply(json.loads(loader.decode(task.output)))
+
+
+@pytest.mark.parametrize("vocab", [65536, 65500, 65600, 40])
+def test_masked_logits_are_the_models_where_allowed_and_minus_inf_elsewhere(vocab,
+                                                                            monkeypatch):
+    """``Guide.apply`` against a bit-by-bit reading of the masks: constrained rows (not
+    adjacent, one of them ended) keep their own logits where their mask allows (the model's
+    preferences, not a uniform draw over the allowed), -inf elsewhere, past the mask's ids
+    too; a row allowing none of the model's V tokens allows end-of-text alone; a NaN or +inf
+    logit on a disallowed token is -inf too (+inf - inf would be NaN), and on an allowed one
+    never NaN; the other rows untouched."""
+    import numpy as np
+    import torch
+
+    import server.scheduler.guide as guide_mod
+    from server.scheduler.guide import Guide
+
+    rng = np.random.default_rng(vocab)
+    words = rng.integers(-2**31, 2**31, size=(3, 2048), dtype=np.int64).astype(np.int32)
+    words[1] = 0
+    words[1, 2047] = -2**31  # token 65535 alone: past a smaller model's V, end-of-text then
+    monkeypatch.setattr(guide_mod, "fill_masks",
+                        lambda rows, out: [out.__setitem__(i, words[i]) for _, i in rows])
+
+    class Row:
+        words = 2048
+
+    guide = Guide({1: Row(), 3: Row(), 6: Row()}, vocab, "cpu", 0)
+    guide.live = [True, True, False]  # (slot 6 ended: every token, unused)
+    logits = torch.from_numpy(rng.standard_normal((8, vocab)).astype(np.float32))
+    logits[1, :4] = torch.tensor([float("nan"), float("inf"), float("nan"), float("inf")])
+    logits[0, 5] = float("nan")
+    out = guide.apply(logits)
+    for i, slot in enumerate((1, 3)):
+        bits = np.unpackbits(words[i].view(np.uint8), bitorder="little")[:vocab].astype(bool)
+        allowed = torch.from_numpy(np.pad(bits, (0, vocab - bits.size)))
+        if not allowed.any():
+            allowed[0] = True
+        row, want = out[slot], logits[slot]
+        assert torch.equal(row[~allowed], torch.full_like(row[~allowed], float("-inf")))
+        finite = allowed & want.isfinite()
+        assert torch.equal(row[finite], want[finite]) and not row.isnan().any()
+    assert torch.equal(out[6][:65536], logits[6][:65536])  # (past the ids: never allowed)
+    others = [0, 2, 4, 5, 7]
+    assert torch.equal(out[others].nan_to_num(), logits[others].nan_to_num())
+    assert out[0, 5].isnan()
+
+
+def test_a_fault_after_a_whole_reply_keeps_its_stop(tiny_loader):
+    """The grammar engine failing when asked what comes after a reply that is already a
+    whole sentence of the grammar (a fixed word taken whole) ends it at end-of-text as the
+    grammar allowed: finish_reason stop, no error. Failing while taking a token is an error,
+    also where the reply before that token was whole (lowercase words: whole from the first
+    letter on; the token is in the reply, unchecked)."""
+    prompt = tiny_loader.encode("User: hi\n\nAssistant:")
+    whole = len(tiny_loader.encode("hello"))
+
+    def run(grammar: str, method: str, after: int):
+        sched = DynamicScheduler(tiny_loader, max_batch_size=2, buffer_size=4)
+        task = constrained(sched, tiny_loader, prompt, lark_grammar(grammar), 20, seed=1)
+        task.constraint._matcher = _Faulty(task.constraint._matcher, method, after)
+        sched.run()
+        return task
+
+    done = run('start: "hello"\n', "mask", whole)
+    assert done.finish_reason == "stop" and done.error is None
+    assert tiny_loader.decode(done.output) == "hello"
+    taking = run("start: /[a-z ]+/\n", "consume_token", 3)
+    assert len(taking.output) == 4 and taking.output[-1] != 0
+    assert taking.finish_reason == "error" and "injected fault" in taking.error
 
 
 def test_masks_of_several_rows_at_once_are_each_rows_own(tiny_loader):

@@ -44,8 +44,11 @@ def ending(task: Task, reason: str, error: str | None = None) -> tuple:
     end-of-text because its grammar engine failed (``Constraint.error``: its row was let end
     there, guide.py) is an error naming the fault, not a reply that followed its grammar to
     its end: the client is told (a 500 / an error event) rather than given a cut-off text as
-    complete."""
-    fault = task.constraint.error if reason == "stop" and task.constraint is not None else None
+    complete; unless the reply was a whole sentence of the grammar when the engine failed
+    asking what came next (``Constraint.whole_at_fault``: its end is one the grammar
+    allowed)."""
+    c = task.constraint
+    fault = c.error if reason == "stop" and c is not None and not c.whole_at_fault else None
     if error is None and fault:
         return task, "error", f"the reply could not follow its grammar: {fault}"
     return task, "error" if error else reason, error

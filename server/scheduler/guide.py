@@ -44,6 +44,9 @@ def _byte_masks(device: torch.device) -> Tensor:
                      device, torch.float32)
 
 
+_BIG = torch.finfo(torch.float32).max
+
+
 def _eos_where_none(words: np.ndarray, vocab_size: int, eos: int) -> None:
     """Rows of ``words`` (int32 bit rows, in place) that allow none of the first
     ``vocab_size`` tokens allow ``eos`` (< 32 * the row's words) instead."""
@@ -89,7 +92,8 @@ class Guide:
 
     def apply(self, logits: Tensor) -> Tensor:
         """``logits`` [cap, V] with each constrained row's disallowed tokens at -inf (a new
-        tensor; ended rows keep theirs: their tokens are not used). The masks are cut to the
+        tensor; in a constrained row a NaN logit becomes -inf, +inf the largest finite value;
+        ended rows allow every token: theirs are not used). The masks are cut to the
         model's V tokens (a model padded past the tokenizer's ids never draws those); a row
         left with no token allowed (a grammar in an error state, or whose tokens all lie past
         a smaller model's V) allows end-of-text alone: it ends rather than draw from
@@ -103,15 +107,18 @@ class Guide:
                 self.words[i] = -1
         V = logits.shape[1]
         _eos_where_none(self.words, V, self.eos)
-        # each row's additive mask from its bytes (a table lookup: on CUDA four launches and
-        # an upload of 8 KB a row; on the CPU ~12x faster than expanding the bits in torch)
+        # each row's additive mask from its bytes (a table lookup: on CUDA a few launches and
+        # an upload of 8 KB a row; on the CPU far less time than expanding the bits in torch:
+        # docs/performance.md, session 48)
         words = to_device(torch.from_numpy(self.words), logits.device, torch.int32)
         mask = torch.nn.functional.embedding(words.view(torch.uint8).int(), self.masks)
         mask = mask.view(len(self.slots), -1)[:, :V]
         if mask.shape[1] < V:  # ids past the tokenizer's: never allowed
             mask = torch.nn.functional.pad(mask, (0, V - mask.shape[1]), value=float("-inf"))
-        out = logits.clone()
-        return out.index_add_(0, self.rows, mask)
+        # a disallowed token is -inf whatever its logit: NaN and +inf (an overflowing half-
+        # precision head) become -inf and the largest finite value first (+inf - inf is NaN)
+        rows = logits.index_select(0, self.rows).nan_to_num_(nan=float("-inf"), posinf=_BIG)
+        return logits.clone().index_copy_(0, self.rows, rows.add_(mask))
 
     def record(self, tokens: Tensor, valid: Tensor) -> None:
         """After a step: its ``tokens`` [cap] and ``valid`` [cap] (accepted) of the

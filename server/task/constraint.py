@@ -136,6 +136,7 @@ class Constraint:
         self._matcher = LLMatcher(vocab, grammar, log_level=0)
         self.words = -(-vocab.vocab_size // 32)  # int32 words of its mask
         self.fault: str | None = None  # an exception the grammar engine raised (``failed``)
+        self.whole_at_fault = False  # the reply was a whole sentence when it came (``failed``)
         self.armed = False  # ``arm`` found a forced run ahead
         if self._matcher.is_error():
             raise GrammarError(_first_line(self._matcher.get_error()))
@@ -144,11 +145,19 @@ class Constraint:
     def error(self) -> str | None:
         return self.fault or self._matcher.get_error() or None
 
-    def failed(self, exc: BaseException) -> None:
+    def failed(self, exc: BaseException, taking: bool = False) -> None:
         """The grammar engine raised on this reply: from now on it allows nothing (its row
-        ends at end-of-text, as one in an error state), the other rows go on."""
+        ends at end-of-text, as one in an error state), the other rows go on. ``taking``: it
+        raised taking a token (that token is in the reply, unchecked); else asked what comes
+        next, about a reply it had taken whole: ``whole_at_fault`` notes whether that reply
+        was then a whole sentence of the grammar (its end at end-of-text is then one the
+        grammar allowed: cycle.ending)."""
         self.fault = f"the grammar engine failed: {exc!r:.300}"
         logger.warning(self.fault)
+        try:
+            self.whole_at_fault = not taking and bool(self._matcher.is_accepting())
+        except Exception:  # (the engine failing again: not known whole)
+            self.whole_at_fault = False
 
     def accept(self, token: int) -> bool:
         """The reply went on with ``token`` (False: the grammar did not allow it, or the engine
@@ -158,7 +167,7 @@ class Constraint:
         try:
             return bool(self._matcher.consume_token(token))
         except Exception as e:
-            self.failed(e)
+            self.failed(e, taking=True)
             return False
 
     def forced(self) -> list[int]:
