@@ -281,11 +281,13 @@ def test_masks_fit_a_model_vocabulary_smaller_or_larger_than_the_tokenizers(tiny
     check_schema_reply(json.loads(loader.decode(task.output)))
 
 
-@pytest.mark.parametrize("vocab", [65536, 65500, 65600, 40])
-def test_masked_logits_are_the_models_where_allowed_and_minus_inf_elsewhere(vocab,
+@pytest.mark.parametrize("vocab,slots", [(65536, (1, 3, 6)), (65500, (1, 3, 6)),
+                                         (65600, (1, 3, 6)), (40, (1, 3, 6)),
+                                         (65536, (2, 3, 4)), (65600, (5, 6, 7))])
+def test_masked_logits_are_the_models_where_allowed_and_minus_inf_elsewhere(vocab, slots,
                                                                             monkeypatch):
-    """``Guide.apply`` against a bit-by-bit reading of the masks: constrained rows (not
-    adjacent, one of them ended) keep their own logits where their mask allows (the model's
+    """``Guide.apply`` against a bit-by-bit reading of the masks: constrained rows (apart or
+    consecutive, the last of them ended) keep their own logits where their mask allows (the model's
     preferences, not a uniform draw over the allowed), -inf elsewhere, past the mask's ids
     too; a row allowing none of the model's V tokens allows end-of-text alone; a NaN or +inf
     logit on a disallowed token is -inf too (+inf - inf would be NaN), and on an allowed one
@@ -306,13 +308,15 @@ def test_masked_logits_are_the_models_where_allowed_and_minus_inf_elsewhere(voca
     class Row:
         words = 2048
 
-    guide = Guide({1: Row(), 3: Row(), 6: Row()}, vocab, "cpu", 0)
-    guide.live = [True, True, False]  # (slot 6 ended: every token, unused)
+    guide = Guide({s: Row() for s in slots}, vocab, "cpu", 0)
+    guide.live = [True, True, False]  # (the last slot ended: every token, unused)
     logits = torch.from_numpy(rng.standard_normal((8, vocab)).astype(np.float32))
-    logits[1, :4] = torch.tensor([float("nan"), float("inf"), float("nan"), float("inf")])
-    logits[0, 5] = float("nan")
+    logits[slots[0], :4] = torch.tensor([float("nan"), float("inf"), float("nan"),
+                                         float("inf")])
+    others = [r for r in range(8) if r not in slots]
+    logits[others[0], 5] = float("nan")
     out = guide.apply(logits)
-    for i, slot in enumerate((1, 3)):
+    for i, slot in enumerate(slots[:2]):
         bits = np.unpackbits(words[i].view(np.uint8), bitorder="little")[:vocab].astype(bool)
         allowed = torch.from_numpy(np.pad(bits, (0, vocab - bits.size)))
         if not allowed.any():
@@ -321,10 +325,10 @@ def test_masked_logits_are_the_models_where_allowed_and_minus_inf_elsewhere(voca
         assert torch.equal(row[~allowed], torch.full_like(row[~allowed], float("-inf")))
         finite = allowed & want.isfinite()
         assert torch.equal(row[finite], want[finite]) and not row.isnan().any()
-    assert torch.equal(out[6][:65536], logits[6][:65536])  # (past the ids: never allowed)
-    others = [0, 2, 4, 5, 7]
+    ended = slots[2]
+    assert torch.equal(out[ended][:65536], logits[ended][:65536])  # (past the ids: never)
     assert torch.equal(out[others].nan_to_num(), logits[others].nan_to_num())
-    assert out[0, 5].isnan()
+    assert out[others[0], 5].isnan()
 
 
 def test_a_fault_after_a_whole_reply_keeps_its_stop(tiny_loader):

@@ -31,7 +31,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from server.model.state import to_device
+from server.model.state import rows_of, to_device
 from server.task.constraint import fill_masks
 
 
@@ -79,6 +79,7 @@ class Guide:
         self.fast = [s in fast and (FAST_ON_CUDA or not cuda) for s in self.slots]
         self.pause_due = False  # an armed row takes its token this step: end the pulse after
         self.rows = to_device(self.slots, device)
+        self.span = rows_of(self.slots)  # a slice where the rows are consecutive
         self.vocab_size, self.eos = vocab_size, eos
         # the masks as the grammars give them: the tokenizer's ids (``apply`` fits them to
         # the model's vocabulary)
@@ -117,8 +118,12 @@ class Guide:
             mask = torch.nn.functional.pad(mask, (0, V - mask.shape[1]), value=float("-inf"))
         # a disallowed token is -inf whatever its logit: NaN and +inf (an overflowing half-
         # precision head) become -inf and the largest finite value first (+inf - inf is NaN)
+        out = logits.clone()
+        if isinstance(self.span, slice):  # consecutive rows (one, or all): in place, no copy
+            out[self.span].nan_to_num_(nan=float("-inf"), posinf=_BIG).add_(mask)
+            return out
         rows = logits.index_select(0, self.rows).nan_to_num_(nan=float("-inf"), posinf=_BIG)
-        return logits.clone().index_copy_(0, self.rows, rows.add_(mask))
+        return out.index_copy_(0, self.rows, rows.add_(mask))
 
     def record(self, tokens: Tensor, valid: Tensor) -> None:
         """After a step: its ``tokens`` [cap] and ``valid`` [cap] (accepted) of the
