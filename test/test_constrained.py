@@ -479,6 +479,68 @@ def test_a_forced_call_of_unusable_parameters_is_a_400_naming_them(http, paramet
     assert words in err["message"] and len(err["message"]) < 500, err["message"]
 
 
+def test_strict_schemas_close_their_objects_and_nothing_else():
+    """``strict: true`` (OpenAI's strict mode, which needs ``additionalProperties: false`` on
+    every object) closes each object schema that leaves it out, wherever it sits (properties,
+    items in either form, $defs, anyOf, patternProperties); what a schema says itself is
+    kept; a property named like a keyword is a name, not a schema; the input is untouched."""
+    from server.task.constraint import closed_objects
+
+    schema = {"type": "object", "properties": {
+        "properties": {"type": "string"},
+        "list": {"type": "array", "items": {"properties": {"a": {"type": "integer"}}}},
+        "pair": {"type": "array", "items": [{"type": "object"}, {"type": "string"}]},
+        "open": {"type": "object", "additionalProperties": True},
+        "typed": {"type": ["object", "null"], "additionalProperties": {"type": "integer"}},
+        "either": {"anyOf": [{"$ref": "#/$defs/Node"}, {"type": "null"}]}},
+        "patternProperties": {"^x": {"type": "object"}},
+        "$defs": {"Node": {"type": "object", "properties": {"next": {"$ref": "#/$defs/Node"}}}}}
+    before = json.dumps(schema)
+    out = closed_objects(schema)
+    assert json.dumps(schema) == before
+    props = out["properties"]
+    assert out["additionalProperties"] is False and props["properties"] == {"type": "string"}
+    assert props["list"]["items"]["additionalProperties"] is False
+    assert props["pair"]["items"][0]["additionalProperties"] is False
+    assert "additionalProperties" not in props["pair"]["items"][1]
+    assert props["open"]["additionalProperties"] is True
+    assert props["typed"]["additionalProperties"] == {"type": "integer"}
+    assert out["patternProperties"]["^x"]["additionalProperties"] is False
+    assert out["$defs"]["Node"]["additionalProperties"] is False
+    assert props["either"]["anyOf"][1] == {"type": "null"}
+
+
+SMALL = {"type": "object", "required": ["color", "n", "flag"], "properties": {
+    "color": {"enum": ["red", "green", "blue"]}, "n": {"type": "integer"},
+    "flag": {"type": "boolean"}}}
+
+
+def test_a_strict_format_or_function_has_only_the_keys_it_names(http):
+    """A ``strict: true`` schema (response_format or a forced function) without
+    ``additionalProperties``: replies hold the keys it names and end (without strict the
+    random model wrote on in a key of its own until max_tokens: session 48's QA); a
+    function without parameters takes none (arguments {}, as OpenAI reads it)."""
+    fmt = {"type": "json_schema", "json_schema": {"name": "s", "strict": True, "schema": SMALL}}
+    for seed in range(3):
+        r = http.post("/v1/chat/completions", json=dict(CHAT, response_format=fmt, seed=seed,
+                                                        max_tokens=200))
+        choice = r.json()["choices"][0]
+        assert choice["finish_reason"] == "stop", choice
+        assert set(json.loads(choice["message"]["content"])) == set(SMALL["properties"])
+    strict_fn = {"type": "function", "function": {"name": "pick", "strict": True,
+                                                  "parameters": SMALL}}
+    bare = {"type": "function", "function": {"name": "ping"}}
+    for tool in (strict_fn, bare):
+        for seed in range(4):
+            r = http.post("/v1/chat/completions", json=dict(
+                TOOL_CHAT, tools=[tool], tool_choice="required", temperature=2.0, seed=seed,
+                max_tokens=200))
+            choice = r.json()["choices"][0]
+            assert choice["finish_reason"] == "tool_calls", choice
+            args = json.loads(choice["message"]["tool_calls"][0]["function"]["arguments"])
+            assert set(args) == (set(SMALL["properties"]) if tool is strict_fn else set())
+
+
 def test_task_api_rounds_take_their_requests_format_and_biases(http, tiny_loader):
     """The Task API's create, continue and fork take response_format and logit_bias for the
     round they start (not stored: a later round without them is free); unusable ones are

@@ -6,7 +6,8 @@ APIs read beside the sampling parameters.
 - ``{"type": "json_object"}``: the reply is a JSON object;
 - ``{"type": "json_schema", "json_schema": {"name": ..., "schema": {...}, "strict": ...}}``: the
   reply is JSON matching ``schema`` (no ``schema``: any JSON object). Every schema is followed
-  strictly, whatever ``strict`` says.
+  strictly, whatever ``strict`` says; ``strict: true`` also closes its objects that leave
+  ``additionalProperties`` out (``constraint.closed_objects``: OpenAI's strict mode).
 Anything else is a ``FieldError`` (the routes name ``response_format``).
 """
 
@@ -16,7 +17,7 @@ from typing import Any
 
 import anyio
 
-from server.task.constraint import Constraint, GrammarError, json_grammar
+from server.task.constraint import Constraint, GrammarError, closed_objects, json_grammar
 from server.task.task import check_logit_bias
 
 TYPES = ("text", "json_object", "json_schema")
@@ -69,6 +70,8 @@ def response_grammar(fmt: dict[str, Any] | None, lead: str | None = None) -> str
         if schema is not None and not isinstance(schema, dict):
             raise FieldError("response_format json_schema.schema must be a JSON "
                                       "Schema object")
+        if schema is not None and spec.get("strict") is True:
+            schema = closed_objects(schema)
     try:
         return json_grammar(schema, lead)
     except ImportError:

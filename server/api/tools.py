@@ -30,6 +30,7 @@ class ToolSpec:
     name: str
     description: str = ""
     parameters: dict = field(default_factory=dict)
+    strict: bool = False  # OpenAI's ``strict: true``: its objects closed in a forced call
 
 
 def _error(message: str, param: str):
@@ -57,7 +58,8 @@ def parse_tools(tools) -> list[ToolSpec]:
         if not isinstance(params, dict):
             raise _error("a tool's 'parameters' must be a JSON schema object",
                          f"tools.{i}.function.parameters")
-        specs.append(ToolSpec(name, str(fn.get("description") or ""), params))
+        specs.append(ToolSpec(name, str(fn.get("description") or ""), params,
+                              fn.get("strict") is True))
     return specs
 
 
@@ -138,7 +140,8 @@ def forced_call_grammar(tools: list[ToolSpec], tool_choice, lead: str | None = N
     try:
         import llguidance  # noqa: F401
 
-        from server.task.constraint import GrammarError, json_rule, lark_grammar, lead_rules
+        from server.task.constraint import (GrammarError, closed_objects, json_rule,
+                                            lark_grammar, lead_rules)
     except ImportError:
         return None
     forced = forced_tool(tool_choice, tools)
@@ -149,12 +152,16 @@ def forced_call_grammar(tools: list[ToolSpec], tool_choice, lead: str | None = N
         if forced is not None and t.name != forced:
             continue
         param = f"tools.{i}.function.parameters"
-        schema = t.parameters or {"type": "object"}
+        # (no parameters: a function that takes none, as OpenAI reads it: arguments {})
+        schema = t.parameters or {"type": "object", "properties": {},
+                                  "additionalProperties": False}
         if "type" not in schema and "properties" in schema:  # (an object's, type left out)
             schema = {"type": "object", **schema}
         if schema.get("type") != "object":
             raise _error(f"a function's parameters must be a JSON schema of type \"object\" "
                          f"(got type {str(schema.get('type'))[:40]!r})", param)
+        if t.strict:
+            schema = closed_objects(schema)
         head = '{"name":' + json.dumps(t.name) + ',"arguments":'
         try:
             args = json_rule(schema)

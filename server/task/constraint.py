@@ -49,6 +49,40 @@ def json_rule(schema: dict[str, Any] | None) -> str:
     return "%json " + json.dumps({**schema, "x-guidance": guidance})
 
 
+# JSON Schema's keywords whose values are subschemas: one, a list of them, or a map to them
+_ONE = ("additionalProperties", "items", "not", "if", "then", "else", "contains",
+        "propertyNames", "unevaluatedProperties", "unevaluatedItems", "additionalItems")
+_LIST = ("anyOf", "oneOf", "allOf", "prefixItems")
+_MAP = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
+
+
+def closed_objects(schema: Any) -> Any:
+    """A copy of ``schema`` in which every object schema that leaves ``additionalProperties``
+    out has it false: the keys it names (and its ``patternProperties``') and no others. What
+    OpenAI's ``strict: true`` means (OpenAI refuses a strict schema without it; JSON Schema's
+    default lets any other key come, and a model wrote on in one until ``max_tokens``)."""
+    if isinstance(schema, list):  # (a list form of ``items``)
+        return [closed_objects(s) for s in schema]
+    if not isinstance(schema, dict):
+        return schema  # (true / false)
+    out = dict(schema)
+    for key in _ONE:
+        if key in out:
+            out[key] = closed_objects(out[key])
+    for key in _LIST:
+        if isinstance(out.get(key), list):
+            out[key] = [closed_objects(s) for s in out[key]]
+    for key in _MAP:
+        if isinstance(out.get(key), dict):
+            out[key] = {name: closed_objects(s) for name, s in out[key].items()}
+    kind = out.get("type")
+    is_object = kind == "object" or (isinstance(kind, list) and "object" in kind) or \
+        (kind is None and "properties" in out)
+    if is_object and "additionalProperties" not in out:
+        out["additionalProperties"] = False
+    return out
+
+
 def lead_rules(lead: str | None, body: str) -> str:
     """Lark rules of ``body`` (a rule's right side) after ``lead`` (a chat reply's: its prompt
     leaves the model to close its thinking switch, ``>``, first: server/api/chat.py's
