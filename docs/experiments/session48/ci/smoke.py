@@ -2,7 +2,8 @@
 the same server, its checks and helpers), then session 48's: a chat offering tools under
 tool_choice auto (no grammar), a json_schema chat with n=3 (consecutive constrained rows,
 masked in place), and constrained and free requests at once (rows apart: masked through
-index_copy_), each constrained reply JSON matching its schema. Run from the repository root
+index_copy_), each constrained reply JSON matching its schema; a strict schema without
+additionalProperties (its objects closed). Run from the repository root
 against run.py --demo tiny --port 8765 (a fresh RWKV_TASK_DB_PATH)."""
 import json
 import runpy
@@ -39,4 +40,9 @@ with ThreadPoolExecutor(6) as pool:
     got = list(pool.map(lambda b: c.post("/v1/chat/completions", json=b), bodies))
 ok("constrained beside free rows", all(g.status_code == 200 for g in got)
    and all(matches(got[i].json()["choices"][0]["message"]["content"]) for i in (1, 3, 5)))
+open_schema = {k: v for k, v in params.items() if k != "additionalProperties"}
+strict = {"type": "json_schema", "json_schema": {"name": "w", "strict": True,
+                                                 "schema": open_schema}}
+r = c.post("/v1/chat/completions", json={**chat, "response_format": strict, "max_tokens": 120})
+ok("strict schema: its keys only", matches(r.json()["choices"][0]["message"]["content"]))
 print("session 48 smoke done")
