@@ -57,7 +57,8 @@ def main():
     from server.scheduler.engine import BatchEngine
     print(f"# constrained steps · {args.preset} · {common.gpu_name()}")
     for B in map(int, args.batch.split(",")):
-        for k in [0] + [B if r == "all" else min(int(r), B) for r in args.rows.split(",")]:
+        for k in sorted({0} | {B if r == "all" else min(int(r), B)
+                               for r in args.rows.split(",")}):
             engine = BatchEngine(model)
             engine.resize(B, [])
             slots = list(range(B))
