@@ -100,6 +100,13 @@ def tools_active(tools: list[ToolSpec], tool_choice) -> bool:
     return bool(tools) and tool_choice != "none"
 
 
+def forces_call(tools: list[ToolSpec], tool_choice) -> bool:
+    """Whether ``tool_choice`` forces a call of one of the offered ``tools`` (``"required"``,
+    or a function named): the reply is then constrained (``forced_call_grammar``)."""
+    return tools_active(tools, tool_choice) and (
+        tool_choice == "required" or choice_name(tool_choice) is not None)
+
+
 def tools_instructions(tools: list[ToolSpec], tool_choice=None) -> str:
     """The System text describing ``tools`` and the call format ("" when none are offered)."""
     if not tools_active(tools, tool_choice):
@@ -145,7 +152,7 @@ def forced_call_grammar(tools: list[ToolSpec], tool_choice, lead: str | None = N
     except ImportError:
         return None
     forced = forced_tool(tool_choice, tools)
-    if forced is None and tool_choice != "required" or not tools_active(tools, tool_choice):
+    if not forces_call(tools, tool_choice):
         return None
     rules, alternatives = [], []
     for i, t in enumerate(tools):

@@ -189,7 +189,7 @@ class Constraint:
         self.fault = f"the grammar engine failed: {exc!r:.300}"
         logger.warning(self.fault)
         try:
-            self.whole_at_fault = not taking and bool(self._matcher.is_accepting())
+            self.whole_at_fault = not taking and self.complete
         except Exception:  # (the engine failing again: not known whole)
             self.whole_at_fault = False
 

@@ -53,8 +53,8 @@ from server.api.safe_json import utf8_safe
 from server.api.splitter import OutputSplitter
 from server.api.stopping import stop_in_background
 from server.api.task_stream import SHUTDOWN_GRACE_S
-from server.api.tools import (choice_name, forced_call_grammar, forced_tool, parse_tools,
-                              tools_active)
+from server.api.tools import (choice_name, forced_call_grammar, forced_tool, forces_call,
+                              parse_tools, tools_active)
 from server.model.tokenizer import incomplete_tail
 from server.scheduler import QueueFull
 from server.scheduler.scoring import ScoringStopped
@@ -325,8 +325,8 @@ async def chat_completions(request: Request):
             raise OpenAIError(400, "response_format and tools cannot be used together: a "
                               "reply either calls a tool or answers in the format",
                               param="response_format")
-        if offer and (forced or req.tool_choice == "required"):  # a forced call is
-            # constrained (a worker thread compiles its grammar; "auto" has none: no hop)
+        if forces_call(tools, req.tool_choice):  # a forced call is constrained (a worker
+            # thread compiles its grammar; "auto" has none: no hop)
             grammar = await grammar_off_loop(forced_call_grammar, tools, req.tool_choice,
                                              ANSWER_LEAD)
         # (a constrained reply is the answer alone: no reasoning before it)
