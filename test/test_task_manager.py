@@ -337,6 +337,54 @@ def test_a_delete_while_the_row_is_read_wins(db):
     tm.close()
 
 
+def _delete_held_at_the_row(tm, task_id):
+    """Start deleting ``task_id`` and hold it where it has dropped the id from memory but not
+    yet called the writer (as when the writer is busy with another task's write, or another
+    connection holds SQLite's lock). Returns its release."""
+    reached, go = threading.Event(), threading.Event()
+    real_delete = tm.writer.delete
+
+    def held_delete(tid):
+        reached.set()
+        go.wait(5)
+        return real_delete(tid)
+
+    tm.writer.delete = held_delete
+    deleter = threading.Thread(target=tm.delete_task_from_any_level, args=(task_id,))
+    deleter.start()
+    assert reached.wait(5)
+
+    def release():
+        go.set()
+        deleter.join(5)
+        assert not deleter.is_alive()
+        tm.writer.delete = real_delete
+    return release
+
+
+@pytest.mark.parametrize("queued", [False, True])
+def test_a_lookup_while_a_delete_waits_for_the_database_finds_nothing(db, queued):
+    """A lookup that began after the delete's lock section read the row still there (its
+    delete waiting behind the writer) and cached the task again: deleted with a 200, then
+    served, listed, and written back by its next finish, surviving a restart (a review,
+    session 49). ``queued``: its write still queued, which a lookup revived the same way."""
+    tm = manager(db)
+    tm.put_task("TASK_y", make_task(1))
+    tm.close_task("TASK_y")
+    if not queued:
+        tm.flush()  # in the database only
+    release = _delete_held_at_the_row(tm, "TASK_y")
+    got = []
+    reader = threading.Thread(target=lambda: got.append(tm.get_task("TASK_y")))
+    reader.start()
+    reader.join(5)
+    release()
+    assert got == [None]
+    assert tm.get_task("TASK_y") is None and "TASK_y" not in tm.list_all_tasks()["cpu_tasks"]
+    tm.close()
+    assert manager(db).get_task("TASK_y") is None
+
+
 def test_a_template_deleted_while_it_is_written_stays_deleted(db):
     """force-delete during a template's put found no row yet; the put's insert then landed and
     the template was back (a review, session 14)."""

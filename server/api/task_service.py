@@ -184,18 +184,25 @@ class TaskService:
         """A copy of an idle task under ``new_id`` (state cloned off the event loop); 409 if it
         is running, its state was not kept or does not fit the loaded model."""
         self.check_usable(src)
-        task = await self.unheld(_fork, src, new_id)
-        check_resumable(src)  # started meanwhile: the copy may mix two moments
-        return task
+        return await self.unheld(_fork, src, new_id)
 
     async def unheld(self, fn, src: Task, *args):
-        """``fn(src, *args)`` off the event loop; 409 if ``src`` started meanwhile (``TaskHeld``:
-        ``Task.fork`` and ``export_state`` refuse a task a scheduler holds)."""
+        """``fn(src, *args)`` (a copy of its state) off the event loop; 409 if ``src`` started
+        meanwhile, as the copy may then mix two moments: held as it began (``TaskHeld``:
+        ``Task.fork`` and ``export_state`` refuse a task a scheduler holds), running as it
+        ended, or a whole round begun and ended during it (a continue with few tokens to
+        feed: its round's output is another list; a review, session 49)."""
+        this_round = src.round_output()
         try:
-            return await self.store(fn, src, *args)
+            out = await self.store(fn, src, *args)
+            held = src.round_output() is not this_round
         except TaskHeld:
+            held = True
+        if held:
             raise HTTPException(409, f"Task {src.task_id} is running; stop it or wait until "
-                                     "it has finished") from None
+                                     "it has finished")
+        check_resumable(src)
+        return out
 
     async def check_template_room(self) -> None:
         """409 when ``RWKV_MAX_TEMPLATES`` templates are stored already (each one keeps a whole
@@ -301,8 +308,9 @@ class TaskService:
         one the round began inside shows when the round completes it: ``round_lead``)."""
         if task.finish_reason == "error":
             raise HTTPException(500, f"Generation failed: {task.error}")
-        tokens = task.round_tokens()
-        finished = task.is_finished
+        tokens, finished = task.tokens_of_round(task.round_output())  # (over read first: a
+        # round seen finished has all its tokens; read after them, the last pulse's could be
+        # missing from a reply marked finished: a review, session 49)
         tok = self.loader.tokenizer
         dec = IncrementalDecoder(tok, round_lead(tok, task.round_lead, tokens), shown=True)
         text = dec.feed(tokens) + (dec.flush() if finished else "")
@@ -319,5 +327,6 @@ class TaskService:
 
     @staticmethod
     def info(task: Task) -> TaskInfo:
+        status = int(task.status)  # (first: a finished status never shows a short count)
         return TaskInfo(task_id=task.task_id, generated_buf=len(task.round_tokens()),
-                        status=int(task.status))
+                        status=status)

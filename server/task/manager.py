@@ -77,6 +77,8 @@ class TaskManager:
         # most recent DELETED_SEEN (a read from the database compares them with its start)
         self._last_delete = 0  # deletions so far (the number of the last one)
         self._forgotten = 0  # the largest deletion number dropped from _deleted
+        self._deleting: dict[str, int] = {}  # id -> deletes whose row is not yet gone (a read
+        # of the row meanwhile is stale: ``get_task`` serves it as deleted)
         self._hooks: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         self._closed = False
         self._template_fit: dict[str, tuple] = {}  # template id -> (model config, it fits)
@@ -145,7 +147,7 @@ class TaskManager:
         with self._lock:
             task, jobs = self._get_cached(task_id, pin)
             if task is None:  # nobody loaded or put it meanwhile
-                deleted = self._deleted_since(task_id, start)
+                deleted = task_id in self._deleting or self._deleted_since(task_id, start)
                 if deleted:
                     return None  # deleted while its row was read: gone (not cached again)
                 if deleted is None:
@@ -232,7 +234,16 @@ class TaskManager:
             self._deleted.move_to_end(task_id)
             while len(self._deleted) > DELETED_SEEN:
                 self._forgotten = max(self._forgotten, self._deleted.popitem(last=False)[1])
-        self.writer.delete(task_id)
+            self._deleting[task_id] = self._deleting.get(task_id, 0) + 1
+            self.writer.forget(task_id)  # (a queued write no longer revives it: _get_cached)
+        try:  # the row: behind the writer's current write (or another connection's lock), so a
+            # lookup may read it meanwhile; it takes it as deleted (a review, session 49)
+            self.writer.delete(task_id)
+        finally:
+            with self._lock:
+                n = self._deleting.pop(task_id) - 1
+                if n:
+                    self._deleting[task_id] = n
         if task is None:
             try:
                 task = _decode(meta, None, task_id, tensors=False)

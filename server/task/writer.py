@@ -122,13 +122,17 @@ class AsyncWriter:
 
     def delete(self, task_id: str) -> bool:
         """Skip queued writes of ``task_id`` and delete its row; True if a row was deleted."""
+        self.forget(task_id)
+        with self._db_lock:
+            return self.store.delete(task_id)
+
+    def forget(self, task_id: str) -> None:
+        """Skip queued writes of ``task_id`` (and forget a refused one)."""
         with self._tlock:
             self._tickets.pop(task_id, None)
             self._failed.pop(task_id, None)
             if not self._failed:  # (its refusal is no longer one of an unsaved write)
                 self.last_error = None
-        with self._db_lock:
-            return self.store.delete(task_id)
 
     def flush(self) -> None:
         """Block until every write queued so far is done."""

@@ -18,7 +18,7 @@ from fastapi.responses import Response
 
 from server.api.routes.tasks import NOT_FOUND, RESUMED, get_service
 from server.api.schemas.tasks import GenerationParams
-from server.api.task_service import TaskService, check_resumable
+from server.api.task_service import TaskService
 from server.task.state_file import (StateFileError, StateShapeError, check_lengths,
                                     check_range, read_state_file)
 from server.task.state_templates import export_state, template_name, template_task
@@ -35,7 +35,6 @@ async def export_task_state(task_id: str, svc: TaskService = Depends(get_service
     task = await svc.get(task_id)
     svc.check_usable(task)
     data = await svc.unheld(export_state, task, svc.loader.cfg)
-    check_resumable(task)  # started meanwhile: the copy may mix two moments
     return Response(data, media_type="application/octet-stream", headers={
         "Content-Disposition": f'attachment; filename="{task_id}.safetensors"'})
 
