@@ -157,3 +157,24 @@ def test_no_bias_is_no_bias(http, bias):
 ])
 def test_bad_biases_are_400s_naming_logit_bias(http, bias, words):
     assert_refused_on_both(http, "logit_bias", bias, words)
+
+
+@pytest.mark.parametrize("change, words", [
+    (lambda t: setattr(t, "logit_bias", {10 ** 6: 1.0}), "logit_bias"),
+    (lambda t: setattr(t, "temperature", float("nan")), "temperature")])
+def test_a_parameter_broken_after_add_task_fails_its_task_alone(tiny_loader, change, words):
+    """Set on a queued task after ``add_task`` checked it (the SDK's misuse), a bias past the
+    vocabulary raised in the pulse and failed every task of the batch, a neighbour decoding
+    beside it too (a review, session 49): admission checks again, and fails it alone."""
+    prompt = tiny_loader.encode("User: q\n\nAssistant:")
+    alone = DynamicScheduler(tiny_loader, max_batch_size=1, buffer_size=2)
+    solo = greedy(alone, prompt, 8)
+    alone.run()
+    sched = DynamicScheduler(tiny_loader, max_batch_size=2, buffer_size=2)
+    good = greedy(sched, prompt, 8)
+    sched.step()  # decoding
+    bad = greedy(sched, prompt, 4)
+    change(bad)
+    sched.run()
+    assert (good.finish_reason, good.output) == ("length", solo.output)
+    assert bad.finish_reason == "error" and words in bad.error and bad.output == []

@@ -42,7 +42,7 @@ from server.scheduler.prefill import Prefiller
 from server.scheduler.scoring import ScoreJob, ScoringStopped
 from server.scheduler.stats import SchedulerStats
 from server.task.policy import model_mismatch
-from server.task.task import SCHEDULER_THREAD, Status, Task, check_logit_bias
+from server.task.task import SCHEDULER_THREAD, Status, Task
 
 STEP_WAIT_S = 120.0  # shutdown: how long past its timeout a running step is waited for
 # prompt tokens a step feeds by default. The step's other tasks wait for that pass before their
@@ -214,8 +214,7 @@ class BaseScheduler(SlotCycle):
         if task.status in (Status.RUNNING, Status.FINISHED):
             raise ValueError(f"task {task.task_id} is {task.status.name}; "
                              "call continue_gen() on a finished task first")
-        task.check_params()
-        why = check_logit_bias(task.logit_bias, self.engine.model.cfg.vocab_size)
+        why = task.sampling_problem(self.engine.model.cfg.vocab_size)
         if why is not None:
             raise ValueError(f"task {task.task_id}: {why}")
         if (task.max_tokens > 0 and not task.can_generate and not task.history

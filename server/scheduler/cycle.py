@@ -132,7 +132,8 @@ class SlotCycle:
     def _split_unfit(self, batch: list[Task]) -> tuple[list[Task], list]:
         """(fit, unfit): the tasks whose state and next tokens fit the model, and ``(task,
         "error", why)`` for the others (``model_mismatch``: ids past the vocabulary, a state
-        stored with another model), to be finished before any is loaded. Loaded, such a task
+        stored with another model; ``Task.sampling_problem``: parameters set after
+        ``add_task``), to be finished before any is loaded. Loaded, such a task
         failed every task of the step (an index error in the first pass). Checked here, on
         this thread, not in ``add_task``: the API checked its prompts already, and its event
         loop would scan each task's tokens again."""
@@ -142,6 +143,8 @@ class SlotCycle:
             if problem:
                 unfit.append((task, "error", f"task {task.task_id} does not fit the model: "
                                              f"{problem}"))
+            elif problem := task.sampling_problem(cfg.vocab_size):  # (changed after add_task)
+                unfit.append((task, "error", f"task {task.task_id}: {problem}"))
             else:
                 fit.append(task)
         return fit, unfit
