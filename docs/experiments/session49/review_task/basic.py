@@ -1,0 +1,21 @@
+import httpx, json, time
+B="http://localhost:8791/v1/tasks"
+c=httpx.Client(timeout=30)
+def p(r): print(r.status_code, r.text[:300])
+r=c.post(B+"/create",json={"prompt":"Hello","max_tokens":20}); p(r); tid=r.json()["task_id"]
+time.sleep(1)
+p(c.get(f"{B}/{tid}/get_result")); p(c.get(f"{B}/{tid}/status"))
+p(c.post(f"{B}/{tid}/continue",json={"prompt":" more","max_tokens":5}))
+time.sleep(1); p(c.get(f"{B}/{tid}/get_result"))
+p(c.post(f"{B}/{tid}/as_template"))
+p(c.post(f"{B}/{tid}/as_template?name=foo"))
+p(c.post(f"{B}/{tid}/fork?tmp=true",json={"max_tokens":3}))
+p(c.get(f"{B}/list"))
+p(c.post(f"{B}/{tid}/fork",content=b""))
+p(c.post(f"{B}/{tid}/fork",content=b"null", headers={"content-type":"application/json"}))
+p(c.post(f"{B}/{tid}/continue",content=b"[]", headers={"content-type":"application/json"}))
+p(c.post(f"{B}/{tid}/stop"))
+p(c.post(f"{B}/nonexist/stop"))
+p(c.post(f"{B}/nonexist/delete"))
+p(c.get(f"{B}/{tid}/stream?pos=-1"))
+p(c.get(f"{B}/{tid}/stream?pos=1000"))
