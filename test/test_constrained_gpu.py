@@ -85,7 +85,7 @@ def test_fast_forward_on_cuda_is_the_same_whatever_the_pulses(tiny_model_path, m
     from server.api.tools import ToolSpec, forced_call_grammar
     from server.scheduler import guide
 
-    monkeypatch.setattr(guide, "FAST_ON_CUDA", True)  # (off by default there: guide.py)
+    assert guide.FAST_ON_CUDA  # (on by default: guide.py)
     loader = RWKV070ModelLoader(tiny_model_path, device="cuda", dtype="fp16")
     params = {"type": "object", "required": ["city"], "additionalProperties": False,
               "properties": {"city": {"type": "string", "maxLength": 10}}}
@@ -112,8 +112,11 @@ def test_fast_forward_on_cuda_is_the_same_whatever_the_pulses(tiny_model_path, m
     assert len(seen) == 1 and next(iter(seen))[1]
 
 
-def test_fast_forward_is_off_on_cuda_by_default(tiny_model_path):
-    """Measured slower on the GPU (guide.FAST_ON_CUDA): a forced call decodes step by step."""
+def test_fast_forward_can_be_turned_off_on_cuda(tiny_model_path, monkeypatch):
+    """``guide.FAST_ON_CUDA`` off: a forced call decodes step by step, a step a token."""
+    from server.scheduler import guide
+
+    monkeypatch.setattr(guide, "FAST_ON_CUDA", False)
     from server.api.tools import ToolSpec, forced_call_grammar
 
     loader = RWKV070ModelLoader(tiny_model_path, device="cuda", dtype="fp16")

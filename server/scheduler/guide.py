@@ -57,13 +57,12 @@ def _eos_where_none(words: np.ndarray, vocab_size: int, eos: int) -> None:
     words.view(np.uint32)[~some, eos // 32] |= np.uint32(1 << eos % 32)
 
 FF_MIN = 4  # forced tokens that arm a row: it pauses with FF_MIN - 1 or more to feed at once
-# Off on CUDA: at 2.9B on an H100 a forced call's reply took 296 against 319 ms alone and 626
-# against 442 ms for eight rows (docs/performance.md, session 47), in runs that made a new
-# scheduler a round (its decode graphs captured inside the timed run) and fed several rows'
-# runs in one eager, launch-bound pass (a graphed pass a row since session 48). Not measured
-# since: docs/experiments/session48/ff_daemon.py times it as a server runs it. On the CPU,
-# where a step is the weights' read, it is 1.6-2.2x faster.
-FAST_ON_CUDA = False
+# On CUDA too since session 49: as a server runs it (docs/experiments/session48/ff_daemon.py,
+# each fed run a graphed pass of its own), a forced call's reply at 2.9B on an H100 took 63.6-65.4
+# against 120.2-121.3 ms alone and 202.7-233.7 against 208.9-226.1 ms for eight rows (0.1B:
+# 30.0 against 48.6, 106.0 against 115.8); session 47's slower figures ran several rows' runs in
+# one eager, launch-bound pass. On the CPU, where a step is the weights' read, 1.6-2.2x faster.
+FAST_ON_CUDA = True
 
 
 class Guide:

@@ -36,6 +36,9 @@ ap.add_argument("--dtype", default=None)
 ap.add_argument("--repeat", type=int, default=5)
 ap.add_argument("--grouped", type=int, default=0, help="1: fed runs of several rows share an "
                 "eager pass as before session 48 (RWKV7.graphed_prefill taken as False)")
+ap.add_argument("--free", type=int, default=0, help="N: each round also runs N unconstrained "
+                "greedy rows of 64 tokens beside one forced call (the tax a fed run's pass puts "
+                "on rows decoding beside it); reports both finish times")
 a = ap.parse_args()
 FF_MIN = guide.FF_MIN
 # random weights drawn on the device as ``run.py --demo`` does (seconds, not a file's ~100 s)
@@ -45,6 +48,43 @@ if a.grouped:
     type(loader.model).graphed_prefill = property(lambda _: False)
 sched = DynamicScheduler(loader, max_batch_size=8, buffer_size=32)
 sched.start_daemon()
+
+
+def mixed(on: bool):
+    """(ms until the forced call ended, ms until the free rows ended, their replies)."""
+    guide.FF_MIN = FF_MIN if on else 10**9
+    guide.FAST_ON_CUDA = on
+    t0 = time.perf_counter()
+    free = [sched.new_task(loader.encode(f"User: tell a story {i}\n\nAssistant:"),
+                           max_tokens=64, temperature=0.0) for i in range(a.free)]
+    call = sched.new_task(loader.encode("User: weather?\n\nAssistant: <think>\n</think"),
+                          max_tokens=80, temperature=0.0,
+                          constraint=Constraint(CALL, loader.tokenizer))
+    call.wait()
+    t_call = time.perf_counter() - t0
+    for t in free:
+        t.wait()
+    t_free = time.perf_counter() - t0
+    return t_call, t_free, tuple(tuple(t.output) for t in free + [call])
+
+
+if a.free:
+    print(f"preset {a.preset}, {a.device}: one forced call beside {a.free} free rows of 64 "
+          f"tokens, medians of {a.repeat} rounds")
+    print("| fast-forward | forced call ms | free rows ms | same replies |")
+    print("|---|---|---|---|")
+    for _ in range(2):
+        mixed(True), mixed(False)
+    got = {True: [], False: []}
+    for _ in range(a.repeat):
+        for on in (True, False):
+            got[on].append(mixed(on))
+    same = len({r[2] for r in got[True] + got[False]}) == 1
+    for on in (True, False):
+        print(f"| {'on' if on else 'off'} | {statistics.median(r[0] for r in got[on]) * 1e3:.1f} |"
+              f" {statistics.median(r[1] for r in got[on]) * 1e3:.1f} | {same} |", flush=True)
+    sched.shutdown()
+    raise SystemExit
 
 
 def run(rows: int, on: bool):
