@@ -6,6 +6,7 @@ its step (a fresh grammar state replays the reply); rows beside it are untouched
 import json
 
 import pytest
+from loguru import logger
 from constrained_cases import SCHEMA, check_schema_reply, replays
 from openai_helpers import http, server, sse_lines, stream_chunks  # noqa: F401 (fixtures)
 from test_api_openai import assert_error, assert_refused_on_both
@@ -179,6 +180,66 @@ def test_without_the_constraint_the_same_rows_break_the_grammar(tiny_loader):
 ])
 def test_unusable_response_formats_are_400s(http, fmt, words):
     assert_refused_on_both(http, "response_format", fmt, words)
+
+
+_SELF = {"$ref": "#"}  # a schema that is only a reference to itself: no JSON text matches
+_ENDLESS = {"type": "object", "properties": {"a": {"$ref": "#"}}, "required": ["a"]}
+FAILING_SCHEMAS = [  # the grammar engine takes each, then fails a few tokens into a reply
+    (_SELF, "NoExtensionBias"),
+    ({"anyOf": [_SELF, _SELF]}, "NoExtensionBias"),
+    (_ENDLESS, "Too many items"),
+    ({"type": "object", "required": ["a"], "properties": {
+        "a": {"type": "string", "pattern": "(.{0,10}){100}"}}}, "too many expressions"),
+    ({"anyOf": [{"type": "object", "properties": {f"k{i}": {"type": "integer"}},
+                 "required": [f"k{i}"], "additionalProperties": False}
+                for i in range(2100)]}, "max is 2000")]
+
+
+@pytest.mark.parametrize("schema,words", FAILING_SCHEMAS)
+def test_a_schema_no_reply_can_follow_is_a_400(http, schema, words):
+    """Such a schema was taken, then failed its reply (a 500 quoting the parser's state, and
+    nothing logged; a fuzzing helper, session 49): ``Constraint.probe`` walks a few tokens of
+    a reply when the request comes, and finds the fault."""
+    fmt = {"type": "json_schema", "json_schema": {"name": "s", "schema": schema}}
+    for path, body in (("/v1/completions", {"prompt": "x"}), ("/v1/chat/completions", {
+            "messages": [{"role": "user", "content": "x"}]})):
+        err = assert_error(http.post(path, json={**body, "response_format": fmt}), 400,
+                           param="response_format")
+        assert "no reply can follow it" in err["message"] and words in err["message"] \
+            and "\n" not in err["message"], err["message"]
+
+
+def test_a_fault_on_the_way_is_one_line_and_logged(tiny_loader):
+    """A fault the probe did not meet (here: a constraint made without it, as the SDK may)
+    fails its reply with the engine's first line (its other lines quote the parser's state),
+    logged as a warning once."""
+    lines: list[str] = []
+    sink = logger.add(lines.append, level="WARNING", format="{message}")
+    try:
+        sched = DynamicScheduler(tiny_loader, max_batch_size=2, buffer_size=4)
+        task = sched.new_task([300, 301], max_tokens=8, temperature=0.0,
+                              constraint=Constraint(json_grammar(_SELF), tiny_loader.tokenizer))
+        sched.run()
+    finally:
+        logger.remove(sink)
+    assert task.finish_reason == "error", task.finish_reason
+    assert "NoExtensionBias" in task.error and "\n" not in task.error, task.error
+    assert sum("NoExtensionBias" in line for line in lines) == 1, lines
+
+
+def test_more_tools_than_openai_takes_are_a_400(http):
+    tools = [{"type": "function", "function": {"name": f"f{i}"}} for i in range(129)]
+    err = assert_error(http.post("/v1/chat/completions", json={
+        "messages": [{"role": "user", "content": "x"}], "tools": tools}), 400, param="tools")
+    assert "at most 128" in err["message"], err["message"]
+
+
+def test_a_forced_call_no_reply_can_follow_is_a_400_naming_tools(http):
+    tools = [{"type": "function", "function": {"name": "f", "parameters": _ENDLESS}}]
+    err = assert_error(http.post("/v1/chat/completions", json={
+        "messages": [{"role": "user", "content": "x"}], "tools": tools,
+        "tool_choice": "required"}), 400, param="tools")
+    assert "no reply can follow it" in err["message"], err["message"]
 
 
 def test_response_format_with_tools_is_a_400(http):

@@ -96,12 +96,18 @@ async def new_constraints(tokenizer, grammar: str | None, count: int) -> list:
     """``count`` fresh states of ``grammar`` (``Constraint``s, one per task: ``Task.constraint``;
     Nones for no grammar), made off the event loop (the vocabulary's first use by the grammar
     engine takes 0.18 s: docs/experiments/session46/mask_time.log); ``FieldError`` if the
-    engine refuses the grammar with this vocabulary (checked without one before)."""
+    engine refuses the grammar with this vocabulary (checked without one before) or fails a
+    few tokens into a reply (``Constraint.probe``)."""
     if grammar is None:
         return [None] * count
+    def make() -> list:
+        first = Constraint(grammar, tokenizer)
+        problem = first.probe()
+        if problem:
+            raise FieldError(f"no reply can follow it: {problem}")
+        return [first] + [Constraint(grammar, tokenizer) for _ in range(count - 1)]
     try:
-        return await anyio.to_thread.run_sync(
-            lambda: [Constraint(grammar, tokenizer) for _ in range(count)])
+        return await anyio.to_thread.run_sync(make)
     except GrammarError as e:
         raise FieldError(f"the grammar cannot be used with this model's vocabulary: {e}") \
             from None

@@ -39,12 +39,18 @@ def _error(message: str, param: str):
     return ChatError(message, param)
 
 
+MAX_TOOLS = 128  # OpenAI's limit: each is written into the prompt (and a forced call's grammar)
+
+
 def parse_tools(tools) -> list[ToolSpec]:
     """Validate a request's ``tools`` list (OpenAI ``{"type": "function", "function": {...}}``)."""
     if tools is None:
         return []
     if not isinstance(tools, list):
         raise _error("tools must be a list", "tools")
+    if len(tools) > MAX_TOOLS:
+        raise _error(f"tools has {len(tools)} functions; at most {MAX_TOOLS} are supported",
+                     "tools")
     specs = []
     for i, tool in enumerate(tools):
         fn = tool.get("function") if isinstance(tool, dict) else None
