@@ -425,6 +425,16 @@ def test_metrics_series(on):
     assert f"\nrwkv_prefill_warm_dropped_total {float(h['warm_dropped'])}\n" in text
 
 
+def test_metrics_are_documented_as_text(on):
+    """The served reply is Prometheus text, and the OpenAPI document says so (it said JSON:
+    a schema-driven client parsed it as such; a fuzzing helper, session 49)."""
+    r = on.get("/metrics")
+    assert r.headers["content-type"].startswith("text/plain"), r.headers
+    content = on.get("/openapi.json").json()["paths"]["/metrics"]["get"]["responses"]["200"][
+        "content"]
+    assert list(content) == ["text/plain"], content
+
+
 def test_metrics_method_label_is_bounded(on):
     """Made-up HTTP methods count under method="other": a label value per method would let any
     client add series to /metrics without limit."""

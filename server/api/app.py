@@ -18,7 +18,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI, Request
 from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import Response
+from fastapi.responses import PlainTextResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from server.api.http_protocol import quiet_accept_errors
@@ -247,7 +247,8 @@ def create_app(settings=None, runtime=None, freeze_heap: bool = False) -> FastAP
     app.state.metrics = Metrics()
     app.state.drain = Drain()  # begun by the server when it is asked to shut down (run.py)
     app.add_api_route("/metrics", metrics_endpoint, methods=["GET"], tags=["server"],
-                      summary="Prometheus metrics (API key rule as other routes)")
+                      summary="Prometheus metrics (API key rule as other routes)",
+                      response_class=PlainTextResponse)  # (the schema said JSON)
     # (a reply given before routing is counted under the route its request names)
     app.state.metrics.routes = [*(r for router in routers for r in router.routes),
                                 *(r for r in app.router.routes if getattr(r, "path", None))]
