@@ -209,6 +209,29 @@ def test_a_schema_no_reply_can_follow_is_a_400(http, schema, words):
             and "\n" not in err["message"], err["message"]
 
 
+TREE = {"type": "object", "required": ["name"], "properties": {
+    "name": {"type": "string"}, "children": {"type": "array", "items": {"$ref": "#"}}}}
+PASSING_SCHEMAS = [  # recursive but finite, or large: the probe must take them
+    TREE,
+    {"$defs": {"node": {"type": ["object", "null"], "required": ["v", "next"], "properties": {
+        "v": {"type": "integer"}, "next": {"$ref": "#/$defs/node"}}}},
+     "$ref": "#/$defs/node"},  # a linked list ending at null
+    {"type": "array", "items": {"$ref": "#"}},  # nested lists
+    {},  # any JSON value
+    {"type": "object", "properties": {f"p{i}": {"type": "integer"} for i in range(200)}},
+    {"enum": [f"v{i}" for i in range(3000)]},
+    {"type": "object", "required": ["h"], "properties": {
+        "h": {"type": "string", "pattern": "^[0-9a-f]{64}$"},
+        "l": {"type": "array", "items": {"type": "number"}, "minItems": 50}}},
+]
+
+
+@pytest.mark.parametrize("schema", PASSING_SCHEMAS)
+@pytest.mark.parametrize("lead", [None, ">"])
+def test_the_probe_takes_grammars_replies_can_follow(tiny_loader, schema, lead):
+    assert Constraint(json_grammar(schema, lead), tiny_loader.tokenizer).probe() is None
+
+
 def test_a_fault_on_the_way_is_one_line_and_logged(tiny_loader):
     """A fault the probe did not meet (here: a constraint made without it, as the SDK may)
     fails its reply with the engine's first line (its other lines quote the parser's state),

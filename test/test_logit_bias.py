@@ -178,3 +178,4 @@ def test_a_parameter_broken_after_add_task_fails_its_task_alone(tiny_loader, cha
     sched.run()
     assert (good.finish_reason, good.output) == ("length", solo.output)
     assert bad.finish_reason == "error" and words in bad.error and bad.output == []
+    assert bad.error.count(bad.task_id) == 1, bad.error  # (named once)

@@ -385,6 +385,39 @@ def test_a_lookup_while_a_delete_waits_for_the_database_finds_nothing(db, queued
     assert manager(db).get_task("TASK_y") is None
 
 
+def test_a_lookup_reading_the_row_across_a_whole_delete_finds_nothing(db):
+    """The lookup began while the delete waited (the id marked), read the row, and came back
+    only after the delete had ended (the mark gone; its number counted before the lookup
+    began): it cached the task again (a review of the first fix, session 49)."""
+    tm = manager(db)
+    tm.put_task("TASK_y", make_task(1))
+    tm.close_task("TASK_y")
+    tm.flush()
+    release = _delete_held_at_the_row(tm, "TASK_y")
+    read, go = threading.Event(), threading.Event()
+    real_get = tm.store.get
+
+    def slow_get(tid):
+        rec = real_get(tid)
+        read.set()
+        go.wait(5)
+        return rec
+
+    tm.store.get = slow_get
+    got = []
+    reader = threading.Thread(target=lambda: got.append(tm.get_task("TASK_y")))
+    reader.start()
+    assert read.wait(5)
+    release()  # the delete ends while the reader holds the row it read
+    go.set()
+    reader.join(5)
+    tm.store.get = real_get
+    assert got == [None]
+    assert tm.get_task("TASK_y") is None and "TASK_y" not in tm.list_all_tasks()["cpu_tasks"]
+    tm.close()
+    assert manager(db).get_task("TASK_y") is None
+
+
 def test_a_template_deleted_while_it_is_written_stays_deleted(db):
     """force-delete during a template's put found no row yet; the put's insert then landed and
     the template was back (a review, session 14)."""

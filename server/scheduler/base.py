@@ -216,7 +216,7 @@ class BaseScheduler(SlotCycle):
                              "call continue_gen() on a finished task first")
         why = task.sampling_problem(self.engine.model.cfg.vocab_size)
         if why is not None:
-            raise ValueError(f"task {task.task_id}: {why}")
+            raise ValueError(why)
         if (task.max_tokens > 0 and not task.can_generate and not task.history
                 and task.state is None):  # a new task without a prompt ("finished" at once)
             raise ValueError(f"task {task.task_id} has no prompt: a new task needs at least "

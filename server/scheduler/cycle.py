@@ -144,7 +144,7 @@ class SlotCycle:
                 unfit.append((task, "error", f"task {task.task_id} does not fit the model: "
                                              f"{problem}"))
             elif problem := task.sampling_problem(cfg.vocab_size):  # (changed after add_task)
-                unfit.append((task, "error", f"task {task.task_id}: {problem}"))
+                unfit.append((task, "error", problem))
             else:
                 fit.append(task)
         return fit, unfit

@@ -19,8 +19,7 @@ step, the pulse ends there (``pause_due``), and ``forced_runs`` hands the schedu
 run from there, which it feeds in one prefill pass before the row decodes again
 (``cycle._fast_forward``). Where a row arms and pauses depends on its tokens alone, not on
 where pulses end, so a reply is the same however the batch around it ran. Not for a row that
-asks for log probabilities (fed tokens have none); on the CPU only (``FAST_ON_CUDA``:
-measured slower on the GPU).
+asks for log probabilities (fed tokens have none). On CUDA unless ``FAST_ON_CUDA`` is False.
 """
 
 from __future__ import annotations

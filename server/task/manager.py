@@ -133,8 +133,8 @@ class TaskManager:
         if task is not None or is_temporary_id(task_id):
             self._submit(jobs)
             return task
-        with self._lock:
-            start = self._last_delete
+        with self._lock:  # (a delete under way now: it has counted itself already)
+            start, deleting = self._last_delete, task_id in self._deleting
         rec = self._read_row(self.store.get, task_id)
         if rec is None:
             return None
@@ -147,7 +147,8 @@ class TaskManager:
         with self._lock:
             task, jobs = self._get_cached(task_id, pin)
             if task is None:  # nobody loaded or put it meanwhile
-                deleted = task_id in self._deleting or self._deleted_since(task_id, start)
+                deleted = deleting or task_id in self._deleting or \
+                    self._deleted_since(task_id, start)
                 if deleted:
                     return None  # deleted while its row was read: gone (not cached again)
                 if deleted is None:

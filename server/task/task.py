@@ -404,15 +404,16 @@ class Task:
                 setattr(self, key, value)
 
     def sampling_problem(self, vocab_size: int | None = None) -> str | None:
-        """Why the sampling parameters set now are unusable (``check_params``,
+        """Why (``task <id>: ...``) the sampling parameters set now are unusable (``check_params``,
         ``check_logit_bias``), None if they are usable: ``add_task`` raises on them, and
         admission checks again, as one set on the task after it was queued (the SDK's misuse)
         failed every task of its step (a review, session 49)."""
         try:
             self.check_params()
         except (TypeError, ValueError) as e:
-            return str(e)
-        return check_logit_bias(self.logit_bias, vocab_size)
+            return str(e)  # ("task <id>: ...")
+        why = check_logit_bias(self.logit_bias, vocab_size)
+        return None if why is None else f"task {self.task_id}: {why}"
 
     def check_params(self, **changes) -> None:
         """Raise ``TypeError`` naming an unknown parameter, ``ValueError`` naming the first
