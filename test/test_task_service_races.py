@@ -19,8 +19,9 @@ class _FinishesAfterARead:
     """The task's lock: the first time a reader leaves it, the scheduler thread appends the
     round's last token and finishes the task (as a pulse that ends it would)."""
 
-    def __init__(self, task: Task, last: int):
+    def __init__(self, task: Task, last: int, reason: str):
         self.real, self.task, self.last, self.fired = threading.RLock(), task, last, False
+        self.reason = reason
 
     def __enter__(self):
         return self.real.__enter__()
@@ -30,7 +31,7 @@ class _FinishesAfterARead:
         if not self.fired:
             self.fired = True
             self.task._append_output([self.last])
-            self.task._finish("length")
+            self.task._finish(self.reason, "injected" if self.reason == "error" else None)
 
 
 @pytest.fixture(scope="module")
@@ -38,12 +39,12 @@ def tokenizer():
     return default_tokenizer()
 
 
-def _running(tokenizer) -> Task:
+def _running(tokenizer, reason: str = "length") -> Task:
     task = Task(task_id="TASK_r", max_tokens=3, temperature=0.0)
     task.tokenizer = tokenizer
     task.status = Status.RUNNING
     task._append_output(tokenizer.encode("ab"))
-    task._lock = _FinishesAfterARead(task, tokenizer.encode("c")[0])
+    task._lock = _FinishesAfterARead(task, tokenizer.encode("c")[0], reason)
     return task
 
 
@@ -59,6 +60,16 @@ def test_a_result_marked_finished_has_the_whole_round(tokenizer):
     assert (first.result, first.finished) == ("ab", False)
     again = TaskService.result(service, task)
     assert (again.result, again.finished) == ("abc", True)
+
+
+def test_a_round_that_fails_during_the_read_is_an_error(tokenizer):
+    """The error check came before the read: a task failing between the two came back as
+    finished text (a review, session 49)."""
+    service = SimpleNamespace(loader=SimpleNamespace(tokenizer=tokenizer),
+                              reply=TaskService.reply)
+    with pytest.raises(HTTPException) as e:
+        TaskService.result(service, _running(tokenizer, "error"))
+    assert e.value.status_code == 500 and "injected" in e.value.detail
 
 
 def test_a_finished_status_counts_the_whole_round(tokenizer):

@@ -306,11 +306,11 @@ class TaskService:
     def result(self, task: Task) -> TaskResponseModel:
         """The round's text so far (an incomplete trailing character is held back until done;
         one the round began inside shows when the round completes it: ``round_lead``)."""
-        if task.finish_reason == "error":
-            raise HTTPException(500, f"Generation failed: {task.error}")
         tokens, finished = task.tokens_of_round(task.round_output())  # (over read first: a
         # round seen finished has all its tokens; read after them, the last pulse's could be
         # missing from a reply marked finished: a review, session 49)
+        if task.finish_reason == "error":  # (after: an error finish is known once it is over)
+            raise HTTPException(500, f"Generation failed: {task.error}")
         tok = self.loader.tokenizer
         dec = IncrementalDecoder(tok, round_lead(tok, task.round_lead, tokens), shown=True)
         text = dec.feed(tokens) + (dec.flush() if finished else "")
