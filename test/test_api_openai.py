@@ -634,3 +634,19 @@ def test_each_choice_of_a_stream_starts_with_its_role(http):
             first.setdefault(ch["index"], ch["delta"])
     assert sorted(first) == [0, 1, 2]
     assert all(d == {"role": "assistant", "content": ""} for d in first.values()), first
+
+
+def test_the_openapi_document_describes_streams_and_errors(http):
+    """Generating routes answer JSON or server-sent events, and errors in OpenAI's shape: the
+    schema said a JSON string and no error (a fuzzing helper's schemathesis run, session 49)."""
+    paths = http.get("/openapi.json").json()["paths"]
+    for path in ("/v1/chat/completions", "/v1/completions"):
+        replies = paths[path]["post"]["responses"]
+        assert set(replies["200"]["content"]) == {"application/json", "text/event-stream"}
+        for status in ("400", "401", "500", "503"):
+            schema = replies[status]["content"]["application/json"]["schema"]
+            assert set(schema["properties"]["error"]["required"]) == {
+                "message", "type", "param", "code"}, (path, status)
+    err = http.post("/v1/chat/completions", json={"messages": "x"}).json()["error"]
+    assert set(err) == {"message", "type", "param", "code"}  # (what the document says)
+    assert "404" in paths["/v1/models/{model_id}"]["get"]["responses"]

@@ -71,6 +71,27 @@ def _body_doc(model) -> dict:
         "application/json": {"schema": model.model_json_schema()}}}}
 
 
+_ERROR = {"content": {"application/json": {"schema": {
+    "type": "object", "required": ["error"], "properties": {"error": {
+        "type": "object", "required": ["message", "type", "param", "code"], "properties": {
+            "message": {"type": "string"}, "type": {"type": "string"},
+            "param": {"type": ["string", "null"]}, "code": {"type": ["string", "null"]}}}}}}}}
+
+
+def _replies(what: str) -> dict:
+    """The OpenAPI responses of a generating route: its JSON or, with ``stream``, its events;
+    errors in OpenAI's shape (the schema said a JSON string and no error; a fuzzing helper,
+    session 49)."""
+    return {200: {"description": f"The {what}; with \"stream\": true, server-sent events "
+                                 "(`data: <chunk JSON>`, then `data: [DONE]`)",
+                  "content": {"application/json": {"schema": {"type": "object"}},
+                              "text/event-stream": {"schema": {"type": "string"}}}},
+            400: {"description": "Bad request, naming the parameter", **_ERROR},
+            401: {"description": "Missing or wrong API key", **_ERROR},
+            500: {"description": "The generation failed (x-should-retry: false)", **_ERROR},
+            503: {"description": "Busy or shutting down (Retry-After)", **_ERROR}}
+
+
 def _clamp(x: float) -> float:
     return min(max(x, 0.0), 10.0)
 
@@ -285,7 +306,8 @@ async def list_models(request: Request):
                                                for tid in ids]}
 
 
-@router.get("/v1/models/{model_id}")
+@router.get("/v1/models/{model_id}", responses={404: {"description": "Unknown model id",
+                                                      **_ERROR}})
 async def retrieve_model(model_id: str, request: Request):
     """A listed model, or ``<model>:_name`` naming a stored state template (chat and completions
     accept that id: the loaded model, starting from the template's state); a template they
@@ -305,7 +327,8 @@ async def retrieve_model(model_id: str, request: Request):
 
 
 # ---- chat --------------------------------------------------------------------------------------
-@router.post("/v1/chat/completions", openapi_extra=_body_doc(ChatRequest))
+@router.post("/v1/chat/completions", openapi_extra=_body_doc(ChatRequest),
+             responses=_replies("chat completion"))
 @_openai_errors
 async def chat_completions(request: Request):
     """OpenAI chat completion over the RWKV g1 chat prompt (see ``server.api.chat``)."""
@@ -487,7 +510,8 @@ async def _prompt_logprobs(request: Request, rt, tokens: list[int], top: int) ->
     return list(zip(tokens, [None] + entries))
 
 
-@router.post("/v1/completions", openapi_extra=_body_doc(CompletionRequest))
+@router.post("/v1/completions", openapi_extra=_body_doc(CompletionRequest),
+             responses=_replies("completion"))
 @_openai_errors
 async def completions(request: Request):
     """OpenAI (legacy) text completion: the prompt is continued as is."""
