@@ -287,7 +287,7 @@ class RWKV7:
                 if len(group) == n:  # every row: work on the state itself, in natural order
                     group = list(range(n))
                 self._prefill_pass(token_lists, group, off, state, x_last, at, mid_state)
-        return self._logits(x_last) if logits else None
+        return self._row_logits(x_last) if logits else None
 
     @torch.no_grad()
     def score(self, tokens: list[int], targets: list[int], state: State, top: int = 0,
@@ -502,6 +502,16 @@ class RWKV7:
             return torch.cat([row_invariance.product(part, w, linear, slices)
                               for part in x.split(per)])
         return row_invariance.product(x, w, linear, slices)
+
+    def _row_logits(self, x: Tensor) -> Tensor:
+        """``_logits`` with each row's bits those it has alone (a prompt's first logits must not
+        depend on the prompts fed beside it, which the prefix cache changes). The plain path's
+        head product gave a row other bits at 1 row than at 2-16 on the 2-core CPU machine
+        (up to 5.7e-6; a fuzzing helper, session 49): there each row is its own product. The
+        fused path's head runs up to ``gemv_rows`` rows through the skinny-product kernel."""
+        if self._fused is not None or x.shape[0] == 1:
+            return self._logits(x)
+        return torch.cat([self._logits(x[i:i + 1]) for i in range(x.shape[0])])
 
     def _logits(self, x: Tensor) -> Tensor:
         """x: [B, C] fp32 residual -> logits [B, V] fp32."""

@@ -359,9 +359,14 @@ class Prefiller(LaterWork):
 
     def _with_last(self, task, n: int, budget: int) -> int:
         """``n`` tokens of ``task`` to feed, plus its last token when ``n`` reaches the end of
-        all but the last, the budget has room for one more and the task decodes (the first token
-        then comes from this pass)."""
-        if n == len(task.pending) - 1 and n < budget and self._decodes(task):
+        all but the last and the task decodes (the first token then comes from this pass),
+        one past the budget if need be: left for the next step, a lone last token went to a
+        decode step (other bits than a pass), and whether it did hung on where the budget's
+        cuts fell, which a cache hit moves (a prompt of 32 cached + 64 + 1 tokens at a budget
+        of 64 decoded its last token, the same prompt without the cache fed it: other bits,
+        a seeded reply parted; a fuzzing helper, session 49). A pass of budget + 1 is the
+        model's passes of its chunk and of one token."""
+        if n == len(task.pending) - 1 and self._decodes(task):
             return n + 1
         return n
 
