@@ -100,6 +100,7 @@ async def new_constraints(tokenizer, grammar: str | None, count: int) -> list:
     few tokens into a reply (``Constraint.probe``)."""
     if grammar is None:
         return [None] * count
+
     def make() -> list:
         first = Constraint(grammar, tokenizer)
         problem = first.probe()

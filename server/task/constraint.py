@@ -204,16 +204,16 @@ class Constraint:
                     allowed = np.flatnonzero(np.unpackbits(words.view(np.uint8),
                                                            bitorder="little"))
                     if len(allowed) == 0:
-                        return f"the grammar allows no token {n} tokens into a reply"
+                        return f"the grammar allows no token {n} steps into a reply"
                     if len(allowed) == 1 and allowed[0] == 0:
                         return None  # (a whole reply: it ends here)
                     run = [int(allowed[1] if allowed[0] == 0 else allowed[0])]
                 if not m.is_error():
                     m.consume_tokens(run)
             except Exception as e:
-                return f"the grammar engine failed {n} tokens into a reply: {e!r:.300}"
+                return f"the grammar engine failed {n} steps into a reply: {e!r:.300}"
             if m.is_error():
-                return (f"the grammar engine failed {n} tokens into a reply: "
+                return (f"the grammar engine failed {n} steps into a reply: "
                         f"{_first_line(m.get_error())}")
         return None
 
