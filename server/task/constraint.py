@@ -121,6 +121,15 @@ def _first_line(message: str) -> str:
     return (message.splitlines() or [""])[0][:300]
 
 
+def _first_choice(words: np.ndarray) -> list[int] | None:
+    """The first token a mask (int32 bit words) allows, end-of-text (0) last: ``[token]``;
+    ``[]`` if it allows none; None if it allows end-of-text alone (a whole reply)."""
+    allowed = np.flatnonzero(np.unpackbits(words.view(np.uint8), bitorder="little"))
+    if len(allowed) == 1 and allowed[0] == 0:
+        return None
+    return [int(allowed[1] if allowed[0] == 0 else allowed[0])] if len(allowed) else []
+
+
 def _ll_tokenizer(tokenizer):
     """llguidance's view of ``tokenizer`` (a ``server.model.tokenizer.Tokenizer``), made once
     per tokenizer (0.18 s for the world vocabulary: mask_time.log) and kept on it."""
@@ -197,24 +206,22 @@ class Constraint:
         m = self._matcher.deep_copy()
         words = np.zeros(self.words, dtype=np.int32)
         for n in range(steps):
-            try:
+            run = []
+            try:  # (each call may leave the engine in its error state: checked below)
                 m.unsafe_compute_mask_ptr(words.ctypes.data, words.nbytes)
-                run = [] if m.is_error() else list(m.compute_ff_tokens())
-                if not run and not m.is_error():
-                    allowed = np.flatnonzero(np.unpackbits(words.view(np.uint8),
-                                                           bitorder="little"))
-                    if len(allowed) == 0:
-                        return f"the grammar allows no token {n} steps into a reply"
-                    if len(allowed) == 1 and allowed[0] == 0:
-                        return None  # (a whole reply: it ends here)
-                    run = [int(allowed[1] if allowed[0] == 0 else allowed[0])]
                 if not m.is_error():
+                    run = list(m.compute_ff_tokens()) or _first_choice(words)
+                if run and not m.is_error():
                     m.consume_tokens(run)
             except Exception as e:
                 return f"the grammar engine failed {n} steps into a reply: {e!r:.300}"
             if m.is_error():
                 return (f"the grammar engine failed {n} steps into a reply: "
                         f"{_first_line(m.get_error())}")
+            if run is None:
+                return None  # (a whole reply: it ends here)
+            if not run:
+                return f"the grammar allows no token {n} steps into a reply"
         return None
 
     def failed(self, exc: BaseException, taking: bool = False) -> None:
