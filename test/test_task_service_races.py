@@ -99,7 +99,7 @@ def _copy_during_which(change):
     try:
         return asyncio.run(TaskService.unheld(service, copy, task))
     except HTTPException as e:
-        return e.status_code
+        return e.status_code, e.detail
 
 
 def _whole_round(task):  # a continue fed and finished within the copy
@@ -112,4 +112,5 @@ def test_a_copy_spanning_a_whole_round_is_refused():
     whole round ran during it (a few tokens to feed) passed, the copy mixing the states before
     and after (a review, session 49)."""
     assert _copy_during_which(lambda task: None) == []
-    assert _copy_during_which(_whole_round) == 409
+    status, detail = _copy_during_which(_whole_round)
+    assert status == 409 and "while it was being copied" in detail, detail

@@ -195,13 +195,13 @@ class TaskService:
         this_round = src.round_output()
         try:
             out = await self.store(fn, src, *args)
-            held = src.round_output() is not this_round
         except TaskHeld:
-            held = True
-        if held:
             raise HTTPException(409, f"Task {src.task_id} is running; stop it or wait until "
-                                     "it has finished")
-        check_resumable(src)
+                                     "it has finished") from None
+        check_resumable(src)  # (running now)
+        if src.round_output() is not this_round:
+            raise HTTPException(409, f"Task {src.task_id} ran a round while it was being "
+                                     "copied; nothing was copied: try again")
         return out
 
     async def check_template_room(self) -> None:
