@@ -137,3 +137,60 @@ def test_a_prompt_cached_but_for_its_last_token_ends_in_the_uncached_bits(sd, le
     assert torch.equal(cached.state.wkv, plain.state.wkv)
     assert torch.equal(cached.state.shift, plain.state.shift)
     assert cached.output == plain.output
+
+
+@pytest.mark.parametrize("beside", [1, 3, 4, 7, 15, 16, 40])
+def test_a_prompts_first_logits_are_its_own_whatever_is_fed_beside_it(sd, beside):
+    """The CPU form (test_prefix_cache.py) on the fused fp16 path: a prompt's first logits
+    have the bits they have alone whether 1-4 (the skinny-product kernel's head), 5-16 or more
+    rows (a product cuBLAS picks by shape) share the head. The prefix cache changes which
+    prompts end in one pass (n > 1 choices; a neighbour it serves)."""
+    model = RWKV7(sd, infer_config(sd), device="cuda", dtype=torch.float16)
+    gen = torch.Generator().manual_seed(3)
+    a = torch.randint(300, 60000, (40,), generator=gen).tolist()
+    others = [torch.randint(300, 60000, (20,), generator=gen).tolist() for _ in range(beside)]
+    alone = model.prefill([a], model.new_state(1))
+    fed = model.prefill([a, *others], model.new_state(1 + beside))
+    assert torch.equal(fed[0], alone[0])
+    b = model.prefill([others[0]], model.new_state(1))
+    assert torch.equal(fed[1], b[0])
+
+
+@pytest.mark.parametrize("length", [97, 65])
+@pytest.mark.parametrize("seeded", [False, True])
+def test_a_prompt_whose_feed_fills_the_budget_ends_as_without_the_cache(sd, length, seeded):
+    """The CPU form (test_prefix_cache.py) on the fused fp16 path with its graphs: resumed at 32
+    tokens, the prompt has 64 + 1 (or 32 + 1) left at a step budget of 64; the last token goes
+    with the pass, one past the budget (a pass of the chunk, then one of one token), and the
+    reply and final state have the bits of the prompt fed without the cache."""
+    from server.model.loader import RWKV070ModelLoader
+    from server.scheduler import DynamicScheduler
+    from server.scheduler.prefix_cache import PrefixCache
+    from server.task.task import Task
+
+    loader = RWKV070ModelLoader("split-invariance.pth", state_dict={k: v.cpu() for k, v in
+                                                                 sd.items()},
+                                device="cuda", dtype="fp16")
+    gen = torch.Generator().manual_seed(5)
+    full = torch.randint(300, 20000, (length,), generator=gen).tolist()
+    kw = dict(temperature=1.0, top_p=1.0, top_k=0, seed=7) if seeded else dict(temperature=0.0)
+
+    def run(cache):
+        sched = DynamicScheduler(loader, max_batch_size=1, buffer_size=4, prefix_cache=cache,
+                                 prefill_chunk=64)
+        tpl = Task(full[:32] + [299], max_tokens=0)  # stores the state after 32 tokens
+        tpl.cache_origin = ""
+        sched.add_task(tpl)
+        sched.run()
+        task = Task(list(full), max_tokens=12, **kw)
+        task.cache_origin = ""
+        sched.add_task(task)
+        sched.run()
+        assert task.wait(60)
+        return task, sched
+
+    (off, _), (on, sched) = run(None), run(PrefixCache(1 << 30))
+    assert sched.prefix_cache.stats()["hits"] >= 1
+    assert on.output == off.output
+    assert torch.equal(on.state.wkv, off.state.wkv)
+    assert torch.equal(on.state.shift, off.state.shift)
