@@ -275,19 +275,17 @@ B, V = 5, 10000
 logits = torch.randn(B, V, generator=g) * 3
 P = torch.randn(B, V, generator=g).clamp(min=0)
 temp = torch.tensor([1.0, 0.7, 1.3, 0.3, 1.0])
-decay = torch.tensor([0.99, 1.0, 0.5, 0.996, 1.0])
-active = torch.tensor([True, False, True, True, False])
-for t, act in ((None, None), (temp, None), (temp, active)):
-    P1, P2 = P.clone(), P.clone()
-    x1 = st.prepare(logits, P1, t, decay, act)
-    x2 = logits - P2
+for t in (None, temp):
+    P1 = P.clone()
+    x1 = st.prepare(logits, P1, t)
+    x2 = logits - P
     if t is not None:
         x2 = x2 / t[:, None]
-    P2.mul_((decay if act is None else torch.where(act, decay, 1.0))[:, None])
-    assert torch.equal(x1, x2) and torch.equal(P1, P2), t
-    assert act is None or torch.equal(P1[1], P[1]) and not torch.equal(P1[0], P[0])
-# the update after a draw (presence / repetition on the token, counter + 1), against the torch
-# path: rows with a zero and a non-zero penalty on their token, an inactive row, no mask
+    assert torch.equal(x1, x2) and torch.equal(P1, P), t  # (the penalties only read)
+# the update after a draw (the decay, presence / repetition on the token, counter + 1), against
+# the torch path: rows with a zero and a non-zero penalty on their token (row 2's token decayed
+# to 0: presence), decays of 1 and below, tokens in the first, a middle and the last column
+# block, an inactive row, no mask
 from server.model.sampler import BatchSampler, SamplingBatch
 P[1, 7] = 0.0
 for active in (torch.tensor([True, True, False, True, True]), None):
@@ -295,21 +293,25 @@ for active in (torch.tensor([True, True, False, True, True]), None):
     sb.penalties.copy_(P)
     sb.presence.copy_(torch.tensor([0.5, 1.0, 2.0, -0.3, 0.0]))
     sb.repetition.copy_(torch.tensor([0.1, 0.2, 0.3, 0.4, -0.5]))
+    sb.decay.copy_(torch.tensor([0.99, 1.0, 0.0, 0.996, 1.0]))
     sb.counter.copy_(torch.tensor([3, 0, 9, 1, 2]))
-    tokens = torch.tensor([5, 7, 9, 9999, 0])
+    tokens = torch.tensor([5, 7, 4100, 9999, 0])
     want = SamplingBatch(**{k: getattr(sb, k).clone() for k in sb.__dataclass_fields__})
     BatchSampler._update(want, tokens, active)
-    st.update(sb.penalties, tokens, sb.presence, sb.repetition, active, sb.counter)
+    st.update(sb.penalties, tokens, sb.presence, sb.repetition, sb.decay, active, sb.counter)
     assert torch.equal(sb.penalties, want.penalties) and torch.equal(sb.counter, want.counter)
     assert not torch.equal(sb.penalties, P)
+    assert not torch.equal(sb.penalties[0], P[0]) and sb.penalties[0, 5] != P[0, 5] * 0.99
+    assert torch.equal(sb.penalties[2], P[2]) if active is not None else \
+        sb.penalties[2].count_nonzero() == 1
 print("prepare ok")
 """
 
 
 def test_fused_prepare_pass_is_the_torch_path_bit_for_bit():
-    """The CUDA sampler's kernels (the one-pass prologue: penalties, temperature, decay; the
-    update after a draw), through Triton's CPU interpreter, against the torch operations they
-    replace."""
+    """The CUDA sampler's kernels (the one-pass prologue: penalties, temperature; the update
+    after a draw: decay, presence/repetition, counter), through Triton's CPU interpreter,
+    against the torch operations they replace."""
     pytest.importorskip("triton")
     from model_cases import run_interpreted
 

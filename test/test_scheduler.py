@@ -1054,23 +1054,28 @@ def test_the_daemon_gives_free_memory_back_once_each_time_it_goes_idle(tiny_load
         scheduler.shutdown()
 
 
+@pytest.mark.parametrize("decay", [1.0, 0.5])
 @pytest.mark.parametrize("ending", ["end-of-text", "new turn"])
-def test_the_token_that_ends_a_round_counts_in_no_penalty(tiny_loader, monkeypatch, ending):
+def test_the_token_that_ends_a_round_counts_in_no_penalty(tiny_loader, monkeypatch, ending,
+                                                          decay):
     """The token that ends a round (end-of-text; ``User`` right after ``\\n\\n``) is neither
     returned nor fed; it was added to the task's penalties (and counted as a draw), so a
     continue after such an end started from other penalties than the same tokens fed from
     scratch: "User" stayed penalised after a round that ended at a turn (session 42's QA).
     Now the penalties count exactly the returned tokens; the random stream counts every draw,
     the ending one too (kept at the returned tokens, a continue's first draw reused the ending
-    draw's uniform: biased; session 42's review)."""
+    draw's uniform: biased; session 42's review). With a ``penalty_decay`` below 1 the ending
+    step decayed them once more until session 50 (the decay ran in the logits' pass, before the
+    token was known): now only accepted tokens' steps decay them."""
     user, nl2 = 24281, 261
     script = [300, 400, nl2] + ([0] if ending == "end-of-text" else [user])
     _forced(tiny_loader, monkeypatch, script)
     sched = DynamicScheduler(tiny_loader, max_batch_size=1, buffer_size=4)
     task = sched.new_task("Q: list\nA:", max_tokens=40, temperature=0, presence_penalty=1.0,
-                          repetition_penalty=0.5, penalty_decay=1.0, seed=7)
+                          repetition_penalty=0.5, penalty_decay=decay, seed=7)
     sched.run()
     assert task.finish_reason == "stop" and task.output == [300, 400, nl2]
     got = {int(i): float(task.penalties[i]) for i in task.penalties.nonzero().flatten()}
-    assert got == {300: 1.0, 400: 1.0, nl2: 1.0}
+    # three accepted steps: each decays, then adds its token's presence (1.0)
+    assert got == {300: decay * decay, 400: decay, nl2: 1.0}
     assert task.rng_counter == 4

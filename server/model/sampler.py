@@ -12,8 +12,9 @@
    `top_p`, always at least the top token (so `top_p = 0` is greedy on the tempered logits);
 4. one uniform per row from `uniform(seed, counter)` (below), then inverse-CDF sampling;
 5. penalties in place: every entry `*= decay`, then `P[t] += presence` if `P[t] == 0`
-   (checked after the decay) else `+= repetition` (steps 1, 2 and the decay are one pass over
-   [B, V]: one Triton kernel on CUDA, kernels/sampling_triton.py);
+   (checked after the decay) else `+= repetition` (`update`; steps 1 and 2 are one pass over
+   [B, V], step 5 another where the decay is not 1: a Triton kernel each on CUDA,
+   kernels/sampling_triton.py);
 6. `counter += 1` for every (active) row, greedy ones included.
 
 Candidate selection (a full-vocabulary sort is the expensive step, so it is avoided):
@@ -269,16 +270,15 @@ class BatchSampler:
         active: optional [B] bool; rows where it is False get a token but keep their penalties
         and counter (their random stream does not advance). u: optional [B] f64, the rows'
         uniforms ``uniform(seed, counter)`` computed beforehand (``uniforms``). ``update``
-        False: the penalties are decayed (active rows) but the tokens' presence/repetition and
-        the counters are left to ``update`` (the engine: a token that ends its row counts in
-        neither).
+        False: the penalties (their decay, the tokens' presence/repetition) and the counters are
+        left to ``update`` (the engine: a token that ends its row counts in none of them).
         """
         B, V = logits.shape
         assert V == self.vocab_size and batch.batch_size == B, (logits.shape, batch.batch_size)
         plan = batch._plan if batch._plan is not None else self._make_plan(batch)
         active = None if active is None else active.to(batch.penalties.device)
         # temp: greedy rows divide by 1 (exact), so their argmax is the untempered one
-        x = self._prepare(logits, batch.penalties, plan.temp, batch.decay, active)  # [B, V]
+        x = self._prepare(logits, batch.penalties, plan.temp)  # [B, V]
         if plan.min_p:
             x = min_p_filter(x, batch.min_p)
         if plan.any_greedy:
@@ -298,20 +298,21 @@ class BatchSampler:
         return tokens
 
     def update(self, batch: SamplingBatch, tokens: Tensor, active: Tensor | None) -> None:
-        """Step 5's presence/repetition on ``tokens`` and step 6's ``counter += 1``, for the
-        ``active`` rows ([B] bool, contiguous; None: all)."""
+        """Step 5 (the decay, then presence/repetition on ``tokens``) and step 6's
+        ``counter += 1``, for the ``active`` rows ([B] bool, contiguous; None: all)."""
         P = batch.penalties
         f = self._kernels(P)
         if f and P.is_contiguous():  # one launch; the same bits
-            f.update(P, tokens, batch.presence, batch.repetition, active, batch.counter)
+            f.update(P, tokens, batch.presence, batch.repetition, batch.decay, active,
+                     batch.counter)
         else:
             self._update(batch, tokens, active)
 
     @staticmethod
     def count_forced(batch: SamplingBatch, row: int, tokens: list[int]) -> None:
         """Row ``row`` took ``tokens`` without drawing them (fed: a grammar forced them): each
-        counts as a step that drew it would, the decay (``_prepare``), its presence or
-        repetition and ``counter += 1`` (``_update``), so the draws after them are the ones
+        counts as a step that drew it would, the decay, its presence or repetition and
+        ``counter += 1`` (``_update``), so the draws after them are the ones
         decoding them one by one gives."""
         P = batch.penalties[row]                                    # [V]
         for t in tokens:
@@ -338,8 +339,7 @@ class BatchSampler:
         B = logits.shape[0]
         ones = torch.ones(B, dtype=torch.float32, device=logits.device)
         for temp in (None, ones):
-            self._prepare(logits, torch.zeros_like(logits, dtype=torch.float32), temp, ones,
-                          None)
+            self._prepare(logits, torch.zeros_like(logits, dtype=torch.float32), temp)
         f = self._kernels(logits)
         if f and f.TOPK_MAX <= self.vocab_size:  # one row compiles it all
             dev = logits.device
@@ -347,20 +347,15 @@ class BatchSampler:
                         device=dev), torch.ones(1, device=dev),
                         torch.zeros(1, dtype=torch.float64, device=dev))
 
-    def _prepare(self, logits: Tensor, P: Tensor, temp: Tensor | None, decay: Tensor,
-                 active: Tensor | None) -> Tensor:
-        """x = (logits - P) / temp (temp None: no division); P *= decay in place for active rows
-        (all when active is None): steps 1, 2 and the decay of step 5. On CUDA one Triton pass;
-        the same fp32 operations here."""
+    def _prepare(self, logits: Tensor, P: Tensor, temp: Tensor | None) -> Tensor:
+        """x = (logits - P) / temp (temp None: no division): steps 1 and 2. On CUDA one Triton
+        pass; the same fp32 operations here."""
         f = self._kernels(logits)
         if f and P.is_contiguous():
-            return f.prepare(logits.contiguous(), P, temp, decay, active)
-        if active is not None:
-            decay = torch.where(active, decay, 1.0)
+            return f.prepare(logits.contiguous(), P, temp)
         x = logits.float() - P
         if temp is not None:
             x = x / temp[:, None]
-        P.mul_(decay[:, None])
         return x
 
     def _make_plan(self, batch: SamplingBatch) -> "_Plan":
@@ -418,13 +413,15 @@ class BatchSampler:
 
     @staticmethod
     def _update(batch: SamplingBatch, tokens: Tensor, active: Tensor | None) -> None:
-        """Presence/repetition on the sampled token (the decay is applied: `_prepare`);
-        counter += 1 (active rows). On CUDA one Triton launch does the same
-        (`sampling_triton.update`); this code is its definition."""
+        """The decay, then presence/repetition on the sampled token; counter += 1 (active
+        rows). On CUDA one Triton launch does the same (`sampling_triton.update`); this code is
+        its definition."""
         P = batch.penalties                                         # [B, V]
-        presence, repetition = batch.presence, batch.repetition
+        presence, repetition, decay = batch.presence, batch.repetition, batch.decay
         if active is not None:
             presence, repetition = presence * active, repetition * active
+            decay = torch.where(active, decay, 1.0)
+        P.mul_(decay[:, None])
         rows = torch.arange(P.shape[0], device=P.device)
         cur = P[rows, tokens]
         P[rows, tokens] = cur + torch.where(cur == 0, presence, repetition)

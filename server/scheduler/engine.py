@@ -8,8 +8,9 @@ End of generation is detected on the device: token 0, a new turn (``User`` right
 ``max_tokens``, or a stop request (a host flag copied to the device before each step). A
 finished row stops updating its state, penalties and random stream at once, so its state is
 exactly "all tokens but ``current_token`` consumed", and its penalties have counted exactly
-the tokens it returned (the token that ends a row adds no penalty; with a ``penalty_decay``
-below 1 its step's decay, fused with the logits' pass, still applies); its random stream has
+the tokens it returned (the token that ends a row adds no penalty, nor its step's decay with
+a ``penalty_decay`` below 1: the sampler's update runs for the accepted tokens); its random
+stream has
 counted every draw, the ending one too. The pulse ends early once every row has ended
 (``EndProbe``: on CUDA the host reads the rows' flags a few steps behind the device, through
 events, never stalling it).

@@ -3,17 +3,20 @@
 `prepare`, the first pass over the logits: for every row b and token t,
 
     x[b, t] = (logits[b, t] - P[b, t]) / temp[b]        (temp[b] = 1: greedy rows, or TEMPER off)
-    P[b, t] = P[b, t] * decay[b]                         (not for inactive rows)
 
-which the torch path (`BatchSampler._prepare`) does in three passes over [B, V] (subtract,
-divide, the penalties' decay): each pass reads or writes ~67 MB at batch 256 with a 65,536-token
-vocabulary. Same fp32 operations in the same order (IEEE division), so the results are the
-torch path's bit for bit; rows are independent.
+which the torch path (`BatchSampler._prepare`) does in two passes over [B, V] (subtract,
+divide): each pass reads or writes ~67 MB at batch 256 with a 65,536-token vocabulary. Same fp32
+operations in the same order (IEEE division), so the results are the torch path's bit for bit;
+rows are independent.
 
-`update`, after the draw: the sampled token's penalty grows by the presence (first time) or
-repetition penalty, and the row's random-stream counter by one, for active rows
-(`BatchSampler._update`: ~10 small torch ops a step, each a launch). Same fp32 operations, bit
-for bit.
+`update`, after the draw, for active rows: the penalties decay (`P *= decay`, a pass over the
+row's [V] only where decay is not 1), then the sampled token's penalty grows by the presence
+(first time, checked after the decay) or repetition penalty, and the row's random-stream counter
+by one (`BatchSampler._update`). One program per row and block of columns; same fp32 operations
+(no fused multiply-add), bit for bit. The decay is here, not in `prepare` (before session 50),
+so that a token that ends its row (end-of-text, a new turn: not accepted, the engine's update
+skips its row) leaves the penalties as they were: a continue then starts from the penalties
+of the tokens returned, as a task fed them would.
 
 `topk`, the candidates of rows whose top-k is small (k <= TOPK_MAX): `torch.topk` over a
 65,536-token row is a multi-pass radix select (~260 us a step at batch 256, ~830 at 1,024 on the
@@ -47,8 +50,8 @@ from torch import Tensor
 
 
 @triton.jit
-def _prepare_kernel(logits_ptr, pen_ptr, temp_ptr, decay_ptr, act_ptr, x_ptr, V,
-                    TEMPER: tl.constexpr, HAS_ACTIVE: tl.constexpr, BLOCK: tl.constexpr):
+def _prepare_kernel(logits_ptr, pen_ptr, temp_ptr, x_ptr, V, TEMPER: tl.constexpr,
+                    BLOCK: tl.constexpr):
     b = tl.program_id(0).to(tl.int64)
     t = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
     m = t < V
@@ -58,61 +61,61 @@ def _prepare_kernel(logits_ptr, pen_ptr, temp_ptr, decay_ptr, act_ptr, x_ptr, V,
     if TEMPER:
         x = tl.math.div_rn(x, tl.load(temp_ptr + b + t * 0))
     tl.store(x_ptr + o, x, mask=m)
-    decay = tl.load(decay_ptr + b + t * 0)
-    if HAS_ACTIVE:  # inactive rows keep their penalties
-        decay = tl.where(tl.load(act_ptr + b + t * 0) != 0, decay, 1.0)
-    # decay 1 (the default penalty_decay) leaves P as it is (p * 1 == p, bit for bit): not
-    # written, a pass over [B, V] fp32 saved (268 MB a step at batch 1,024)
-    tl.store(pen_ptr + o, p * decay, mask=m & (decay != 1.0))
 
 
 _BLOCK = 4096
 
 
-def prepare(logits: Tensor, penalties: Tensor, temp: Tensor | None, decay: Tensor,
-            active: Tensor | None = None) -> Tensor:
-    """logits [B, V] (any float dtype), penalties [B, V] fp32 (decayed in place where active);
-    temp [B] fp32 or None (no division); decay [B] fp32; active [B] bool or None (all).
-    Returns x [B, V] fp32."""
+def prepare(logits: Tensor, penalties: Tensor, temp: Tensor | None) -> Tensor:
+    """logits [B, V] (any float dtype), penalties [B, V] fp32 (read only); temp [B] fp32 or None
+    (no division). Returns x [B, V] fp32."""
     B, V = logits.shape
     assert logits.is_contiguous() and penalties.is_contiguous()
     x = torch.empty(B, V, dtype=torch.float32, device=logits.device)
     _prepare_kernel[(B, triton.cdiv(V, _BLOCK))](
-        logits, penalties, decay if temp is None else temp, decay,
-        decay if active is None else active, x, V, TEMPER=temp is not None,
-        HAS_ACTIVE=active is not None, BLOCK=_BLOCK, num_warps=8)
+        logits, penalties, penalties if temp is None else temp, x, V,
+        TEMPER=temp is not None, BLOCK=_BLOCK, num_warps=8)
     return x
 
 
-@triton.jit(do_not_specialize=["B"])  # B follows the batch capacity
-def _update_kernel(pen_ptr, tok_ptr, pres_ptr, rep_ptr, act_ptr, count_ptr, B, V,
+@triton.jit
+def _update_kernel(pen_ptr, tok_ptr, pres_ptr, rep_ptr, decay_ptr, act_ptr, count_ptr, V,
                    HAS_ACTIVE: tl.constexpr, BLOCK: tl.constexpr):
-    b = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    m = b < B
-    pres = tl.load(pres_ptr + b, mask=m, other=0.0)
-    rep = tl.load(rep_ptr + b, mask=m, other=0.0)
-    step = tl.full((BLOCK,), 1, tl.int64)
+    """Row b, columns j * BLOCK ...: the decay where it is not 1, the token's entry where it
+    falls in them (after its decay, in registers: one store an entry); block 0 counts the draw."""
+    b = tl.program_id(0).to(tl.int64)
+    j = tl.program_id(1)
+    live = True
     if HAS_ACTIVE:
-        act = tl.load(act_ptr + b, mask=m, other=0) != 0
-        pres = pres * act.to(tl.float32)
-        rep = rep * act.to(tl.float32)
-        step = act.to(tl.int64)
-    o = b.to(tl.int64) * V + tl.load(tok_ptr + b, mask=m, other=0)
-    cur = tl.load(pen_ptr + o, mask=m, other=0.0)
-    tl.store(pen_ptr + o, cur + tl.where(cur == 0, pres, rep), mask=m)
-    tl.store(count_ptr + b, tl.load(count_ptr + b, mask=m, other=0) + step, mask=m)
+        live = tl.load(act_ptr + b) != 0
+    if live:
+        decay = tl.load(decay_ptr + b)
+        tok = tl.load(tok_ptr + b)
+        pres = tl.load(pres_ptr + b)
+        rep = tl.load(rep_ptr + b)
+        if decay != 1.0:
+            t = j * BLOCK + tl.arange(0, BLOCK)
+            m = t < V
+            p = tl.load(pen_ptr + b * V + t, mask=m, other=0.0) * decay
+            p = tl.where(t == tok, p + tl.where(p == 0, pres, rep), p)
+            tl.store(pen_ptr + b * V + t, p, mask=m)
+        elif (tok >= j * BLOCK) & (tok < j * BLOCK + BLOCK):
+            cur = tl.load(pen_ptr + b * V + tok)
+            tl.store(pen_ptr + b * V + tok, cur + tl.where(cur == 0, pres, rep))
+        if j == 0:
+            tl.store(count_ptr + b, tl.load(count_ptr + b) + 1)
 
 
 def update(penalties: Tensor, tokens: Tensor, presence: Tensor, repetition: Tensor,
-           active: Tensor | None, counter: Tensor) -> None:
-    """penalties [B, V] fp32 (in place, contiguous); tokens [B] int64; presence, repetition [B]
-    fp32; active [B] bool or None (all); counter [B] int64 (in place)."""
+           decay: Tensor, active: Tensor | None, counter: Tensor) -> None:
+    """penalties [B, V] fp32 (in place, contiguous); tokens [B] int64; presence, repetition,
+    decay [B] fp32; active [B] bool or None (all); counter [B] int64 (in place)."""
     B, V = penalties.shape
     assert penalties.is_contiguous()
-    block = 128
-    _update_kernel[(triton.cdiv(B, block),)](
-        penalties, tokens, presence, repetition, active if active is not None else tokens,
-        counter, B, V, HAS_ACTIVE=active is not None, BLOCK=block, num_warps=4)
+    _update_kernel[(B, triton.cdiv(V, _BLOCK))](
+        penalties, tokens, presence, repetition, decay,
+        active if active is not None else tokens, counter, V, HAS_ACTIVE=active is not None,
+        BLOCK=_BLOCK, num_warps=8, enable_fp_fusion=False)
 
 
 TOPK_MAX = 64  # `topk` serves k up to this
