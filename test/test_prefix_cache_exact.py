@@ -7,7 +7,7 @@ from array import array
 
 import pytest
 import torch
-from model_cases import state_gap
+from model_cases import emulate_gpu_batched_rounding, state_gap
 
 from server.model.state import State
 from server.scheduler import DynamicScheduler
@@ -411,17 +411,7 @@ def test_states_of_a_pass_with_other_bits_per_row_are_not_kept(tiny_loader, monk
     such a pass computes are not kept: the same prompt sent again alone then ends in the bits
     of an uncached lone run. Before the fix its whole prompt was kept with its logits, and the
     lone request started from the batched pass's bits."""
-    model = tiny_loader.model
-    real = model.wkv_chunk
-
-    def batched_other_bits(S, *args, **kw):
-        y = real(S, *args, **kw)
-        if S.shape[0] >= 4:
-            S.mul_(1 + 2 ** -20)
-        return y
-
-    monkeypatch.setattr(model, "wkv_chunk", batched_other_bits)
-    monkeypatch.setattr(model, "pass_keeps_bits", lambda rows: rows < 4)
+    emulate_gpu_batched_rounding(tiny_loader.model, monkeypatch)
     prompts = [tiny_loader.encode(chat(i)) for i in range(5)]
 
     def runs(cache):

@@ -87,6 +87,8 @@ class LaterWork:
             if passed:
                 for p in passed:
                     s.later.remove(p)
+                if len(self._later) >= LATER_MAX:  # (a round that may not stop for want of
+                    continue  # room: those points are lost, not a waiting job)
                 state = self.engine.state.select([slot])
                 self._later.append(_Later(s.origin, s.hashes, s.tokens, h, sorted(passed), state,
                                           task))

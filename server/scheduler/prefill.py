@@ -194,7 +194,10 @@ class Prefiller(LaterWork):
             prompts = [(slot, task) for slot, task in work if len(task.pending) > 1]
             if not prompts or budget <= 0:
                 return
-            if not self.caching:
+            if not self.caching or self._step_budget < self.align:
+                # (a step's budget below align cuts feeds off its grid, ``_cut``: no state such
+                # a feed computes is a lone pass's, and a stop at a checkpoint would be a cut
+                # the server without the cache does not make: fed as without the cache)
                 return self._plain(prompts, budget)
             self._run(prompts, budget)
         finally:
@@ -252,6 +255,10 @@ class Prefiller(LaterWork):
             plan = self._plan(seqs, budget)
             if not plan:
                 break
+            if self.align > 1 and not self.engine.model.pass_keeps_bits(len(plan)):
+                # its states are not kept: a stop at a boundary for want of a later job's room
+                # would cost a call before the first token and keep nothing
+                plan = self._plan(seqs, budget, room_stops=False)
             for *_, s, _ in plan:  # computing its prompt without a hit: its miss counts now
                 if s is not None and s.missed and not s.counted:
                     self.cache.count_lookup(hit=False)
@@ -278,11 +285,13 @@ class Prefiller(LaterWork):
                 elif h in s.points or h in s.later:  # (a budget cut may end a round on one)
                     self._store(slot, s.origin, s.hashes, s.tokens, h)
 
-    def _plan(self, seqs, budget: int) -> list[tuple]:
+    def _plan(self, seqs, budget: int, room_stops: bool = True) -> list[tuple]:
         """``(slot, task, seq, n)`` to feed this round: up to each task's next checkpoint, one
         task per checkpoint key. A feed that would pass a ``later`` point when ``LATER_MAX``
         jobs already wait stops there instead (a checkpoint: one more call, not a lost state),
-        unless it is the round's only feed (its pass hands the points out: ``_export_points``)."""
+        unless it is the round's only feed (its pass hands the points out: ``_export_points``)
+        or ``room_stops`` is off (a pass whose states are not kept: ``RWKV7.pass_keeps_bits``;
+        the points it passes without a job's room are lost, as the stop's state would be)."""
         plan, claimed = [], {}  # claimed: checkpoint key -> index in plan (or None)
         room = LATER_MAX - len(self._later)  # deferred jobs this round may add without a drop
         # one task to feed, on a split-invariant model: its later points (multiples of align
@@ -302,7 +311,8 @@ class Prefiller(LaterWork):
                 target = s.next_point(h)
                 key = self.cache.key(s.origin, s.hashes, target)
                 passed = s.later_between(h, min(target, h + budget))
-                if passed and room <= 0 and not alone and key not in claimed:  # no room: a stop
+                if passed and room <= 0 and not alone and key not in claimed and room_stops:
+                    # no room: a stop
                     target = passed[0]
                     key = self.cache.key(s.origin, s.hashes, target)
                 s.waited = key in claimed
