@@ -5,10 +5,12 @@ the prefix gives what it gives without the cache. (The server's config refuses s
 an in-process DynamicScheduler takes any budget >= 1.) Before the fix the prompt's states at
 64 and 96 tokens were kept with other bits (~3e-6) and the next request's seeded reply parted."""
 
+from array import array
+
 import torch
 
 from server.scheduler import DynamicScheduler
-from server.scheduler.prefix_cache import PrefixCache
+from server.scheduler.prefix_cache import PrefixCache, prefix_hashes
 from server.task.task import Task
 
 SYSTEM = [300 + (i * 7) % 100 for i in range(90)]
@@ -40,3 +42,27 @@ def test_a_budget_below_align_keeps_no_off_grid_state(tiny_loader):
         outs.append(q)
     assert outs[0].output == outs[1].output
     assert torch.equal(outs[0].state.wkv, outs[1].state.wkv)
+
+
+def test_a_task_with_its_own_state_does_not_jump_at_admission_either(tiny_loader):
+    """With a step budget below align, ``run`` fed as without the cache, but a task holding a
+    state of its own (as a template's does) still jumped to a cached prefix at admission
+    (``find_at_admission``): the rest was then cut at the jump + k * budget instead of
+    k * budget, other bits than without the cache (a review, session 50)."""
+    model = tiny_loader.model
+    cache = PrefixCache(64 << 20)
+    st = model.new_state(1)  # an exact entry: the lone pass's state after 64 tokens
+    model.prefill([P2[:64]], st, logits=False)
+    cache.insert(cache.key("", prefix_hashes(array("I", P2)), 64), array("I", P2[:64]), st)
+    outs = []
+    for c in (cache, None):
+        s = DynamicScheduler(tiny_loader, max_batch_size=4, buffer_size=4, prefix_cache=c,
+                             prefill_chunk=20)
+        q = Task(list(P2), max_tokens=8, temperature=1.0, top_p=0.9, top_k=0, seed=3)
+        q.cache_origin = ""
+        q.state = model.new_state(1)  # a state of its own
+        s.add_task(q)
+        s.run()
+        outs.append(q)
+    assert torch.equal(outs[0].state.wkv, outs[1].state.wkv)
+    assert outs[0].output == outs[1].output

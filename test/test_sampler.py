@@ -285,9 +285,10 @@ for t in (None, temp):
 # the update after a draw (the decay, presence / repetition on the token, counter + 1), against
 # the torch path: rows with a zero and a non-zero penalty on their token (row 2's token decayed
 # to 0: presence), decays of 1 and below, tokens in the first, a middle and the last column
-# block, an inactive row, no mask
+# block (row 1's at decay 1 too: the kernel's token-only path in a block past the first), an
+# inactive row, no mask
 from server.model.sampler import BatchSampler, SamplingBatch
-P[1, 7] = 0.0
+P[1, 8200] = 0.0
 for active in (torch.tensor([True, True, False, True, True]), None):
     sb = SamplingBatch.empty(B, V)
     sb.penalties.copy_(P)
@@ -295,13 +296,14 @@ for active in (torch.tensor([True, True, False, True, True]), None):
     sb.repetition.copy_(torch.tensor([0.1, 0.2, 0.3, 0.4, -0.5]))
     sb.decay.copy_(torch.tensor([0.99, 1.0, 0.0, 0.996, 1.0]))
     sb.counter.copy_(torch.tensor([3, 0, 9, 1, 2]))
-    tokens = torch.tensor([5, 7, 4100, 9999, 0])
+    tokens = torch.tensor([5, 8200, 4100, 9999, 0])
     want = SamplingBatch(**{k: getattr(sb, k).clone() for k in sb.__dataclass_fields__})
     BatchSampler._update(want, tokens, active)
     st.update(sb.penalties, tokens, sb.presence, sb.repetition, sb.decay, active, sb.counter)
     assert torch.equal(sb.penalties, want.penalties) and torch.equal(sb.counter, want.counter)
     assert not torch.equal(sb.penalties, P)
     assert not torch.equal(sb.penalties[0], P[0]) and sb.penalties[0, 5] != P[0, 5] * 0.99
+    assert sb.penalties[1, 8200] == 1.0  # (presence: decay 1, its entry 0, column block 2)
     assert torch.equal(sb.penalties[2], P[2]) if active is not None else \
         sb.penalties[2].count_nonzero() == 1
 print("prepare ok")

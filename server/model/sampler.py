@@ -424,5 +424,8 @@ class BatchSampler:
         P.mul_(decay[:, None])
         rows = torch.arange(P.shape[0], device=P.device)
         cur = P[rows, tokens]
-        P[rows, tokens] = cur + torch.where(cur == 0, presence, repetition)
+        new = cur + torch.where(cur == 0, presence, repetition)
+        # (an inactive row's entry is left as it is: -0.0 + 0 would write +0.0, the kernel
+        # writes nothing)
+        P[rows, tokens] = new if active is None else torch.where(active, new, cur)
         batch.counter.add_(1 if active is None else active.long())

@@ -5,7 +5,9 @@ batched round (``_keep_later``, ``run_later``), and next-turn prefixes (``queue_
 boundary (``_Seq.later``) keeps a copy of the state each task started from; after a step's
 pulse, once the task is past its prefill (its first token out), ``run_later`` computes the
 boundary states from that copy in passes of their own and stores them (at most ``LATER_MAX``
-such jobs wait: the prefiller stops a feed at its first boundary instead of adding one more).
+such jobs wait: the prefiller stops a feed at its first boundary instead of adding one more;
+in a pass whose states are not kept, where such a stop would keep nothing, the boundaries past
+the room are lost).
 
 **next turn** (``queue_warm``): when a chat reply is complete, the API renders the history as
 the client will re-send it (the reply without its reasoning, then the turn separator) and queues

@@ -45,7 +45,8 @@ after exactly ``history``) is *eligible*. Its sequence ``history + pending`` is 
   passes of their own and stores them. Every chat turn prefills in one call before its first
   token, and computes its tokens once when it is fed alone (at most ``LATER_MAX`` later jobs
   wait; a feed that would add one more stops at its first boundary instead, a checkpoint like
-  the others);
+  the others, except in a pass whose states are not kept: there the stop would keep nothing,
+  and the boundaries past the room are lost);
 * **one leader per prefix**: in a round, only the first task heading for a given checkpoint key
   feeds; the others wait, and jump from the cache once the leader has stored it (a shared system
   prompt is prefilled once even when 64 requests arrive together).
@@ -259,6 +260,11 @@ class Prefiller(LaterWork):
                 # its states are not kept: a stop at a boundary for want of a later job's room
                 # would cost a call before the first token and keep nothing
                 plan = self._plan(seqs, budget, room_stops=False)
+                if self.engine.model.pass_keeps_bits(len(plan)):
+                    # (fed on, the round lost rows: its states are kept after all, so a stop
+                    # for room keeps its state again; the same tasks, with their stops)
+                    fed = {id(t) for _, t, _, _ in plan}
+                    plan = self._plan([w for w in seqs if id(w[1]) in fed], budget)
             for *_, s, _ in plan:  # computing its prompt without a hit: its miss counts now
                 if s is not None and s.missed and not s.counted:
                     self.cache.count_lookup(hit=False)
@@ -510,8 +516,8 @@ class Prefiller(LaterWork):
         0.3-0.6 ms slower with their lookup here in one of two alternating runs (unexplained;
         session 38)."""
         out = []
-        if not self.caching:
-            return out
+        if not self.caching or self._step_budget < self.align:  # (fed as without the cache:
+            return out  # ``run``)
         for slot, task in placed:  # (as ``_prefill``'s work: a task stopped meanwhile ends
             # as it came, its prompt not fed)
             if task.state is None or len(task.pending) <= 1 or task.stop_requested \
