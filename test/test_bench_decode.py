@@ -67,3 +67,22 @@ def test_decode_bench_times_constrained_rows(capsys, monkeypatch):
     assert out.count("| batch | ms/step | tok/s |") == 2
     assert "1 rows constrained" in out
     assert made and all(slots == [0] for slots in made)
+
+
+def test_decode_bench_sets_every_rows_penalty_decay(capsys, monkeypatch):
+    """``--penalty-decay 0.5``: every row decays its penalties (the update's decay pass runs;
+    at 1, the default, it is skipped): the rows' sampling parameters carry it."""
+    from server.scheduler.engine import BatchEngine
+
+    seen = []
+    real_load = BatchEngine.load
+
+    def spying(self, slots, tasks, *args, **kw):
+        seen.extend(t.penalty_decay for t in tasks)
+        return real_load(self, slots, tasks, *args, **kw)
+
+    monkeypatch.setattr(BatchEngine, "load", spying)
+    decode.main(["--preset", "tiny", "--device", "cpu", "--dtype", "fp32", "--batch", "2",
+                 "--steps", "2", "--pulses", "1", "--penalty-decay", "0.5"])
+    assert "penalty decay 0.5" in capsys.readouterr().out
+    assert seen and set(seen) == {0.5}

@@ -39,7 +39,7 @@ def constrained_rows(tasks: list, count: int) -> None:
 
 def bench_batch(model, B: int, steps: int, pulses: int, profile: bool = False,
                 timeline: bool = False, rest: float = 0.0, logprobs: int | None = None,
-                constrained: int = 0) -> dict:
+                constrained: int = 0, penalty_decay: float = 1.0) -> dict:
     from server.scheduler.engine import RUNNING, BatchEngine
 
     dev = model.device
@@ -47,7 +47,8 @@ def bench_batch(model, B: int, steps: int, pulses: int, profile: bool = False,
     engine = BatchEngine(model)
     engine.resize(B, [])
     slots = list(range(B))
-    tasks = [common.DummyTask(seed=i, logprobs=logprobs) for i in slots]
+    tasks = [common.DummyTask(seed=i, logprobs=logprobs, penalty_decay=penalty_decay)
+             for i in slots]
     constrained_rows(tasks, constrained)
     engine.load(slots, tasks)
     gen = torch.Generator().manual_seed(B)
@@ -126,6 +127,9 @@ def parse_args(argv=None):
     p.add_argument("--constrained", default="0",
                    help="comma-separated: how many rows decode under a grammar (constrained "
                         "decoding: a host read a step; constrained_rows), e.g. 0,1")
+    p.add_argument("--penalty-decay", type=float, default=1.0,
+                   help="every row's penalty_decay (1, the server's default, skips the "
+                        "penalties' decay pass a step)")
     common.product_options(p)
     return p.parse_args(argv)
 
@@ -203,13 +207,16 @@ def main(argv=None) -> None:
               + (f", log probabilities with {logprobs} alternatives" if logprobs is not None
                  else "")
               + (f", {constrained} rows constrained (at most the batch)" if constrained
-                 else ""), flush=True)
+                 else "")
+              + (f", penalty decay {args.penalty_decay:g}" if args.penalty_decay != 1 else ""),
+              flush=True)
         for B in map(int, args.batch.split(",")):
             try:
                 r = bench_batch(model, B, args.steps, args.pulses,
                                 profile=str(B) in args.profile.split(","),
                                 timeline=str(B) in args.timeline.split(","), rest=args.rest,
-                                logprobs=logprobs, constrained=constrained)
+                                logprobs=logprobs, constrained=constrained,
+                                penalty_decay=args.penalty_decay)
             except Exception as e:  # keep the other rows (e.g. out of memory)
                 print(f"batch {B}: failed: {e!r:.300}", flush=True)
                 continue

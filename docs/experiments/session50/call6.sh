@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Session 50, GPU call 6: the penalties' decay moved from the logits' pass (prepare) to the
 # update after the step (decay_in_update.diff, the tree's change): the CUDA sampler and pulse
-# tests, then decode at batch 1 and 256 (the bench's rows decay: 0.996) new, old, new.
+# tests, then decode at batch 1 and 256 (the bench's rows: penalty decay 1, the decay's pass skipped)
+# new, old, new.
 set -u
 OUT=${OUT:-/tmp/out}
 timeout 150 python3 -m pytest -o addopts= -m gpu -q -p no:cacheprovider -rA test/test_sampler.py \
