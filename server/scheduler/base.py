@@ -93,9 +93,7 @@ class BaseScheduler(SlotCycle):
         self.sampler = self.engine.sampler
         # prompt feeding and the prefix state cache (``prefix_cache``: a PrefixCache or None)
         self.prefix_cache = prefix_cache
-        self.prefiller = Prefiller(self.engine, prefix_cache)
-        self.prefiller._step_budget = prefill_chunk  # (``run`` sets it each step; admission
-        # comes first)
+        self.prefiller = Prefiller(self.engine, prefix_cache, prefill_chunk)
         self.stats = SchedulerStats()
         self.slots: list[Task | None] = [None]  # host view of engine slots
         self.decoding: set[int] = set()  # slots that are live in the engine

@@ -147,7 +147,7 @@ class _Seq:
 
 
 class Prefiller(LaterWork):
-    def __init__(self, engine, cache: PrefixCache | None = None):
+    def __init__(self, engine, cache: PrefixCache | None = None, step_budget: int = 0):
         self.engine = engine
         self.cache = cache
         self.prefilled_tokens = 0  # tokens run through the model by prefill (all tasks)
@@ -158,7 +158,9 @@ class Prefiller(LaterWork):
         # hashes
         LaterWork.__init__(self)
         self.boundaries_kept = 0  # later points handed out by the pass that passed them
-        self._step_budget = 0  # this step's whole budget (``run``)
+        # this step's whole budget (``run``; until the first, the scheduler's ``prefill_chunk``:
+        # admission comes first, and a budget below ``align`` means no cache lookup there)
+        self._step_budget = step_budget
         self._starved: dict[int, int] = {}  # id(task) -> steps its prompt went unfed in a row
 
     @property
