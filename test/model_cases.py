@@ -126,3 +126,22 @@ def emulate_gpu_batched_rounding(model, monkeypatch, rows: int = 4) -> None:
 
     monkeypatch.setattr(model, "wkv_chunk", batched_other_bits)
     monkeypatch.setattr(model, "pass_keeps_bits", lambda n: n < rows)
+
+
+def after_a_template(loader, template: list[int], prompt: list[int], cache, **sampling):
+    """``prompt`` decoding 12 tokens (``sampling``) on a one-slot scheduler whose step budget
+    is 64 tokens, after ``template`` (``max_tokens`` 0) stored its prefix's states in ``cache``
+    (None: no cache): the prefix cache's budget-filling cases, on the CPU and on CUDA. Returns
+    the task once done (its state copied home)."""
+    from server.scheduler import DynamicScheduler
+    from server.task.task import Task
+
+    sched = DynamicScheduler(loader, max_batch_size=1, buffer_size=4, prefix_cache=cache,
+                             prefill_chunk=64)
+    for tokens, max_tokens, params in ((template, 0, {}), (prompt, 12, sampling)):
+        task = Task(list(tokens), max_tokens=max_tokens, **params)
+        task.cache_origin = ""
+        sched.add_task(task)
+        sched.run()
+    assert task.wait(60)
+    return task

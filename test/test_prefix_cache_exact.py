@@ -7,7 +7,7 @@ from array import array
 
 import pytest
 import torch
-from model_cases import emulate_gpu_batched_rounding, state_gap
+from model_cases import after_a_template, emulate_gpu_batched_rounding, state_gap
 
 from server.model.state import State
 from server.scheduler import DynamicScheduler
@@ -783,3 +783,26 @@ def test_requests_from_a_template_share_its_state_and_leave_it_unchanged(tiny_lo
     assert same_state(tpl.state, before)
     assert first.output == second.output and same_state(first.state, second.state)
     assert first.state.wkv is not tpl.state.wkv  # its own, new state when it finished
+
+
+@pytest.mark.parametrize("length", [97, 65])
+@pytest.mark.parametrize("seeded", [False, True])
+def test_a_prompt_whose_feed_fills_the_budget_ends_as_without_the_cache(tiny_loader, length,
+                                                                        seeded):
+    """Resumed at 32 tokens, a 97-token prompt had 64 + 1 left at a budget of 64: the step
+    fed 64 and a decode step took the last token, where without the cache the second pass
+    fed it (65 tokens: the other way round). The final states' bits and seeded replies
+    parted (a fuzzing helper, session 49): the last token now goes with its prompt's pass,
+    one past the budget if need be. (Here, on the split-invariant model as served: in
+    test_prefix_cache.py, whose model cuts anywhere, it passed with that fix undone;
+    session 50.)"""
+    full = torch.randint(300, 20000, (length,), generator=torch.Generator().manual_seed(5))
+    full = full.tolist()
+    kw = dict(temperature=1.0, top_p=1.0, top_k=0, seed=7) if seeded else dict(temperature=0.0)
+    cache = PrefixCache(64 << 20)
+    tpl = full[:32] + [299]  # stores the state after 32 tokens
+    off, on = (after_a_template(tiny_loader, tpl, full, c, **kw) for c in (None, cache))
+    assert cache.stats()["hits"] >= 1
+    assert on.output == off.output
+    assert torch.equal(on.state.wkv, off.state.wkv) and torch.equal(on.state.shift,
+                                                                    off.state.shift)

@@ -183,10 +183,10 @@ def test_a_prompt_whose_feed_fills_the_budget_ends_as_without_the_cache(sd, leng
     tokens, the prompt has 64 + 1 (or 32 + 1) left at a step budget of 64; the last token goes
     with the pass, one past the budget (a pass of the chunk, then one of one token), and the
     reply and final state have the bits of the prompt fed without the cache."""
+    from model_cases import after_a_template
+
     from server.model.loader import RWKV070ModelLoader
-    from server.scheduler import DynamicScheduler
     from server.scheduler.prefix_cache import PrefixCache
-    from server.task.task import Task
 
     loader = RWKV070ModelLoader("split-invariance.pth", state_dict={k: v.cpu() for k, v in
                                                                  sd.items()},
@@ -194,23 +194,10 @@ def test_a_prompt_whose_feed_fills_the_budget_ends_as_without_the_cache(sd, leng
     gen = torch.Generator().manual_seed(5)
     full = torch.randint(300, 20000, (length,), generator=gen).tolist()
     kw = dict(temperature=1.0, top_p=1.0, top_k=0, seed=7) if seeded else dict(temperature=0.0)
-
-    def run(cache):
-        sched = DynamicScheduler(loader, max_batch_size=1, buffer_size=4, prefix_cache=cache,
-                                 prefill_chunk=64)
-        tpl = Task(full[:32] + [299], max_tokens=0)  # stores the state after 32 tokens
-        tpl.cache_origin = ""
-        sched.add_task(tpl)
-        sched.run()
-        task = Task(list(full), max_tokens=12, **kw)
-        task.cache_origin = ""
-        sched.add_task(task)
-        sched.run()
-        assert task.wait(60)
-        return task, sched
-
-    (off, _), (on, sched) = run(None), run(PrefixCache(1 << 30))
-    assert sched.prefix_cache.stats()["hits"] >= 1
+    cache = PrefixCache(1 << 30)
+    tpl = full[:32] + [299]  # stores the state after 32 tokens
+    off, on = (after_a_template(loader, tpl, full, c, **kw) for c in (None, cache))
+    assert cache.stats()["hits"] >= 1
     assert on.output == off.output
     assert torch.equal(on.state.wkv, off.state.wkv)
     assert torch.equal(on.state.shift, off.state.shift)
