@@ -7,6 +7,7 @@ finishing persistent tasks, printing ``FIN <task_id> <i> <time>`` after each, un
 from __future__ import annotations
 
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -68,6 +69,31 @@ def same_task(a: Task, b: Task, check_id: bool = True) -> bool:
     states = a.state is None or (same_bits(a.state.shift, b.state.shift)
                                  and same_bits(a.state.wkv, b.state.wkv))
     return states and same_bits(a.penalties, b.penalties)
+
+
+def delete_held_at_the_row(tm, task_id):
+    """Start deleting ``task_id`` and hold it where it has dropped the id from memory but not
+    yet called the writer (as when the writer is busy with another task's write, or another
+    connection holds SQLite's lock). Returns its release."""
+    reached, go = threading.Event(), threading.Event()
+    real_delete = tm.writer.delete
+
+    def held_delete(*args, **kwargs):
+        reached.set()
+        assert go.wait(10)
+        return real_delete(*args, **kwargs)
+
+    tm.writer.delete = held_delete
+    deleter = threading.Thread(target=tm.delete_task_from_any_level, args=(task_id,))
+    deleter.start()
+    assert reached.wait(10)
+
+    def release():
+        go.set()
+        deleter.join(10)
+        assert not deleter.is_alive()
+        tm.writer.delete = real_delete
+    return release
 
 
 def crash_child(db: str) -> None:

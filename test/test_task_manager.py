@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from task_fakes import make_task, same_bits, same_task
+from task_fakes import delete_held_at_the_row, make_task, same_bits, same_task
 
 from server.task.manager import (TaskBusy, TaskManager, TaskNotFound, TemplateExists,
                                  TemplateProtected)
@@ -337,31 +337,6 @@ def test_a_delete_while_the_row_is_read_wins(db):
     tm.close()
 
 
-def _delete_held_at_the_row(tm, task_id):
-    """Start deleting ``task_id`` and hold it where it has dropped the id from memory but not
-    yet called the writer (as when the writer is busy with another task's write, or another
-    connection holds SQLite's lock). Returns its release."""
-    reached, go = threading.Event(), threading.Event()
-    real_delete = tm.writer.delete
-
-    def held_delete(tid):
-        reached.set()
-        go.wait(5)
-        return real_delete(tid)
-
-    tm.writer.delete = held_delete
-    deleter = threading.Thread(target=tm.delete_task_from_any_level, args=(task_id,))
-    deleter.start()
-    assert reached.wait(5)
-
-    def release():
-        go.set()
-        deleter.join(5)
-        assert not deleter.is_alive()
-        tm.writer.delete = real_delete
-    return release
-
-
 @pytest.mark.parametrize("queued", [False, True])
 def test_a_lookup_while_a_delete_waits_for_the_database_finds_nothing(db, queued):
     """A lookup that began after the delete's lock section read the row still there (its
@@ -373,7 +348,7 @@ def test_a_lookup_while_a_delete_waits_for_the_database_finds_nothing(db, queued
     tm.close_task("TASK_y")
     if not queued:
         tm.flush()  # in the database only
-    release = _delete_held_at_the_row(tm, "TASK_y")
+    release = delete_held_at_the_row(tm, "TASK_y")
     got = []
     reader = threading.Thread(target=lambda: got.append(tm.get_task("TASK_y")))
     reader.start()
@@ -393,7 +368,7 @@ def test_a_lookup_reading_the_row_across_a_whole_delete_finds_nothing(db):
     tm.put_task("TASK_y", make_task(1))
     tm.close_task("TASK_y")
     tm.flush()
-    release = _delete_held_at_the_row(tm, "TASK_y")
+    release = delete_held_at_the_row(tm, "TASK_y")
     read, go = threading.Event(), threading.Event()
     real_get = tm.store.get
 

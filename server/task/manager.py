@@ -236,10 +236,11 @@ class TaskManager:
             while len(self._deleted) > DELETED_SEEN:
                 self._forgotten = max(self._forgotten, self._deleted.popitem(last=False)[1])
             self._deleting[task_id] = self._deleting.get(task_id, 0) + 1
-            self.writer.forget(task_id)  # (a queued write no longer revives it: _get_cached)
+            mark = self.writer.forget(task_id)  # (a queued write no longer revives it:
+            # _get_cached; one of a task put under the id from now on is written)
         try:  # the row: behind the writer's current write (or another connection's lock), so a
             # lookup may read it meanwhile; it takes it as deleted (a review, session 49)
-            self.writer.delete(task_id)
+            self.writer.delete(task_id, mark)
         finally:
             with self._lock:
                 n = self._deleting.pop(task_id) - 1

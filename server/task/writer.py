@@ -4,8 +4,11 @@ A write is a ``Snapshot`` taken by the caller (cheap) and encoded and stored her
 and the SQLite write happen on this thread). ``submit`` blocks while the queue is full, so data is
 never dropped; callers must not hold a lock the writer needs (the writer takes only its own locks).
 
-Each task id with writes queued has a *ticket*; ``delete`` retires the ticket, so writes queued
-before a delete are skipped instead of resurrecting the row. Until its writes are done the task is
+Each task id with writes queued has a *ticket*; a delete retires the ticket, so writes queued
+before a delete are skipped instead of resurrecting the row. A delete is two steps: ``forget``
+(the ticket, under the caller's lock) and ``delete`` (the row, later); a write of the id
+prepared between them belongs to a new task put under the id, so it is kept, and once it has
+landed the row is that task's and stays. Until its writes are done the task is
 still reachable through ``pending_task`` (the manager serves reads from it, not from a stale row).
 After each write the oldest non-template rows beyond ``max_db_size`` rows or ``max_db_bytes``
 bytes are pruned.
@@ -47,6 +50,14 @@ class _Ticket:
 
 
 @dataclass(eq=False)
+class DeleteMark:
+    """A delete of an id between ``forget`` and ``delete``: ``seq`` the last write prepared
+    before it; ``superseded`` once a later write of the id has landed (the row is a new task's)."""
+    seq: int
+    superseded: bool = False
+
+
+@dataclass(eq=False)
 class WriteJob:
     task_id: str
     ticket: _Ticket
@@ -68,6 +79,7 @@ class AsyncWriter:
         self._queue: queue.Queue = queue.Queue(maxsize=max(1, queue_size))
         self._tickets: dict[str, _Ticket] = {}
         self._failed: dict[str, WriteJob] = {}  # id -> its newest refused write (under _tlock)
+        self._deletes: dict[str, list[DeleteMark]] = {}  # ids forgotten, rows not yet deleted
         self._seq = 0
         self._retry_at = 0.0
         self.last_error: str | None = None  # the last refusal, while writes are unsaved
@@ -120,19 +132,33 @@ class AsyncWriter:
         with self._tlock:
             return list(self._failed)
 
-    def delete(self, task_id: str) -> bool:
-        """Skip queued writes of ``task_id`` and delete its row; True if a row was deleted."""
-        self.forget(task_id)
-        with self._db_lock:
-            return self.store.delete(task_id)
+    def delete(self, task_id: str, mark: DeleteMark | None = None) -> bool:
+        """Delete the row of ``task_id`` (``forget`` first, unless ``mark``, its return, says it
+        was); True if a row was deleted. The row stays if a write of the id prepared after the
+        forget landed meanwhile (a new task put under the id: its row)."""
+        mark = mark or self.forget(task_id)
+        try:
+            with self._db_lock:  # (_store lands a write and marks it under this lock)
+                return not mark.superseded and self.store.delete(task_id)
+        finally:
+            with self._tlock:
+                marks = self._deletes.get(task_id, [])
+                if mark in marks:
+                    marks.remove(mark)
+                if not marks:
+                    self._deletes.pop(task_id, None)
 
-    def forget(self, task_id: str) -> None:
-        """Skip queued writes of ``task_id`` (and forget a refused one)."""
+    def forget(self, task_id: str) -> DeleteMark:
+        """Skip queued writes of ``task_id`` (and forget a refused one): the first step of a
+        delete, whose ``delete(task_id, mark)`` must follow."""
         with self._tlock:
             self._tickets.pop(task_id, None)
             self._failed.pop(task_id, None)
             if not self._failed:  # (its refusal is no longer one of an unsaved write)
                 self.last_error = None
+            mark = DeleteMark(self._seq)
+            self._deletes.setdefault(task_id, []).append(mark)
+        return mark
 
     def flush(self) -> None:
         """Block until every write queued so far is done."""
@@ -213,6 +239,9 @@ class AsyncWriter:
             self.store.put(job.task_id, meta, blob, is_template=job.template,
                            durable=job.template)
             self.writes += 1
+            with self._tlock:  # a delete under way of the task put before this one
+                for mark in self._deletes.get(job.task_id, ()):
+                    mark.superseded |= mark.seq < job.seq
             if self.max_db_size is not None or self.max_db_bytes is not None:
                 pruned = self.store.prune(self.max_db_size, self.max_db_bytes)
         if pruned:
