@@ -173,6 +173,39 @@ def test_bodies_nested_near_the_parsers_limit_are_never_a_500(http):
         assert r.status_code < 500, (d, r.status_code, r.text[:200])
 
 
+@pytest.mark.parametrize("path", ["/v1/tasks/tmp", "/v1/tasks/create", "/v1/chat/completions"])
+@pytest.mark.parametrize("case", ["latin-1", "gzip", "deep"])
+def test_a_body_that_is_no_utf8_json_says_why(http, path, case):
+    """A body FastAPI's JSON reading failed on other than by a syntax error (bytes that are no
+    UTF-8, a compressed body, nesting past the parser's depth) was a 400 "There was an error
+    parsing the body" on the Task API, where API.md promises a 422 naming the problem and every
+    other malformed body gets one (session 51's QA). Now a 422 ``json_invalid`` there, and the
+    OpenAI routes' 400 says the same in OpenAI's shape."""
+    import gzip
+
+    doc = {"prompt": "x", "max_tokens": 1} if "tasks" in path else \
+        {"messages": [{"role": "user", "content": "h\u00e9llo"}], "max_tokens": 1}
+    headers = {"content-type": "application/json"}
+    if case == "latin-1":
+        body, why = json.dumps({**doc, "stop": ["\u00e9"]}, ensure_ascii=False).encode("latin-1"), \
+            "not UTF-8"
+    elif case == "gzip":
+        body, why = gzip.compress(json.dumps(doc).encode()), "Content-Encoding: gzip"
+        headers["content-encoding"] = "gzip"
+    else:
+        nest = "[" * 3000 + "]" * 3000
+        body, why = (json.dumps(doc)[:-1] + f', "stop": {nest}}}').encode(), "nests too deeply"
+    r = http.post(path, content=body, headers=headers)
+    if "tasks" in path:
+        assert r.status_code == 422, (r.status_code, r.text[:300])
+        (err,) = r.json()["detail"]
+        assert err["type"] == "json_invalid" and err["loc"] == ["body"] and why in err["msg"], err
+    else:
+        assert r.status_code == 400, (r.status_code, r.text[:300])
+        err = r.json()["error"]
+        assert err["type"] == "invalid_request_error" and why in err["message"], err
+
+
 def test_still_serving_after_errors(http):
     test_other_bad_requests(http)
     assert http.get("/health").json()["scheduler_alive"] is True

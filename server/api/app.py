@@ -28,7 +28,7 @@ from server.api.metrics import Metrics, MetricsMiddleware, metrics_endpoint
 from server.api.middleware import (ApiKeyMiddleware, BodyLimitMiddleware, CORSMiddleware,
                                    TrailingSlashMiddleware, error_body)
 from server.api.routes import openai, states, tasks
-from server.api.safe_json import validation_error_reply
+from server.api.safe_json import SafeJSONResponse, unreadable_body, validation_error_reply
 from server.api.stopping import Drain
 from server.api.task_service import TaskService
 from server.logger import get_logger, setup_logging
@@ -202,9 +202,14 @@ async def _http_error(request: Request, exc: StarletteHTTPException) -> Response
     """An unknown path or a wrong method (404/405): FastAPI's ``{"detail": …}`` on the Task API
     and ``/health``, OpenAI's error shape elsewhere (OpenAI clients show nothing useful else)."""
     path = request.url.path
+    why = unreadable_body(request.headers.get("content-encoding"), exc.__cause__) \
+        if exc.status_code == 400 else None  # (FastAPI's "error parsing the body": its cause)
     if path.startswith("/v1/tasks") or path == "/health":
+        if why:  # a 422 naming the problem, as every other malformed body (API.md)
+            return SafeJSONResponse({"detail": [{"type": "json_invalid", "loc": ["body"],
+                                                 "msg": why}]}, status_code=422)
         return await http_exception_handler(request, exc)
-    body = error_body(path, exc.status_code, f"{exc.detail}: {request.method} {path}")
+    body = error_body(path, exc.status_code, why or f"{exc.detail}: {request.method} {path}")
     return Response(body, status_code=exc.status_code, headers=exc.headers,
                     media_type="application/json")
 

@@ -108,3 +108,18 @@ async def validation_error_reply(request, exc) -> SafeJSONResponse:
                 err["msg"] = ("the body must be a JSON object sent with Content-Type: "
                               f"application/json (this request's: {ctype or 'none'})")
     return SafeJSONResponse({"detail": errors}, status_code=422)
+
+
+def unreadable_body(content_encoding: str | None, error: BaseException) -> str | None:
+    """Why a JSON body could not be read, in words, when it was not for a syntax error: a
+    compressed body (this server decodes none), bytes that are no UTF-8, nesting past the
+    parser's depth. None for any other ``error``."""
+    coding = (content_encoding or "identity").strip().lower()
+    if coding != "identity" and isinstance(error, (UnicodeDecodeError, ValueError)):
+        return (f"the body is sent with Content-Encoding: {coding}, which this server does not "
+                "decode: send it uncompressed")
+    if isinstance(error, UnicodeDecodeError):
+        return f"the body is not UTF-8 (byte {error.start}): a JSON body must be UTF-8"
+    if isinstance(error, RecursionError):
+        return "the body's JSON nests too deeply to be read"
+    return None

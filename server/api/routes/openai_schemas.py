@@ -16,7 +16,7 @@ from fastapi.responses import JSONResponse
 from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, TypeAdapter,
                       ValidationError, field_validator)
 
-from server.api.safe_json import SafeJSONResponse
+from server.api.safe_json import SafeJSONResponse, unreadable_body
 from server.api.schemas.tasks import whole_number
 
 # OpenAI takes up to 4 stop strings; every one is searched for in every chunk of every choice
@@ -194,18 +194,17 @@ async def off_loop_if_big(request, fn, *args):
 
 async def parse_request(request, model: type[_Request]) -> _Request:
     """Read and validate the JSON body, raising ``OpenAIError(400)`` with a readable message."""
-    return await off_loop_if_big(request, _parse, await request.body(), model)
+    return await off_loop_if_big(request, _parse, await request.body(), model,
+                                 request.headers.get("content-encoding"))
 
 
-def _parse(raw: bytes, model: type[_Request]) -> _Request:
+def _parse(raw: bytes, model: type[_Request], encoding: str | None = None) -> _Request:
     try:
         data = json.loads(raw or b"null")
-    except ValueError as e:
-        raise OpenAIError(400, f"We could not parse the JSON body of your request ({e}). "
-                          "The body must be a JSON object.") from None
-    except RecursionError:  # a few thousand nested brackets: bad input, not a server error
-        raise OpenAIError(400, "We could not parse the JSON body of your request: it is "
-                          "nested too deeply.") from None
+    except (ValueError, RecursionError) as e:  # (nesting: bad input, not a server error)
+        why = unreadable_body(encoding, e) or f"{e}. The body must be a JSON object"
+        raise OpenAIError(400, f"We could not parse the JSON body of your request: {why}.") \
+            from None
     if not isinstance(data, dict):
         raise OpenAIError(400, "The request body must be a JSON object.")
     try:
