@@ -71,7 +71,7 @@ def same_task(a: Task, b: Task, check_id: bool = True) -> bool:
     return states and same_bits(a.penalties, b.penalties)
 
 
-def delete_held_at_the_row(tm, task_id):
+def delete_held_at_the_row(tm, task_id, force: bool = False):
     """Start deleting ``task_id`` and hold it where it has dropped the id from memory but not
     yet called the writer (as when the writer is busy with another task's write, or another
     connection holds SQLite's lock). Returns its release."""
@@ -84,7 +84,7 @@ def delete_held_at_the_row(tm, task_id):
         return real_delete(*args, **kwargs)
 
     tm.writer.delete = held_delete
-    deleter = threading.Thread(target=tm.delete_task_from_any_level, args=(task_id,))
+    deleter = threading.Thread(target=tm.delete_task_from_any_level, args=(task_id, force))
     deleter.start()
     assert reached.wait(10)
 

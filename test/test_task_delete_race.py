@@ -10,6 +10,8 @@ import threading
 
 from task_fakes import delete_held_at_the_row, make_task
 
+from server.task.task import Status
+
 from server.task.manager import TaskManager
 from server.task.serialize import snapshot
 
@@ -20,11 +22,12 @@ def manager(db):
     return TaskManager(db_path=db, capacity=4, queue_size=8, max_db_size=1000)
 
 
-def stored_tokens(db) -> list[int] | None:
-    """The history of ``ID`` as a fresh manager reads it from the database (None: no row)."""
+def stored_tokens(db, task_id: str = ID) -> list[int] | None:
+    """The history of ``task_id`` as a fresh manager reads it from the database (None: no
+    row)."""
     tm = manager(db)
     try:
-        task = tm.get_task(ID)
+        task = tm.get_task(task_id)
         return None if task is None else list(task.history)
     finally:
         tm.close()
@@ -91,3 +94,156 @@ def test_a_delete_with_no_put_meanwhile_still_deletes_the_row(tmp_path):
     release()
     tm.close()
     assert stored_tokens(db) is None
+
+
+def history(task) -> list[int] | None:
+    return None if task is None else list(task.history)
+
+
+def test_a_lookup_during_a_delete_that_a_new_task_outran_finds_the_new_task(tmp_path):
+    """The new task's row landed while the old task's delete still waited to reach the row:
+    a lookup then took the row for the old task's (every row read during a delete was stale)
+    and the task was "not found" (a fork of it too) as long as the delete waited."""
+    db = str(tmp_path / "tasks.db")
+    tm = manager(db)
+    put_and_close(tm, 1)
+    tm.writer.flush()
+    release = delete_held_at_the_row(tm, ID)
+    put_and_close(tm, 2)
+    tm.writer.flush()
+    assert history(tm.get_task(ID)) == make_task(2).history
+    tm.fork_template(ID, "TASK_child")
+    release()
+    tm.close()
+
+
+def test_writes_of_one_id_land_in_the_order_they_were_prepared(tmp_path):
+    """A put evicts task #1 of ``ID`` (its write prepared under the manager's lock) and is held
+    before queueing it (as on a full queue); #2 is put under the id, closed and written. #1's
+    write then landed over #2's row: the database, and a restart, held the older task."""
+    db = str(tmp_path / "tasks.db")
+    tm = TaskManager(db_path=db, capacity=1, queue_size=8, max_db_size=1000)
+    tm.put_task(ID, make_task(1, task_id=ID, status=Status.READY))  # (no write at its put)
+    held, go = threading.Event(), threading.Event()
+    submit = tm.writer.submit
+
+    def held_submit(job):
+        if threading.current_thread().name == "evicting" and job.task_id == ID:
+            held.set()
+            assert go.wait(10)
+        submit(job)
+
+    tm.writer.submit = held_submit
+    evicting = threading.Thread(target=tm.put_task, args=("TASK_o", make_task(9)),
+                                name="evicting")
+    evicting.start()
+    assert held.wait(10)  # #1's write prepared, not queued
+    put_and_close(tm, 2)
+    tm.writer.flush()
+    go.set()
+    evicting.join(10)
+    tm.writer.flush()
+    assert history(tm.get_task(ID)) == make_task(2).history
+    tm.close()
+    assert stored_tokens(db) == make_task(2).history
+
+
+TPL = "_same"
+
+
+def held_template_write(tm, task, before: bool = False, after: bool = False):
+    """Put ``task`` as template ``TPL`` on a thread held just before its row's write, or just
+    after, or both; returns the next hold's release (the put's end once none is left)."""
+    holds = [threading.Event() for _ in range(before + after)]  # each: reached, then go
+    gos = [threading.Event() for _ in holds]
+    write = tm.writer.write_template
+
+    def hold(i):
+        holds[i].set()
+        assert gos[i].wait(10)
+
+    def held_write(*args, **kwargs):
+        mine = threading.current_thread() is putter
+        if mine and before:
+            hold(0)
+        out = write(*args, **kwargs)
+        if mine and after:
+            hold(len(holds) - 1)
+        return out
+
+    tm.writer.write_template = held_write
+    putter = threading.Thread(target=tm.put_task, args=(TPL, task))
+    putter.start()
+    state = {"next": 0}
+    assert holds[0].wait(10)
+
+    def release():
+        i = state["next"]
+        gos[i].set()
+        state["next"] = i + 1
+        if i + 1 < len(holds):
+            assert holds[i + 1].wait(10)
+        else:
+            putter.join(10)
+            assert not putter.is_alive()
+    return release
+
+
+def test_a_template_put_during_a_delete_of_its_id_keeps_its_row(tmp_path):
+    """A busy template (no row yet) is deleted with force, the delete held before the row;
+    a new template put under the id meanwhile wrote its row, which the delete then removed
+    (the template served from memory, gone at a restart)."""
+    db = str(tmp_path / "tasks.db")
+    tm = manager(db)
+    busy = make_task(1, task_id=TPL, status=Status.READY)
+    busy._stop_hook = lambda t: None  # handed to a scheduler: busy
+    tm.put_task(TPL, busy)
+    release = delete_held_at_the_row(tm, TPL, force=True)
+    tm.put_task(TPL, make_task(2))
+    release()
+    tm.close()
+    assert stored_tokens(db, TPL) == make_task(2).history
+
+
+def test_an_older_template_put_never_deletes_a_newer_ones_row(tmp_path):
+    """Put A's row is written; a delete (force) removes it; put B stores its own; then A's put
+    ended taking the delete for one its row had outrun, and deleted the row: B's."""
+    db = str(tmp_path / "tasks.db")
+    tm = manager(db)
+    release = held_template_write(tm, make_task(1), after=True)
+    assert history(tm.delete_task_from_any_level(TPL, force=True)) == make_task(1).history
+    tm.put_task(TPL, make_task(2))
+    release()
+    assert history(tm.get_task(TPL)) == make_task(2).history
+    tm.close()
+    assert stored_tokens(db, TPL) == make_task(2).history
+
+
+def test_a_template_deleted_before_its_row_was_written_stays_deleted(tmp_path):
+    """A delete (force) ends while put A has reserved the id but not written its row; A's row
+    then landed, and a lookup before A's put ended cached it: the deleted template was served,
+    listed, and refused a new put of its id until a restart."""
+    db = str(tmp_path / "tasks.db")
+    tm = manager(db)
+    release = held_template_write(tm, make_task(1), before=True, after=True)
+    tm.delete_task_from_any_level(TPL, force=True)
+    release()  # A's write (void now), then held
+    assert tm.get_task(TPL) is None
+    release()
+    assert tm.get_task(TPL) is None and TPL not in tm.list_all_tasks()["cpu_tasks"]
+    tm.put_task(TPL, make_task(2))  # the id is free
+    tm.close()
+    assert stored_tokens(db, TPL) == make_task(2).history
+
+
+def test_closing_a_template_while_it_is_written_keeps_it(tmp_path):
+    """``close_task`` during the template's put (its row written, the put not yet returned):
+    the put took the close for a delete and removed the row; the template was gone."""
+    db = str(tmp_path / "tasks.db")
+    tm = manager(db)
+    release = held_template_write(tm, make_task(1), after=True)
+    assert tm.close_task(TPL)
+    release()
+    assert history(tm.get_task(TPL)) == make_task(1).history
+    tm.close()
+    assert stored_tokens(db, TPL) == make_task(1).history

@@ -134,7 +134,7 @@ class TaskManager:
             self._submit(jobs)
             return task
         with self._lock:  # (a delete under way now: it has counted itself already)
-            start, deleting = self._last_delete, task_id in self._deleting
+            start, deleting = self._last_delete, self._stale_row_locked(task_id)
         rec = self._read_row(self.store.get, task_id)
         if rec is None:
             return None
@@ -147,7 +147,7 @@ class TaskManager:
         with self._lock:
             task, jobs = self._get_cached(task_id, pin)
             if task is None:  # nobody loaded or put it meanwhile
-                deleted = deleting or task_id in self._deleting or \
+                deleted = deleting or self._stale_row_locked(task_id) or \
                     self._deleted_since(task_id, start)
                 if deleted:
                     return None  # deleted while its row was read: gone (not cached again)
@@ -408,6 +408,11 @@ class TaskManager:
     def _pin_locked(self, task_id: str) -> None:
         self._pins[task_id] = self._pins.get(task_id, 0) + 1
 
+    def _stale_row_locked(self, task_id: str) -> bool:
+        """Whether a row of ``task_id`` read now may be one a delete under way is removing
+        (caller holds the lock); not when each such delete found a newer task's row landed."""
+        return task_id in self._deleting and not self.writer.row_is_newer(task_id)
+
     def _deleted_since(self, task_id: str, start: int) -> bool | None:
         """Whether ``task_id`` was deleted after deletion number ``start`` (caller holds the
         lock); None when more deletions came since than are remembered (unknown)."""
@@ -432,11 +437,13 @@ class TaskManager:
             busy = is_busy(task)
             if busy:
                 self._unsaved.add(task_id)
+            else:  # (a delete from now on voids the write: no row lands after it)
+                seq = self.writer.reserve_template(task_id)
         self.track(task)
         if busy:
             return task_id
         try:
-            self.writer.write_template(task_id, snapshot(task))
+            written = self.writer.write_template(task_id, snapshot(task), seq)
         except BaseException as e:  # not stored: not kept (a full disk left a template in
             with self._lock:        # memory only, served until a restart lost it)
                 if self._templates.get(task_id) is task:
@@ -444,12 +451,10 @@ class TaskManager:
             if isinstance(e, DuplicateTaskId):
                 raise TemplateExists(f"template {task_id} exists") from e
             raise
-        with self._lock:
-            deleted = self._templates.get(task_id) is not task  # (force) while it was written
-            if not deleted:
+        with self._lock:  # (not ours now: deleted, or closed, while it was written)
+            if written and self._templates.get(task_id) is task:
                 self._clean[task_id] = signature(task)
-        if deleted:  # the delete came first and found no row: the row goes now
-            self.writer.delete(task_id)
+        if not written:  # deleted (force) before its row was written: none was
             return task_id
         log.info(f"template {task_id} stored ({len(task.history)} tokens of context)")
         return task_id

@@ -8,10 +8,13 @@ Each task id with writes queued has a *ticket*; a delete retires the ticket, so 
 before a delete are skipped instead of resurrecting the row. A delete is two steps: ``forget``
 (the ticket, under the caller's lock) and ``delete`` (the row, later); a write of the id
 prepared between them belongs to a new task put under the id, so it is kept, and once it has
-landed the row is that task's and stays. Until its writes are done the task is
-still reachable through ``pending_task`` (the manager serves reads from it, not from a stale row).
-After each write the oldest non-template rows beyond ``max_db_size`` rows or ``max_db_bytes``
-bytes are pruned.
+landed the row is that task's and stays. Writes of one id land in the order they were
+prepared (one prepared earlier but queued later is skipped). A template's put writes its row on
+the caller's thread (``reserve_template``, then ``write_template``): a delete between the two
+voids it, so a deleted template's row never lands after the delete. Until its writes are done
+the task is still reachable through ``pending_task`` (the manager serves reads from it, not from
+a stale row). After each write the oldest non-template rows beyond ``max_db_size`` rows or
+``max_db_bytes`` bytes are pruned.
 
 A write the database refuses (a full disk, an I/O error, a lock held past ``BUSY_RETRY_S``) is
 kept, its task with it (still served through ``pending_task``), and tried again every
@@ -47,6 +50,7 @@ LOG_EVERY_S = 60.0  # while writes keep failing, one line this often (not one pe
 class _Ticket:
     task: Task  # the newest object queued for this id
     pending: int = 0  # its writes not yet done
+    landed: int = 0  # the seq of its newest write stored (an older one is not stored after it)
 
 
 @dataclass(eq=False)
@@ -80,6 +84,7 @@ class AsyncWriter:
         self._tickets: dict[str, _Ticket] = {}
         self._failed: dict[str, WriteJob] = {}  # id -> its newest refused write (under _tlock)
         self._deletes: dict[str, list[DeleteMark]] = {}  # ids forgotten, rows not yet deleted
+        self._template_puts: dict[str, int] = {}  # id -> seq of its template put under way
         self._seq = 0
         self._retry_at = 0.0
         self.last_error: str | None = None  # the last refusal, while writes are unsaved
@@ -112,13 +117,33 @@ class AsyncWriter:
             ticket = self._tickets.get(task_id)
         return None if ticket is None else ticket.task
 
-    def write_template(self, task_id: str, snap: Snapshot) -> None:
+    def reserve_template(self, task_id: str) -> int:
+        """A template's put under way (the caller holds the lock that reserved the id): its
+        ``write_template`` stores the row unless the id is forgotten (deleted) first."""
+        with self._tlock:
+            self._seq += 1
+            self._template_puts[task_id] = self._seq
+            return self._seq
+
+    def write_template(self, task_id: str, snap: Snapshot, seq: int) -> bool:
         """Encode and write a template's new row on the caller's thread, durably (fails with
-        ``DuplicateTaskId`` if the id is stored)."""
-        meta, blob = snap.encode()
-        with self._db_lock:
-            self.store.insert(task_id, meta, blob, is_template=True, durable=True)
-            self.writes += 1
+        ``DuplicateTaskId`` if the id is stored); False, nothing written, if the id was deleted
+        since ``reserve_template`` gave ``seq``."""
+        try:
+            meta, blob = snap.encode()
+            with self._db_lock:
+                with self._tlock:
+                    if self._template_puts.get(task_id) != seq:
+                        return False
+                self.store.insert(task_id, meta, blob, is_template=True, durable=True)
+                self.writes += 1
+                with self._tlock:
+                    self._landed_locked(task_id, seq)
+                return True
+        finally:
+            with self._tlock:
+                if self._template_puts.get(task_id) == seq:
+                    del self._template_puts[task_id]
 
     @property
     def limits(self) -> str:
@@ -154,11 +179,19 @@ class AsyncWriter:
         with self._tlock:
             self._tickets.pop(task_id, None)
             self._failed.pop(task_id, None)
+            self._template_puts.pop(task_id, None)
             if not self._failed:  # (its refusal is no longer one of an unsaved write)
                 self.last_error = None
             mark = DeleteMark(self._seq)
             self._deletes.setdefault(task_id, []).append(mark)
         return mark
+
+    def row_is_newer(self, task_id: str) -> bool:
+        """Whether each delete of ``task_id`` under way found a newer write landed before it
+        (the row is a task put after them, which they leave): False if none is under way."""
+        with self._tlock:
+            marks = self._deletes.get(task_id)
+            return bool(marks) and all(m.superseded for m in marks)
 
     def flush(self) -> None:
         """Block until every write queued so far is done."""
@@ -234,20 +267,27 @@ class AsyncWriter:
         with self._db_lock, self.store.waiting(BUSY_TRY_S):
             with self._tlock:
                 current = self._tickets.get(job.task_id) is job.ticket
-            if not current:
-                return  # deleted after it was queued
+                older = job.seq < job.ticket.landed
+            if not current or older:
+                return  # deleted after it was queued, or a newer write of it is stored
             self.store.put(job.task_id, meta, blob, is_template=job.template,
                            durable=job.template)
             self.writes += 1
-            with self._tlock:  # a delete under way of the task put before this one
-                for mark in self._deletes.get(job.task_id, ()):
-                    mark.superseded |= mark.seq < job.seq
+            with self._tlock:
+                job.ticket.landed = job.seq
+                self._landed_locked(job.task_id, job.seq)
             if self.max_db_size is not None or self.max_db_bytes is not None:
                 pruned = self.store.prune(self.max_db_size, self.max_db_bytes)
         if pruned:
             log.info(f"pruned {len(pruned)} oldest tasks ({self.limits}: RWKV_TASK_DB_MAX_SIZE, "
                      "RWKV_TASK_DB_MAX_MB)")
             self._lost(pruned)
+
+    def _landed_locked(self, task_id: str, seq: int) -> None:
+        """A write of ``task_id`` prepared as ``seq`` is stored: a delete under way that forgot
+        the id before it leaves the row (a new task's). Caller holds ``_tlock``."""
+        for mark in self._deletes.get(task_id, ()):
+            mark.superseded |= mark.seq < seq
 
     # ---- refused writes ------------------------------------------------------------------
     def _keep(self, job: WriteJob, e: BaseException) -> WriteJob | None:
