@@ -206,6 +206,27 @@ def test_a_body_that_is_no_utf8_json_says_why(http, path, case):
         assert err["type"] == "invalid_request_error" and why in err["message"], err
 
 
+def test_body_errors_are_named_for_what_they_are(http):
+    """A review (session 51) of the test above's change: a JSON syntax error sent with a
+    Content-Encoding header was named a compressed body on the chat route; a number too long
+    to convert (Python's 4,300-digit limit) stayed FastAPI's 400 on the Task API; bytes that
+    are UTF-8 but read as UTF-16 (NULs among the first four) were "not UTF-8"."""
+    headers = {"content-type": "application/json", "content-encoding": "gzip"}
+    r = http.post("/v1/chat/completions", content=b'{"messages": [],, "max_tokens": 1}',
+                  headers=headers)
+    assert r.status_code == 400 and "Expecting property name" in r.json()["error"]["message"]
+    long_number = b'{"prompt": "x", "max_tokens": ' + b"1" * 5000 + b"}"
+    r = http.post("/v1/tasks/tmp", content=long_number,
+                  headers={"content-type": "application/json"})
+    assert r.status_code == 422, (r.status_code, r.text[:200])
+    (err,) = r.json()["detail"]
+    assert err["type"] == "json_invalid" and "digits" in err["msg"], err
+    r = http.post("/v1/tasks/tmp", content=b'{\x00"\x00\x00',
+                  headers={"content-type": "application/json"})
+    (err,) = r.json()["detail"]
+    assert r.status_code == 422 and "not UTF-8" not in err["msg"] and "utf-16" in err["msg"]
+
+
 def test_still_serving_after_errors(http):
     test_other_bad_requests(http)
     assert http.get("/health").json()["scheduler_alive"] is True

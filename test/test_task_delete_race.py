@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import threading
 
+import pytest
 from task_fakes import delete_held_at_the_row, make_task
 
+from server.task.policy import TemplateExists
 from server.task.task import Status
 
 from server.task.manager import TaskManager
@@ -103,17 +105,29 @@ def history(task) -> list[int] | None:
 def test_a_lookup_during_a_delete_that_a_new_task_outran_finds_the_new_task(tmp_path):
     """The new task's row landed while the old task's delete still waited to reach the row:
     a lookup then took the row for the old task's (every row read during a delete was stale)
-    and the task was "not found" (a fork of it too) as long as the delete waited."""
+    and the task was "not found" (a fork of it too) as long as the delete waited; and, once
+    that was mended, in the moment after the writer's delete returned (its mark gone, the
+    manager's count of deletes under way not yet: a review, session 51)."""
     db = str(tmp_path / "tasks.db")
     tm = manager(db)
     put_and_close(tm, 1)
     tm.writer.flush()
+    delete, seen = tm.writer.delete, []
+
+    def delete_then_look(*args, **kwargs):
+        out = delete(*args, **kwargs)
+        tm.close_task(ID)
+        seen.append(history(tm.get_task(ID)))  # (the row, read before the manager's end)
+        return out
+
+    tm.writer.delete = delete_then_look
     release = delete_held_at_the_row(tm, ID)
     put_and_close(tm, 2)
     tm.writer.flush()
     assert history(tm.get_task(ID)) == make_task(2).history
     tm.fork_template(ID, "TASK_child")
     release()
+    assert seen == [make_task(2).history]
     tm.close()
 
 
@@ -234,6 +248,21 @@ def test_a_template_deleted_before_its_row_was_written_stays_deleted(tmp_path):
     tm.put_task(TPL, make_task(2))  # the id is free
     tm.close()
     assert stored_tokens(db, TPL) == make_task(2).history
+
+
+def test_a_template_put_again_while_a_closed_put_is_written_is_refused(tmp_path):
+    """``close_task`` dropped put A's template before A wrote its row; put B of the id then
+    took A's place, A's write was void and A's put still said stored: the row was B's (a
+    review, session 51). B is refused now, as it was before session 51 (A's row comes)."""
+    db = str(tmp_path / "tasks.db")
+    tm = manager(db)
+    release = held_template_write(tm, make_task(1), before=True)
+    assert tm.close_task(TPL)
+    with pytest.raises(TemplateExists):
+        tm.put_task(TPL, make_task(2))
+    release()
+    tm.close()
+    assert stored_tokens(db, TPL) == make_task(1).history
 
 
 def test_closing_a_template_while_it_is_written_keeps_it(tmp_path):

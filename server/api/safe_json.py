@@ -113,13 +113,19 @@ async def validation_error_reply(request, exc) -> SafeJSONResponse:
 def unreadable_body(content_encoding: str | None, error: BaseException) -> str | None:
     """Why a JSON body could not be read, in words, when it was not for a syntax error: a
     compressed body (this server decodes none), bytes that are no UTF-8, nesting past the
-    parser's depth. None for any other ``error``."""
+    parser's depth, a number too long to convert. None for a syntax error (``JSONDecodeError``:
+    its own message says where) and any other ``error``."""
     coding = (content_encoding or "identity").strip().lower()
-    if coding != "identity" and isinstance(error, (UnicodeDecodeError, ValueError)):
-        return (f"the body is sent with Content-Encoding: {coding}, which this server does not "
-                "decode: send it uncompressed")
     if isinstance(error, UnicodeDecodeError):
-        return f"the body is not UTF-8 (byte {error.start}): a JSON body must be UTF-8"
+        if coding != "identity":
+            return (f"the body is sent with Content-Encoding: {coding}, which this server does "
+                    "not decode: send it uncompressed")
+        if error.encoding.replace("-", "").lower().startswith("utf8"):
+            return f"the body is not UTF-8 (byte {error.start}): a JSON body must be UTF-8"
+        return (f"the body is no JSON text: its first bytes read as {error.encoding}, which "
+                f"does not decode at byte {error.start}")
     if isinstance(error, RecursionError):
         return "the body's JSON nests too deeply to be read"
+    if isinstance(error, ValueError) and not isinstance(error, json.JSONDecodeError):
+        return f"the body's JSON cannot be read: {error}"
     return None

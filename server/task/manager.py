@@ -242,7 +242,8 @@ class TaskManager:
             # lookup may read it meanwhile; it takes it as deleted (a review, session 49)
             self.writer.delete(task_id, mark)
         finally:
-            with self._lock:
+            with self._lock:  # (the mark and the count together: a lookup between the two
+                self.writer.release(task_id, mark)  # took a newer task's row for stale)
                 n = self._deleting.pop(task_id) - 1
                 if n:
                     self._deleting[task_id] = n
@@ -438,14 +439,20 @@ class TaskManager:
             if busy:
                 self._unsaved.add(task_id)
             else:  # (a delete from now on voids the write: no row lands after it)
-                seq = self.writer.reserve_template(task_id)
+                try:
+                    seq = self.writer.reserve_template(task_id)
+                except DuplicateTaskId as e:  # (a put of it closed before its row landed)
+                    del self._templates[task_id]
+                    raise TemplateExists(f"template {task_id} exists; templates are never "
+                                         "overwritten") from e
         self.track(task)
         if busy:
             return task_id
         try:
             written = self.writer.write_template(task_id, snapshot(task), seq)
         except BaseException as e:  # not stored: not kept (a full disk left a template in
-            with self._lock:        # memory only, served until a restart lost it)
+            self.writer.end_template_put(task_id, seq)  # memory only, served until a restart
+            with self._lock:  # lost it); the id is free again
                 if self._templates.get(task_id) is task:
                     del self._templates[task_id]
             if isinstance(e, DuplicateTaskId):

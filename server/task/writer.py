@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 from server.logger import get_logger
 from server.task.serialize import Snapshot
-from server.task.store import TaskStore, is_busy_error
+from server.task.store import DuplicateTaskId, TaskStore, is_busy_error
 from server.task.task import Task
 
 log = get_logger("task.writer")
@@ -119,8 +119,12 @@ class AsyncWriter:
 
     def reserve_template(self, task_id: str) -> int:
         """A template's put under way (the caller holds the lock that reserved the id): its
-        ``write_template`` stores the row unless the id is forgotten (deleted) first."""
+        ``write_template`` stores the row unless the id is forgotten (deleted) first. Raises
+        ``DuplicateTaskId`` while another put of the id is under way (one closed meanwhile:
+        the second put took its place and the first, told it was stored, stored nothing)."""
         with self._tlock:
+            if task_id in self._template_puts:
+                raise DuplicateTaskId(f"a put of template {task_id} is under way")
             self._seq += 1
             self._template_puts[task_id] = self._seq
             return self._seq
@@ -141,9 +145,13 @@ class AsyncWriter:
                     self._landed_locked(task_id, seq)
                 return True
         finally:
-            with self._tlock:
-                if self._template_puts.get(task_id) == seq:
-                    del self._template_puts[task_id]
+            self.end_template_put(task_id, seq)
+
+    def end_template_put(self, task_id: str, seq: int) -> None:
+        """The put ``seq`` of template ``task_id`` is over (written, void or failed)."""
+        with self._tlock:
+            if self._template_puts.get(task_id) == seq:
+                del self._template_puts[task_id]
 
     @property
     def limits(self) -> str:
@@ -158,20 +166,27 @@ class AsyncWriter:
             return list(self._failed)
 
     def delete(self, task_id: str, mark: DeleteMark | None = None) -> bool:
-        """Delete the row of ``task_id`` (``forget`` first, unless ``mark``, its return, says it
-        was); True if a row was deleted. The row stays if a write of the id prepared after the
+        """Delete the row of ``task_id``; True if a row was deleted. Without ``mark`` it forgets
+        the id first and is done with it after; with one (``forget``'s return) the caller ends
+        the delete with ``release``. The row stays if a write of the id prepared after the
         forget landed meanwhile (a new task put under the id: its row)."""
+        own = mark is None
         mark = mark or self.forget(task_id)
         try:
             with self._db_lock:  # (_store lands a write and marks it under this lock)
                 return not mark.superseded and self.store.delete(task_id)
         finally:
-            with self._tlock:
-                marks = self._deletes.get(task_id, [])
-                if mark in marks:
-                    marks.remove(mark)
-                if not marks:
-                    self._deletes.pop(task_id, None)
+            if own:
+                self.release(task_id, mark)
+
+    def release(self, task_id: str, mark: DeleteMark) -> None:
+        """The delete ``mark`` is over (the caller's lookups no longer see it under way)."""
+        with self._tlock:
+            marks = self._deletes.get(task_id, [])
+            if mark in marks:
+                marks.remove(mark)
+            if not marks:
+                self._deletes.pop(task_id, None)
 
     def forget(self, task_id: str) -> DeleteMark:
         """Skip queued writes of ``task_id`` (and forget a refused one): the first step of a
