@@ -190,7 +190,7 @@ class AsyncWriter:
 
     def forget(self, task_id: str) -> DeleteMark:
         """Skip queued writes of ``task_id`` (and forget a refused one): the first step of a
-        delete, whose ``delete(task_id, mark)`` must follow."""
+        delete, whose ``delete(task_id, mark)`` and ``release(task_id, mark)`` must follow."""
         with self._tlock:
             self._tickets.pop(task_id, None)
             self._failed.pop(task_id, None)
