@@ -66,3 +66,45 @@ def test_a_task_with_its_own_state_does_not_jump_at_admission_either(tiny_loader
         outs.append(q)
     assert torch.equal(outs[0].state.wkv, outs[1].state.wkv)
     assert outs[0].output == outs[1].output
+
+
+def _off_grid_task(model, prompt):
+    """A task whose state holds 37 tokens (off the align grid of its origin, base 0), with
+    ``prompt`` to feed: as a fork of a history cut off the grid, or a decoded state."""
+    held = [500 + i for i in range(37)]
+    t = Task(list(prompt), max_tokens=0)
+    t.cache_origin = ""
+    t.history = list(held)
+    t.state = model.new_state(1)
+    model.prefill([held], t.state, logits=False)
+    return t, held
+
+
+def test_an_off_grid_prompt_is_cut_from_its_own_start_whatever_runs_beside_it(tiny_loader):
+    """A prompt longer than the step's budget fed into a state off its origin's grid was cut
+    at the origin's base plus multiples of align (37 held, a budget of 45: a cut after 27
+    tokens): other bits than its one pass, and where the cut fell depended on the budget the
+    other prompts of the step left, so the same task ended with other bits beside other
+    traffic, and with the prefix cache on than off (session 51's fuzz: forks of a decoded
+    task). Now cut at multiples of align from its own start: the one pass's bits, alone or
+    beside another prompt, with the cache or without."""
+    model = tiny_loader.model
+    prompt = [900 + (i * 13) % 400 for i in range(110)]
+    for cache in (None, PrefixCache(64 << 20)):
+        for beside in (False, True):
+            s = DynamicScheduler(tiny_loader, max_batch_size=4, buffer_size=4,
+                                 prefix_cache=cache, prefill_chunk=45)
+            if beside:  # a prompt of its own takes part of the first steps' budget
+                other = Task([700 + i for i in range(20)], max_tokens=0)
+                other.cache_origin = ""
+                s.add_task(other)
+            t, held = _off_grid_task(model, prompt)
+            s.add_task(t)
+            s.run()
+            fed = t.history[len(held):]
+            assert fed == prompt[:len(fed)] and len(fed) >= len(prompt) - 1
+            want = model.new_state(1)
+            model.prefill([held], want, logits=False)
+            model.prefill([fed], want, logits=False)
+            assert torch.equal(t.state.wkv, want.wkv) and torch.equal(t.state.shift, want.shift), \
+                (cache is not None, beside)

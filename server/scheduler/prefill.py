@@ -95,11 +95,6 @@ IN_FLIGHT = 128  # tasks in flight a new sequence is compared with (the most rec
 AGE_STEPS = 4  # steps a prompt may go unfed before it is fed first (``Prefiller._order``)
 
 
-def _base(task) -> int:
-    """Where the tokens ``task``'s prefill computes from its origin's state begin."""
-    return origin_base(task.cache_origin)
-
-
 @dataclass(eq=False)
 class _Seq:
     """An eligible task's sequence while it is being prefilled."""
@@ -342,7 +337,7 @@ class Prefiller(LaterWork):
                 n = target - h
             if budget <= 0:
                 continue
-            n = self._fit(task, n, budget, _base(task))
+            n = self._fit(task, n, budget)
             if n <= 0:
                 continue
             if key is not None:
@@ -351,12 +346,16 @@ class Prefiller(LaterWork):
             budget -= n
         return plan
 
-    def _fit(self, task, n: int, budget: int, base: int) -> int:
+    def _fit(self, task, n: int, budget: int) -> int:
         """Tokens of ``task`` to feed this round: ``n``, cut by the budget at a multiple of
-        ``align`` from ``base`` (``_cut``; 0: none this step), plus its last token where
-        ``_with_last`` allows it."""
+        ``align`` from where the feed stands (``_cut``; 0: none this step), plus its last token
+        where ``_with_last`` allows it. A task on its origin's grid stays on it (each cut a
+        multiple of ``align``); one off it (a state decoded, a fork of a history off the grid)
+        is cut at multiples of ``align`` from its own feed's start, wherever the budget others
+        left falls: cut on the origin's grid, its bits depended on that (session 51's fuzz)."""
         if n > budget:
-            n = self._cut(len(task.history), budget, base)
+            h = len(task.history)
+            n = self._cut(h, budget, h)
             if n <= 0:
                 return 0
         return self._with_last(task, n, budget)
@@ -434,7 +433,7 @@ class Prefiller(LaterWork):
     def _plain(self, work, budget: int) -> None:
         plan = []
         for slot, task in work:
-            n = self._fit(task, len(task.pending) - 1, budget, _base(task))
+            n = self._fit(task, len(task.pending) - 1, budget)
             if n > 0:
                 plan.append((slot, task, None, n))
                 budget -= n
