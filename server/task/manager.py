@@ -429,7 +429,7 @@ class TaskManager:
         many (a review, session 14)."""
         with self._lock:
             if task_id in self._templates or self.writer.pending_task(task_id) is not None \
-                    or self.store.contains(task_id):
+                    or self.writer.template_put_under_way(task_id) or self.store.contains(task_id):
                 raise TemplateExists(f"template {task_id} exists; templates are never overwritten")
             if max_templates and self._template_count_locked() >= max_templates:
                 raise TooManyTemplates(f"the limit of {max_templates} templates is reached")
@@ -439,12 +439,7 @@ class TaskManager:
             if busy:
                 self._unsaved.add(task_id)
             else:  # (a delete from now on voids the write: no row lands after it)
-                try:
-                    seq = self.writer.reserve_template(task_id)
-                except DuplicateTaskId as e:  # (a put of it closed before its row landed)
-                    del self._templates[task_id]
-                    raise TemplateExists(f"template {task_id} exists; templates are never "
-                                         "overwritten") from e
+                seq = self.writer.reserve_template(task_id)
         self.track(task)
         if busy:
             return task_id

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 from server.logger import get_logger
 from server.task.serialize import Snapshot
-from server.task.store import DuplicateTaskId, TaskStore, is_busy_error
+from server.task.store import TaskStore, is_busy_error
 from server.task.task import Task
 
 log = get_logger("task.writer")
@@ -117,14 +117,17 @@ class AsyncWriter:
             ticket = self._tickets.get(task_id)
         return None if ticket is None else ticket.task
 
-    def reserve_template(self, task_id: str) -> int:
-        """A template's put under way (the caller holds the lock that reserved the id): its
-        ``write_template`` stores the row unless the id is forgotten (deleted) first. Raises
-        ``DuplicateTaskId`` while another put of the id is under way (one closed meanwhile:
-        the second put took its place and the first, told it was stored, stored nothing)."""
+    def template_put_under_way(self, task_id: str) -> bool:
+        """Whether a put of template ``task_id`` is reserved and not yet over (its row may
+        still land: a second put must not take its place)."""
         with self._tlock:
-            if task_id in self._template_puts:
-                raise DuplicateTaskId(f"a put of template {task_id} is under way")
+            return task_id in self._template_puts
+
+    def reserve_template(self, task_id: str) -> int:
+        """A template's put under way (the caller holds the lock that reserved the id, having
+        checked ``template_put_under_way``): its ``write_template`` stores the row unless the
+        id is forgotten (deleted) first."""
+        with self._tlock:
             self._seq += 1
             self._template_puts[task_id] = self._seq
             return self._seq
@@ -165,19 +168,12 @@ class AsyncWriter:
         with self._tlock:
             return list(self._failed)
 
-    def delete(self, task_id: str, mark: DeleteMark | None = None) -> bool:
-        """Delete the row of ``task_id``; True if a row was deleted. Without ``mark`` it forgets
-        the id first and is done with it after; with one (``forget``'s return) the caller ends
-        the delete with ``release``. The row stays if a write of the id prepared after the
-        forget landed meanwhile (a new task put under the id: its row)."""
-        own = mark is None
-        mark = mark or self.forget(task_id)
-        try:
-            with self._db_lock:  # (_store lands a write and marks it under this lock)
-                return not mark.superseded and self.store.delete(task_id)
-        finally:
-            if own:
-                self.release(task_id, mark)
+    def delete(self, task_id: str, mark: DeleteMark) -> bool:
+        """Delete the row of ``task_id`` (``mark``: ``forget``'s return; ``release`` ends the
+        delete); True if a row was deleted. The row stays if a write of the id prepared after
+        the forget landed meanwhile (a new task put under the id: its row)."""
+        with self._db_lock:  # (_store lands a write and marks it under this lock)
+            return not mark.superseded and self.store.delete(task_id)
 
     def release(self, task_id: str, mark: DeleteMark) -> None:
         """The delete ``mark`` is over (the caller's lookups no longer see it under way)."""
