@@ -11,11 +11,10 @@ import threading
 import pytest
 from task_fakes import delete_held_at_the_row, make_task
 
-from server.task.policy import TemplateExists
-from server.task.task import Status
-
 from server.task.manager import TaskManager
+from server.task.policy import TemplateExists
 from server.task.serialize import snapshot
+from server.task.task import Status
 
 ID = "TASK_same"
 
@@ -24,13 +23,16 @@ def manager(db):
     return TaskManager(db_path=db, capacity=4, queue_size=8, max_db_size=1000)
 
 
+def history(task) -> list[int] | None:
+    return None if task is None else list(task.history)
+
+
 def stored_tokens(db, task_id: str = ID) -> list[int] | None:
     """The history of ``task_id`` as a fresh manager reads it from the database (None: no
     row)."""
     tm = manager(db)
     try:
-        task = tm.get_task(task_id)
-        return None if task is None else list(task.history)
+        return history(tm.get_task(task_id))
     finally:
         tm.close()
 
@@ -96,10 +98,6 @@ def test_a_delete_with_no_put_meanwhile_still_deletes_the_row(tmp_path):
     release()
     tm.close()
     assert stored_tokens(db) is None
-
-
-def history(task) -> list[int] | None:
-    return None if task is None else list(task.history)
 
 
 def test_a_lookup_during_a_delete_that_a_new_task_outran_finds_the_new_task(tmp_path):
