@@ -85,6 +85,20 @@ def test_unknown_paths_and_methods_are_openai_errors(sdk, http):
     assert r.status_code == 404 and r.json() == {"detail": "Not Found"}
 
 
+def test_head_is_get_without_the_body(http):
+    """Probes and link checkers send HEAD; FastAPI's routes answered it 405."""
+    get, head = http.get("/v1/models"), http.head("/v1/models")
+    assert head.status_code == 200 and head.content == b""
+    assert head.headers["content-type"] == "application/json"
+    assert int(head.headers["content-length"]) == len(get.content) > 0
+    missing = http.head("/v1/models/gpt-4")
+    assert missing.status_code == 404 and missing.content == b""
+    post_only = http.head("/v1/chat/completions")  # no GET route: still 405
+    assert post_only.status_code == 405 and post_only.headers["allow"] == "POST"
+    assert post_only.content == b""
+    assert http.get("/v1/models").status_code == 200  # the connection is still good
+
+
 def raw_status(url: str, request: bytes) -> int:
     """Send bytes as they are (httpx refuses a header value with a trailing space)."""
     host, port = url.removeprefix("http://").split(":")

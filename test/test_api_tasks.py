@@ -27,6 +27,22 @@ def test_health(http):
     assert head.status_code == 200 and head.content == b""
 
 
+def test_head_on_a_running_stream_ends_with_its_headers(http):
+    """HEAD is GET without the body (HeadMiddleware): on a stream it must not wait for the
+    task's end, and the task goes on as after a GET stream whose client left."""
+    tid = create(http, max_tokens=3000, **GREEDY)["task_id"]
+    head = http.head(f"/v1/tasks/{tid}/stream")
+    done = http.get(f"/v1/tasks/{tid}/status").json()["generated_buf"]
+    assert head.status_code == 200 and head.content == b"" and done < 3000
+    assert head.headers["content-type"].startswith("text/event-stream")
+    assert http.head("/v1/tasks/TMP_nothing/stream").status_code == 404
+    deadline = time.monotonic() + 30
+    while http.get(f"/v1/tasks/{tid}/status").json()["generated_buf"] <= done:
+        assert time.monotonic() < deadline, "the task stopped when the HEAD reply ended"
+        time.sleep(0.02)
+    assert http.post(f"/v1/tasks/{tid}/stop").status_code == 200
+
+
 def test_tmp_non_stream_then_poll_and_status(http):
     r = create(http, "/v1/tasks/tmp", max_tokens=12, **GREEDY)
     assert TMP_ID.fullmatch(r["task_id"]) and r["result"] == "" and r["finished"] is False

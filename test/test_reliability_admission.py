@@ -194,6 +194,7 @@ def _routes(settings) -> list[tuple[str, str]]:
         entries = [route] if hasattr(route, "path") else list(route.effective_route_contexts())
         found |= {(m, r.path) for r in entries for m in (r.methods or ["GET"])}
     found |= {(m.upper(), p) for p, ops in app.openapi()["paths"].items() for m in ops}
+    found |= {("HEAD", p) for m, p in found if m == "GET"}  # served by HeadMiddleware
     return sorted((m, re.sub(r"\{[^}]+\}", "TASK_" + "0" * 32, p)) for m, p in found)
 
 

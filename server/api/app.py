@@ -26,7 +26,7 @@ from server.api.lifecycle import (EXIT_OPERATOR_ERROR, build_runtime, close_runt
                                   operator_error)
 from server.api.metrics import Metrics, MetricsMiddleware, metrics_endpoint
 from server.api.middleware import (ApiKeyMiddleware, BodyLimitMiddleware, CORSMiddleware,
-                                   TrailingSlashMiddleware, error_body)
+                                   HeadMiddleware, TrailingSlashMiddleware, error_body)
 from server.api.routes import openai, states, tasks
 from server.api.safe_json import SafeJSONResponse, unreadable_body, validation_error_reply
 from server.api.stopping import Drain
@@ -241,7 +241,6 @@ def create_app(settings=None, runtime=None, freeze_heap: bool = False) -> FastAP
                   description="Batched RWKV-7 inference: Task API and OpenAI-compatible API")
     app.add_api_route("/health", _health, methods=["GET"], tags=["server"],
                       summary="Model, scheduler and queue state")
-    app.add_api_route("/health", _health, methods=["HEAD"], include_in_schema=False)  # probes
     app.add_exception_handler(RequestValidationError, validation_error_reply)  # echoes any input
     app.add_exception_handler(StarletteHTTPException, _http_error)
     app.add_exception_handler(sqlite3.DatabaseError, _database_error)
@@ -258,6 +257,7 @@ def create_app(settings=None, runtime=None, freeze_heap: bool = False) -> FastAP
     app.state.metrics.routes = [*(r for router in routers for r in router.routes),
                                 *(r for r in app.router.routes if getattr(r, "path", None))]
     # added innermost first: the path's normalisation ends up outermost, then metrics, CORS
+    app.add_middleware(HeadMiddleware)  # HEAD on every GET route (probes)
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes,
                        larger={"/v1/tasks/import_state": lambda: _state_file_room(app)})
     if settings.api_key:

@@ -2,7 +2,8 @@
 
 Order, outermost first: ``CORSMiddleware`` (answers preflights on every path, puts CORS headers
 on every reply, errors included, and turns an unexpected exception into a JSON 500 that still
-carries them) -> ``ApiKeyMiddleware`` -> ``BodyLimitMiddleware`` -> the app.
+carries them) -> ``ApiKeyMiddleware`` -> ``BodyLimitMiddleware`` -> ``HeadMiddleware`` -> the
+app.
 
 Error bodies follow the route family: ``{"detail": msg}`` on the Task API and ``/health``,
 OpenAI's ``{"error": {...}}`` elsewhere (the OpenAI routes and anything unknown).
@@ -18,7 +19,7 @@ from starlette.requests import ClientDisconnect
 from server.logger import get_logger
 
 log = get_logger("api")
-ALLOW_METHODS = "GET, POST, OPTIONS"
+ALLOW_METHODS = "GET, HEAD, POST, OPTIONS"
 PREFLIGHT_MAX_AGE = "600"
 
 
@@ -164,6 +165,35 @@ class TrailingSlashMiddleware:
             if scope.get("raw_path"):
                 scope["raw_path"] = scope["raw_path"].rstrip(b"/") or b"/"
         await self.app(scope, receive, send)
+
+
+class HeadMiddleware:
+    """HEAD is served as GET without the body (RFC 9110: the headers a GET would get, its
+    Content-Length included): uptime probes and link checkers send HEAD to ``/health`` and
+    ``/v1/models``, and FastAPI's routes answered it 405 everywhere but where a route named it.
+    The reply ends with its headers; after them the app hears that the client has gone (a
+    stream stops as for a GET whose client left) and whatever body it still sends is dropped."""
+
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http" or scope["method"] != "HEAD":
+            return await self.app(scope, receive, send)
+        started = False
+
+        async def head_send(message):
+            nonlocal started
+            if message["type"] != "http.response.start":
+                return  # the body, and anything after it: not sent for HEAD
+            started = True
+            await send(message)
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+        async def head_receive():
+            return {"type": "http.disconnect"} if started else await receive()
+
+        await self.app({**scope, "method": "GET"}, head_receive, head_send)
 
 
 class BodyLimitMiddleware:
