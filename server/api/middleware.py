@@ -19,7 +19,7 @@ from starlette.requests import ClientDisconnect
 from server.logger import get_logger
 
 log = get_logger("api")
-ALLOW_METHODS = "GET, HEAD, POST, OPTIONS"
+ALLOW_METHODS = "GET, POST, OPTIONS"  # (HEAD, like GET, needs no preflight)
 PREFLIGHT_MAX_AGE = "600"
 
 
