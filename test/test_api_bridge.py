@@ -313,3 +313,32 @@ def test_requests_from_a_template_start_inline_once_its_state_was_prepared(monke
     with pytest.raises(prefix.OpenAIError):  # not held: read in a thread, and unknown
         asyncio.run(prefix.find_template(Runtime, "rwkv-7:_other"))
     assert threads == ["get_task"]
+
+
+# ---- from session 52's mutation testing: behaviour no test pinned down ------------------------
+def test_a_stream_from_inside_a_character_shows_it_whole():
+    """GET /stream?pos=k where token k lies inside a character (the round's tokens before k
+    hold its first bytes): the stream starts with that character, completed (round_lead reads
+    the round's tokens before pos too)."""
+    import asyncio
+
+    from server.api.bridge import follow
+    from server.model.tokenizer import Tokenizer
+    from server.task.task import Status
+
+    tok = Tokenizer()
+    ids = tok.encode("ab\U0001F600cd")
+    def whole(i: int) -> bool:  # the first i tokens' bytes end on a character's end
+        data = tok.decode_bytes(ids[:i])
+        return data.decode("utf-8", "ignore").encode() == data
+    k = next(i for i in range(1, len(ids)) if not whole(i))
+    assert 0 < k < len(ids)
+
+    async def main():
+        task = Task(task_id="TASK_b")
+        task.status = Status.RUNNING
+        task._append_output(ids)
+        task._finish("length")
+        return [c async for c in follow(task, tok, k, goes_on=True)]
+    text = "".join(c.text for c in asyncio.run(main()))
+    assert text == "\U0001F600cd"

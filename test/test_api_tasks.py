@@ -565,3 +565,13 @@ def test_a_refused_fork_keeps_no_copy(start_server):
         finally:
             for tid in busy:
                 c.post(f"/v1/tasks/{tid}/stop")
+
+
+# ---- from session 52's mutation testing: behaviour no test pinned down ------------------------
+def test_a_prefill_only_tmp_task_keeps_its_state(http):
+    """A temporary task with max_tokens 0 produces nothing but its state: the state is kept,
+    so it can be forked (or exported, or made a template)."""
+    tid = create(http, "/v1/tasks/tmp", prompt="System: be brief.\n\n", max_tokens=0)["task_id"]
+    wait_result(http, tid)
+    r = http.post(f"/v1/tasks/{tid}/fork", json={"prompt": "User: hi", "max_tokens": 2, **GREEDY})
+    assert r.status_code == 200, r.text

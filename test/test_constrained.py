@@ -795,3 +795,43 @@ def test_new_task_takes_a_constraint_and_biases_before_a_running_daemon_starts_i
             sched.new_task([5, 6], logit_bias={10**9: 1.0})
     finally:
         sched.shutdown()
+
+
+# ---- from session 52's mutation testing: behaviour no test pinned down ------------------------
+def test_a_row_that_did_not_accept_its_token_ends_and_its_grammar_stays(tiny_loader):
+    """Guide.finish: a row whose last token was not accepted (it ended: end-of-text, its
+    length, a stop) is no longer live (its next steps' masks allow everything) and its
+    grammar does not take that token; an accepted token is taken."""
+    import torch
+
+    from constrained_cases import SCHEMA
+    from server.scheduler.guide import Guide
+    from server.task.constraint import Constraint, json_grammar
+
+    grammar = json_grammar(SCHEMA)
+    cs = {row: Constraint(grammar, tiny_loader.tokenizer) for row in (0, 1)}
+    guide = Guide(cs, 65536, "cpu", 0)
+    brace = tiny_loader.encode("{")[0]
+    guide.apply(torch.zeros(2, 65536))
+    guide.record(torch.tensor([brace, brace]), torch.tensor([True, False]))
+    out = guide.apply(torch.zeros(2, 65536))  # takes the recorded tokens first
+    assert guide.live == [True, False]
+    assert bool((out[1] == 0).all())  # the ended row: every token allowed
+    assert cs[1].accept(brace)  # its grammar did not take the token: "{" still comes first
+
+
+def test_a_schema_without_strict_leaves_its_objects_open(tiny_loader):
+    """response_format json_schema without "strict" (OpenAI's default: false): an object that
+    leaves additionalProperties out takes other properties; with strict: true it does not."""
+    from server.api.response_format import response_grammar
+    from server.task.constraint import Constraint
+
+    schema = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}
+    reply = tiny_loader.tokenizer.encode('{"a":1,"b":2}')
+
+    def takes(spec) -> bool:
+        c = Constraint(response_grammar({"type": "json_schema", "json_schema": spec}),
+                       tiny_loader.tokenizer)
+        return all(c.accept(t) for t in reply)
+    assert takes({"name": "x", "schema": schema})
+    assert not takes({"name": "x", "schema": schema, "strict": True})

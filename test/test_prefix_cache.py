@@ -856,3 +856,94 @@ def test_a_prompts_first_logits_are_its_own_whatever_is_fed_beside_it(tiny_loade
     both = model.prefill([a, b], model.new_state(2))
     assert torch.equal(both[0], alone[0])
     assert torch.equal(both[1], model.prefill([b], model.new_state(1))[0])
+
+
+# ---- from session 52's mutation testing: behaviour no test pinned down ------------------------
+def _ids(seed: int, n: int) -> list[int]:
+    import random
+    rnd = random.Random(seed)
+    return [rnd.randrange(1000, 5000) for _ in range(n)]
+
+
+def test_a_request_from_another_origin_keeps_the_next_turn_job(tiny_loader):
+    """A queued next-turn prefix of origin "" is dropped only by a request of that origin
+    that starts with it; a template's request with the same tokens leaves it to run."""
+    hist, second, bound, sched = _after_first_turn(tiny_loader)
+    pre = sched.prefiller
+    sched.warm_prefix("", hist)
+    task = Task(second, max_tokens=2, temperature=0.0)
+    task.cache_origin, task.cache_finish = "state:" + "0" * 32 + ":0", False
+    sched.add_task(task)
+    sched.run()
+    assert pre.warm_dropped == 0
+    assert pre.warm_tokens == len(hist) - bound
+
+
+def test_the_shortest_branch_point_is_kept_too(tiny_loader):
+    """A new prompt sharing 60 tokens with one recent sequence and 100 with another (a
+    continuation, which could not stop at 60: it started past it) keeps the state at both
+    branch points: a later prompt sharing only the 60 resumes there."""
+    X, Y = _ids(1, 60), _ids(2, 40)
+    A, C, D = X + _ids(3, 30), X + Y + _ids(4, 20), X + _ids(5, 30)
+    cache = PrefixCache(64 << 20)
+    sched = DynamicScheduler(tiny_loader, max_batch_size=2, buffer_size=4, prefix_cache=cache)
+
+    def go(task, origin=""):
+        task.cache_origin = origin
+        sched.add_task(task)
+        sched.run()
+        return task
+
+    go(Task(A, max_tokens=2, temperature=0.0))
+    b = go(Task(X + Y, max_tokens=0), origin=None)  # its own state after X + Y (99 fed)
+    b.continue_gen(_ids(6, 20), max_tokens=2, temperature=0.0)
+    go(b)  # starts past 60: no stop there
+    go(Task(C, max_tokens=2, temperature=0.0))  # branch points 60 (with A) and 100 (with b)
+    fed = sched.prefiller.prefilled_tokens
+    go(Task(D, max_tokens=2, temperature=0.0))
+    assert sched.prefiller.prefilled_tokens - fed == len(D) - 60
+
+
+def test_a_stop_during_a_prompts_rounds_generates_nothing(tiny_loader):
+    """A stop that comes while a prompt is being fed (between two rounds of one step: here a
+    branch point splits the feed) ends the task without a token: the last round leaves its
+    last token unfed rather than feed it and have to start the row."""
+    X = _ids(1, 60)
+    cache = PrefixCache(64 << 20)
+    sched = DynamicScheduler(tiny_loader, max_batch_size=2, buffer_size=4, prefix_cache=cache)
+    a = Task(X + _ids(3, 30), max_tokens=2, temperature=0.0)
+    a.cache_origin = ""
+    sched.add_task(a)
+    sched.run()
+    b = Task(X + _ids(5, 30), max_tokens=8, temperature=0.0)
+    b.cache_origin = ""
+    engine = sched.prefiller.engine
+    real, calls = engine.prefill, []
+
+    def prefill(*args, **kw):
+        out = real(*args, **kw)
+        calls.append(1)
+        if len(calls) == 1:
+            b.stop()  # a client's stop, arriving while the first round ran
+        return out
+    engine.prefill = prefill
+    sched.add_task(b)
+    sched.run()
+    assert len(calls) == 2  # the branch point at 60, then the rest
+    assert b.finish_reason == "abort" and b.output == []
+
+
+def test_a_token_fed_by_one_decode_step_marks_the_state_decoded(tiny_loader):
+    """A prefill-only task (max_tokens=0) continued for one token: its current token (the
+    prompt's last) goes into the state through a decode step, so its state is "decoded" (the
+    prefix cache must not treat it as a prefill's bits)."""
+    sched = DynamicScheduler(tiny_loader, max_batch_size=2, buffer_size=4)
+    task = Task(tiny_loader.encode("Hello there, how are you"), max_tokens=0)
+    sched.add_task(task)
+    sched.run()
+    assert not task.state_decoded and task.current_token is not None
+    task.continue_gen(max_tokens=1, temperature=0.0)
+    sched.add_task(task)
+    sched.run()
+    assert task.finish_reason in ("length", "stop")
+    assert task.state_decoded

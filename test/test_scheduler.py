@@ -1079,3 +1079,78 @@ def test_the_token_that_ends_a_round_counts_in_no_penalty(tiny_loader, monkeypat
     # three accepted steps: each decays, then adds its token's presence (1.0)
     assert got == {300: decay * decay, 400: decay, nl2: 1.0}
     assert task.rng_counter == 4
+
+
+# ---- from session 52's mutation testing: behaviour no test pinned down ------------------------
+def test_a_failed_copy_back_restores_what_the_tasks_state_stands_for(tiny_loader,
+                                                                     monkeypatch):
+    """The copy-back of a finished task's state fails: the task ends with an error and its
+    tokens are again those its own (old) state stands for: a continue or fork then starts from
+    a state that matches them (not the lost slot's history with the old state)."""
+    from server.scheduler import copyback
+
+    def boom(*a, **k):
+        raise RuntimeError("injected copy-back fault")
+    monkeypatch.setattr(copyback, "to_host", boom)
+    prompt = tiny_loader.encode("Hello there, how are you today?")
+    sched = DynamicScheduler(tiny_loader, max_batch_size=2, buffer_size=4)
+    task = Task(prompt, max_tokens=4, temperature=0.0)
+    sched.add_task(task)
+    sched.run()
+    assert task.wait(10)
+    assert task.finish_reason == "error" and "injected" in task.error
+    assert task.history == [] and task.pending == prompt and task.current_token is None
+
+
+def test_a_seed_given_to_continue_restarts_its_stream(tiny_loader):
+    """continue_gen(seed=s) samples as a new task with seed s from the same state: the
+    stream starts at its first draw whatever the task drew before."""
+    sched = DynamicScheduler(tiny_loader, max_batch_size=2, buffer_size=4)
+    hot = dict(temperature=1.0, top_k=0, top_p=1.0)
+    a = Task(tiny_loader.encode("Once upon a time"), max_tokens=5, seed=1, **hot)
+    sched.add_task(a)
+    sched.run()
+    f1, f2 = a.fork("F1"), a.fork("F2")
+    f2.rng_counter = 0  # as a copy of the same state that never drew (an import, a template)
+    for f in (f1, f2):
+        f.continue_gen(" and then", seed=9, max_tokens=8, **hot)
+        sched.add_task(f)
+    sched.run()
+    assert f1.output == f2.output  # (the draws: the same stream)
+    assert f1.rng_counter == f2.rng_counter
+
+
+def test_wait_waits_for_the_round_a_finish_callback_started(tiny_loader):
+    """A finish_callback that continues its task and queues it again: wait() returns once
+    that next round has finished, not at the end of the first (Task._finish)."""
+    sched = DynamicScheduler(tiny_loader, max_batch_size=2, buffer_size=4)
+    sched.start_daemon()
+    try:
+        task = Task(tiny_loader.encode("Hello"), max_tokens=3, temperature=0.0)
+
+        def again(_tokens):
+            task.finish_callback = None
+            task.continue_gen(" more please", max_tokens=40)
+            sched.add_task(task)
+        task.finish_callback = again
+        sched.add_task(task)
+        assert task.wait(60)
+        assert task.is_finished and len(task.output) == 40
+    finally:
+        sched.shutdown()
+
+
+def test_a_fork_goes_on_with_its_sources_random_stream(tiny_loader):
+    """A fork continued as its source is continued (same prompt, no new seed) samples the
+    same tokens: it copies the draw count with the seed (Task.fork)."""
+    sched = DynamicScheduler(tiny_loader, max_batch_size=2, buffer_size=4)
+    hot = dict(temperature=1.0, top_k=0, top_p=1.0)
+    a = Task(tiny_loader.encode("Once upon a time"), max_tokens=5, seed=1, **hot)
+    sched.add_task(a)
+    sched.run()
+    f = a.fork("F")
+    for t in (a, f):
+        t.continue_gen(" and then", max_tokens=8)
+        sched.add_task(t)
+    sched.run()
+    assert f.output == a.output

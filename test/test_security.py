@@ -625,3 +625,34 @@ def test_refused_accepts_log_a_line_now_and_then_not_a_traceback_each():
         assert others[-1] == ACCEPT_ERROR  # put back: the earlier handler again
     finally:
         loop.close()
+
+
+# ---- from session 52's mutation testing: behaviour no test pinned down ------------------------
+def test_head_tells_the_app_its_client_left_once_the_headers_are_out():
+    """HeadMiddleware on a server whose receive() does not report a disconnect once the
+    response is complete (uvicorn does; the ASGI spec does not require it): a streaming app
+    hears http.disconnect after HEAD's headers, rather than streaming on unheard."""
+    import asyncio
+
+    from server.api.middleware import HeadMiddleware
+
+    async def streaming_app(scope, receive, send):
+        assert scope["method"] == "GET"
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        while (await receive())["type"] != "http.disconnect":
+            await send({"type": "http.response.body", "body": b"x", "more_body": True})
+
+    async def main():
+        never = asyncio.Event()
+
+        async def receive():
+            await never.wait()  # a server that never says the client left
+        sent = []
+
+        async def send(message):
+            sent.append(message)
+        scope = {"type": "http", "method": "HEAD", "path": "/v1/tasks/x/stream", "headers": []}
+        await asyncio.wait_for(HeadMiddleware(streaming_app)(scope, receive, send), 2)
+        return sent
+    sent = asyncio.run(main())
+    assert [m["type"] for m in sent] == ["http.response.start", "http.response.body"]

@@ -274,3 +274,30 @@ def test_closing_a_template_while_it_is_written_keeps_it(tmp_path):
     assert history(tm.get_task(TPL)) == make_task(1).history
     tm.close()
     assert stored_tokens(db, TPL) == make_task(1).history
+
+
+# ---- from session 52's mutation testing: behaviour no test pinned down ------------------------
+def test_a_delete_after_a_writes_check_still_deletes_its_row(tmp_path):
+    """The writer checked a write current, then a delete forgot the id before the row landed
+    (the delete came after that write was prepared): the delete still removes the row. A
+    write of that task must not count as one put after the delete (``_landed_locked``)."""
+    from task_fakes import make_task
+
+    from server.task.manager import TaskManager
+
+    tm = TaskManager(db_path=str(tmp_path / "t.db"), capacity=4, queue_size=8, max_db_size=100)
+    w, real = tm.writer, tm.store.put
+    marks = []
+
+    def put(task_id, *a, **k):
+        marks.append(w.forget(task_id))  # a delete's first step, between check and landing
+        return real(task_id, *a, **k)
+    tm.store.put = put
+    tm.put_task("TASK_a", make_task(1, task_id="TASK_a"))
+    tm.close_task("TASK_a")
+    w.flush()
+    tm.store.put = real
+    assert marks and w.delete("TASK_a", marks[0])
+    w.release("TASK_a", marks[0])
+    assert not tm.store.contains("TASK_a")
+    tm.close()
