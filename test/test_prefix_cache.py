@@ -6,6 +6,7 @@ The scheduler's mechanics are checked here at exact token positions, on a model 
 split-invariant (feeds may be cut anywhere: ``align`` 1); test_prefix_cache_exact.py checks the
 default, where cuts and resumed states sit at multiples of the WKV chunk."""
 
+import random
 import time
 from array import array
 
@@ -860,7 +861,6 @@ def test_a_prompts_first_logits_are_its_own_whatever_is_fed_beside_it(tiny_loade
 
 # ---- from session 52's mutation testing: behaviour no test pinned down ------------------------
 def _ids(seed: int, n: int) -> list[int]:
-    import random
     rnd = random.Random(seed)
     return [rnd.randrange(1000, 5000) for _ in range(n)]
 
