@@ -151,7 +151,7 @@ def test_max_tokens_is_capped_on_both_apis(load_server):
     greedy = {"temperature": 0, "top_k": 0, "top_p": 1, "presence_penalty": 0}
     tid = http.post("/v1/tasks/create", json=task_body(40960, **greedy)).json()["task_id"]
     deadline = time.monotonic() + 20
-    while not (res := http.get(f"/v1/tasks/{tid}/get_result").json())["finished"]:
+    while not http.get(f"/v1/tasks/{tid}/get_result").json()["finished"]:
         assert time.monotonic() < deadline
         time.sleep(0.05)
     assert http.get(f"/v1/tasks/{tid}/status").json()["generated_buf"] == TOKENS_CAP

@@ -77,7 +77,7 @@ def bench_batch(model, B: int, steps: int, pulses: int, profile: bool = False,
 
         report = (report + "\n\n" if report else "") + "graph-run steps:\n" + \
             timeline_pulse(engine)
-    del engine
+    engine = None  # (freed before the next case; `del` reads as unbound in the lambdas)
     model.clear_graphs()
     return dict(B=B, first=first, dt=times[i], tokens=tokens[i], steps=steps, mem=mem,
                 spread=(max(times) - min(times)) / statistics.median(times), profile=report)

@@ -49,7 +49,7 @@ def engine_case(model, n: int, length: int, repeat: int) -> dict:
         t_step, _ = common.timed(lambda: engine.pulse(1), dev)
         runs.append((t_pre, t_pre + t_step))
     mem = common.memory()
-    del engine
+    engine = None  # (freed before the next case; `del` reads as unbound in the lambdas)
     model.clear_graphs()
     warm = runs[1:] or runs
     t_pre = statistics.median(r[0] for r in warm)
