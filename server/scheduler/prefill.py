@@ -68,10 +68,11 @@ whole prompt, with its logits), a next-turn prefix is stored at the multiple bef
 states no lookup would resume are not kept, and ``on_release`` keeps nothing (decode computed
 the generated tokens' state, with other bits than a prefill of them). A task that came with
 history of another length, or with tokens its state consumed through decode steps
-(``Task.state_decoded``: a fork or continue of a task that generated), computes from its own
-state, neither storing nor jumping nor stopping before its prompt's end (``_Seq.canonical``):
-a cached state would give other bits than that state gives. A cached prompt then ends in the
-bits an uncached one does (docs/prefix_cache.md).
+(``Task.state_decoded``: a fork or continue of a task that generated, or of one fed from such
+a history, wherever that feed ended), computes from its own state, neither storing nor
+jumping nor stopping before its prompt's end (``_Seq.canonical``): a cached state would give
+other bits than that state gives. A cached prompt then ends in the bits an uncached one does
+(docs/prefix_cache.md).
 """
 
 from __future__ import annotations
@@ -270,10 +271,14 @@ class Prefiller(LaterWork):
             mid = self._export_points(plan)
             self._keep_later(plan)
             first = self._feed(plan, mid)
-            if self.align > 1 and not self.engine.model.pass_keeps_bits(len(plan)):
-                for _, task, s, _ in plan:  # (its states: not kept, nor those of its
-                    if s is not None:  # forks and templates)
-                        s.canonical, task.state_decoded = False, True
+            kept_bits = self.align == 1 or self.engine.model.pass_keeps_bits(len(plan))
+            for _, task, s, _ in plan:
+                if s is not None and not (kept_bits and s.canonical):
+                    # its state is not what a prefill from its origin computes: not kept, nor
+                    # those of its forks and templates; also where a feed from an off-grid
+                    # history ends on the grid (its next round took it for canonical: seeded
+                    # replies parted from the uncached ones; session 53's review)
+                    s.canonical, task.state_decoded = False, True
             for slot, task, s, _ in plan:
                 h = len(task.history)
                 if s is None or not s.canonical:

@@ -215,8 +215,9 @@ class Task:
         self.current_token: int | None = None
         self.pending: list[int] = []
         self.history: list[int] = []  # every token the state has consumed, in order
-        # some of them through decode steps (which round otherwise than a prefill of them): the
-        # prefix cache keeps no state of this task until a cache hit replaces it
+        # some of them through decode steps (which round otherwise than a prefill of them), or
+        # fed from such a state or from a history cut off the prefix cache's grid: the cache
+        # keeps no state of this task until a cache hit replaces it
         self.state_decoded = False
         self.output: list[int] = []  # tokens generated in the current round
         # log probabilities: None (off), or how many alternatives each generated token lists
