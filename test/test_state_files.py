@@ -490,3 +490,29 @@ def test_the_import_command_bounds_an_imported_history_as_the_route_does(tiny_lo
     path.write_bytes(encode_state_file(state, cfg, history=list(range(1000, 1064))))
     assert import_state(path, "_fits", manager, cfg=cfg).history == list(range(1000, 1064))
     manager.close()
+
+
+def test_every_template_is_done_as_its_status_says(tiny_model_path, tmp_path):
+    """A template is FINISHED however it was made, and ``Task.wait()`` on it returns at once:
+    ``as_template``'s copy (a fork: READY, its done event cleared) had only its status set, so
+    an SDK caller's ``wait()`` blocked for ever on it (session 53's review), while an imported
+    template and one read back after a restart returned at once."""
+    from server.api.app import create_app
+    from server.config import Settings
+
+    settings = Settings(model_path=tiny_model_path, demo=None, device="cpu", api_key=None,
+                        task_db_path=str(tmp_path / "t.db"))
+    body = {"prompt": "User: hi\n\nAssistant:", "max_tokens": 0}
+    with TestClient(create_app(settings)) as client:
+        tid = client.post("/v1/tasks/create", json=body).json()["task_id"]
+        r = client.post(f"/v1/tasks/{tid}/as_template?name=copied")
+        assert r.status_code == 200 and r.json()["finished"] is True, r.text
+        cfg = client.app.state.runtime.loader.cfg
+        r = client.post("/v1/tasks/import_state?name=_imported",
+                        content=tuning_file(cfg, 2, dtype=torch.float32))
+        assert r.status_code == 200, r.text
+        manager = client.app.state.runtime.manager
+        for name in ("_copied", "_imported"):
+            assert client.get(f"/v1/tasks/{name}/status").json()["status"] == 3
+            tpl = manager.get_task(name)
+            assert tpl.is_finished and tpl.wait(timeout=2), f"{name}: FINISHED, wait() blocks"

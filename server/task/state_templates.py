@@ -26,7 +26,7 @@ from server.files import write_whole
 from server.task.cache_origin import state_origin
 from server.task.state_file import (StateFile, StateFileError, check_lengths, check_range,
                                     encode_state_file, read_state_file)
-from server.task.task import Status, Task
+from server.task.task import Task
 
 NAME = re.compile(r"_[A-Za-z0-9_.\-]{1,100}")
 
@@ -49,9 +49,7 @@ def template_task(name: str, sf: StateFile, params: dict | None = None) -> Task:
     task.pending = list(sf.pending)  # a task exported mid-prompt: the rest of its prompt
     task.current_token = sf.current_token
     task.penalties = sf.penalties
-    task.status = Status.FINISHED
-    task.finish_reason = "length"
-    task._done.set()
+    task.settle_finished("length")
     task.cache_origin = state_origin(sf.state, len(sf.history))
     return task
 

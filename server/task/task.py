@@ -346,6 +346,15 @@ class Task:
             self.continue_gen()
         self._feed(tokens)
 
+    def settle_finished(self, reason: str | None = None) -> None:
+        """FINISHED without a round of its own (a template copied or imported): ``wait()``
+        returns at once, as for a task that finished here or was read back finished.
+        ``reason``: its ``finish_reason`` (None: as it is)."""
+        self.status = Status.FINISHED
+        if reason is not None:
+            self.finish_reason = reason
+        self._done.set()
+
     def _feed(self, tokens: list[int]) -> None:
         if self.current_token is not None:
             self.pending.append(self.current_token)

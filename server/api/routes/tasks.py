@@ -227,7 +227,8 @@ async def as_template(task_id: str, svc: TaskService = Depends(get_service),
     task = await svc.get(task_id)  # (first: an unknown id is a 404 with the limit reached too)
     await svc.check_template_room()
     tpl = await svc.copy(task, tid)
-    tpl.status = Status.FINISHED
+    tpl.settle_finished()  # (a fork is READY, its done event cleared: wait() blocked for ever
+    # on the template, FINISHED by its status; session 53's review)
     await svc.put_template(tpl)
     return svc.reply(tpl, finished=True)
 
