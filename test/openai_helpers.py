@@ -142,6 +142,11 @@ class ScriptedScheduler:
         if len(self.tasks) + n > self.capacity:
             raise QueueFull(f"{len(self.tasks)} tasks are waiting (capacity {self.capacity})")
 
+    def warm_prefix(self, origin: str, tokens: list[int]) -> None:
+        """The real scheduler's next-turn job (a chat reply's history computed ahead): nothing
+        to compute here (its absence was logged as a failed ``on_finish`` in every scripted
+        chat)."""
+
     def add_task(self, task) -> None:
         if len(self.tasks) >= self.capacity:
             raise QueueFull("4096 tasks are waiting (max_queue=4096)")

@@ -71,6 +71,30 @@ def test_a_reply_cut_by_max_tokens_after_a_call_finishes_for_length(sdk, script,
     assert r.usage.completion_tokens == n
 
 
+def test_a_new_turn_inside_an_unclosed_tool_call_ends_the_reply(sdk, script):
+    """The model opens a call, never closes it and starts a new turn; " \\n\\n" is one token
+    (not the engine's turn newline), so the engine's own check does not end it: the splitter
+    does, and the made-up turn never reaches the client (session 53's review: it ran to
+    max_tokens and came back as content)."""
+    fake = script('>Let me check. <tool_call>{"name": "get_weather", "arguments": '
+                  '{"city": "Paris" \n\nUser: thanks! And Rome?\n\nAssistant: Sure'
+                  + " more" * 200, per_pulse=1)
+    r = sdk.chat.completions.create(model="rwkv-7", messages=MSGS, tools=TOOLS, max_tokens=300)
+    content = r.choices[0].message.content or ""
+    assert "User:" not in content, content
+    assert fake.tasks[0].stop_requested  # the boundary stopped generation
+    assert r.choices[0].finish_reason == "stop"
+
+
+def test_tool_call_arguments_not_an_object_are_text(sdk, script):
+    """A block whose arguments are a list is no tool call (OpenAI's arguments are an object):
+    it comes back as the answer's text."""
+    script('>' + '<tool_call>{"name": "get_weather", "arguments": ["Paris"]}</tool_call>')
+    r = sdk.chat.completions.create(model="rwkv-7", messages=MSGS, tools=TOOLS)
+    assert not r.choices[0].message.tool_calls
+    assert '"arguments": ["Paris"]' in r.choices[0].message.content
+
+
 def test_tool_call_stream_deltas(http, sdk, script):
     script(">Checking.\n" + CALL + "\n" + CALL.replace("Paris", "Rome"), per_pulse=1)
     chunks = stream_chunks(http, "/v1/chat/completions",

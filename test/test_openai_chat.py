@@ -116,6 +116,14 @@ def test_tool_errors():
     ('call: {"name": "f"} thanks', ("f", "{}")),
     ('{"arguments": {}}', None),
     ("not json", None),
+    # OpenAI's arguments are an object (LangChain's ToolCall.args is a dict): a list, a
+    # number, a boolean or a string of a list is no call a client can dispatch; null is none
+    # given (session 53's review: they came back as tool calls)
+    ('{"name": "f", "arguments": [1, 2]}', None),
+    ('{"name": "f", "arguments": 5}', None),
+    ('{"name": "f", "arguments": true}', None),
+    ('{"name": "f", "arguments": "[1]"}', None),
+    ('{"name": "f", "arguments": null}', ("f", "{}")),
 ])
 def test_parse_tool_call(body, expected):
     assert parse_tool_call(body) == expected
@@ -330,6 +338,26 @@ def test_splitter_tool_call_unclosed_bad_and_disabled():
     assert collect(pieces)["content"] == "a <tool_call>oops</tool_call> b" and not s.tool_calls
     pieces, _ = run("direct", ['><tool_call>{"name": "f"}</tool_call>'], tools=False)
     assert collect(pieces)["calls"] == []
+
+
+@pytest.mark.parametrize("whole", [True, False])
+@pytest.mark.parametrize("body,calls", [
+    ('{"name": "f", "arguments": {"a": 1}}', [("f", '{"a": 1}')]),
+    ('{"name": "f", "arguments": {"a": 1}', []),  # (unfinished: its text, without the turn)
+])
+def test_splitter_a_new_turn_inside_an_open_tool_call_ends_the_reply(whole, body, calls):
+    """A new turn between ``<tool_call>`` and its closing tag ends the block and the reply
+    (raw newlines are no JSON, so no call is ever cut): the splitter waited for the closing tag
+    and let the turn through (the engine's own check misses "User" after a " \n\n" or "\n\n\n"
+    token; session 53's review). What came before is taken as a block the model ended."""
+    text = ">Sure. <tool_call>" + body + "\n\nUser: hi</tool_call> more"
+    s = OutputSplitter("direct", tools=True)
+    pieces = [p for piece in ([text] if whole else chars(text)) for p in s.feed(piece)]
+    assert s.stopped
+    pieces += s.finish("abort")
+    got = collect(pieces)
+    assert "User:" not in got["content"] and got["calls"] == calls, got
+    assert got["content"] == ("Sure." if calls else "Sure. <tool_call>" + body), got
 
 
 def test_splitter_inline_think():

@@ -213,22 +213,30 @@ class OutputSplitter:
         end = self.buf.find(CLOSE_TAG, pos)
         while end >= 0 and in_json_string(self.buf[pos + len(OPEN_TAG):end]):
             end = self.buf.find(CLOSE_TAG, end + len(CLOSE_TAG))  # a closing tag in a string
-        if end < 0 and not final:
+        # a new turn inside the block ends it and the reply (raw newlines are no JSON): the
+        # engine's own check misses "User" after a " \n\n" or "\n\n\n" token
+        turn = -1 if not self.boundary else self.buf.find(
+            self.boundary, pos + len(OPEN_TAG), len(self.buf) if end < 0 else end)
+        if turn >= 0:
+            end = -1  # (the model's own end, its closing tag missing)
+        elif end < 0 and not final:
             self.buf = ws + self.buf[pos:]  # wait for the closing tag
             return
-        block_end = len(self.buf) if end < 0 else end + len(CLOSE_TAG)
-        raw, body = self.buf[pos:block_end], self.buf[pos + len(OPEN_TAG): end if end >= 0 else None]
-        self.buf = self.buf[block_end:]
+        block_end = turn if turn >= 0 else len(self.buf) if end < 0 else end + len(CLOSE_TAG)
+        raw = self.buf[pos:block_end]
+        body = self.buf[pos + len(OPEN_TAG): end if end >= 0 else block_end]
+        self.buf = self.buf[block_end + (len(self.boundary) if turn >= 0 else 0):]
         # a block cut by max_tokens (no closing tag) is no call, its arguments whole or not
         # (one ended by the model itself without the tag is taken: the model's own end)
-        call = None if end < 0 and self._cut else parse_tool_call(body)
-        if call is None or (self.tool_names is not None and call[0] not in self.tool_names):
+        call = None if end < 0 and self._cut and turn < 0 else parse_tool_call(body)
+        usable = call is not None and (self.tool_names is None or call[0] in self.tool_names)
+        if not usable:
             self._emit(out, "content", ws + raw)  # not a usable call: it is just text
         else:
             self.tool_calls += 1
             out.append(Piece("tool_call", raw, call[0], call[1]))
-            if self.one_call:
-                self._stop()
+        if turn >= 0 or (usable and self.one_call):
+            self._stop()
 
     # ---- helpers ---------------------------------------------------------------------------
     def _lead(self) -> int:

@@ -250,6 +250,10 @@ def parse_tool_call(body: str) -> tuple[str, str] | None:
             args = json.loads(args) if args.strip() else {}
         except (ValueError, RecursionError):
             return name.strip(), args  # not JSON: pass the text on unchanged
+    if args is None:
+        args = {}
+    if not isinstance(args, dict):  # OpenAI's arguments are an object (LangChain's
+        return None  # ToolCall.args is a dict): a list or a number is no call to dispatch
     return name.strip(), json.dumps(args, ensure_ascii=False)
 
 
