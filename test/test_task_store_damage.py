@@ -7,6 +7,7 @@ and /health "degraded"."""
 from __future__ import annotations
 
 import os
+import time
 import sqlite3
 
 import pytest
@@ -171,3 +172,45 @@ def test_a_row_on_a_damaged_page_can_be_deleted(tiny_model_path, tmp_path, monke
         assert not store.contains(tpl)
         assert client.get("/health").json()["status"] == "degraded"
         assert client.get(f"/v1/tasks/{tid}/status").status_code == 200
+
+
+def test_a_stored_round_that_never_ran_is_a_409_to_stream_and_runs_on_continue(tiny_model_path,
+                                                                                tmp_path):
+    """A row stored READY (its round never ran: a continue that landed between a round's end
+    and its write, then a kill -9; or an SDK's ``put_task`` of a task never run), read back
+    by a server: nothing runs it, and its ``/stream`` stayed open for ever (session 53's
+    review, ``docs/experiments/session53/review/ready_probe.py``). It is a 409 naming
+    ``continue``, which runs it (its pending prompt with the new one)."""
+    import threading
+
+    from server.api.app import create_app
+    from server.config import Settings
+    from server.task.task import Status, Task
+
+    settings = Settings(model_path=tiny_model_path, demo=None, device="cpu", api_key=None,
+                        task_db_path=str(tmp_path / "t.db"))
+    with TestClient(create_app(settings)) as client:
+        task = Task([1, 2, 3, 4], max_tokens=5, task_id="TASK_never_ran")
+        task.status = Status.READY
+        client.app.state.runtime.manager.put_task("TASK_never_ran", task)
+    with TestClient(create_app(settings)) as client:
+        got = {}
+
+        def stream():
+            got["r"] = client.get("/v1/tasks/TASK_never_ran/stream")
+
+        reader = threading.Thread(target=stream, daemon=True)
+        reader.start()
+        reader.join(20)
+        assert not reader.is_alive(), "the stream of a round nothing runs stayed open"
+        r = got["r"]
+        assert r.status_code == 409 and "/v1/tasks/TASK_never_ran/continue" in r.text, r.text
+        assert client.get("/v1/tasks/TASK_never_ran/status").json()["status"] == 1
+        r = client.post("/v1/tasks/TASK_never_ran/continue",
+                        json={"prompt": " hi", "max_tokens": 3, "temperature": 0})
+        assert r.status_code == 200, r.text
+        deadline = time.monotonic() + 30
+        while not (res := client.get("/v1/tasks/TASK_never_ran/get_result").json())["finished"]:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        assert client.get("/v1/tasks/TASK_never_ran/status").json()["generated_buf"] == 3, res

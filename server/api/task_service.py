@@ -302,6 +302,17 @@ class TaskService:
             raise HTTPException(404, TASK_NOT_FOUND)
         return task
 
+    def check_running(self, task: Task) -> None:
+        """409 for a task whose round is neither finished nor held by the scheduler nor on its
+        way there (pinned): a row stored before its round ran (a server stopped meanwhile, or an
+        SDK's ``put_task`` of a task never run), read back. Nothing will run it, so a stream of
+        it stayed open for ever (session 53's review); ``continue`` runs it."""
+        if task.is_finished or task.held or self.manager.is_pinned(task.task_id):
+            return
+        raise HTTPException(409, f"task {task.task_id} is not running and not finished: its "
+                                 "round was stored before it ran (the server stopped "
+                                 f"meanwhile); POST /v1/tasks/{task.task_id}/continue runs it")
+
     # ---- replies ---------------------------------------------------------------------------
     def result(self, task: Task) -> TaskResponseModel:
         """The round's text so far (an incomplete trailing character is held back until done;

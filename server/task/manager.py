@@ -166,6 +166,11 @@ class TaskManager:
         self._submit(jobs)
         return task
 
+    def is_pinned(self, task_id: str) -> bool:
+        """Whether a request holds ``task_id`` on its way to the scheduler (``pin=True``)."""
+        with self._lock:
+            return task_id in self._pins
+
     def unpin(self, task_id: str) -> None:
         """Undo one ``pin=True`` of ``put_task``/``get_task`` (the task is busy now, or the
         request gave it up)."""

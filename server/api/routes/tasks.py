@@ -102,11 +102,14 @@ async def get_result(task_id: str, svc: TaskService = Depends(get_service)):
     return svc.result(await svc.get(task_id))
 
 
-@router.get("/{task_id}/stream", responses={200: {"content": _SSE}, **NOT_FOUND})
+@router.get("/{task_id}/stream", responses={200: {"content": _SSE}, **NOT_FOUND,
+                                            409: {"description": "Neither running nor "
+                                                                 "finished (continue it)"}})
 async def stream(task_id: str, pos: int = Query(0, ge=0, description="token offset"),
                  svc: TaskService = Depends(get_service)):
     """SSE of the task's output from token ``pos``; any number of subscribers at once."""
     task = await svc.get(task_id)
+    svc.check_running(task)  # (a 409: nothing would ever end the stream)
     return sse_response(task, svc.loader.tokenizer, svc.drain, pos)
 
 
