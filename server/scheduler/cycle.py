@@ -26,7 +26,7 @@ import functools
 import time
 import traceback
 
-from server.scheduler.engine import REASON_EOS, REASON_LENGTH, REASON_STOP
+from server.scheduler.engine import REASON_EOS, REASON_LENGTH, REASON_STOP, RowsMoved
 from server.task.policy import model_mismatch
 from server.task.task import Status, Task, call_all
 
@@ -78,6 +78,8 @@ class SlotCycle:
                 try:
                     self._resize(target, used)
                     self._grow_failed = None
+                except RowsMoved:  # an in-place growth moved rows before failing: a fault
+                    raise  # (step() fails the tasks in slots and resets the engine)
                 except Exception as e:  # (out of memory) the engine is as it was: admit into
                     # the slots there are; raising would fail the tasks in slots and leave the
                     # waiting ones waiting, every step again, forever
@@ -105,6 +107,12 @@ class SlotCycle:
                                          task.current_token, task.state_decoded)
                     task._forced_feed = False  # (its pending tokens: a prompt, not a forced run)
                 self._admitting = 0
+                # a shutdown() under way stopped the queue and the slots, not these (off the
+                # queue, not yet in a slot then): a run() on another thread decoded them on
+                stopping = self._stopping
+            if stopping:
+                for task in batch:
+                    task.stop()
         except BaseException as e:  # the tasks taken off the queue, neither refused nor in a
             # slot, were held by no scheduler (their wait() never returned; session 34's review)
             with self._cv:  # (not a refused one: its callback may have queued it again)

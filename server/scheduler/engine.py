@@ -91,6 +91,12 @@ class SlotTask:
 # them when a slot is freed (``free``, ``load``) or the engine released
 SLOT_MAPS = ("_first", "_logprobs", "_bias", "_constraints")
 
+
+class RowsMoved(RuntimeError):
+    """``resize`` failed part way through an in-place compaction: live rows may have moved
+    while the caller's slot map has not (no failed growth to go on from: a fault)."""
+
+
 # reasons a row ended, as stored in PulseResult.reason
 RUNNING, REASON_EOS, REASON_LENGTH, REASON_STOP = 0, 1, 2, 3
 
@@ -175,8 +181,11 @@ class BatchEngine:
             self._buf = new  # (the old buffers go with the last views of them, in _view)
             self.model.clear_graphs()
         else:
-            self._buf.compact(keep)
-            self._buf.neutral(len(keep), cap)
+            try:
+                self._buf.compact(keep)
+                self._buf.neutral(len(keep), cap)
+            except Exception as e:  # (rows may have moved: the engine is not as it was)
+                raise RowsMoved(f"compacting the slots failed: {type(e).__name__}: {e}") from e
         self._view(cap)
         moved = {old: new for new, old in enumerate(keep)}
         self._running = {moved[s] for s in self._running if s in moved}
