@@ -864,9 +864,12 @@ def test_pulses_are_short_while_a_long_prompt_is_fed(tiny_loader):
     sched.shutdown()
 
 
-def test_a_fault_releasing_one_slot_at_shutdown_finishes_every_task(tiny_loader):
+@pytest.mark.parametrize("where", ["engine.free", "prefiller.on_release"])
+def test_a_fault_releasing_one_slot_at_shutdown_finishes_every_task(tiny_loader, where):
     """At shutdown the slots are released one by one; a fault freeing the first stopped the
-    loop: the other slot's task stayed RUNNING for ever and the device memory was kept."""
+    loop: the other slot's task stayed RUNNING for ever and the device memory was kept. A
+    fault before ``_release`` took the task out of its slot (the prefix cache keeping its
+    state: ``prefiller.on_release``) left that task RUNNING for ever (session 53's review)."""
     sched = DynamicScheduler(tiny_loader, max_batch_size=2, buffer_size=4)
     gate, go = threading.Event(), threading.Event()
 
@@ -880,16 +883,19 @@ def test_a_fault_releasing_one_slot_at_shutdown_finishes_every_task(tiny_loader)
     a.keep_state = b.keep_state = False
     sched.start_daemon()
     assert gate.wait(10)
-    real = sched.engine.free
+    owner, name = where.split(".")
+    target = getattr(sched, owner)
+    real = getattr(target, name)
 
     def once(*args, **kwargs):
-        sched.engine.free = real
-        raise RuntimeError("injected free fault")
+        setattr(target, name, real)
+        raise RuntimeError(f"injected {name} fault")
 
-    sched.engine.free = once
+    setattr(target, name, once)
     threading.Timer(0.2, go.set).start()
     sched.shutdown(timeout=5)
     assert a.wait(5) and b.wait(5), (a, b)
+    assert a.finish_reason in ("abort", "error") and b.finish_reason == "abort", (a, b)
     assert sched.slots == [None] and sched.engine.capacity == 1
 
 
