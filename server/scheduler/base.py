@@ -618,9 +618,7 @@ class BaseScheduler(SlotCycle):
                         self.log.error(f"Releasing slot {slot} at shutdown failed: {e!r}")
                         if self.slots[slot] is task:  # unless the fault came before _release
                             # took it out of its slot (prefiller.on_release): it ends here
-                            self.slots[slot] = None
-                            self.decoding.discard(slot)
-                            self._restore_admitted(task)
+                            self._take_lost(slot)
                             finish_all([(task, "error", f"{type(e).__name__}: {e}")])
                     except BaseException as e:  # Ctrl-C in a callback (main thread): the
                         interrupt = interrupt or e  # other slots first, raised at the end

@@ -361,6 +361,15 @@ class SlotCycle:
             with self._cv:
                 self._cv.notify_all()
 
+    def _take_lost(self, slot: int) -> Task:
+        """The task in ``slot``, whose state there is lost (a fault), out of its slot and back
+        to what its own (CPU) state stands for; its caller finishes it."""
+        task = self.slots[slot]
+        self.slots[slot] = None
+        self.decoding.discard(slot)
+        self._restore_admitted(task)
+        return task
+
     @staticmethod
     def _restore_admitted(task: Task) -> None:
         """The slot's state is lost: back to what the task's own (CPU) state stands for."""
@@ -394,9 +403,7 @@ class SlotCycle:
         slots = [i for i, t in enumerate(self.slots) if t is not None]
         interrupt = None
         for slot in slots:
-            task = self.slots[slot]
-            self.slots[slot] = None
-            self._restore_admitted(task)
+            task = self._take_lost(slot)
             try:
                 task._finish("error", msg)
             except Exception as e:  # a failing listener must not keep the others unfinished
