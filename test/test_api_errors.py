@@ -110,6 +110,21 @@ def test_a_trailing_slash_is_served_not_redirected(http):
     assert http.post("/v1/tasks/nothing-here/").status_code == 404
 
 
+@pytest.mark.parametrize("ctype", [None, "text/plain", "application/octet-stream"])
+@pytest.mark.parametrize("path", ["/v1/tasks/tmp", "/v1/tasks/fim",
+                                  "/v1/tasks/TASK_x/continue"])
+def test_a_body_of_other_bytes_than_utf8_without_json_type_is_a_422(http, path, ctype):
+    """A body not sent as JSON is validated (and echoed in the 422) as its bytes; FastAPI's
+    encoder decoded them as UTF-8, so any other byte made the error reply a 500 (session 54's
+    review)."""
+    headers = {"content-type": ctype} if ctype else {}
+    r = http.post(path, content=b"\xff\xfe{", headers=headers)
+    assert r.status_code == 422, r.text
+    (err,) = r.json()["detail"]
+    assert err["loc"] == ["body"] and "Content-Type: application/json" in err["msg"], err
+    assert err["input"] == "\ufffd\ufffd{"
+
+
 def test_other_bad_requests(http):
     r = http.post("/v1/tasks/create", content=b'{"prompt": "x",', headers={"content-type":
                                                                           "application/json"})

@@ -445,6 +445,25 @@ def test_metrics_method_label_is_bounded(on):
     assert "other" in methods and not any(m.startswith("BOGUS") for m in methods), methods
 
 
+def test_head_requests_count_under_their_route(on):
+    """HEAD is served as GET (``HeadMiddleware``, on a copy of the scope): /metrics counted
+    every HEAD under route="other", as if no route had served it (uptime probes of /health;
+    session 54's review)."""
+    def requests() -> dict:
+        fams = {f.name: f for f in text_string_to_metric_families(on.get("/metrics").text)}
+        return {(s.labels["route"], s.labels["method"], s.labels["status"]): s.value
+                for s in fams["rwkv_http_requests"].samples if s.name.endswith("_total")}
+
+    before = requests()
+    assert on.head("/health").status_code == 200
+    assert on.head("/v1/models").status_code == 200
+    after = requests()
+    for route in ("/health", "/v1/models"):
+        key = (route, "HEAD", "200")
+        assert after.get(key, 0) == before.get(key, 0) + 1, after
+    assert after.get(("other", "HEAD", "200"), 0) == before.get(("other", "HEAD", "200"), 0)
+
+
 def test_metrics_follow_the_api_key_rule(tiny_model_path, tmp_path):
     settings = make_settings(tiny_model_path, tmp_path, api_key="s3cret")
     with LiveServer(settings) as srv:

@@ -176,6 +176,8 @@ def _route_template(scope, routes) -> str:
     matches no route's method)."""
     route = scope.get("route")
     if route is None:
+        if scope["method"] == "HEAD":  # served as GET on a copy of the scope (HeadMiddleware):
+            scope = {**scope, "method": "GET"}  # the route it picked never shows here
         route = next((r for r in routes if r.matches(scope)[0] == Match.FULL), None)
     return getattr(route, "path", None) or "other"
 

@@ -88,6 +88,11 @@ class SafeJSONResponse(JSONResponse):
 MAX_ERRORS = 20  # validation errors a 422 lists
 
 
+def _bytes_text(data: bytes) -> str:
+    """Echoed body bytes as text: UTF-8, each undecodable byte shown as U+FFFD."""
+    return data.decode("utf-8", "replace")
+
+
 async def validation_error_reply(request, exc) -> SafeJSONResponse:
     """FastAPI's 422 reply (``{"detail": [errors]}``) that survives echoing any input. A body
     that was not read as JSON because of its Content-Type (``curl -d`` without ``-H``) says so,
@@ -100,7 +105,9 @@ async def validation_error_reply(request, exc) -> SafeJSONResponse:
             "type": "too_many_errors", "loc": ["body"],
             "msg": f"... and {more} more error{'s' if more > 1 else ''} of this request (the "
                    f"first {MAX_ERRORS} shown)"}]
-    errors = jsonable_encoder(errors)
+    # a body not read as JSON (no JSON Content-Type) is echoed as its bytes, which FastAPI's
+    # encoder decodes as strict UTF-8: any other byte was a UnicodeDecodeError, a 500
+    errors = jsonable_encoder(errors, custom_encoder={bytes: _bytes_text})
     ctype = request.headers.get("content-type", "")
     if "json" not in ctype:
         for err in errors:
