@@ -46,12 +46,26 @@ def ending(task: Task, reason: str, error: str | None = None) -> tuple:
     its end: the client is told (a 500 / an error event) rather than given a cut-off text as
     complete; unless the reply was a whole sentence of the grammar when the engine failed
     asking what came next (``Constraint.whole_at_fault``: its end is one the grammar
-    allowed)."""
+    allowed). So is one that ended there with no fault and no whole sentence: the grammar
+    allowed no token the model has (``_unfinished``)."""
     c = task.constraint
-    fault = c.error if reason == "stop" and c is not None and not c.whole_at_fault else None
+    fault = None
+    if reason == "stop" and c is not None and not c.whole_at_fault:
+        fault = c.error or _unfinished(c)
     if error is None and fault:
         return task, "error", f"the reply could not follow its grammar: {fault}"
     return task, "error" if error else reason, error
+
+
+def _unfinished(c) -> str | None:
+    """Why a constrained reply that ended at end-of-text, its grammar engine sound, is no whole
+    sentence of its grammar (None: it is one). The grammar allows end-of-text only once the
+    reply is whole, so its row ended through guide.py's fallback: the grammar allowed no token
+    the model has (all past a model smaller than the tokenizer: a forced call's "arguments" is
+    id 58155). A cut-off text, not a reply to hand out as complete (it went out as "stop")."""
+    if c.complete:
+        return None
+    return "the grammar allowed no token of the model's vocabulary here"
 
 
 class SlotCycle:

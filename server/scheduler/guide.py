@@ -30,6 +30,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from server.model.sampler import GREEDY_BELOW
 from server.model.state import rows_of, to_device
 from server.task.constraint import fill_masks
 
@@ -43,7 +44,10 @@ def _byte_masks(device: torch.device) -> Tensor:
                      device, torch.float32)
 
 
-_BIG = torch.finfo(torch.float32).max
+# what a +inf logit of a constrained row becomes: the largest value that stays finite divided
+# by any temperature that samples (>= GREEDY_BELOW); the float32 maximum overflowed back to
+# +inf below temperature 1, every weight NaN then, and the draw fell on a disallowed token
+_BIG = torch.finfo(torch.float32).max * GREEDY_BELOW / 2
 
 
 def _eos_where_none(words: np.ndarray, vocab_size: int, eos: int) -> None:
@@ -91,14 +95,14 @@ class Guide:
 
     def apply(self, logits: Tensor) -> Tensor:
         """``logits`` [cap, V] with each constrained row's disallowed tokens at -inf (a new
-        tensor; in a constrained row a NaN logit becomes -inf, +inf the largest finite value;
+        tensor; in a constrained row a NaN logit becomes -inf, +inf ``_BIG``;
         ended rows allow every token: theirs are not used). The masks are cut to the
         model's V tokens (a model padded past the tokenizer's ids never draws those); a row
         left with no token allowed (a grammar in an error state, or whose tokens all lie past
         a smaller model's V) allows end-of-text alone: it ends rather than draw from
         nothing."""
         self.finish()
-        self.pause_due = any([c.arm(FF_MIN) for c, live, fast in
+        self.pause_due = any([c.arm(FF_MIN, self.vocab_size) for c, live, fast in
                               zip(self.constraints, self.live, self.fast) if live and fast])
         fill_masks([(c, i) for i, c in enumerate(self.constraints) if self.live[i]], self.words)
         for i, live in enumerate(self.live):
@@ -115,7 +119,7 @@ class Guide:
         if mask.shape[1] < V:  # ids past the tokenizer's: never allowed
             mask = torch.nn.functional.pad(mask, (0, V - mask.shape[1]), value=float("-inf"))
         # a disallowed token is -inf whatever its logit: NaN and +inf (an overflowing half-
-        # precision head) become -inf and the largest finite value first (+inf - inf is NaN)
+        # precision head) become -inf and ``_BIG`` first (+inf - inf is NaN)
         out = logits.clone()
         if isinstance(self.span, slice):  # consecutive rows (one, or all): in place, no copy
             out[self.span].nan_to_num_(nan=float("-inf"), posinf=_BIG).add_(mask)
@@ -155,6 +159,6 @@ class Guide:
         (``Constraint.take_forced``; not yet accepted)."""
         runs = {}
         for slot, c, live, fast in zip(self.slots, self.constraints, self.live, self.fast):
-            if live and fast and (run := c.take_forced()):
+            if live and fast and (run := c.take_forced(self.vocab_size)):
                 runs[slot] = run
         return runs

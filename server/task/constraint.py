@@ -249,10 +249,13 @@ class Constraint:
             self.failed(e, taking=True)
             return False
 
-    def forced(self) -> list[int]:
+    def forced(self, vocab: int | None = None) -> list[int]:
         """The tokens the grammar forces next, whatever the model would say (e.g. a forced
         call's ``<tool_call>{"name":"get_weather","arguments":{"`` once its first character
-        came: docs/experiments/session47/fast_forward/); none in an error state."""
+        came: docs/experiments/session47/fast_forward/); none in an error state. ``vocab``:
+        the model's token count, the run cut before the first id past it (a model smaller
+        than the tokenizer: its masks never allow those, and fed they index past its
+        embedding and penalties)."""
         if self.error is not None:
             return []
         try:
@@ -260,24 +263,27 @@ class Constraint:
         except Exception as e:
             self.failed(e)
             return []
-        return run[:run.index(0)] if 0 in run else run  # (end-of-text ends a reply: never fed)
+        # (end-of-text ends a reply: never fed; nor is an id the model does not have)
+        cut = [i for i, t in enumerate(run) if t == 0 or (vocab is not None and t >= vocab)]
+        return run[:cut[0]] if cut else run
 
-    def arm(self, at_least: int) -> bool:
+    def arm(self, at_least: int, vocab: int | None = None) -> bool:
         """Whether a fast-forward is due (``server/scheduler/guide.py``, which asks before
-        each step's sampling): arms the reply when the grammar forces ``at_least`` tokens from
-        here. The step then takes one token (the first forced one, or another spelling of it)
-        and ``take_forced`` gives the forced run after it. Where a reply arms depends on its
-        tokens alone, never on where a pulse ended."""
-        self.armed = self.armed or len(self.forced()) >= at_least
+        each step's sampling): arms the reply when the grammar forces ``at_least`` tokens
+        (below ``vocab``: ``forced``) from here. The step then takes one token (the first
+        forced one, or another spelling of it) and ``take_forced`` gives the forced run after
+        it. Where a reply arms depends on its tokens alone, never on where a pulse ended."""
+        self.armed = self.armed or len(self.forced(vocab)) >= at_least
         return self.armed
 
-    def take_forced(self) -> list[int]:
-        """An armed reply (its step taken since): the forced tokens from here (not yet
-        accepted: ``accept`` each that is fed), disarmed. Else none."""
+    def take_forced(self, vocab: int | None = None) -> list[int]:
+        """An armed reply (its step taken since): the forced tokens from here (below
+        ``vocab``: ``forced``; not yet accepted: ``accept`` each that is fed), disarmed. Else
+        none."""
         if not self.armed:
             return []
         self.armed = False
-        return self.forced()
+        return self.forced(vocab)
 
     @property
     def complete(self) -> bool:
