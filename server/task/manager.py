@@ -494,30 +494,47 @@ class TaskManager:
             return task, self._evict_locked() if jobs is None else jobs
 
     def _on_finished(self, task: Task) -> None:
-        """A tracked task finished (scheduler thread): write it if it is still ours."""
-        tid, job = task.task_id, None
+        """A tracked task finished (scheduler or copy-back thread): write it if it is still
+        ours and not running again (a continue may land meanwhile)."""
+        tid = task.task_id
         with self._lock:
-            if is_template_id(tid):
-                if tid in self._unsaved and self._templates.get(tid) is task:
-                    self._unsaved.discard(tid)
-                    job = self._job_locked(tid, task, template=True)
-            elif not is_temporary_id(tid):
-                if self._closing.get(tid) is task:
-                    del self._closing[tid]
-                    job = self._job_locked(tid, task)
-                elif self._cache.get(tid) is task:
-                    job = self._job_locked(tid, task)
-                elif self._evicted.get(tid) is task:  # continued by the application after
-                    # its eviction (that round was lost; session 28's QA): back in the cache
-                    self._cache[tid] = self._revive_locked(tid)
-                    job = self._job_locked(tid, task)
+            with task._lock:  # (a continue changes the task under it: the row is the finished
+                # round's, not torn by a continue landing meanwhile; session 54's review)
+                if task.held:  # continued and submitted since it finished: its CPU state
+                    return  # lags its tokens (a prefill under way); that round's end writes it
+                job = self._finished_job_locked(tid, task)
             # tasks busy at their put stayed past capacity: evicted once they finish (a burst
             # of 200 creates left 165 in memory at a capacity of 10 until the next put)
             jobs = self._evict_locked() if len(self._cache) > self.capacity else []
         self._submit(([job] if job else []) + jobs)
 
-    def _job_locked(self, task_id: str, task: Task, template: bool = False) -> WriteJob | None:
-        """A write of ``task`` unless its content was written already (caller holds the lock)."""
+    def _finished_job_locked(self, tid: str, task: Task) -> WriteJob | None:
+        """``_on_finished``'s write of ``task``, if it is still ours (caller holds the lock and
+        the task's)."""
+        if is_template_id(tid):
+            if tid in self._unsaved and self._templates.get(tid) is task:
+                self._unsaved.discard(tid)
+                return self._job_locked(tid, task, template=True, task_locked=True)
+        elif not is_temporary_id(tid):
+            if self._closing.get(tid) is task:
+                del self._closing[tid]
+                return self._job_locked(tid, task, task_locked=True)
+            if self._cache.get(tid) is task:
+                return self._job_locked(tid, task, task_locked=True)
+            if self._evicted.get(tid) is task:  # continued by the application after its
+                # eviction (that round was lost; session 28's QA): back in the cache
+                self._cache[tid] = self._revive_locked(tid)
+                return self._job_locked(tid, task, task_locked=True)
+        return None
+
+    def _job_locked(self, task_id: str, task: Task, template: bool = False,
+                    task_locked: bool = False) -> WriteJob | None:
+        """A write of ``task`` unless its content was written already (caller holds the lock;
+        ``task_locked``: the task's too, else taken here, as ``continue_gen`` changes the task
+        under it: a snapshot during one was torn)."""
+        if not task_locked:
+            with task._lock:
+                return self._job_locked(task_id, task, template, task_locked=True)
         sig = signature(task)
         if same_content(self._clean.get(task_id), sig):
             return None

@@ -344,7 +344,8 @@ class Task:
         tokens = self._tokens(prompt)  # before anything changes (a bad prompt changes nothing)
         if self.status == Status.FINISHED:
             self.continue_gen()
-        self._feed(tokens)
+        with self._lock:  # (a write's snapshot takes it: its row is one moment's, not torn)
+            self._feed(tokens)
 
     def settle_finished(self, reason: str | None = None) -> None:
         """FINISHED without a round of its own (a template copied or imported): ``wait()``
@@ -388,6 +389,13 @@ class Task:
             # after a restart would start from different states
             raise RuntimeError(f"task {self.task_id} is a template (read-only); fork it "
                                "(TaskManager.fork_template) and continue the copy")
+        with self._lock:  # one step to the TaskManager's snapshot of the finished round (its
+            # ``_on_finished`` on the scheduler's thread): a row mixed the two, FINISHED with
+            # its output and finish reason gone (session 54's review)
+            self._reset_round(params, tokens)
+
+    def _reset_round(self, params: dict, tokens: list[int] | None) -> None:
+        """``continue_gen``'s changes (caller holds ``_lock``)."""
         self.update_params(**params)
         if "seed" in params:  # (it went on at the source's draw count: a fork of a template
             self.rng_counter = 0  # and of its import sampled apart)
@@ -402,7 +410,7 @@ class Task:
         self.finished_at = None
         self.prefill_time = self.gen_time = 0.0  # this round's, like output
         self._done.clear()
-        if prompt:
+        if tokens is not None:  # (a prompt was given)
             self._feed(tokens)
         else:
             self._round_starts()
