@@ -149,6 +149,9 @@ def serve(settings) -> None:
         pass
     except SystemExit:  # uvicorn's status (3) for any failed start
         if _startup_exit_code(app) is None:
+            if not server.started:  # a port taken while the model loaded (the probe before
+                # found it free): the probe's line and the operator's status, not uvicorn's
+                check_port(settings.host, settings.port, get_logger("api"))
             raise
     if not server.started:  # the start failed (logged): the operator's error is 2, as the
         # checks above; uvicorn's status for anything else

@@ -56,6 +56,21 @@ def test_garbage_or_truncated_file_is_unreadable(tmp_path, small_sd):
         load_checkpoint(path)
 
 
+def test_a_git_lfs_pointer_or_an_empty_file_is_said_to_be_one(tmp_path):
+    """A Hugging Face repository cloned without Git LFS leaves a ~130-byte pointer under the
+    checkpoint's name: it was "corrupt, or not a state dict of tensors: UnpicklingError:
+    WeightsUnpickler error: Unsupported operand 118"; an empty file (a download that failed)
+    was "corrupt ...: EOFError: "."""
+    path = tmp_path / "rwkv7-g1g-2.9b-20260526-ctx8192.pth"
+    path.write_text("version https://git-lfs.github.com/spec/v1\noid sha256:" + "4d" * 32
+                    + "\nsize 5839200000\n")
+    with pytest.raises(CheckpointError, match=r"ctx8192.pth is a Git LFS pointer.*git lfs pull"):
+        load_checkpoint(path)
+    path.write_bytes(b"")
+    with pytest.raises(CheckpointError, match=r"ctx8192.pth is empty \(0 bytes\)"):
+        load_checkpoint(path)
+
+
 def test_not_a_state_dict(tmp_path):
     with pytest.raises(CheckpointError, match="is not a state dict .*list"):
         load_checkpoint(save(tmp_path, [torch.zeros(3)]))

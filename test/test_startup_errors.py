@@ -76,6 +76,34 @@ def test_errors_while_the_runtime_is_built(tmp_path, raised, line, rc):
     assert ("Traceback" in out) == bug and ("Application startup failed" in out) == bug, out
 
 
+# run.py with another program taking the port once run.py's probe has found it free (while the
+# model loads: minutes for a large one)
+TAKE_PORT = """
+import socket
+import sys
+import run
+
+probe, taken = run.check_port, []
+
+def check_then_take(host, port, log):
+    probe(host, port, log)
+    if not taken:
+        taken.append(socket.create_server((host, port)))
+
+run.check_port = check_then_take
+run.main(sys.argv[1:])
+"""
+
+
+def test_a_port_taken_while_the_model_loads_is_named_with_exit_2(tmp_path):
+    """Two servers started at once on one port (another GPU, another database) both passed
+    the probe; the later to finish loading failed in uvicorn's bind with exit 3, the status
+    of a bug, and a line naming neither RWKV_PORT nor --port."""
+    rc, out = _run(["--demo", "tiny"], cmd=[sys.executable, "-c", TAKE_PORT], tmp_path=tmp_path)
+    assert rc == 2 and "Cannot listen on 127.0.0.1:" in out and "--port" in out, (rc, out[-3000:])
+    assert "Traceback" not in out and "Uvicorn running" not in out, out
+
+
 def test_invalid_settings_exit_2(tmp_path):
     """Invalid settings exited 1 (a SystemExit with a message), every other start-up error 2."""
     rc, out = _run(["--demo", "tiny"], env={"RWKV_DTYPE": "fp8"}, tmp_path=tmp_path)

@@ -242,6 +242,27 @@ def looks_like_safetensors(path: Path) -> bool:
         <= path.stat().st_size - 8
 
 
+GIT_LFS_POINTER = b"version https://git-lfs.github.com/spec/"  # how a pointer file begins
+
+
+def _not_a_checkpoint_yet(path: Path) -> str | None:
+    """Why ``path`` holds no checkpoint at all (None: it holds something): empty, or the Git
+    LFS pointer a repository cloned without its large files leaves under the checkpoint's name
+    (Hugging Face's; torch called it "Unsupported operand 118")."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(len(GIT_LFS_POINTER))
+    except OSError:
+        return None
+    if not head:
+        return f"{path} is empty (0 bytes): a download or copy that failed; get it again"
+    if head == GIT_LFS_POINTER:
+        return (f"{path} is a Git LFS pointer (a small text file naming the checkpoint), not "
+                "the checkpoint: the repository was cloned without its large files; fetch "
+                "them (`git lfs install && git lfs pull`) or download the .pth itself")
+    return None
+
+
 def _unreadable(path: Path, e: Exception) -> str:
     """Why torch.load could not read ``path`` (a CheckpointError's message). Not "corrupt"
     where the file was never read (no permission: a QA report, session 31) or is another
@@ -251,6 +272,8 @@ def _unreadable(path: Path, e: Exception) -> str:
         return PERMISSION_DENIED.format(path=path)
     if isinstance(e, OSError) and e.errno is not None:  # an I/O error, not the file's content
         return f"cannot read {path}: {load_error_text(e)}"
+    if nothing := _not_a_checkpoint_yet(path):
+        return nothing
     if looks_like_safetensors(path):
         return (f"{path} looks like a safetensors file; this server reads RWKV-7 .pth "
                 "checkpoints (torch.save state dicts), not safetensors: torch.save its "
