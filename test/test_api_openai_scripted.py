@@ -233,6 +233,29 @@ def test_parameters_reach_the_tasks(http, server, script):
     assert (task.top_p, task.top_k) == (s.default_top_p, s.default_top_k)
 
 
+@pytest.mark.parametrize("presence, repetition", [(2.0, 0.5), (0.0, 1.0), (3.0, 0.0)])
+def test_default_penalties_are_the_task_apis_sampler(presence, repetition):
+    """RWKV_DEFAULT_PRESENCE_PENALTY / _REPETITION_PENALTY are the RWKV sampler's values (the
+    Task API's defaults): a chat naming neither penalty gets that sampler. They were taken as
+    OpenAI's p and f, so presence came out as their sum (2.5 for 2 and 0.5; session 54)."""
+    from types import SimpleNamespace
+
+    from server.api.routes.openai import sampling_params
+    from server.config import Settings
+
+    s = Settings(default_presence_penalty=presence, default_repetition_penalty=repetition)
+    fields = ("max_completion_tokens", "max_tokens", "temperature", "top_p", "top_k", "min_p",
+              "penalty_decay", "presence_penalty", "frequency_penalty")
+    req = SimpleNamespace(**dict.fromkeys(fields))
+    got = sampling_params(req, s)
+    assert (got["presence_penalty"], got["repetition_penalty"]) == (presence, repetition)
+    # one named: the other keeps its default in OpenAI's terms (p = P - R, f = R)
+    req.frequency_penalty = 0.25
+    got = sampling_params(req, s)
+    assert got["presence_penalty"] == max(presence - repetition + 0.25, 0)
+    assert got["repetition_penalty"] == 0.25
+
+
 def test_utf8_never_split(http, script):
     text = "你好，世界 🌍🎉 naïve — ½"
     script(">" + text, per_pulse=1)

@@ -6,7 +6,8 @@ penalty grows by ``presence``, each later time by ``repetition``):
 - ``presence_penalty`` p and ``frequency_penalty`` f (OpenAI: ``p·[count>0] + f·count``) become
   ``presence = p + f`` and ``repetition = f``, which is the same penalty while ``penalty_decay`` is
   1; negative values count as 0 (RWKV penalties only push away) and each result is capped at 10.
-  Absent fields take ``RWKV_DEFAULT_PRESENCE_PENALTY`` / ``RWKV_DEFAULT_REPETITION_PENALTY``.
+  Absent fields take ``RWKV_DEFAULT_PRESENCE_PENALTY`` P / ``RWKV_DEFAULT_REPETITION_PENALTY`` R
+  in OpenAI's terms (p = P - R, f = R): a request with neither gets the Task API's sampler.
 - ``max_completion_tokens`` (preferred) or ``max_tokens``, else ``RWKV_DEFAULT_MAX_TOKENS``; capped
   at ``RWKV_MAX_TOKENS_CAP``. ``temperature``, ``top_p`` as OpenAI; ``top_k`` and ``penalty_decay``
   are RWKV extensions. ``seed``: choice ``i`` of ``n`` uses ``seed + i``.
@@ -100,14 +101,19 @@ def sampling_params(req, s) -> dict:
     """Task parameters from a request and the settings ``s`` (see the module docstring)."""
     max_tokens = next((v for v in (req.max_completion_tokens, req.max_tokens) if v is not None),
                       s.default_max_tokens)
-    p = s.default_presence_penalty if req.presence_penalty is None else req.presence_penalty
-    f = s.default_repetition_penalty if req.frequency_penalty is None else req.frequency_penalty
+    # the defaults are the RWKV sampler's (the Task API's), in OpenAI's terms: a request naming
+    # neither penalty gets that sampler; they were taken as p and f, and presence came out as
+    # their sum (2.5 where the Task API had 2 with RWKV_DEFAULT_REPETITION_PENALTY=0.5)
+    rep = s.default_repetition_penalty
+    p = s.default_presence_penalty - rep if req.presence_penalty is None else \
+        max(req.presence_penalty, 0)
+    f = rep if req.frequency_penalty is None else max(req.frequency_penalty, 0)
     pick = lambda v, d: d if v is None else v  # noqa: E731
     return dict(max_tokens=min(max_tokens, s.max_tokens_cap),
                 temperature=pick(req.temperature, s.default_temperature),
                 top_p=pick(req.top_p, s.default_top_p), top_k=pick(req.top_k, s.default_top_k),
                 min_p=pick(req.min_p, s.default_min_p),
-                presence_penalty=_clamp(max(p, 0) + max(f, 0)), repetition_penalty=_clamp(f),
+                presence_penalty=_clamp(p + f), repetition_penalty=_clamp(f),
                 penalty_decay=pick(req.penalty_decay, s.default_penalty_decay))
 
 
