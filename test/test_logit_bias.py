@@ -87,6 +87,25 @@ def test_log_probabilities_stay_the_models_own(tiny_loader):
     check_entries(tiny_loader, task, prompt, 3)
 
 
+def test_a_bias_is_its_rounds_a_continue_samples_as_a_fork_does(tiny_loader):
+    """``logit_bias`` is the round's (new_task: "the first round's"; the Task API sets it again
+    for each round; not stored): ``continue_gen`` kept a finished round's, so the next round of
+    an SDK task drew the lifted token still, unlike a fork of it continued alike (a fork copies
+    none) or the same task read back from the database (none stored)."""
+    prompt = tiny_loader.encode("User: q\n\nAssistant:")
+    sched = DynamicScheduler(tiny_loader, max_batch_size=2, buffer_size=3)
+    task = greedy(sched, prompt, 3, {4000: 100.0})
+    sched.run()
+    assert task.output == [4000] * 3
+    fork = task.fork("F")
+    for t in (task, fork):
+        t.continue_gen(tiny_loader.encode(" and then"), max_tokens=5)
+        sched.add_task(t)
+    sched.run()
+    assert task.output == fork.output and task.output != [4000] * 5
+    assert task.logit_bias is None
+
+
 @pytest.mark.parametrize("bias,words", [
     ({65536: 1.0}, "Maximum value is 65535"),
     ({-1: 1.0}, "Invalid key"),

@@ -588,6 +588,34 @@ def test_any_int_seed_is_accepted_and_harms_no_neighbour(tiny_loader):
     assert b.output == run_alone(tiny_loader, "User: b\n\nAssistant:", seed=5, **kw)  # low bits
 
 
+def test_a_numpy_seed_is_an_int_seed_and_harms_no_neighbour(tiny_loader):
+    """``check_params`` takes any integer as a seed, numpy's too (``Task()`` makes one an int),
+    but ``continue_gen`` stored it as given (the task's JSON metadata could not be written),
+    and the slot's write of a numpy seed raised (``OverflowError`` in ``wrap_seed``): every
+    task of the step failed, the neighbours too. Such a seed samples as the int."""
+    np = pytest.importorskip("numpy")
+    scheduler = DynamicScheduler(tiny_loader, max_batch_size=4, buffer_size=4)
+    kw = dict(temperature=1.0, top_k=0, top_p=1.0)
+    a = scheduler.new_task("User: a\n\nAssistant:", max_tokens=3, seed=1, **kw)
+    scheduler.run()
+    ref = a.fork("REF")  # continued with the Python int
+    ref.continue_gen(" more", seed=5, max_tokens=4)
+    a.continue_gen(" more", seed=np.int64(5), max_tokens=4)
+    assert type(a.seed) is int
+    b = Task(tiny_loader.encode("User: b\n\nAssistant:"), max_tokens=4, **kw)
+    b.seed = np.uint64(2**64 - 1)  # (set on the task: its low 64 bits, as an int's)
+    c = scheduler.new_task("User: c\n\nAssistant:", max_tokens=4, seed=2, **kw)
+    for t in (a, b):
+        scheduler.add_task(t)
+    scheduler.run()
+    assert [t.finish_reason for t in (a, b, c)] == ["length"] * 3, (a.error, b.error)
+    scheduler.add_task(ref)
+    scheduler.run()
+    assert a.output == ref.output
+    assert b.output == run_alone(tiny_loader, "User: b\n\nAssistant:", max_tokens=4, seed=-1,
+                                 **kw)
+
+
 def test_warm_up_out_of_gpu_memory_names_the_settings():
     """A warm-up that runs out of GPU memory stops the start with what to change."""
     from types import SimpleNamespace

@@ -45,6 +45,7 @@ a CDF boundary, or between exactly tied logits.)
 """
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass, fields
 
 import numpy as np
@@ -60,8 +61,10 @@ _MASK64 = (1 << 64) - 1
 
 
 def wrap_seed(v: int) -> int:
-    """Any Python int -> the int64 with the same low 64 bits (for `SamplingBatch.seed`)."""
-    v &= _MASK64
+    """Any integer -> the int64 with the same low 64 bits (for `SamplingBatch.seed`). A numpy
+    integer (``Task.check_params`` takes any) is made a Python int first: its ``&`` with the
+    64-bit mask overflowed, and the step loading it failed every task in the batch."""
+    v = operator.index(v) & _MASK64
     return v - (1 << 64) if v >= 1 << 63 else v
 
 

@@ -227,7 +227,8 @@ class Task:
         self.output_logprobs: list = []
         # OpenAI's logit_bias: None, or token id -> a number in [-100, 100] added to that
         # token's logit before sampling (scheduler/logit_bias.py; the OpenAI routes set it;
-        # it is not stored: a task read back from the database has none)
+        # it is not stored: a task read back from the database has none); a round's, as the
+        # grammar below: ``continue_gen`` drops it
         self.logit_bias: dict[int, float] | None = None
         # the grammar this round's reply follows (constraint.py: response_format), or None;
         # set by the API routes, not stored; dropped when the round finishes
@@ -403,6 +404,9 @@ class Task:
         self.output = []
         self.output_logprobs = []
         self.constraint = None  # (a grammar's state is its round's: set one for the next)
+        # so are the biases (a fork copies none, the database stores none: a continue that
+        # kept them drew otherwise than the same task forked or read back)
+        self.logit_bias = None
         self._unpopped = 0
         self.finish_reason = None
         self.error = None
@@ -418,8 +422,9 @@ class Task:
     def update_params(self, **params) -> None:
         _check_names(params)  # (all of them first: a misspelt one changed the others before)
         for key, value in params.items():
-            if value is not None:
-                setattr(self, key, value)
+            if value is not None:  # a seed as an int, as ``Task()`` keeps it (numpy's too:
+                # the task's metadata is JSON, and its write failed)
+                setattr(self, key, int(value) if key == "seed" and _is_int(value) else value)
 
     def sampling_problem(self, vocab_size: int | None = None) -> str | None:
         """Why (``task <id>: ...``) the sampling parameters set now are unusable (``check_params``,
