@@ -1,6 +1,6 @@
-"""A continue racing the write of the round that just finished (``TaskManager._on_finished``):
-the row stored is one moment's, never torn (session 54's review; each test failed before
-its fix)."""
+"""A task's finished round and its write (``TaskManager._on_finished``): a continue racing the
+write stores one moment's row, never a torn one, and a write after the manager closed never
+blocks (session 54's reviews; each test failed before its fix)."""
 
 import threading
 
@@ -96,3 +96,27 @@ def test_a_round_continued_and_submitted_before_the_finish_write_is_not_written(
     assert row is None or (row.history == hist and row.state.wkv.equal(state.wkv))
     restarted.close()
     tm.close()
+
+
+def test_a_task_finishing_after_the_manager_closed_never_blocks(db):
+    """An SDK closing its TaskManager before its scheduler: tasks finishing later queued writes
+    to a writer that had stopped; once its queue was full the finishing thread (the
+    scheduler's) blocked for ever. Such a write is now refused at once, and logged."""
+    from loguru import logger
+
+    tm = TaskManager(db_path=db, capacity=8, queue_size=1, max_db_size=1000)
+    tasks = [make_task(1, f"TASK_{i}", status=Status.READY) for i in range(4)]
+    for i, task in enumerate(tasks):
+        tm.put_task(f"TASK_{i}", task)
+    tm.close()
+    lines: list[str] = []
+    sink = logger.add(lines.append, level="ERROR")
+    try:
+        finisher = threading.Thread(target=lambda: [t._finish("length") for t in tasks],
+                                    daemon=True)
+        finisher.start()
+        finisher.join(5)
+        assert not finisher.is_alive()  # (it blocked on the full queue)
+    finally:
+        logger.remove(sink)
+    assert any("TASK_3" in line and "closed" in line for line in lines), lines

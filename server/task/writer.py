@@ -91,6 +91,8 @@ class AsyncWriter:
         self._logged_at = -LOG_EVERY_S
         self._tlock = threading.Lock()  # guards _tickets; never held while taking another lock
         self._db_lock = threading.Lock()  # orders "is the ticket current? write" against deletes
+        self._closing = threading.Lock()  # orders ``submit``'s puts before ``close``'s end mark
+        self._closed = False
         self._thread = threading.Thread(target=self._loop, name="rwkv-task-writer", daemon=True)
         self._thread.start()
 
@@ -108,8 +110,16 @@ class AsyncWriter:
         return WriteJob(task_id, ticket, snap, template, seq)
 
     def submit(self, job: WriteJob) -> None:
-        """Queue a prepared write; blocks while the queue is full."""
-        self._queue.put(job)
+        """Queue a prepared write; blocks while the queue is full. After ``close`` the write is
+        refused and logged: queued, it waited for a thread that had ended, and once the queue
+        was full its caller (the scheduler's thread, an SDK that closed its TaskManager before
+        its scheduler) blocked for ever."""
+        with self._closing:  # (a write queued under it lands before close's end mark)
+            if not self._closed:
+                self._queue.put(job)
+                return
+        log.error(f"task {job.task_id} not saved: its TaskManager is closed (close the "
+                  "scheduler first)")
 
     def pending_task(self, task_id: str) -> Task | None:
         """The task object whose write is queued but not yet done, if any."""
@@ -211,7 +221,9 @@ class AsyncWriter:
     def close(self) -> None:
         """Finish the queued writes, try the refused ones once more, stop the thread; what is
         still unsaved then is logged (and left in ``unsaved``)."""
-        if self._thread.is_alive():
+        with self._closing:
+            was, self._closed = self._closed, True
+        if not was and self._thread.is_alive():
             self._queue.put(None)
             self._thread.join()
         unsaved = self.unsaved
