@@ -72,6 +72,50 @@ def test_longest_prefix_origin_and_verification():
     assert s["entries"] == 4 and s["inserts"] == 4 and s["evictions"] == 0
 
 
+def test_a_hash_collision_never_lends_its_logits():
+    """An insert under a key held by other tokens (a hash collision) keeps nothing of its own:
+    before the fix a whole prompt's logits joined the other tokens' entry kept without them,
+    and a lookup of those tokens took the collision's logits for theirs."""
+    cache = PrefixCache(1 << 20, min_tokens=2)
+    mine, other = array("I", range(100, 112)), array("I", [0] * 12)
+    key = cache.key("", prefix_hashes(mine), 12)
+    assert cache.insert(key, mine, toy_state(1.0))  # kept without logits
+    assert not cache.insert(key, other, toy_state(2.0), logits=torch.full((8,), 2.0))
+    found = cache.lookup("", prefix_hashes(mine), mine, 0, 12, logits_at=12)
+    assert found is None or found[2] is None
+    e = next(iter(cache._lru.values()))
+    assert e.logits is None and cache.stats()["bytes"] == e.nbytes
+
+
+def test_a_failed_move_to_the_host_leaves_the_tiers_counted_exactly(monkeypatch):
+    """A move to the host tier that fails (pinned memory refused) fails its insert and leaves
+    the entry on the device tier, counted there. Before the fix it had left the device tier's
+    table but not its bytes: the tier counted an entry it did not hold (every later insert
+    moved all the others out), and the insert that came to drop it raised KeyError (a later
+    step's tasks failed)."""
+    import server.scheduler.prefix_cache as prefix_cache
+
+    size = state_nbytes(toy_state(0.0)) + 4 * 20 + ENTRY_OVERHEAD
+    cache = PrefixCache(3 * size, device="cpu", device_bytes=size, min_tokens=2)
+    seqs = [[i] * 20 for i in range(1, 9)]
+    put(cache, seqs[0], 0.0)
+
+    def refused(state):
+        raise RuntimeError("CUDA error: out of memory")
+
+    with monkeypatch.context() as m:
+        m.setattr(prefix_cache, "to_host", refused)
+        with pytest.raises(RuntimeError):
+            put(cache, seqs[1], 1.0)
+    for i, s in enumerate(seqs[2:], 2):
+        cache.settle()
+        put(cache, s, float(i))
+        hot = [e for e in cache._lru.values() if e.hot]
+        assert cache.stats()["device_bytes"] == sum(e.nbytes for e in hot) == size
+        assert cache.stats()["bytes"] == sum(e.nbytes for e in cache._lru.values()) <= 3 * size
+    assert get(cache, seqs[-1]) == (20, 7.0) and get(cache, seqs[0]) is None
+
+
 def test_lru_in_bytes_and_two_tiers():
     size = state_nbytes(toy_state(0.0)) + 4 * 20 + ENTRY_OVERHEAD
     cache = PrefixCache(3 * size, device="cpu", device_bytes=size, min_tokens=2)

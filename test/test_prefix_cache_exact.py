@@ -12,7 +12,8 @@ from model_cases import after_a_template, emulate_gpu_batched_rounding, state_ga
 from server.model.state import State
 from server.scheduler import DynamicScheduler
 from server.scheduler.prefill import Prefiller
-from server.scheduler.prefix_cache import PrefixCache, prefix_hashes
+from server.scheduler.prefix_cache import (ENTRY_OVERHEAD, PrefixCache, prefix_hashes,
+                                           state_nbytes)
 from server.task.task import Task
 
 SYSTEM = "System: " + "You are a careful assistant; answer briefly and kindly. " * 12
@@ -473,6 +474,33 @@ def test_a_whole_prompt_kept_without_logits_gains_a_lone_pass_logits(tiny_loader
     assert [list(e.tokens) for e in kept] == [prompts[0]]
     logits = model.prefill([prompts[0]], model.new_state(1))
     assert torch.equal(logits.reshape(-1), kept[0].logits.reshape(-1))
+
+
+def test_a_whole_prompt_moved_to_the_host_tier_gains_its_logits_again(tiny_loader):
+    """A whole prompt's entry that moved to the host tier dropped its logits (they stay on the
+    device), and at a length ``align`` does not divide it can no longer serve anyone. The same
+    prompt sent again resumes an aligned state and feeds its last chunk in a lone pass, whose
+    logits the entry takes back (with the pass's state, to the device tier). Before the fix
+    ``contains`` took the host entry for one that could not keep them: nothing was stored,
+    and every repeat fed that chunk again, a model call before its first token."""
+    prompt = tiny_loader.encode(chat(3))
+    assert len(prompt) % 32  # (its end is no multiple of align)
+    one = (state_nbytes(tiny_loader.model.new_state(1)) + ENTRY_OVERHEAD + 4 * len(prompt)
+           + 4 * tiny_loader.cfg.vocab_size)
+    cache = PrefixCache(8 * one, "cpu", device_bytes=one)  # a device tier of one entry
+    _together(tiny_loader, [prompt], cache, max_tokens=1)
+    for i in range(10, 13):  # newer entries push the prompt's to the host tier
+        _together(tiny_loader, [tiny_loader.encode(chat(i) + " z")], cache, max_tokens=1)
+    moved = next(e for e in cache._lru.values() if list(e.tokens) == prompt)
+    assert not moved.hot and moved.logits is None
+    _, sched = _together(tiny_loader, [prompt], cache, max_tokens=1)
+    assert sched.prefiller.prefilled_tokens == len(prompt) % 32  # from the aligned state
+    again, sched = _together(tiny_loader, [prompt], cache, max_tokens=4)
+    assert sched.prefiller.prefilled_tokens == 0  # no model call before its first token
+    plain, _ = _together(tiny_loader, [prompt], None, max_tokens=4)
+    assert again[0].output == plain[0].output and same_state(again[0].state, plain[0].state)
+    st = cache.stats()
+    assert st["bytes"] == sum(e.nbytes for e in cache._lru.values()) <= 8 * one
 
 
 def _one_by_one(loader, cache, tasks, prefill_chunk=4096):

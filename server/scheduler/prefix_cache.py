@@ -194,11 +194,12 @@ class PrefixCache:
         return None
 
     def contains(self, key: tuple, logits: bool = False) -> bool:
-        """``logits``: only an entry that has them, or could not keep them (host tier)."""
+        """``logits``: only an entry that has them, or could not keep them (on the host tier,
+        with no room on the device's: ``_regains``)."""
         with self._lock:
             entry = self._lru.get(key)
             return entry is not None and (not logits or entry.logits is not None
-                                          or not entry.hot)
+                                          or not self._regains(entry))
 
     def key(self, origin: str, hashes: array, n: int) -> tuple:
         return (origin, n, hashes[n])
@@ -220,12 +221,11 @@ class PrefixCache:
         with self._lock:
             old = self._lru.get(key)
             if old is not None:
-                self._touch(old)
-                if logits is not None and old.logits is None and old.hot:  # (kept without
-                    # them first: a whole prompt fed with others; a lone pass brings them)
-                    extra = _nbytes(logits)
-                    old.logits, old.nbytes = logits, old.nbytes + extra
-                    self._grow(extra, True, defer)
+                if logits is not None and old.logits is None and old.tokens == tokens \
+                        and self._regains(old):  # (the same tokens: not a hash collision's)
+                    self._add_logits(old, state, logits, defer)
+                else:
+                    self._touch(old)
                 return False
             entry = Entry(key, tokens, state, nbytes, hot, logits=logits)
             if not hot:
@@ -237,6 +237,28 @@ class PrefixCache:
             self.inserts += 1
             self._grow(nbytes, hot, defer)
         return True
+
+    def _regains(self, entry: Entry) -> bool:
+        """(under the lock) An entry kept without its logits can take them from an insert: on
+        the device tier, or on the host with room on the device's (moving there drops them)."""
+        return entry.hot or self.device_bytes >= entry.nbytes
+
+    def _add_logits(self, entry: Entry, state: State, logits: torch.Tensor,
+                    defer: bool) -> None:
+        """(under the lock) ``entry`` (kept without them first: a whole prompt fed with others,
+        or moved to the host) takes a lone pass's ``logits``; on the host, it comes back to the
+        device with ``state`` (of the same tokens, in hand: no copy back from the host)."""
+        moved = 0
+        if not entry.hot:
+            self._release_row(entry)
+            entry.state, entry.hot, moved = state, True, entry.nbytes
+            self._hot[entry.key] = entry
+        self._touch(entry)
+        extra = _nbytes(logits)
+        entry.logits, entry.nbytes = logits, entry.nbytes + extra
+        self.bytes += extra
+        self.hot_bytes += moved + extra
+        self._rebalance(over=self._defer(moved + extra) if defer else 0)
 
     def _grow(self, nbytes: int, hot: bool, defer: bool) -> None:
         """(under the lock) ``nbytes`` more held, on the device tier if ``hot``; then the tiers
@@ -320,8 +342,9 @@ class PrefixCache:
         while self.bytes > self.max_bytes and self._lru:
             self._drop(next(iter(self._lru.values())))
         while self.hot_bytes > self.device_bytes + over and self._hot:
-            _, cold = self._hot.popitem(last=False)
-            self._to_host(cold)
+            cold = next(iter(self._hot.values()))
+            self._to_host(cold)  # (first: where it fails, the entry stays a device one)
+            del self._hot[cold.key]
             cold.hot = False
             self.hot_bytes -= cold.nbytes
             dropped = _nbytes(cold.logits)  # logits stay on the device: dropped
