@@ -295,3 +295,30 @@ def test_a_cancelled_scoring_job_is_dropped_at_its_next_pass(tiny_loader):
     assert job.pos == 4 and fut.cancel()
     sched.step()
     assert not sched._scores and job.pos == 4 and job.state is None
+
+
+def test_scoring_jobs_whose_clients_left_free_their_places_at_the_next_step(tiny_loader):
+    """Every job whose future was cancelled (its client left) is off the queue after the next
+    step, as a stopped waiting task is. It was dropped only when its turn came, one job a step:
+    a long one not yet started waited behind ``SCORE_LIVE`` jobs part way through until one of
+    them ended, holding a place of ``max_queue`` meanwhile (new work refused for room there
+    was)."""
+    from server.scheduler import DynamicScheduler
+    from server.scheduler.base import SCORE_LIVE
+
+    sched = DynamicScheduler(tiny_loader, max_batch_size=1, buffer_size=2, prefill_chunk=4,
+                             max_queue=SCORE_LIVE + 2)
+    long_seq = list(range(10, 50))  # 10 passes each
+    live = [sched.score(long_seq) for _ in range(SCORE_LIVE)]
+    for _ in range(SCORE_LIVE):
+        sched.step()  # a pass each: all part way
+    assert all(job.started for job in sched._scores)
+    left = [sched.score(long_seq) for _ in range(2)]
+    assert all(fut.cancel() for fut in left)
+    sched.step()
+    assert len(sched._scores) == SCORE_LIVE
+    sched.check_room(3)  # (the slot and two places: the ones the clients that left held)
+    for fut in live:
+        fut.cancel()
+    sched.run()
+    assert not sched._scores

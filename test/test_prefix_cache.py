@@ -508,6 +508,40 @@ def test_a_failing_warm_up_reaches_no_task(tiny_loader, monkeypatch, when):
     assert task.output == plain
 
 
+def test_a_next_turn_prefix_past_a_steps_budget_holds_no_stream_for_longer(tiny_loader,
+                                                                          monkeypatch):
+    """A next-turn prefix is computed in one pass after a pulse, while other streams decode:
+    one longer than a step's prefill budget (``prefill_chunk``) held every stream for that
+    pass (up to 2,048 tokens against the CPU's 512, the wait the budget bounds: 3-4 s at
+    0.1B on a 2-core CPU). It is left to the next turn's own feed, in steps of the budget."""
+    from server.api.chat import build_chat_prompt, history_text
+
+    msgs = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "question 0"}]
+    first = tiny_loader.encode(build_chat_prompt(msgs, think=False))
+    msgs.append({"role": "assistant", "content": "It is 0, I think. " * 20})  # a long reply
+    hist = tiny_loader.encode(history_text(msgs))
+    budget = 64
+    sched = DynamicScheduler(tiny_loader, max_batch_size=4, buffer_size=4, prefill_chunk=budget,
+                             prefix_cache=PrefixCache(64 << 20))
+    _chat_task(sched, first)
+    sched.run()
+    bound = max(i for i, t in enumerate(first) if t == TURN_TOKEN)
+    assert len(hist) - bound > 2 * budget  # (its feed from the cached boundary)
+    stream = sched.new_task([1, 2, 3], max_tokens=40, temperature=0.0)
+    sched.step()  # decoding
+    fed, real = [], tiny_loader.model.prefill
+
+    def prefill(seqs, *a, **k):
+        fed.append(max(map(len, seqs)))
+        return real(seqs, *a, **k)
+
+    monkeypatch.setattr(tiny_loader.model, "prefill", prefill)
+    sched.warm_prefix("", hist)
+    sched.run()
+    assert stream.status == Status.FINISHED and not sched.prefiller.has_later
+    assert max(fed, default=0) <= budget, fed
+
+
 def test_warm_prefix_needs_a_cached_start_and_a_cache(tiny_loader):
     """No cached prefix to start from (or no cache): nothing is computed."""
     _, hist, _ = _reply_and_next(tiny_loader)

@@ -893,6 +893,39 @@ def test_pulses_are_short_while_a_long_prompt_is_fed(tiny_loader):
     sched.shutdown()
 
 
+def test_pulses_are_short_while_a_prompt_is_scored(tiny_loader, monkeypatch):
+    """A prompt to score (a completion's ``echo`` with ``logprobs``) takes a pass a step, as a
+    long prompt's feed: one arriving mid-pulse ends it after admit_wait steps, as a task that
+    fits does, and while it is scored the others' pulses end after a quarter of buffer_size
+    steps. Each pass waited for a whole 32-step pulse: 7 passes, 7 whole pulses."""
+    sched = DynamicScheduler(tiny_loader, max_batch_size=2, buffer_size=32, prefill_chunk=64)
+    a = sched.new_task("User: hi\n\nAssistant:", max_tokens=400, temperature=0)
+    for _ in range(8):  # past the ramp: 32-step pulses
+        sched.step()
+    assert sched.pulses[-1]["steps"] == 32
+    real, calls, job = tiny_loader.model.decode, [], []
+
+    def decode(*args, **kw):
+        calls.append(1)
+        if len(calls) == 2:  # the pulse's second decode step
+            job.append(sched.score(list(range(1000, 1400))))
+        return real(*args, **kw)
+
+    monkeypatch.setattr(tiny_loader.model, "decode", decode)
+    sched.step()
+    monkeypatch.setattr(tiny_loader.model, "decode", real)
+    assert sched.pulses[-1]["steps"] == sched.admit_wait == 4
+    got = []
+    while not job[0].done():
+        before = len(a.output)
+        sched.step()
+        got.append(len(a.output) - before)
+    # (its last pass's step pulses whole: the job is done before the pulse)
+    assert len(got) >= 5 and all(n <= 8 for n in got[:-1]), got  # 32 // 4 = 8 steps a pulse
+    assert sched.pulses[-1]["steps"] == 32
+    sched.shutdown()
+
+
 @pytest.mark.parametrize("where", ["engine.free", "prefiller.on_release"])
 def test_a_fault_releasing_one_slot_at_shutdown_finishes_every_task(tiny_loader, where):
     """At shutdown the slots are released one by one; a fault freeing the first stopped the

@@ -275,6 +275,7 @@ class BaseScheduler(SlotCycle):
         a short prompt does not wait for a long one's every pass); a fault fails that job
         alone."""
         with self._cv:  # (a shutdown may empty the queue on another thread)
+            self._drop_cancelled_scores()
             job = self._next_score()
             if job is None:
                 return
@@ -298,6 +299,16 @@ class BaseScheduler(SlotCycle):
                 job.finish()
             else:
                 job.fail(error)
+
+    def _drop_cancelled_scores(self) -> None:
+        """(Holding ``_cv``) every job whose future was cancelled (its client left) off the
+        queue, as stopped waiting tasks are each step. Dropped only when its turn came, one a
+        step, each held a queue place meanwhile: a long one not yet started waited behind
+        ``SCORE_LIVE`` jobs part way until one of them ended, and requests were refused for
+        room there was."""
+        for job in [j for j in self._scores if j.future.cancelled()]:
+            self._scores.remove(job)
+            job.state = None  # (a part-way job's one-row state)
 
     def _next_score(self) -> ScoreJob | None:
         """(Holding ``_cv``) the first job in turn that is part way through, fits in one pass,

@@ -310,8 +310,9 @@ class SlotCycle:
     def _pulse_check(self):
         """``engine.pulse``'s ``before_step``: apply stop requests; end the pulse once it has
         run ``admit_wait`` steps while a task waits that a slot (or a larger capacity) could
-        take. Without it a task arriving mid-pulse waited for the rest of the pulse (up to
-        ``buffer_size`` steps: ~80 ms at 2.9B on the H200, over a second on a CPU)."""
+        take, or a prompt to score has arrived. Without it a task arriving mid-pulse waited for
+        the rest of the pulse (up to ``buffer_size`` steps: ~80 ms at 2.9B on the H200, over a
+        second on a CPU)."""
         # (not a larger capacity this step's growth failed to reach: the next step's fails
         # too, and every pulse was cut to admit_wait steps while the task waited)
         grow = self.capacity < self.max_batch_size and self._grow_failed != self.capacity
@@ -322,13 +323,16 @@ class SlotCycle:
         # a whole pulse of the others' decoding (a 20k-token prompt beside two decoding streams
         # took 7.3 s on a CPU server where alone it took 0.9; session 40's QA). admit_wait 0
         # lets every pulse run out, this one too (its documented meaning; session 40's review)
-        feeding = wait and bool(self._being_fed())
+        # prompts to score (``_score_some``) likewise: a pass of one a step, and no slot needed
+        # (each pass waited for a whole pulse, one arriving for the rest of the pulse)
+        scoring = len(self._scores)
+        feeding = wait and (scoring > 0 or bool(self._being_fed()))
         cut = max(wait, self.buffer_size // 4) if feeding else 0
 
         def check(ran: int) -> bool:
             self._apply_stops()
-            return bool((wait and room and ran >= wait and self.waiting)
-                        or (cut and ran >= cut))
+            arrived = (room and self.waiting) or len(self._scores) > scoring
+            return bool((wait and ran >= wait and arrived) or (cut and ran >= cut))
         return check
 
     def _release(self, slots: list[int], reason: str) -> None:

@@ -149,8 +149,9 @@ class LaterWork:
 
     def _run_warm(self, origin: str, tokens: array) -> None:
         """Store the state after ``tokens``, fed from their longest cached prefix (none: not
-        computed, nor when more than WARM_TOKENS would be fed). It serves no task in hand: a
-        fault drops the waiting next-turn prefixes (logged) and reaches no task."""
+        computed, nor when more than WARM_TOKENS or a step's prefill budget would be fed). It
+        serves no task in hand: a fault drops the waiting next-turn prefixes (logged) and
+        reaches no task."""
         try:
             self._warm_one(origin, tokens)
         except Exception as e:
@@ -166,7 +167,10 @@ class LaterWork:
         key = self.cache.key(origin, hashes, n_all)
         found = None if self.cache.contains(key) else self.cache.lookup(
             origin, hashes, tokens, 0, n_all - 1, align=self.align, base=base)
-        if found is None or n_all - found[0] > WARM_TOKENS:
+        # at most a step's prefill budget too: the pass runs between two pulses, and a longer
+        # one held every decoding stream past the wait the budget bounds (2,048 tokens against
+        # the CPU's 512); the next turn feeds such a prefix itself, in steps of the budget
+        if found is None or n_all - found[0] > min(WARM_TOKENS, self._step_budget):
             return
         n, cached = found[0], found[1]
         state = cached.to(device=self.engine.device)  # a host-tier entry comes to the device
