@@ -2,6 +2,7 @@
 consumer leaves or it ends (``completion.run_choices``) and inline tokenising (``encoding``)."""
 
 import asyncio
+import json
 import threading
 import time
 
@@ -234,6 +235,64 @@ def test_a_reader_of_one_round_ends_with_it_when_a_continue_comes_first():
     assert "".join(c.text for c in chunks) == tok.decode(r1)
     assert chunks[-1].finished and sum(c.tokens for c in chunks) == len(r1)
     assert "".join(c.text for c in late) == tok.decode(r2) and late[-1].finished
+
+
+def test_a_stream_of_a_failed_round_says_so_when_a_continue_comes_as_its_end_is_sent():
+    """GET /stream of a round that failed: its last text, then an error event, then [DONE].
+    The failure was read after the last text had been sent: a continue landing meanwhile (a
+    client retrying the task) reset the finish reason, and the stream ended with [DONE] as if
+    the round had ended well (the SDKs then return quietly)."""
+    from server.api.task_stream import task_events
+    from server.task.task import Status
+
+    tok = Tokenizer()
+
+    async def main():
+        task = Task(task_id="TASK_f")
+        task.status = Status.RUNNING
+        events = task_events(task, tok)
+        task._append_output(tok.encode(" one"))
+        got = [(await events.__anext__()).data for _ in range(2)]  # the header, " one"
+        task._append_output(tok.encode(" two"))
+        task._finish("error", "injected")
+        got.append((await events.__anext__()).data)  # " two", being sent
+        task.continue_gen([5])  # another request's continue, meanwhile
+        return got + [e.data async for e in events]
+
+    events = asyncio.run(main())
+    assert len(events) == 5 and events[-1] == "[DONE]", events  # (no error event: 4)
+    assert [json.loads(e).get("data") for e in events[1:3]] == [" one", " two"]
+    error = json.loads(events[3])
+    assert error["error"]["message"] == "Generation failed: injected"
+
+
+def test_a_stream_event_counts_the_tokens_and_time_of_the_whole_character():
+    """A character split over pulses: the pulse with its first bytes sends no event, and the
+    event that shows it has its ``gen_time`` since the previous event and its ``speed`` over
+    all its tokens (API.md). They were counted from its last pulse only: 2 of its 3 tokens,
+    and the time since the pulse that showed nothing."""
+    from server.api.task_stream import task_events
+    from server.task.task import Status
+
+    tok = Tokenizer()
+    smile = tok.encode("\U0001F600")
+    assert len(smile) == 3 and not tok.decode_bytes(smile[:1]).decode("utf-8", "ignore")
+
+    async def main():
+        task = Task(task_id="TASK_t")
+        task.status = Status.RUNNING
+        events = task_events(task, tok)
+        task._append_output(tok.encode(" a"))
+        got = [(await events.__anext__()).data for _ in range(2)]  # the header, " a"
+        loop = asyncio.get_running_loop()
+        loop.call_later(0.05, task._append_output, smile[:1])  # (a pulse that shows nothing)
+        loop.call_later(0.2, task._append_output, smile[1:])
+        got.append((await events.__anext__()).data)
+        return got
+
+    event = json.loads(asyncio.run(main())[2])
+    assert event["data"] == "\U0001F600" and event["gen_time"] > 0.19  # (since " a")
+    assert round(event["speed"] * event["gen_time"]) == 3  # tokens
 
 
 def test_a_template_state_that_cannot_be_pinned_is_used_as_it_is(monkeypatch):

@@ -95,8 +95,8 @@ def test_lru_eviction_writes_and_reloads_intact(db):
     originals = {f"TASK_{i}": make_task(i, f"TASK_{i}", status=Status.READY) for i in range(6)}
     for tid, t in originals.items():
         tm.put_task(tid, t)
+    tm.writer.flush()  # (a task whose write is queued is listed too)
     assert tm.list_all_tasks()["cpu_tasks"] == ["TASK_4", "TASK_5"]
-    tm.writer.flush()
     assert set(tm.store.ids()) == {f"TASK_{i}" for i in range(4)}  # the evicted ones
     for tid, t in originals.items():
         got = tm.get_task(tid)
@@ -117,6 +117,7 @@ def test_reading_a_task_in_memory_makes_it_the_most_recently_used(db):
         tm.put_task("TASK_b", make_task(2, "TASK_b", status=Status.READY))
         tm.get_task("TASK_a")
         tm.put_task("TASK_c", make_task(3, "TASK_c", status=Status.READY))
+        tm.writer.flush()  # (a task whose write is queued is listed too)
         assert tm.list_all_tasks()["cpu_tasks"] == ["TASK_a", "TASK_c"]  # TASK_b went
     finally:
         tm.close()
@@ -300,9 +301,11 @@ def test_a_task_on_its_way_to_the_scheduler_is_not_evicted(db):
     tm.put_task("TASK_x", make_task(5))
     tm.unpin("TASK_new")
     tm.put_task("TASK_y", make_task(6))
+    tm.writer.flush()  # (a task whose write is queued is listed too)
     assert tm.list_all_tasks()["cpu_tasks"] == ["TASK_new"]  # x and y went instead
     tm.unpin("TASK_new")
     tm.put_task("TASK_z", make_task(7))
+    tm.writer.flush()
     assert tm.list_all_tasks()["cpu_tasks"] == ["TASK_z"]
     tm.close()
 
@@ -782,6 +785,24 @@ def test_list_all_tasks_shape(db):
     assert info["database_count"] == 5 and info["total_count"] == 5
     assert set(info["db_tasks"]) == {"_t", "TASK_0", "TASK_1", "TASK_2", "TASK_3"}
     tm.close()
+
+
+def test_a_task_evicted_before_its_row_landed_is_listed(db):
+    """A finished task evicted while its write waits in the queue (a busy writer) is served
+    by get_task (from the write) and must be listed: it was in neither cpu_tasks nor
+    db_tasks, and total_count left it out, until its row landed."""
+    tm = manager(db, capacity=1)
+    try:
+        with tm.writer._db_lock:  # the writer stores nothing meanwhile
+            tm.put_task("TASK_a", make_task(1))  # finished: its write is queued
+            tm.put_task("TASK_b", make_task(2))  # evicts TASK_a
+            info = tm.list_all_tasks()
+            assert tm.writer.pending_task("TASK_a") is not None  # (still queued)
+        assert set(info["cpu_tasks"]) == {"TASK_a", "TASK_b"} and info["db_tasks"] == []
+        assert info["cpu_cache_count"] == info["total_count"] == 2
+        assert tm.get_task("TASK_a") is not None
+    finally:
+        tm.close()
 
 
 def test_decoder_attached_to_loaded_tasks(db):

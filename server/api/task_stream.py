@@ -41,6 +41,19 @@ def shutdown_message(task: Task) -> str:
             "once the server is back")
 
 
+def _round_error(task: Task, this_round: list[int], drain) -> dict | None:
+    """The error event's body for the round ``this_round`` that just ended (None: it ended
+    well). Nothing is known of a round that a later one already replaced."""
+    if task.round_output() is not this_round:
+        return None
+    if task.finish_reason == "error":
+        return {"message": f"Generation failed: {task.error}", "type": "server_error"}
+    if drain is not None and drain.cut_short(task):
+        return {"message": shutdown_message(task), "type": "server_error",
+                "code": "server_shutting_down"}
+    return None
+
+
 async def task_events(task: Task, tokenizer, pos: int = 0,
                       on_disconnect: Callable[[], None] | None = None,
                       drain=None) -> AsyncIterator:
@@ -49,21 +62,26 @@ async def task_events(task: Task, tokenizer, pos: int = 0,
     ``drain``: the app's ``stopping.Drain``, which tells whether the shutdown cut it short."""
     header = False
     finished = False
+    this_round = task.round_output()  # (the round follow reads: no await between)
+    error = None
+    tokens, seconds = 0, 0.0  # since the last text event: chunks that completed no character
+    # (their tokens and time belong to the event whose text they begin)
     try:
         async for chunk in follow(task, tokenizer, pos, goes_on=True):
             if not header:
                 header = True
                 yield _event({"task_id": task.task_id, "prefill_time": task.prefill_time})
+            if chunk.finished:  # before the last text is sent: a continue meanwhile starts a
+                # new round, which resets the finish reason (the failure went unsaid)
+                error = _round_error(task, this_round, drain)
+            tokens, seconds = tokens + chunk.tokens, seconds + chunk.seconds
             if chunk.text:
-                speed = chunk.tokens / chunk.seconds if chunk.seconds > 0 else 0.0
+                speed = tokens / seconds if seconds > 0 else 0.0
                 yield _event({"data": chunk.text, "task_id": task.task_id,
-                              "gen_time": chunk.seconds, "speed": speed})
-        if task.finish_reason == "error":
-            yield _event({"error": {"message": f"Generation failed: {task.error}",
-                                    "type": "server_error"}, "task_id": task.task_id})
-        elif drain is not None and drain.cut_short(task):
-            yield _event({"error": {"message": shutdown_message(task), "type": "server_error",
-                                    "code": "server_shutting_down"}, "task_id": task.task_id})
+                              "gen_time": seconds, "speed": speed})
+                tokens, seconds = 0, 0.0
+        if error is not None:
+            yield _event({"error": error, "task_id": task.task_id})
         finished = True
         yield ServerSentEvent(data="[DONE]", sep="\n")
     finally:

@@ -264,14 +264,16 @@ class TaskManager:
     def list_all_tasks(self, offset: int = 0, limit: int = 100, by_id: bool = False,
                        after: str | None = None) -> dict:
         """API.md's ``/list`` reply: ids in memory (templates first, then least recently used,
-        then those kept only for a write the database refused) and ``limit`` ids in the
-        database from ``offset`` (most recently written first, API.md: the first 100;
+        then those out of the cache kept for their write, queued or refused) and ``limit`` ids
+        in the database from ``offset`` (most recently written first, API.md: the first 100;
         ``by_id``: in id order; ``after``: in id order past that id, a cursor that inserts and
         deletes between pages do not shift)."""
-        with self._lock:
+        with self._lock:  # + tasks out of the cache the writer holds, served by get_task (a
+            # write queued or refused; only refused ones were listed: one evicted before its
+            # row landed was listed nowhere)
             cpu = [*self._templates, *self._cache, *self._closing]
-        held = set(cpu)  # + tasks out of the cache whose writes the database refused: the
-        cpu += [t for t in self.writer.unsaved if t not in held]  # writer keeps them, served
+            held = set(cpu)
+            cpu += [t for t in self.writer.queued if t not in held]
         n_db, db, stored = self.store.listing(offset, limit, by_id, cpu, after)
         only_cpu = len(set(cpu) - stored)
         return {"cpu_cache_count": len(cpu), "database_count": n_db,

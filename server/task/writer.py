@@ -173,6 +173,13 @@ class AsyncWriter:
         return f"at most {self.max_db_size} tasks and {mb}"
 
     @property
+    def queued(self) -> list[str]:
+        """Ids whose write is queued, under way or refused (kept): ``pending_task`` serves
+        them."""
+        with self._tlock:
+            return list(self._tickets)
+
+    @property
     def unsaved(self) -> list[str]:
         """Ids whose last write the database refused (kept, tried again)."""
         with self._tlock:
