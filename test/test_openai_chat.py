@@ -47,6 +47,24 @@ def test_prompt_null_content_tool_history_and_tool_role():
         "Assistant: <think>\n</think")
 
 
+def test_an_empty_tool_result_keeps_its_turn():
+    """Each call's result comes back in a Tool: message, in the calls' order (what the tools'
+    description tells the model): an empty result ("" or null, a tool with nothing to say) is a
+    Tool: turn too. It was dropped: the next result read as the first call's, and a lone call
+    looked unanswered (a chat-format review)."""
+    call = lambda i, city: {"id": f"call_{i}", "type": "function",  # noqa: E731
+                            "function": {"name": "get_weather", "arguments": {"city": city}}}
+    msgs = [{"role": "user", "content": "Paris and Rome?"},
+            {"role": "assistant", "content": None,
+             "tool_calls": [call(1, "Paris"), call(2, "Rome")]},
+            {"role": "tool", "tool_call_id": "call_1", "content": ""},
+            {"role": "tool", "tool_call_id": "call_2", "content": "25C"}]
+    turns = build_chat_prompt(msgs, think=True).split("\n\n")
+    assert turns[2:] == ["Tool:", "Tool: 25C", "Assistant: <think"]
+    msgs[2]["content"] = None
+    assert build_chat_prompt(msgs, think=True).split("\n\n")[2:] == turns[2:]
+
+
 def test_prompt_tools_described_in_system_message():
     tools = parse_tools(WEATHER)
     msgs = [{"role": "system", "content": "You help."}, {"role": "user", "content": "Paris?"}]

@@ -397,6 +397,34 @@ def test_next_chat_turn_prefills_in_one_call_before_its_first_token(tiny_loader)
         assert sched.prefiller.later_tokens - later0 == bounds[k] - bounds[k - 1], k
 
 
+def test_a_turn_after_a_chinese_full_stop_is_a_boundary_too(tiny_loader):
+    """Text ending in "。", "，" or "…" before a turn's "\\n\\n" is encoded with a token of its
+    own newline ("。\\n") and a lone "\\n", never the "\\n\\n" token: a chat in Chinese has its
+    turns' boundaries there. They are kept as any chat's (the system prompt's end, which other
+    chats load; the last one, which the next turn and its warm-up start from): none was, and
+    a warmed next turn found no state to start from (a chat-format review)."""
+    from server.api.chat import build_chat_prompt, history_text
+
+    msgs = [{"role": "system", "content": "你是一个友好的助手，回答要简短。" * 12},
+            {"role": "user", "content": "什么是光合作用？请用一句话回答。"}]
+    first = tiny_loader.encode(build_chat_prompt(msgs, think=False))
+    assert TURN_TOKEN not in first
+    ends = [i for i in range(1, len(first)) if first[i - 1:i + 1] == [28329, 11]]  # "。\n" "\n"
+    assert len(ends) == 2  # the system prompt's end and the user message's
+    cache = PrefixCache(64 << 20)
+    sched = DynamicScheduler(tiny_loader, max_batch_size=4, buffer_size=4, prefix_cache=cache)
+    _chat_task(sched, first)
+    sched.run()
+    arr = array("I", first)
+    for n in ends:
+        assert cache.contains(cache.key("", prefix_hashes(arr), n)), n
+    msgs.append({"role": "assistant", "content": "光合作用是植物利用光能制造养分的过程。"})
+    hist = tiny_loader.encode(history_text(msgs))
+    sched.warm_prefix("", hist)
+    sched.run()
+    assert sched.prefiller.warm_tokens == len(hist) - ends[-1]
+
+
 def _reply_and_next(loader) -> tuple[list[int], list[int], list[int]]:
     """A chat's first prompt, its history with the reply as the client re-sends it, and the
     second prompt (which starts with that history)."""

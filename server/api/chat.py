@@ -85,7 +85,8 @@ def strip_think(text: str) -> str:
 
 
 def message_turn(msg, i: int) -> str | None:
-    """One message as ``Role: text`` (None for an empty message that adds nothing)."""
+    """One message as ``Role: text`` (None for an empty message that adds nothing; an empty
+    tool result is ``Tool:``)."""
     if not isinstance(msg, dict):
         raise ChatError("each message must be an object with 'role' and 'content'", f"messages.{i}")
     role = msg.get("role")
@@ -102,8 +103,8 @@ def message_turn(msg, i: int) -> str | None:
         if calls:
             text = (fold(text) + "\n" + render_tool_calls(calls, f"messages.{i}.tool_calls")).strip()
     text = fold(text)
-    if not text:
-        return None
+    if not text:  # a tool's empty result is still its call's answer: results go by order
+        return f"{ROLES[role]}:" if ROLES[role] == "Tool" else None
     return f"{ROLES[role]}: {text}"
 
 

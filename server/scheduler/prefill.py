@@ -34,10 +34,11 @@ after exactly ``history``) is *eligible*. Its sequence ``history + pending`` is 
   boundary). Feeding runs in rounds that stop at each task's next checkpoint; the state there is
   copied into the cache. Every checkpoint costs a model call of its own (fixed costs that
   dominate a short prefill's time to first token), so there are few;
-* **later**: the first and the last ``\\n\\n`` token (chat turn boundaries: the end of a system
-  prompt, which other chats load; the conversation up to the last message, which the next turn
-  re-sends) are wanted by *later* requests, not this one, so feeding does not stop there unless
-  a task in flight shares them (then they are branch points). A round of one task takes the
+* **later**: the first and the last ``\\n\\n`` token, or ``\\n`` after ``。\\n`` (``_turn_ends``;
+  chat turn boundaries: the end of a system prompt, which other chats load; the conversation up
+  to the last message, which the next turn re-sends) are wanted by *later* requests, not this
+  one, so feeding does not stop there unless a task in flight shares them (then they are branch
+  points). A round of one task takes the
   ones it passes out of its own pass (``_export_points``: ``RWKV7.prefill``'s ``mid``, the bits
   a pass ending there leaves) and stores them; a round of several tasks (one batched pass) keeps
   a copy of the state each started from, and after a step's pulse, once the task is past its
@@ -91,9 +92,20 @@ from server.scheduler.prefix_cache import PrefixCache, common_prefix, prefix_has
 from server.task.cache_origin import origin_base
 
 TURN_TOKEN = 261  # "\n\n": turns of the chat format are separated by it
+# after "。", "，" or "…" the separator is that character's own newline token, then "\n" alone:
+# the greedy tokenizer takes "。\n" (no "\n\n" token there; a chat in Chinese has no other)
+NEWLINE, NEWLINE_ENDED = 11, (28324, 28329, 28331)  # "\n"; "…\n", "。\n", "，\n"
 RECENT = 32  # sequences remembered (tokens, hashes) to find branch points and reuse hashes
 IN_FLIGHT = 128  # tasks in flight a new sequence is compared with (the most recent)
 AGE_STEPS = 4  # steps a prompt may go unfed before it is fed first (``Prefiller._order``)
+
+
+def _turn_ends(tokens: array, lo: int, end: int) -> np.ndarray:
+    """Whether each token of ``tokens[lo + 1:end]`` ends a turn's ``\\n\\n`` (the state
+    before it is a turn boundary): that token, or ``\\n`` after a token ending in one."""
+    ids = np.frombuffer(tokens, dtype=np.uint32)
+    prev, ids = ids[lo:end - 1], ids[lo + 1:end]
+    return (ids == TURN_TOKEN) | ((ids == NEWLINE) & np.isin(prev, NEWLINE_ENDED))
 
 
 @dataclass(eq=False)
@@ -484,8 +496,7 @@ class Prefiller(LaterWork):
         (closer than ``min_tokens``) is moved to the boundary: the state worth sharing."""
         gap, align, base = self.cache.min_tokens, self.align, s.base
         lo = max(start, gap - 1)
-        ids = np.frombuffer(s.tokens, dtype=np.uint32)[lo + 1:s.end]
-        raw = (np.flatnonzero(ids == TURN_TOKEN) + lo + 1).tolist()  # just after each "\n\n"
+        raw = (np.flatnonzero(_turn_ends(s.tokens, lo, s.end)) + lo + 1).tolist()
         turns = [q for q in (q - (q - base) % align for q in raw) if q > start]
 
         def point(m: int) -> int:
