@@ -18,11 +18,13 @@ def ints(n, *vals):
     return torch.tensor(vals, dtype=torch.long)[torch.randint(len(vals), (n,), generator=g)]
 for trial in range(20):
     n, steps, s = 37, 4, trial % 4
-    cur = ints(n, 5, 11, E.TURN_NEWLINE, 7)  # (11: one newline)
-    tok = ints(n, 0, E.USER_TOKEN, 9, 11, E.TURN_NEWLINE)
+    # (11: one newline; 28329: "。" and a newline, after which 11 makes a blank line)
+    cur = ints(n, 5, 11, E.TURN_NEWLINE, 7, *E.NEWLINE_ENDED)
+    tok = ints(n, 0, E.USER_TOKEN, 9, 11, E.TURN_NEWLINE, 28329)
     n_gen = torch.randint(0, 5, (n,), generator=g)
     max_new = torch.randint(1, 7, (n,), generator=g)
-    turn = ints(n, E.TURN_NEWLINE, E.TURN_NEWLINE, E.NO_TURN)  # (no turn stop: fill-in-the-middle)
+    # (no turn stop: fill-in-the-middle; 11: the token before cur ended in a newline)
+    turn = ints(n, E.TURN_NEWLINE, E.NEWLINE, E.NO_TURN)
     done = torch.rand(n, generator=g) < 0.3
     stop = torch.rand(n, generator=g) < 0.3
     reason = ints(n, 0, 0, 0, E.REASON_EOS)

@@ -1017,13 +1017,19 @@ def test_a_reply_ended_by_end_of_text_leaves_its_state_and_history_in_step(tiny_
     ("Headers:\nUser-Agent: curl\nAccept: */*", "Headers:\nUser-Agent: curl\nAccept: */*"),
     ("Step 2\nUser clicks OK", "Step 2\nUser clicks OK"),
     ("Done.\n\nUser: and now?", "Done.\n\n"),  # a new turn: "User" after "\n\n" ends it
+    # after "。", "，" or "…" the blank line is that character's newline token and a lone "\n"
+    # (no 261): a new turn too, which a Chinese reply ran on past (session 54)
+    ("完成。\n\nUser: 然后呢？", "完成。\n\n"), ("好的，\n\nUser: x", "好的，\n\n"),
+    ("等等…\n\nUser: x", "等等…\n\n"), ("完成。\nUser 是谁", "完成。\nUser 是谁"),
+    ("完成\nUser 是谁", "完成\nUser 是谁"),
 ])
 def test_only_user_after_a_blank_line_ends_generation(tiny_loader, monkeypatch, text, kept):
-    """The engine's new-turn stop is "User" right after "\\n\\n" (token 261). After a single
-    newline "User" is the reply's text: "\\nUser-Agent" in a list of HTTP headers ended the
-    reply there, a 200 with finish_reason "stop" (session 35's QA)."""
+    """The engine's new-turn stop is "User" right after "\\n\\n" (token 261, or "\\n" after
+    "。\\n", "，\\n", "…\\n"). After a single newline "User" is the reply's text: "\\nUser-Agent"
+    in a list of HTTP headers ended the reply there, a 200 with finish_reason "stop" (session
+    35's QA)."""
     script = tiny_loader.encode(text)
-    assert 24281 in script and (text == kept) == (261 not in script)
+    assert 24281 in script and (text == kept) == ("\n\nUser" not in text)
     _forced(tiny_loader, monkeypatch, script + [0])
     sched = DynamicScheduler(tiny_loader, max_batch_size=1, buffer_size=4)
     task = sched.new_task("Q: list\nA:", max_tokens=40, temperature=0)
@@ -1049,6 +1055,20 @@ def test_a_fill_in_the_middle_goes_on_past_user_after_a_blank_line(tiny_loader, 
         sched.run()
         assert task.output == want
         assert task.finish_reason == ("stop" if stop_at_turn else "length")
+        monkeypatch.undo()
+
+
+def test_a_prompt_ending_in_a_chinese_blank_line_ends_at_user(tiny_loader, monkeypatch):
+    """A prompt whose blank line is "。\\n" then "\\n" (its last token the lone "\\n", so the
+    token before it arms the check): "User" as the first token is a new turn, as after a prompt
+    ending in "\\n\\n"; after "。\\n" alone it is text."""
+    for text, want in (("完成。\n\n", []), ("完成。\n", [24281] * 3)):
+        prompt = tiny_loader.encode(text)
+        _forced(tiny_loader, monkeypatch, [24281] * 3 + [0])
+        sched = DynamicScheduler(tiny_loader, max_batch_size=1, buffer_size=4)
+        task = sched.new_task(prompt, max_tokens=3, temperature=0)
+        sched.run()
+        assert task.output == want, text
         monkeypatch.undo()
 
 

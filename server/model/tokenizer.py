@@ -25,6 +25,14 @@ import numpy as np
 
 EOS_ID = 0
 VOCAB_SIZE = 65536
+# the chat format's tokens: turns are joined by "\n\n" and a new one starts with "User"
+TURN_NEWLINE = 261  # "\n\n"
+USER_TOKEN = 24281  # "User"
+NEWLINE = 11  # "\n"
+# "…\n", "。\n", "，\n": the only tokens with a newline after other text. The greedy encoder
+# writes "。\n\n" as "。\n" and a lone "\n", never with TURN_NEWLINE: after these, NEWLINE is a
+# turn's separator too (a chat in Chinese has no other)
+NEWLINE_ENDED = (28324, 28329, 28331)
 DEFAULT_VOCAB_PATH = Path(__file__).resolve().parents[2] / "eof_v20230424.txt"
 _ID = 256  # key under which a trie node stores the id of the token ending there
 

@@ -221,7 +221,8 @@ class SlotCycle:
             self.engine.start(start, [t.current_token for t in tasks],
                               [t._max_new - len(t.output) if again else t.max_tokens
                                for t, again in zip(tasks, resumed)],
-                              [t.stop_at_turn for t in tasks])
+                              [t.stop_at_turn for t in tasks],
+                              [t.history[-1] if t.history else None for t in tasks])
             for t, again in zip(tasks, resumed):
                 t.status = Status.RUNNING
                 if again:

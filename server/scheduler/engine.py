@@ -32,6 +32,7 @@ import torch
 from server.model.fused import kernel_module
 from server.model.sampler import BatchSampler, wrap_seed
 from server.model.state import rows_of, to_device, use_device
+from server.model.tokenizer import NEWLINE, NEWLINE_ENDED, TURN_NEWLINE, USER_TOKEN
 from server.scheduler.copyback import CopyBack
 from server.scheduler.guide import Guide
 from server.scheduler.logit_bias import LogitBias
@@ -40,13 +41,16 @@ from server.scheduler.probe import EndProbe
 from server.scheduler.slots import FLOAT_PARAMS, LONG_PARAMS, SlotBuffers
 
 EOS_TOKEN = 0
-# a new turn: USER_TOKEN right after TURN_NEWLINE. The chat format folds "\n\n" inside a message to
-# "\n", so only "\n\n" opens a turn: "User" after one newline ("\nUser-Agent: curl", "Step 2\nUser
-# clicks") is the reply's own text (it ended the reply too, before session 35's QA). The check
-# cannot wait for the ":" of "\n\nUser:": "User" would be in the state by then
-TURN_NEWLINE = 261  # "\n\n"
-USER_TOKEN = 24281  # "User"
-NO_TURN = -1  # a row's ``turn`` when no new turn ends it (no token is -1)
+# a new turn: USER_TOKEN right after TURN_NEWLINE, or after NEWLINE that follows a token of
+# NEWLINE_ENDED ("。\n" "\n" "User": the greedy encoder's "。\n\nUser"; a Chinese reply ran on
+# into made-up turns before session 54). The chat format folds "\n\n" inside a message to
+# "\n", so only these open a turn: "User" after one newline ("\nUser-Agent: curl", "Step 2\nUser
+# clicks", "完成。\nUser") is the reply's own text (it ended the reply too, before session 35's
+# QA). The check cannot wait for the ":" of "\n\nUser:": "User" would be in the state by then.
+# A row's ``turn``: NO_TURN (no new turn ends it), else the token that, as ``cur``, arms the
+# check besides TURN_NEWLINE: NEWLINE where the token before ``cur`` is one of NEWLINE_ENDED,
+# else TURN_NEWLINE (each accepted token sets it from the ``cur`` it follows)
+NO_TURN = -1  # (no token is -1)
 
 # SamplingBatch field -> (Task attribute, dtype) copied into a slot when a task is loaded
 TASK_PARAMS = {
@@ -346,13 +350,15 @@ class BatchEngine:
             self._samp.invalidate()
 
     def start(self, slots: list[int], current: list[int], max_new: list[int],
-              turn_stops: list[bool] | None = None) -> None:
+              turn_stops: list[bool] | None = None, before: list | None = None) -> None:
         """Make ``slots`` live: decoding starts from ``current`` for up to ``max_new`` tokens;
         ``turn_stops`` (default: all): the rows a new turn ends (the chat format's "\n\nUser";
-        not a fill-in-the-middle's code, where "User" may follow a blank line)."""
+        not a fill-in-the-middle's code, where "User" may follow a blank line); ``before``:
+        the token before each ``current`` (None: none), which may arm the new-turn check."""
         self.write_params()
-        turns = [TURN_NEWLINE if on else NO_TURN
-                 for on in (turn_stops if turn_stops is not None else [True] * len(slots))]
+        ons = turn_stops if turn_stops is not None else [True] * len(slots)
+        turns = [NO_TURN if not on else NEWLINE if b in NEWLINE_ENDED else TURN_NEWLINE
+                 for on, b in zip(ons, before or [None] * len(slots))]
         t = to_device(torch.tensor([slots, current, [0] * len(slots), max_new, turns],
                                    dtype=torch.long), self.device)
         idx = t[0]
@@ -569,13 +575,20 @@ class BatchEngine:
         if self._kernels is not None:
             self._kernels.step_end(tok, self.cur, active, self.n_gen, self.max_new, self.turn,
                                    done, reason, out, valid, s, EOS_TOKEN, USER_TOKEN,
-                                   REASON_EOS, REASON_LENGTH)
+                                   REASON_EOS, REASON_LENGTH, TURN_NEWLINE, NEWLINE,
+                                   NEWLINE_ENDED)
             return
-        is_eos = (tok == EOS_TOKEN) | ((tok == USER_TOKEN) & (self.cur == self.turn))
+        on = self.turn != NO_TURN
+        armed = on & ((self.cur == TURN_NEWLINE) | (self.cur == self.turn))
+        is_eos = (tok == EOS_TOKEN) | ((tok == USER_TOKEN) & armed)
         ok = active & ~is_eos
         out[:, s] = tok
         valid[:, s] = ok
         self.n_gen += ok
+        ended = (self.cur == NEWLINE_ENDED[0]) | (self.cur == NEWLINE_ENDED[1]) | (
+            self.cur == NEWLINE_ENDED[2])
+        self.turn.copy_(torch.where(ok & on, torch.where(ended, NEWLINE, TURN_NEWLINE),
+                                    self.turn))
         self.cur.copy_(torch.where(ok, tok, self.cur))
         reason.masked_fill_(active & is_eos, REASON_EOS)
         reason.masked_fill_(ok & (self.n_gen >= self.max_new), REASON_LENGTH)

@@ -86,15 +86,14 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from server.model.cuda_graph import MID_POINTS
-from server.model.tokenizer import common_prefix_length
+from server.model.tokenizer import (NEWLINE, NEWLINE_ENDED, TURN_NEWLINE,
+                                    common_prefix_length)
 from server.scheduler.later import LATER_MAX, LaterWork
 from server.scheduler.prefix_cache import PrefixCache, common_prefix, prefix_hashes
 from server.task.cache_origin import origin_base
 
-TURN_TOKEN = 261  # "\n\n": turns of the chat format are separated by it
-# after "。", "，" or "…" the separator is that character's own newline token, then "\n" alone:
-# the greedy tokenizer takes "。\n" (no "\n\n" token there; a chat in Chinese has no other)
-NEWLINE, NEWLINE_ENDED = 11, (28324, 28329, 28331)  # "\n"; "…\n", "。\n", "，\n"
+TURN_TOKEN = TURN_NEWLINE  # "\n\n": turns of the chat format are separated by it (or NEWLINE
+# after a token of NEWLINE_ENDED: "。\n" then "\n")
 RECENT = 32  # sequences remembered (tokens, hashes) to find branch points and reuse hashes
 IN_FLIGHT = 128  # tasks in flight a new sequence is compared with (the most recent)
 AGE_STEPS = 4  # steps a prompt may go unfed before it is fed first (``Prefiller._order``)

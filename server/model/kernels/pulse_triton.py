@@ -39,19 +39,22 @@ def step_begin(stop: Tensor, nostop: Tensor | None, done: Tensor, reason: Tensor
 @triton.jit(do_not_specialize=["n", "s", "steps"])
 def _end_kernel(tok_ptr, cur_ptr, active_ptr, ngen_ptr, maxnew_ptr, turn_ptr, done_ptr,
                 reason_ptr, out_ptr, valid_ptr, n, s, steps, eos, user, reason_eos, reason_len,
-                BLOCK: tl.constexpr):
+                turn_nl, nl, ended0, ended1, ended2, BLOCK: tl.constexpr):
     o = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     m = o < n
     tok = tl.load(tok_ptr + o, mask=m, other=0)
     cur = tl.load(cur_ptr + o, mask=m, other=0)
     active = tl.load(active_ptr + o, mask=m, other=0) != 0
-    turn = tl.load(turn_ptr + o, mask=m, other=-1)  # the row's "\n\n" token, or -1: none
-    is_eos = (tok == eos) | ((tok == user) & (cur == turn))
+    turn = tl.load(turn_ptr + o, mask=m, other=-1)  # -1: no new turn ends the row (engine.py)
+    on = turn != -1
+    is_eos = (tok == eos) | ((tok == user) & on & ((cur == turn_nl) | (cur == turn)))
     ok = active & ~is_eos
     tl.store(out_ptr + o.to(tl.int64) * steps + s, tok, mask=m)
     tl.store(valid_ptr + o.to(tl.int64) * steps + s, ok.to(tl.int1), mask=m)
     n_gen = tl.load(ngen_ptr + o, mask=m, other=0) + ok.to(tl.int64)
     tl.store(ngen_ptr + o, n_gen, mask=m)
+    ended = (cur == ended0) | (cur == ended1) | (cur == ended2)
+    tl.store(turn_ptr + o, tl.where(ok & on, tl.where(ended, nl, turn_nl), turn), mask=m)
     tl.store(cur_ptr + o, tl.where(ok, tok, cur), mask=m)
     full = n_gen >= tl.load(maxnew_ptr + o, mask=m, other=0)
     reason = tl.load(reason_ptr + o, mask=m, other=0)
@@ -64,9 +67,10 @@ def _end_kernel(tok_ptr, cur_ptr, active_ptr, ngen_ptr, maxnew_ptr, turn_ptr, do
 
 def step_end(tok: Tensor, cur: Tensor, active: Tensor, n_gen: Tensor, max_new: Tensor,
              turn: Tensor, done: Tensor, reason: Tensor, out: Tensor, valid: Tensor, s: int,
-             eos: int, user: int, reason_eos: int, reason_len: int) -> None:
+             eos: int, user: int, reason_eos: int, reason_len: int, turn_nl: int, nl: int,
+             ended: tuple[int, int, int]) -> None:
     n, steps = out.shape
     assert out.is_contiguous() and valid.is_contiguous()
     _end_kernel[(triton.cdiv(n, _BLOCK),)](tok, cur, active, n_gen, max_new, turn, done, reason,
                                            out, valid, n, s, steps, eos, user, reason_eos,
-                                           reason_len, BLOCK=_BLOCK)
+                                           reason_len, turn_nl, nl, *ended, BLOCK=_BLOCK)
