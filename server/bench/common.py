@@ -191,14 +191,21 @@ def free_memory() -> None:
 
 
 def model_bytes(model) -> int:
-    """Bytes of the weights read by one decode step (every weight but the embedding table,
-    of which one row a token is read)."""
+    """Bytes of the weights every decode step reads whatever its batch: every layer weight, the
+    final LayerNorm and the head (the embedding table's rows are read per token:
+    ``embedding_row_bytes``)."""
     total = model.head.numel() * model.head.element_size()
+    total += sum(t.numel() * t.element_size() for t in model.ln_out)
     for lw in model.layers:
         for t in vars(lw).values():
             if isinstance(t, torch.Tensor):
                 total += t.numel() * t.element_size()
     return total
+
+
+def embedding_row_bytes(model) -> int:
+    """Bytes of the embedding table read per token (its row)."""
+    return model.emb.shape[1] * model.emb.element_size()
 
 
 def matmul_params(model) -> int:
@@ -207,6 +214,21 @@ def matmul_params(model) -> int:
     for lw in model.layers:
         n += sum(getattr(lw, k).numel() for k in MATMUL_WEIGHTS if getattr(lw, k) is not None)
     return n
+
+
+def wkv_flops(model) -> int:
+    """FLOPs of one token's WKV recurrence over all layers: per head, S <- S·diag(decay)
+    (N² multiplies), S·κ, the two rank-one updates and y = S·r (N² multiply-adds each): 9 N²."""
+    cfg = model.cfg
+    return 9 * cfg.n_layer * cfg.n_head * cfg.head_size ** 2
+
+
+def pass_flops(model, tokens: int, heads: int) -> int:
+    """FLOPs of a pass of ``tokens`` tokens through the layers (2 x the layers' matmul
+    parameters and the WKV recurrence, per token) of which ``heads`` go through the head
+    (decode: every token; prefill: a prompt's last token, when its logits are wanted)."""
+    head = model.head.numel()
+    return (2 * (matmul_params(model) - head) + wkv_flops(model)) * tokens + 2 * head * heads
 
 
 def state_bytes(model) -> int:
@@ -218,11 +240,13 @@ def state_bytes(model) -> int:
 
 
 def roofline(model, batch: int, tokens_per_row: int = 1) -> dict:
-    """Floors of one decode step (tokens_per_row = 1) or one prefill pass: bytes (weights once +
-    each row's state read and written) over the bandwidth, FLOPs (2 x params x tokens) over the
-    matrix rate."""
-    nbytes = model_bytes(model) + 2 * batch * state_bytes(model)
-    flops = 2 * matmul_params(model) * batch * tokens_per_row
+    """Floors of one decode step (tokens_per_row = 1) or one prefill pass with every row's
+    logits: bytes (weights once, each token's embedding row, each row's state read and written)
+    over the bandwidth, FLOPs (``pass_flops``: the head once a row) over the matrix rate."""
+    tokens = batch * tokens_per_row
+    nbytes = (model_bytes(model) + tokens * embedding_row_bytes(model)
+              + 2 * batch * state_bytes(model))
+    flops = pass_flops(model, tokens, batch)
     return dict(bytes=nbytes, flops=flops, t_mem=nbytes / BANDWIDTH, t_flop=flops / MATMUL_FLOPS)
 
 

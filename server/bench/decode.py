@@ -5,11 +5,13 @@ the scheduler runs them) with every slot live, on random weights.
     python -m server.bench decode --preset 7.2b --batch 256 --fused 0      # an ablation
 
 Per batch size: a first pulse (graph capture, kernel compilation) is timed apart, then
-``--pulses`` pulses of ``--steps`` steps; the median pulse gives ms/step and tokens/s. Sampling is
-the stress test's (temperature 1, top-p 0.3, top-k 50). Rows that end (a sampled EOS) are
-restarted between pulses. Memory: peak allocated / reserved since the engine was made (the
-weights included). Roofline: weights once + each slot's state read and written over 4.3 TB/s,
-2 x matmul parameters x batch over 790 TFLOP/s; "of mem" / "of FLOP" = floor / measured.
+``--pulses`` pulses of ``--steps`` steps; the median pulse gives ms/step (over the steps it ran:
+a pulse whose rows have all ended stops early) and tokens/s. Sampling is the stress test's
+(temperature 1, top-p 0.3, top-k 50). Rows that end (a sampled EOS) are restarted between
+pulses. Memory: peak allocated / reserved since the engine was made (the weights included).
+Roofline (``common.roofline``): weights once, each row's embedding row and each slot's state
+read and written, over 4.3 TB/s; 2 x matmul parameters (the head's included) + the WKV's 9 N²
+a head, x batch, over 790 TFLOP/s; "of mem" / "of FLOP" = floor / measured.
 """
 
 from __future__ import annotations
@@ -55,7 +57,7 @@ def bench_batch(model, B: int, steps: int, pulses: int, profile: bool = False,
     current = torch.randint(100, model.cfg.vocab_size, (B,), generator=gen).tolist()
     engine.start(slots, current, [1 << 30] * B)
     first, res = common.timed(lambda: engine.pulse(steps), dev)
-    times, tokens = [], []
+    times, tokens, ran = [], [], []
     for _ in range(pulses):
         ended = [i for i in slots if res.reason[i] != RUNNING]
         if ended:
@@ -65,7 +67,9 @@ def bench_batch(model, B: int, steps: int, pulses: int, profile: bool = False,
         dt, res = common.timed(lambda: engine.pulse(steps), dev)
         times.append(dt)
         tokens.append(sum(map(len, res.tokens)))
-    i = sorted(range(pulses), key=times.__getitem__)[pulses // 2]
+        ran.append(res.steps)  # (fewer than asked when every row ended: EndProbe)
+    per_step = [t / max(n, 1) for t, n in zip(times, ran)]
+    i = sorted(range(pulses), key=per_step.__getitem__)[pulses // 2]
     mem = common.memory()
     report = None
     if profile:
@@ -79,8 +83,9 @@ def bench_batch(model, B: int, steps: int, pulses: int, profile: bool = False,
             timeline_pulse(engine)
     engine = None  # (freed before the next case; `del` reads as unbound in the lambdas)
     model.clear_graphs()
-    return dict(B=B, first=first, dt=times[i], tokens=tokens[i], steps=steps, mem=mem,
-                spread=(max(times) - min(times)) / statistics.median(times), profile=report)
+    return dict(B=B, first=first, dt=times[i], tokens=tokens[i], steps=max(ran[i], 1), mem=mem,
+                spread=(max(per_step) - min(per_step)) / statistics.median(per_step),
+                profile=report)
 
 
 def row(model, r: dict) -> list:

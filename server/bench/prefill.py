@@ -13,7 +13,10 @@ Two ways for each case (random token ids):
   ``--prefill-chunk``), after a server's warm-up (as many
   short tasks, then every capacity's decode graph captured); time to first token per task, from
   submission to the callback of its first token (mean and max), and prompt tokens/s overall.
-"Of FLOP": 2 x matmul parameters x tokens over 790 TFLOP/s, divided by the measured time.
+"Of FLOP": the FLOPs the pass does (``common.pass_flops``: 2 x the layers' matmul parameters
+and the WKV recurrence per token; the head only where it runs: not in the engine's prefill,
+which keeps no logits, once a prompt through the scheduler) over 790 TFLOP/s, divided by the
+measured time.
 """
 
 from __future__ import annotations
@@ -178,14 +181,13 @@ def main(argv=None) -> None:
     common.apply_product_options(model, args)
     for length in filter(None, args.profile.split(",")):
         print(profile_pass(model, int(length)), flush=True)
-    params = common.matmul_params(model)
     print(f"# prefill · {args.preset} {model.dtype}, state {args.state_dtype} · prefill chunk "
           f"{model.prefill_chunk} · {common.gpu_name()}", flush=True)
     rows = []
     for case in args.cases.split(","):
         n, length = map(int, case.split("x"))
         r = engine_case(model, n, length, args.repeat)
-        t_flop = 2 * params * r["tokens"] / common.MATMUL_FLOPS
+        t_flop = common.pass_flops(model, r["tokens"], 0) / common.MATMUL_FLOPS  # (no logits)
         rows.append([f"{n} x {length}", "engine", f"{r['tokens'] / r['t_pre']:,.0f}",
                      f"{r['t_pre'] * 1e3:.1f}", f"{r['ttft'] * 1e3:.1f}",
                      f"{r['cold'][1] * 1e3:.0f}", f"{t_flop / r['t_pre']:.0%}",
@@ -194,7 +196,7 @@ def main(argv=None) -> None:
         for chunk in (args.prefill_chunk.split(",") if args.scheduler else []):
             s = scheduler_case(model, n, length, detail=args.detail,
                                prefill_chunk=int(chunk) if chunk else None)
-            t_flop = 2 * params * s["tokens"] / common.MATMUL_FLOPS
+            t_flop = common.pass_flops(model, s["tokens"], n) / common.MATMUL_FLOPS
             via = "scheduler" + (f" ({s['chunk']} a step)" if chunk else "")
             rows.append([f"{n} x {length}", via, f"{s['tokens'] / s['wall']:,.0f}",
                          f"{s['wall'] * 1e3:.1f} (all)",
