@@ -214,3 +214,62 @@ def test_cuda_copy_back_bounds_device_memory_and_reuses_pinned_staging():
     for task, slot in zip(tasks, slots):
         assert not task.state.wkv.is_pinned()
         _assert_home(task, slot, state, penalties, counter)
+
+
+def test_a_shutdown_from_a_finish_callback_with_the_budget_full_ends(tiny_loader, monkeypatch):
+    """``shutdown()`` in a finish callback (the copy-back thread) while the step that released
+    the task waits for room in the budget: the shutdown (its waits for that step spent) sends
+    the states of the slots left home from the copy-back thread, and waited there for room
+    only the copy-back thread itself makes — for ever, with every task unfinished."""
+    from server.scheduler import base
+
+    monkeypatch.setattr(base, "STEP_WAIT_S", 0.2)
+    sched = DynamicScheduler(tiny_loader, max_batch_size=4, buffer_size=4)
+    eng = sched.engine
+    eng.copyback.budget = row_bytes(eng.state, eng.samp.penalties, eng.samp.counter)
+    eng.copyback.group_bytes = 1  # a row a group, one in flight: the step waits for each
+
+    def stop_all(_):
+        sched.shutdown(timeout=0.2)
+
+    prompt = [300 + i for i in range(6)]
+    short = [sched.new_task(prompt, max_tokens=2, temperature=0) for _ in range(3)]
+    short[0].finish_callback = stop_all  # (the first of the three to come home)
+    long = sched.new_task(prompt, max_tokens=500, temperature=0)
+    runner = threading.Thread(target=sched.run, daemon=True)
+    runner.start()
+    runner.join(20)
+    assert not runner.is_alive()
+    assert all(t.wait(5) for t in short + [long])
+    assert [t.finish_reason for t in short] == ["length"] * 3
+    assert long.finish_reason == "abort" and long.state is not None
+
+
+def test_a_copy_back_thread_that_fails_to_start_fails_its_tasks_alone(tiny_loader, monkeypatch):
+    """Starting the copy-back thread can fail ("can't start new thread": a process at its
+    thread limit; the thread ends when idle and starts again on demand). The group was queued
+    and its tasks counted as on their way home first: they never finished, and no thread ever
+    started again (one not started was taken for running), so every later state stayed on
+    its way home too. Now nothing is queued then: the tasks end as errors, later ones go on."""
+    real, failed = threading.Thread, []
+
+    class Flaky(real):
+        def start(self):
+            if self.name == "rwkv-copyback" and not failed:
+                failed.append(True)
+                raise RuntimeError("can't start new thread")
+            super().start()
+
+    monkeypatch.setattr(copyback.threading, "Thread", Flaky)
+    sched = DynamicScheduler(tiny_loader, max_batch_size=2, buffer_size=4)
+    prompt = [300 + i for i in range(6)]
+    first = sched.new_task(prompt, max_tokens=2, temperature=0)
+    sched.start_daemon()
+    try:
+        assert first.wait(10) and failed
+        assert first.finish_reason == "error" and "can't start new thread" in first.error
+        assert first.history == [] and first.state is None  # (its own state: none)
+        later = sched.new_task(prompt, max_tokens=2, temperature=0)
+        assert later.wait(10) and later.finish_reason == "length" and later.state is not None
+    finally:
+        sched.shutdown()

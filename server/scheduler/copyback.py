@@ -167,10 +167,13 @@ class CopyBack:
         each task as its group is queued: raising (Ctrl-C in ``run()`` while this waits for
         room), the tasks not in it are the caller's to finish."""
         nbytes = row_bytes(state, penalties, counter)
+        # on this thread (a shutdown() in a finish callback sends the slots' states home) no
+        # wait: the room would come from this very thread, which waited for itself for ever
+        own = self.on_thread
         for rows in split_groups(len(slots), nbytes, self.group_bytes):
             size = nbytes * len(rows)
             with self._cv:  # room for this group, or nothing else in flight
-                self._cv.wait_for(lambda size=size: self._in_flight == 0
+                self._cv.wait_for(lambda size=size: own or self._in_flight == 0
                                   or self._in_flight + size <= self.budget)
             try:
                 g = gather_rows(state, penalties, counter, [slots[i] for i in rows])
@@ -183,16 +186,18 @@ class CopyBack:
 
     def _put(self, g, tasks, then, size: int, error: str | None, handed=None) -> None:
         with self._cv:
+            if self._thread is None:  # started first: failing ("can't start new thread"), it
+                # leaves nothing queued (the tasks are the caller's) and no thread taken for
+                # running (nothing queued later was ever copied)
+                thread = threading.Thread(target=self._run, name="rwkv-copyback", daemon=True)
+                thread.start()
+                self._thread = thread  # (before the put: it takes no item before then)
             self._pending += 1
             self._tasks += len(tasks)
             self._in_flight += size
             self._queue.put((g, tasks, then, size, error))
             if handed is not None:
                 handed.extend(tasks)
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="rwkv-copyback",
-                                                daemon=True)
-                self._thread.start()
 
     @property
     def busy(self) -> bool:
