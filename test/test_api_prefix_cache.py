@@ -425,6 +425,37 @@ def test_metrics_series(on):
     assert f"\nrwkv_prefill_warm_dropped_total {float(h['warm_dropped'])}\n" in text
 
 
+def ttft_histogram(c: httpx.Client) -> tuple[float, float]:
+    """(sum, count) of ``rwkv_time_to_first_token_seconds``."""
+    fams = {f.name: f for f in text_string_to_metric_families(c.get("/metrics").text)}
+    got = {s.name: s.value for s in fams["rwkv_time_to_first_token_seconds"].samples}
+    return (got["rwkv_time_to_first_token_seconds_sum"],
+            got["rwkv_time_to_first_token_seconds_count"])
+
+
+def test_time_to_first_token_counts_an_echoed_prompts_scoring(on, monkeypatch):
+    """Time to first token runs from the request's arrival: a completion with echo and
+    logprobs has its prompt scored before its task is queued, and its client waits for that
+    too. It counted from ``add_task``: a 3,000-token prompt whose client waited 5.6 s for its
+    first event was observed at 0.06 s on the tiny model."""
+    from server.scheduler.scoring import ScoreJob
+
+    step = ScoreJob.step
+
+    def slow_step(self, *args):  # (on the scheduler's thread: a long prompt's scoring)
+        time.sleep(0.5)
+        return step(self, *args)
+
+    monkeypatch.setattr(ScoreJob, "step", slow_step)
+    before = ttft_histogram(on)
+    r = on.post("/v1/completions", json={"model": "rwkv-7", "prompt": "score me first",
+                                         "max_tokens": 2, "temperature": 0, "echo": True,
+                                         "logprobs": 1})
+    assert r.status_code == 200, r.text
+    total, count = (a - b for a, b in zip(ttft_histogram(on), before))
+    assert count == 1 and total >= 0.5, (total, count)
+
+
 def test_metrics_are_documented_as_text(on):
     """The served reply is Prometheus text, and the OpenAPI document says so (it said JSON:
     a schema-driven client parsed it as such; a fuzzing helper, session 49)."""

@@ -103,7 +103,8 @@ class _RuntimeCollector:
                                   "Chat histories queued for the next turn that the next "
                                   "request fed in its own pass (it came before they ran)",
                                   value=sch.prefiller.warm_dropped)
-        for key, name, doc in (("ttft", "time_to_first_token", "Queue to first token"),
+        for key, name, doc in (("ttft", "time_to_first_token",
+                                "Request (or queue) to first token"),
                                ("tpot", "time_per_output_token", "Seconds per decode step")):
             buckets, total = st[key]
             yield HistogramMetricFamily(f"rwkv_{name}_seconds", doc, buckets=buckets,

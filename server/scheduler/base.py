@@ -241,7 +241,9 @@ class BaseScheduler(SlotCycle):
                 if full is not None:
                     raise full
                 task._stop_hook = self._on_stop
-            task._t_queued = time.perf_counter()  # time to first token counts from here
+            # time to first token counts from here, or from its request's arrival
+            task._t_queued = time.perf_counter() if task.arrived is None else task.arrived
+            task.arrived = None
             self.waiting.append(task)
             self._cv.notify_all()
         if not self._async_device:

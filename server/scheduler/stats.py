@@ -8,8 +8,9 @@ scheduler thread only; ``snapshot`` may be called from any thread.
   OpenAI request with ``n > 1`` is a task and counts its prompt; a continued or forked task
   counts the last generated token it now feeds (counted as generated before);
 * ``generated_tokens``: tokens handed to tasks (tokens out);
-* ``ttft``: seconds from ``add_task`` to the end of the pulse that produced a task's first token
-  (what a streaming client waits for);
+* ``ttft``: seconds from ``add_task`` (or from the request's arrival, ``Task.arrived``, where the
+  API set it: an echoed prompt is scored before its task is queued) to the end of the pulse that
+  produced a task's first token (what a streaming client waits for);
 * ``tpot``: seconds per decode step of each pulse, once per task in the pulse that ran a decode
   step for it (the time between two tokens of one stream): not the one-step pulse that only
   samples a task's first token from its prefill's logits (it was a sample of ~2.5 ms for every

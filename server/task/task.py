@@ -242,6 +242,10 @@ class Task:
         self.stop_requested = False
         self.prefill_time = 0.0
         self.gen_time = 0.0
+        # when the round's request arrived (``time.perf_counter``), set by the API where it
+        # waited before ``add_task`` (an echoed prompt scored first): time to first token
+        # counts from it, not from the queue; ``add_task`` takes it (the next round's own)
+        self.arrived: float | None = None
         self.created = time.time()
         self.finished_at: float | None = None
         self._lock = threading.Lock()

@@ -178,13 +178,16 @@ def _check_choices(rt, count: int) -> None:
                           "for fewer", param="n")
 
 
-async def _submit(request: Request, rt, tasks, stream: bool) -> None:
+async def _submit(request: Request, rt, tasks, stream: bool, arrived: float) -> None:
     """Enqueue the request's tasks (503 if the queue is full or the server is shutting down).
     For a stream, return once the first is under way (``UnderWay``): its response is built
-    while the device computes."""
+    while the device computes. ``arrived``: the request's ``time.perf_counter()`` at its
+    start (``Task.arrived``: its wait before the queue, a prompt's scoring, counts too)."""
     if request.app.state.drain.draining:
         raise _shutting_down("The server is shutting down; retry shortly.")
     _check_choices(rt, len(tasks))
+    for task in tasks:
+        task.arrived = arrived
     started = UnderWay(tasks[0]) if stream else None
     try:
         submit(rt.scheduler, tasks)
@@ -338,6 +341,7 @@ async def retrieve_model(model_id: str, request: Request):
 @_openai_errors
 async def chat_completions(request: Request):
     """OpenAI chat completion over the RWKV g1 chat prompt (see ``server.api.chat``)."""
+    arrived = time.perf_counter()  # (time to first token counts from here: ``_submit``)
     rt = get_runtime(request)
     req = await parse_request(request, ChatRequest)
     if req.top_logprobs is not None and not req.logprobs:
@@ -382,7 +386,7 @@ async def chat_completions(request: Request):
                for i, t in enumerate(tasks)]
     if len(choices) == 1 and rt.settings.chat_warm_next_turn:
         choices[0].on_finish = _warm_next_turn(rt, req, tools if offer else None, tasks[0], tpl)
-    await _submit(request, rt, tasks, req.stream)
+    await _submit(request, rt, tasks, req.stream, arrived)
     reply = _reply(rt, req, "chatcmpl", len(tokens) + _head(tpl))
     if req.stream:
         drain = request.app.state.drain
@@ -521,6 +525,7 @@ async def _prompt_logprobs(request: Request, rt, tokens: list[int], top: int) ->
 @_openai_errors
 async def completions(request: Request):
     """OpenAI (legacy) text completion: the prompt is continued as is."""
+    arrived = time.perf_counter()  # (time to first token counts from here: ``_submit``)
     rt = get_runtime(request)
     req = await parse_request(request, CompletionRequest)
     n = req.n or 1
@@ -561,7 +566,7 @@ async def completions(request: Request):
                     for j, t in enumerate(tasks)]
     await _constrain(rt, [c.task for c in choices], grammar, "response_format")
     await prepare_tasks(rt, tpl, [c.task for c in choices])  # prefix cache; the template
-    await _submit(request, rt, [c.task for c in choices], req.stream)
+    await _submit(request, rt, [c.task for c in choices], req.stream, arrived)
     reply = _reply(rt, req, "cmpl", sum(len(t or start) + _head(tpl) for _, t in prompts))
     if req.stream:
         drain = request.app.state.drain
