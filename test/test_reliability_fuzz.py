@@ -145,7 +145,8 @@ def _bodies(text: str) -> list[tuple[str, dict]]:
         ("/v1/chat/completions", chat),
         ("/v1/chat/completions", {**chat, "stream": True, "stop": [text, "x"]}),
         ("/v1/chat/completions", {**chat, "model": text[:100], "stop": text}),
-        ("/v1/completions", {"prompt": text, "max_tokens": 3, "echo": True, "stop": [text]}),
+        ("/v1/completions", {"prompt": text, "max_tokens": 3, "echo": True,
+                             "stop": [text[:100]]}),  # (longer: refused before the prompt)
         ("/v1/completions", {"prompt": [text, "y"], "max_tokens": 3, "echo": True,
                              "stream": True}),
         ("/v1/chat/completions", {"messages": [{"role": text[:100], "content": "x"}]}),

@@ -222,6 +222,26 @@ def test_stop_strings_and_prompts_are_few():
     assert Loader.encoded == 0  # refused before any prompt was encoded
 
 
+def test_stop_strings_are_short():
+    """The splitter holds back output that may still grow into a stop string and checks the
+    held end against each prefix of the stop at every chunk, copying each: with a 6 MB stop of
+    spaces and output forced to a long run of spaces (logit_bias) that then broke, /health
+    waited 7 s (n=4, a 2,626-token run on the tiny demo); a 40,960-token run of n=128
+    would hold the loop for hours. A stop string's length is bounded."""
+    from pydantic import ValidationError
+
+    from server.api.routes.openai_schemas import ChatRequest, CompletionRequest
+
+    msgs = [{"role": "user", "content": "hi"}]
+    ok = "x" * 256  # (openai_schemas.MAX_STOP_CHARS)
+    assert ChatRequest.model_validate({"messages": msgs, "stop": ok}).stop_list == [ok]
+    for stop in (ok + "x", ["a", ok + "x"]):
+        with pytest.raises(ValidationError, match="at most"):
+            ChatRequest.model_validate({"messages": msgs, "stop": stop})
+        with pytest.raises(ValidationError, match="at most"):
+            CompletionRequest.model_validate({"prompt": "a", "stop": stop})
+
+
 # ---- a server with small limits ------------------------------------------------------------------
 HEADER_TIMEOUT_S = 1.0
 MAX_TEMPLATES = 2

@@ -187,6 +187,18 @@ def test_malformed_files_are_refused_not_crashes(tiny_loader):
         assert not isinstance(e.value, StateShapeError)  # 400: not a state file
 
 
+def test_many_tensors_over_one_storage_are_refused_before_loading(tiny_loader):
+    """Views of one storage are one zip entry each storage, so the entry count let any number
+    of tensors through: an 8 MB file of 100,000 views loaded in ~5 s holding the GIL (1.6M in
+    a hand-written pickle: ~35 s), every stream stalled. The pickle's size bounds them."""
+    cfg = tiny_loader.cfg
+    one = torch.zeros(4)
+    data = tuning_file(cfg, **{f"x{i}": one[i % 4:] for i in range(1100)})
+    assert data.count(b"PK\x03\x04") < 20  # (few zip entries: the entry check lets it by)
+    with pytest.raises(StateFileError, match="pickle"):
+        read_state_file(data, cfg)
+
+
 @pytest.mark.skipif(not hasattr(torch, "float4_e2m1fn_x2"), reason="torch without float4")
 def test_tensors_without_values_or_of_unconvertible_dtypes_are_refused(tiny_loader):
     """Two .pth files that passed every check, then raised (HTTP 500; a review, session 15):

@@ -51,6 +51,10 @@ MAX_HEADER = 1 << 24
 # layers) and a few more. torch.load spends ~0.15 ms of CPU an entry, holding the GIL (50,000
 # one-element tensors in 14 MB took ~8 s, every stream stalled): more is no state file
 MAX_TENSORS = 1024
+# bytes of a .pth's pickle: a torch.save state file takes ~100 bytes a tensor (~6 KB for 61
+# layers). Tensors may share one storage (one zip entry), so the entry count does not bound
+# them: 5 pickle bytes rebuild a tensor (an 8 MB pickle, 1.6M views: ~35 s of torch.load)
+MAX_PICKLE = 64 << 10
 
 
 class StateFileError(ValueError):
@@ -183,6 +187,10 @@ def _check_zip(data: bytes) -> None:
     if len(infos) > MAX_TENSORS + 8:  # (torch.save adds data.pkl, version, byteorder, ...)
         raise StateFileError(f"the .pth file has {len(infos):,} entries: a state file holds a "
                              f"tensor per layer (at most {MAX_TENSORS:,} are read)")
+    pickled = sum(i.file_size for i in infos if i.filename.endswith(".pkl"))
+    if pickled > MAX_PICKLE:
+        raise StateFileError(f"the .pth file's pickle takes {pickled:,} bytes: a state file's "
+                             f"takes ~100 a tensor (at most {MAX_PICKLE:,} are read)")
     if any(i.compress_type != zipfile.ZIP_STORED for i in infos) \
             or sum(i.file_size for i in infos) > len(data):
         raise StateFileError("the .pth file has compressed entries (torch.save writes none): "

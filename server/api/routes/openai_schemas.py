@@ -22,6 +22,10 @@ from server.api.schemas.tasks import whole_number
 # OpenAI takes up to 4 stop strings; every one is searched for in every chunk of every choice
 # on the event loop, so tens of thousands of them stalled the whole server
 MAX_STOP = 16
+# characters of one stop string: the splitter holds back output that may still grow into one
+# (as long as the stop, less a character) and rechecks it, end against prefix, at each chunk:
+# a 6 MB stop of spaces, with output forced to spaces then broken, froze the loop for seconds
+MAX_STOP_CHARS = 256
 MAX_CHOICES = 128  # tasks one request may start (n; for /v1/completions prompts × n)
 _BOOL = TypeAdapter(bool)
 
@@ -103,6 +107,8 @@ class _Request(BaseModel):
     def _few_stops(cls, v):
         if isinstance(v, list) and len(v) > MAX_STOP:
             raise ValueError(f"at most {MAX_STOP} stop strings")
+        if any(len(s) > MAX_STOP_CHARS for s in ([v] if isinstance(v, str) else v or [])):
+            raise ValueError(f"a stop string has at most {MAX_STOP_CHARS} characters")
         return v
 
     @field_validator("stream_options")
