@@ -237,22 +237,28 @@ def test_a_reader_of_one_round_ends_with_it_when_a_continue_comes_first():
     assert "".join(c.text for c in late) == tok.decode(r2) and late[-1].finished
 
 
+async def _stream_begun(tok, first: str):
+    """A running task's ``task_events`` with ``first`` generated and read: ``(task, events,
+    [the header's data, first's])``."""
+    from server.api.task_stream import task_events
+    from server.task.task import Status
+
+    task = Task(task_id="TASK_s")
+    task.status = Status.RUNNING
+    events = task_events(task, tok)
+    task._append_output(tok.encode(first))
+    return task, events, [(await events.__anext__()).data for _ in range(2)]
+
+
 def test_a_stream_of_a_failed_round_says_so_when_a_continue_comes_as_its_end_is_sent():
     """GET /stream of a round that failed: its last text, then an error event, then [DONE].
     The failure was read after the last text had been sent: a continue landing meanwhile (a
     client retrying the task) reset the finish reason, and the stream ended with [DONE] as if
     the round had ended well (the SDKs then return quietly)."""
-    from server.api.task_stream import task_events
-    from server.task.task import Status
-
     tok = Tokenizer()
 
     async def main():
-        task = Task(task_id="TASK_f")
-        task.status = Status.RUNNING
-        events = task_events(task, tok)
-        task._append_output(tok.encode(" one"))
-        got = [(await events.__anext__()).data for _ in range(2)]  # the header, " one"
+        task, events, got = await _stream_begun(tok, " one")
         task._append_output(tok.encode(" two"))
         task._finish("error", "injected")
         got.append((await events.__anext__()).data)  # " two", being sent
@@ -271,19 +277,12 @@ def test_a_stream_event_counts_the_tokens_and_time_of_the_whole_character():
     event that shows it has its ``gen_time`` since the previous event and its ``speed`` over
     all its tokens (API.md). They were counted from its last pulse only: 2 of its 3 tokens,
     and the time since the pulse that showed nothing."""
-    from server.api.task_stream import task_events
-    from server.task.task import Status
-
     tok = Tokenizer()
     smile = tok.encode("\U0001F600")
     assert len(smile) == 3 and not tok.decode_bytes(smile[:1]).decode("utf-8", "ignore")
 
     async def main():
-        task = Task(task_id="TASK_t")
-        task.status = Status.RUNNING
-        events = task_events(task, tok)
-        task._append_output(tok.encode(" a"))
-        got = [(await events.__anext__()).data for _ in range(2)]  # the header, " a"
+        task, events, got = await _stream_begun(tok, " a")
         loop = asyncio.get_running_loop()
         loop.call_later(0.05, task._append_output, smile[:1])  # (a pulse that shows nothing)
         loop.call_later(0.2, task._append_output, smile[1:])
