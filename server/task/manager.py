@@ -516,27 +516,29 @@ class TaskManager:
         if is_template_id(tid):
             if tid in self._unsaved and self._templates.get(tid) is task:
                 self._unsaved.discard(tid)
-                return self._job_locked(tid, task, template=True, task_locked=True)
+                return self._job_both_locked(tid, task, template=True)
         elif not is_temporary_id(tid):
             if self._closing.get(tid) is task:
                 del self._closing[tid]
-                return self._job_locked(tid, task, task_locked=True)
+                return self._job_both_locked(tid, task)
             if self._cache.get(tid) is task:
-                return self._job_locked(tid, task, task_locked=True)
+                return self._job_both_locked(tid, task)
             if self._evicted.get(tid) is task:  # continued by the application after its
                 # eviction (that round was lost; session 28's QA): back in the cache
                 self._cache[tid] = self._revive_locked(tid)
-                return self._job_locked(tid, task, task_locked=True)
+                return self._job_both_locked(tid, task)
         return None
 
-    def _job_locked(self, task_id: str, task: Task, template: bool = False,
-                    task_locked: bool = False) -> WriteJob | None:
+    def _job_locked(self, task_id: str, task: Task, template: bool = False) -> WriteJob | None:
         """A write of ``task`` unless its content was written already (caller holds the lock;
-        ``task_locked``: the task's too, else taken here, as ``continue_gen`` changes the task
-        under it: a snapshot during one was torn)."""
-        if not task_locked:
-            with task._lock:
-                return self._job_locked(task_id, task, template, task_locked=True)
+        the task's is taken here: ``continue_gen`` changes the task under it, and a snapshot
+        during one was torn)."""
+        with task._lock:
+            return self._job_both_locked(task_id, task, template)
+
+    def _job_both_locked(self, task_id: str, task: Task,
+                         template: bool = False) -> WriteJob | None:
+        """``_job_locked`` with the task's lock held too."""
         sig = signature(task)
         if same_content(self._clean.get(task_id), sig):
             return None
