@@ -128,6 +128,24 @@ def emulate_gpu_batched_rounding(model, monkeypatch, rows: int = 4) -> None:
     monkeypatch.setattr(model, "pass_keeps_bits", lambda n: n < rows)
 
 
+def force_successors(model, monkeypatch, after: dict[int, int]) -> None:
+    """The model's passes answer with logits that make ``after[t]`` the greedy token after
+    input token ``t`` (end-of-text after any other), in every row: the real scheduler and
+    engine, with their own end checks, "generate" fixed texts, whatever passes they run."""
+    def forced(logits, last: list[int]):
+        out = torch.full_like(logits, -1e4)
+        for row, t in enumerate(last):
+            out[row, after.get(t, 0)] = 1e4
+        return out
+
+    decode, prefill = model.decode, model.prefill
+    monkeypatch.setattr(model, "decode", lambda tokens, *a, **k: forced(
+        decode(tokens, *a, **k), tokens.tolist()))
+    monkeypatch.setattr(model, "prefill", lambda lists, *a, **k: (
+        lambda x: None if x is None else forced(x, [t[-1] for t in lists]))(
+            prefill(lists, *a, **k)))
+
+
 def after_a_template(loader, template: list[int], prompt: list[int], cache, **sampling):
     """``prompt`` decoding 12 tokens (``sampling``) on a one-slot scheduler whose step budget
     is 64 tokens, after ``template`` (``max_tokens`` 0) stored its prefix's states in ``cache``

@@ -9,6 +9,7 @@ import json
 
 import openai
 import pytest
+from model_cases import force_successors
 from openai_helpers import (LiveServer, http, script, sdk, server,  # noqa: F401 (fixtures)
                             stream_chunks)
 from task_api_client import check_frames, parse_sse, text_of, wait_result
@@ -431,3 +432,26 @@ def test_logprobs_cover_every_counted_token_streamed_or_not(http, script, text):
     streamed = [e for c in chunks for ch in c["choices"] if ch["logprobs"]
                 for e in ch["logprobs"]["content"]]
     assert streamed == entries and chunks[-1]["usage"]["completion_tokens"] == n
+
+
+@pytest.mark.parametrize("end,text", [(24281, " Done."), (0, " Done.\n\n")])
+def test_a_completion_the_engines_turn_check_ended_drops_the_turns_blank_line(
+        http, server, tiny_loader, monkeypatch, end, text):
+    """The model writes " Done.", a blank line (token 261), then "User": the engine's new-turn
+    check ends the reply there, so the blank line is the turn's, cut as the splitter cuts it
+    when the boundary "\\n\\nUser:" ends the reply (it came back as " Done.\\n\\n", both
+    finishing "stop"; session 54's note). After end-of-text (token 0) the blank line is the
+    document's and stays. Streamed or not; usage counts the blank line's token either way."""
+    prompt = tiny_loader.encode("Q: done?\nA:")
+    done = tiny_loader.encode(" Done.\n\n")
+    assert done[-1] == 261
+    chain = [prompt[-1]] + done + [end]
+    force_successors(server.runtime.loader.model, monkeypatch, dict(zip(chain, chain[1:])))
+    body = {"model": "rwkv-7", "prompt": "Q: done?\nA:", "max_tokens": 20, "temperature": 0}
+    r = http.post("/v1/completions", json=body).json()
+    assert r["choices"][0]["text"] == text and r["choices"][0]["finish_reason"] == "stop"
+    assert r["usage"]["completion_tokens"] == len(done)
+    chunks = stream_chunks(http, "/v1/completions",
+                           {**body, "stream_options": {"include_usage": True}})
+    assert "".join(ch["text"] for c in chunks for ch in c["choices"]) == text
+    assert chunks[-1]["usage"]["completion_tokens"] == len(done)

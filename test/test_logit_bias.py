@@ -178,6 +178,26 @@ def test_bad_biases_are_400s_naming_logit_bias(http, bias, words):
     assert_refused_on_both(http, "logit_bias", bias, words)
 
 
+def test_a_bias_of_too_many_entries_is_refused_before_any_key_is_read(http):
+    """The entry count comes first: an 8 MB object's keys were each parsed on the event loop
+    (~0.3 s for 800,000) before the count refused it (session 54's note). Too many keys that
+    are no token ids are refused for their count (a 400 on the OpenAI routes, a 422 on the
+    Task API's, as any object of too many entries), and no key of such an object is read."""
+    from server.api.response_format import FieldError, request_logit_bias
+
+    class Unread(dict):
+        def items(self):
+            raise AssertionError("a key was read")
+        keys = values = __iter__ = items
+
+    with pytest.raises(FieldError, match="^logit_bias has 301 entries; at most 300$"):
+        request_logit_bias(Unread({str(i): 1 for i in range(301)}), 65536)
+    bad, words = {f"x{i}": 1 for i in range(301)}, "logit_bias has 301 entries; at most 300"
+    assert_refused_on_both(http, "logit_bias", bad, words)
+    r = http.post("/v1/tasks/tmp", json={"prompt": "x", "logit_bias": bad})
+    assert r.status_code == 422 and r.json()["detail"][0]["msg"] == words, r.text
+
+
 @pytest.mark.parametrize("change, words", [
     (lambda t: setattr(t, "logit_bias", {10 ** 6: 1.0}), "logit_bias"),
     (lambda t: setattr(t, "temperature", float("nan")), "temperature")])

@@ -203,6 +203,20 @@ def test_splitter_completion_keeps_its_trailing_newlines_at_end_of_text():
             assert collect(pieces)["content"] == text and not s.stopped
 
 
+def test_splitter_completion_drops_the_blank_line_of_a_new_turn():
+    """When the engine's new-turn check ended a completion (``turn``: "User" after the blank
+    line), the blank line is the turn's: dropped, as when the boundary ends the text (it was
+    kept; session 54's note). A stop string in it still ends the text there."""
+    for chunking in (chars, lambda t: [t]):
+        for text, want in (("abc\n\n", "abc"), ("完成。\n\n", "完成。"), ("a\n\n\n", "a\n")):
+            s = OutputSplitter("text")
+            pieces = [p for c in chunking(text) for p in s.feed(c)] + s.finish("stop", turn=True)
+            assert collect(pieces)["content"] == want and not s.stopped
+        s = OutputSplitter("text", stop=["\n\n"])
+        pieces = [p for c in chunking("abc\n\n") for p in s.feed(c)] + s.finish("stop", True)
+        assert collect(pieces)["content"] == "abc" and s.stopped and s.stopped_at == 5
+
+
 def test_splitter_output_does_not_depend_on_where_chunks_end():
     """A stop string matched inside a tag or the boundary that has not fully arrived waits
     for the next chunk: every cut of the text gives what the whole text gives."""

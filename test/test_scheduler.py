@@ -1169,6 +1169,31 @@ def test_the_token_that_ends_a_round_counts_in_no_penalty(tiny_loader, monkeypat
     assert task.rng_counter == 4
 
 
+def test_a_round_the_new_turn_check_ended_is_told_from_end_of_text(tiny_loader, monkeypatch):
+    """Both end a round "stop", its last token the blank line before the ending token (which is
+    neither returned nor fed); ``ended_at_turn`` tells which ended it (a completion's text drops
+    the turn's blank line and keeps the document's: session 54's note). Rows of one scheduler
+    ending apart: end-of-text after "\\n\\n", a new turn after "。\\n" "\\n", "User" as the first
+    token after a prompt's blank line, ``max_tokens`` on the blank line. A continue clears it."""
+    from model_cases import force_successors
+
+    user, nl2 = 24281, 261
+    # (one, two, three, 好。\n\n) -> the tokens drawn after each
+    force_successors(tiny_loader.model, monkeypatch, {
+        8366: 332, 332: 333, 333: nl2, nl2: 0, 8851: 334, 334: 28329, 28329: 11, 11: user,
+        35766: 335, 335: nl2})
+    sched = DynamicScheduler(tiny_loader, max_batch_size=4, buffer_size=4)
+    cases = [("one", 40, [332, 333, nl2], False), ("two", 40, [334, 28329, 11], True),
+             ("好。\n\n", 40, [], True), ("three", 2, [335, nl2], False)]
+    tasks = [sched.new_task(p, max_tokens=m, temperature=0) for p, m, _, _ in cases]
+    sched.run()
+    for task, (prompt, _, output, turn) in zip(tasks, cases):
+        assert task.finish_reason == ("length" if prompt == "three" else "stop"), prompt
+        assert task.output == output and task.ended_at_turn is turn, prompt
+    tasks[1].continue_gen(max_tokens=2)
+    assert tasks[1].ended_at_turn is False
+
+
 # ---- from session 52's mutation testing: behaviour no test pinned down ------------------------
 def test_a_failed_copy_back_restores_what_the_tasks_state_stands_for(tiny_loader,
                                                                      monkeypatch):

@@ -146,7 +146,7 @@ async def _pieces(choice: Choice, tokenizer, drain=None) -> AsyncIterator[Piece]
             async for chunk in chunks:
                 pieces = splitter.feed(chunk.text)
                 if chunk.finished:
-                    pieces += splitter.finish(task.finish_reason)
+                    pieces += splitter.finish(task.finish_reason, task.ended_at_turn)
                 choice.fed += chunk.tokens
                 if splitter.stopped:  # (before the pieces go out: their log probabilities
                     # stop at the stop string's end)

@@ -17,8 +17,9 @@ the reasoning; the boundary applies to both. A stop string's match inside what m
 into a tag or the boundary (``<tool`` with stop ``l``) waits for the next chunk, which decides
 as the whole text would: the output never depends on where chunks (pulses) end. In a chat,
 trailing newlines held back when the task itself ended (``finish("stop")``: end-of-text or the
-engine's new-turn check) are dropped; a completion (``text``) keeps them: they are the
-document's, as a code completion's last newline before its suffix.
+engine's new-turn check) are dropped; a completion (``text``) keeps them at end-of-text: they
+are the document's, as a code completion's last newline before its suffix. The new-turn check
+(``turn``) ends it as the boundary would: its blank line is dropped too.
 A tool-call block that is no usable call (bad JSON, no name, a function the request did not offer,
 or another than the one its ``tool_choice`` forces, or cut off by ``max_tokens``) is sent as
 answer text, tags included: the user sees what the model wrote, and a client never gets a call
@@ -127,17 +128,19 @@ class OutputSplitter:
         self.fed += len(text)
         return self._drain(final=False)
 
-    def finish(self, reason: str | None = None) -> list[Piece]:
-        """Flush what was held back; ``reason`` is the task's finish reason."""
+    def finish(self, reason: str | None = None, turn: bool = False) -> list[Piece]:
+        """Flush what was held back; ``reason`` is the task's finish reason, ``turn`` whether
+        the engine's new-turn check ended it (``Task.ended_at_turn``)."""
         if self.stopped:
             return []
-        if reason == "stop" and self.mode != "text" and not (
+        if reason == "stop" and (self.mode != "text" or turn) and not (
                 self.phase == "content" and first_ending(self.buf[self._lead():], self.stop)[1]):
             # the newlines before a chat answer's end-of-text / new turn, held as the turn
             # boundary's start (unless a stop string lies in them: it ends the answer, as when
             # the text came in one chunk). Only those: what was held because a stop string
             # might start there is the answer's, as without that stop string (session 42's QA:
-            # stop "  Q" turned "Hi  " into "Hi", stop ".\n\n###" kept "Done.\n\n")
+            # stop "  Q" turned "Hi  " into "Hi", stop ".\n\n###" kept "Done.\n\n"); a
+            # completion's, only at a new turn (session 54's note: "Done.\n\n" kept there)
             n = held_suffix(self.buf, [BOUNDARY])
             if n and not self.buf[len(self.buf) - n:].strip():
                 self.buf = self.buf[:len(self.buf) - n]

@@ -283,6 +283,7 @@ class SlotCycle:
             self.stats.on_tokens(task, len(toks), dt, steps, steps - (slot in kept))
             task._append_output(toks, res.logprobs.get(slot))
             if reason:
+                task.ended_at_turn = slot in res.turns
                 finished.setdefault(REASON_NAMES[reason], []).append(slot)
             elif slot in res.forced:
                 self._fast_forward(slot, res.forced[slot])

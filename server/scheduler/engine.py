@@ -117,6 +117,8 @@ class PulseResult:
     logprobs: dict = field(default_factory=dict)
     # slot -> the tokens its grammar forces next, for rows that paused for them (guide.py)
     forced: dict = field(default_factory=dict)
+    # slots of the REASON_EOS rows that a new turn ended ("User" drawn, not end-of-text)
+    turns: set = field(default_factory=set)
 
 
 def accepted(out, valid) -> list[list[int]]:
@@ -525,10 +527,14 @@ class BatchEngine:
         packed = packed.cpu().numpy()  # the pulse's one synchronisation
         if guide is not None:
             guide.finish()
-        res = PulseResult(accepted(packed[:, :steps], packed[:, steps:2 * steps]),
-                          packed[:, 2 * steps].tolist(), packed[:, -1].tolist(), ran,
-                          {} if lp is None else lp.result(packed[:, steps:2 * steps]),
-                          {} if guide is None else guide.forced_runs())
+        ok, reasons = packed[:, steps:2 * steps], packed[:, 2 * steps].tolist()
+        # a row's accepted tokens are its first steps': the step after them drew its ending
+        # token, left in ``out`` (a new turn's "User" or end-of-text)
+        turns = {r for r, why in enumerate(reasons)
+                 if why == REASON_EOS and packed[r, ok[r].sum()] == USER_TOKEN}
+        res = PulseResult(accepted(packed[:, :steps], ok), reasons, packed[:, -1].tolist(),
+                          ran, {} if lp is None else lp.result(ok),
+                          {} if guide is None else guide.forced_runs(), turns)
         self._running = {s for s in self._running if res.reason[s] == RUNNING}
         return res
 

@@ -201,6 +201,9 @@ class Task:
         # generation ends at a new turn of the chat format ("User" right after "\n\n"), as at
         # end-of-text; False for fill-in-the-middle (code: "\n\nUser = get_user_model()")
         self.stop_at_turn = True
+        # the round ended there (its "stop": "User" drawn, neither returned nor fed), not at
+        # end-of-text: a reply it has ends with the turn's blank line (set by the scheduler)
+        self.ended_at_turn = False
         # the prefix cache's name of where this task's state started (``cache_origin.py``):
         # None keeps the task out of the cache; ``cache_finish`` False: its finished state is
         # not cached (prefill.py); ``keep_state`` False: its state is not copied home when it
@@ -413,6 +416,7 @@ class Task:
         self.logit_bias = None
         self._unpopped = 0
         self.finish_reason = None
+        self.ended_at_turn = False
         self.error = None
         self.stop_requested = False
         self.finished_at = None
