@@ -76,7 +76,8 @@ class Settings(BaseSettings):
     task_db_max_size: int = Field(10000, ge=1)
     task_db_max_mb: int = Field(20480, ge=0, description="megabytes of stored non-template "
                                 "tasks (their states, all told) beyond which the oldest are "
-                                "pruned; 0 = no limit")
+                                "pruned (the newest is kept, even alone over it); 0 = no "
+                                "limit")
     task_async_queue_size: int = Field(200, ge=1)
     task_db_path: str = Field("rwkv_tasks.db", min_length=1, description="the SQLite file of "
                               "tasks and templates (\":memory:\": none, nothing survives a "

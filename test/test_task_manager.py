@@ -708,6 +708,30 @@ def test_stored_tasks_are_pruned_to_their_megabytes(db, monkeypatch):
     assert TaskStore(db).count() == kept + 3 + 1
 
 
+def test_a_megabyte_limit_below_one_row_keeps_the_newest_task(db):
+    """``RWKV_TASK_DB_MAX_MB`` below one task's row: each write pruned every row, its own too,
+    so no task was kept (a restart found none; session 54's note). The newest row stays now,
+    over the limit, the older ones pruned as before, with one warning naming the setting."""
+    from loguru import logger
+
+    huge = lambda i: make_task(i, f"TASK_{i}", shape=(4, 8, 32, 64))  # noqa: E731 (2 MB states)
+    lines = []
+    sink = logger.add(lines.append, level="WARNING", format="{message}")
+    try:
+        tm = manager(db, capacity=1, max_db_mb=1)
+        tm.put_task("_a", huge(0))  # (a template: never pruned, not counted)
+        for i in range(3):
+            tm.put_task(f"TASK_{i}", huge(i))
+            tm.writer.flush()
+            assert tm.store.ids(templates=False) == [f"TASK_{i}"]
+        tm.close()
+    finally:
+        logger.remove(sink)
+    assert sorted(TaskStore(db).ids()) == ["TASK_2", "_a"]
+    warned = [line for line in lines if "RWKV_TASK_DB_MAX_MB" in line]
+    assert len(warned) == 1 and "newest" in warned[0], lines
+
+
 def test_pruned_task_still_in_memory_is_written_again(db):
     tm = manager(db, capacity=2, max_db_size=1)
     tm.put_task("TASK_a", make_task(1))  # finished: written

@@ -143,7 +143,12 @@ def test_prune_keeps_the_rows_bytes_within_a_limit(tmp_path):
     assert s.prune(None, 3003) == ["TASK_7"]  # whole rows, oldest first
     assert sorted(s.ids()) == ["TASK_5", "_t"]
     s.put("TASK_8", "{}", bytes(1000))
-    assert s.delete("TASK_5") and s.prune(None, 1002) == [] and s.prune(None, 1001) == ["TASK_8"]
+    assert s.delete("TASK_5") and s.prune(None, 1002) == []
+    # the newest row stays over a limit below it (pruned, no task was kept: session 54's note)
+    assert s.prune(None, 1001) == [] and s.stored_bytes == 1002
+    s.put("TASK_9", "{}", bytes(1000))
+    assert s.prune(None, 1001) == ["TASK_8"] and s.ids(templates=False) == ["TASK_9"]
+    assert s.prune(0, 1001) == ["TASK_9"]  # (a count of 0 keeps none, as before)
     assert len(sums) == 1, sums
     s.close()
 

@@ -214,3 +214,67 @@ def test_a_stored_round_that_never_ran_is_a_409_to_stream_and_runs_on_continue(t
             assert time.monotonic() < deadline
             time.sleep(0.05)
         assert client.get("/v1/tasks/TASK_never_ran/status").json()["generated_buf"] == 3, res
+
+
+def test_a_stream_opened_during_a_refused_continue_of_a_stored_round_is_a_409(tiny_model_path,
+                                                                              tmp_path):
+    """A stream of a row stored READY opened while a ``continue`` of it was on its way to the
+    scheduler (pinned: ``check_running`` let it through) stayed open once that continue was
+    refused (here a 400, the prompt over ``RWKV_MAX_PROMPT_TOKENS``): nothing ran the task
+    (session 54's note). The stream waits for the continue's answer: refused, it is the 409
+    a stream of that row gets without a continue."""
+    import threading
+
+    from server.api.app import create_app
+    from server.config import Settings
+    from server.task.task import Status, Task
+
+    settings = Settings(model_path=tiny_model_path, demo=None, device="cpu", api_key=None,
+                        task_db_path=str(tmp_path / "t.db"), max_prompt_tokens=6)
+    tid = "TASK_never_ran"
+    with TestClient(create_app(settings)) as client:
+        task = Task([1, 2, 3, 4], max_tokens=5, task_id=tid)  # (4 tokens pending)
+        task.status = Status.READY
+        client.app.state.runtime.manager.put_task(tid, task)
+    with TestClient(create_app(settings)) as client:
+        manager = client.app.state.runtime.manager
+        refusing, streamed = threading.Event(), threading.Event()
+        unpin, is_pinned = manager.unpin, manager.is_pinned
+
+        def slow_unpin(task_id):  # the continue, refused, gives its pin up once the stream
+            if task_id == tid and not refusing.is_set():  # has seen it pinned
+                refusing.set()
+                streamed.wait(20)
+            unpin(task_id)
+
+        def seen_pinned(task_id):
+            pinned = is_pinned(task_id)
+            if pinned and task_id == tid:
+                streamed.set()
+            return pinned
+
+        manager.unpin, manager.is_pinned = slow_unpin, seen_pinned
+        got = {}
+
+        def post(key, url, body=None):
+            got[key] = client.post(url, json=body) if body is not None else client.get(url)
+
+        cont = threading.Thread(target=post, daemon=True, args=(
+            "continue", f"/v1/tasks/{tid}/continue", {"prompt": [5, 6, 7], "max_tokens": 2}))
+        cont.start()
+        assert refusing.wait(20)
+        reader = threading.Thread(target=post, args=("stream", f"/v1/tasks/{tid}/stream"),
+                                  daemon=True)
+        reader.start()
+        try:
+            reader.join(20)
+            cont.join(20)
+            assert got["continue"].status_code == 400, got["continue"].text
+            assert not reader.is_alive(), "the stream stayed open after the continue's refusal"
+            r = got["stream"]
+            assert r.status_code == 409 and f"/v1/tasks/{tid}/continue" in r.text, r.text
+            assert client.get(f"/v1/tasks/{tid}/status").json()["status"] == 1
+        finally:  # (a stream left open ends once the task runs)
+            r = client.post(f"/v1/tasks/{tid}/continue", json={"max_tokens": 2})
+            assert r.status_code == 200, r.text
+            reader.join(30)

@@ -35,6 +35,7 @@ from server.task.task import Task, TaskHeld, new_task_id
 STORE_THREADS = 4  # the TaskManager is thread-safe; a slow write must not stall every lookup
 RETRY_AFTER_S = "1"
 TASK_NOT_FOUND = "Task not found"
+PIN_POLL_S = 0.01  # how often a stream checks whether a pinned task was submitted
 
 
 def invalid(field: str, msg: str, value=None) -> RequestValidationError:
@@ -302,12 +303,17 @@ class TaskService:
             raise HTTPException(404, TASK_NOT_FOUND)
         return task
 
-    def check_running(self, task: Task) -> None:
-        """409 for a task whose round is neither finished nor held by the scheduler nor on its
-        way there (pinned): a row stored before its round ran (a server stopped meanwhile, or an
-        SDK's ``put_task`` of a task never run), read back. Nothing will run it, so a stream of
-        it stayed open for ever (session 53's review); ``continue`` runs it."""
-        if task.is_finished or task.held or self.manager.is_pinned(task.task_id):
+    async def check_running(self, task: Task) -> None:
+        """409 for a task whose round is neither finished nor held by the scheduler: a row
+        stored before its round ran (a server stopped meanwhile, or an SDK's ``put_task`` of a
+        task never run), read back. Nothing will run it, so a stream of it stayed open for ever
+        (session 53's review); ``continue`` runs it. One on its way there (pinned: a continue's
+        checks, a new task's submit) is waited for: a continue refused then (a 400, a 503)
+        leaves it as it was, and a stream let through on the pin stayed open until something
+        ran the task (session 54's note)."""
+        while not (task.is_finished or task.held) and self.manager.is_pinned(task.task_id):
+            await asyncio.sleep(PIN_POLL_S)  # (a pin lasts a request's checks: milliseconds)
+        if task.is_finished or task.held:
             return
         raise HTTPException(409, f"task {task.task_id} is not running and not finished: its "
                                  "round was stored before it ran (the server stopped "

@@ -284,7 +284,9 @@ class TaskStore:
         """Delete the oldest non-template rows beyond ``max_size`` rows, and beyond
         ``max_bytes`` bytes of them all told (their meta and blob: a state is megabytes, so a
         count alone let the default fill a disk: 10,000 rows of 21 MB at 2.9B); return their
-        ids. None: no such limit."""
+        ids. None: no such limit. ``max_bytes`` never prunes the newest row (the task just
+        written): one row over it alone stays, alone (``stored_bytes`` tells); pruned too, a
+        limit below one row kept no task at all (session 54's note)."""
         with self._lock:
             n = self._db.execute("SELECT COUNT(*) FROM tasks WHERE is_template=0").fetchone()[0]
             extra_rows = 0 if max_size is None else n - max_size
@@ -300,12 +302,14 @@ class TaskStore:
             ids, freed = [], 0
             rows = self._db.execute("SELECT task_id, LENGTH(meta) + IFNULL(LENGTH(blob), 0) "
                                     "FROM tasks WHERE is_template=0 ORDER BY updated_at, task_id")
-            for task_id, size in rows:
-                if len(ids) >= extra_rows and freed >= extra_bytes:
+            for i, (task_id, size) in enumerate(rows):
+                if len(ids) >= extra_rows and (freed >= extra_bytes or i == n - 1):
                     break
                 ids.append(task_id)
                 freed += size
             rows.close()
+            if not ids:  # (the newest row alone over max_bytes)
+                return []
             self._db.execute("BEGIN")
             try:
                 self._db.executemany("DELETE FROM tasks WHERE task_id=?", [(i,) for i in ids])
@@ -317,6 +321,13 @@ class TaskStore:
                 self._bytes -= freed
             self._reclaim()
             return ids
+
+    @property
+    def stored_bytes(self) -> int | None:
+        """The non-template rows' bytes all told, as ``prune`` counts them (None until its first
+        byte limit)."""
+        with self._lock:
+            return None if self._bytes is None else int(self._bytes)
 
     # ---- reading -------------------------------------------------------------------------
     def get(self, task_id: str) -> tuple[str, bytes | None] | None:

@@ -79,6 +79,7 @@ class AsyncWriter:
         self.max_db_size, self.max_db_bytes = max_db_size, max_db_bytes
         self.writes = 0  # rows written (for tests and stats)
         self.failures = 0
+        self._warned_small = False  # (the byte limit is below one row: said once)
         self._locked_since: float | None = None  # when writes began to find the database locked
         self._queue: queue.Queue = queue.Queue(maxsize=max(1, queue_size))
         self._tickets: dict[str, _Ticket] = {}
@@ -293,7 +294,7 @@ class AsyncWriter:
                 time.sleep(0.05)
 
     def _store(self, job: WriteJob, meta: str, blob: bytes) -> None:
-        pruned = []
+        pruned, left = [], None
         with self._db_lock, self.store.waiting(BUSY_TRY_S):
             with self._tlock:
                 current = self._tickets.get(job.task_id) is job.ticket
@@ -308,10 +309,18 @@ class AsyncWriter:
                 self._landed_locked(job.task_id, job.seq)
             if self.max_db_size is not None or self.max_db_bytes is not None:
                 pruned = self.store.prune(self.max_db_size, self.max_db_bytes)
+                left = self.store.stored_bytes  # (over the limit: the newest row alone)
         if pruned:
             log.info(f"pruned {len(pruned)} oldest tasks ({self.limits}: RWKV_TASK_DB_MAX_SIZE, "
                      "RWKV_TASK_DB_MAX_MB)")
             self._lost(pruned)
+        if (left is not None and self.max_db_bytes is not None and left > self.max_db_bytes
+                and not self._warned_small):
+            self._warned_small = True  # (once: a limit below one row holds for every write)
+            log.warning(f"a stored task's row ({left / 2**20:.1f} MB) is "
+                        f"larger than RWKV_TASK_DB_MAX_MB ({self.max_db_bytes >> 20} MB): the "
+                        "newest task is kept over the limit, every older one pruned; raise "
+                        "the limit (0: none) to keep more than one")
 
     def _landed_locked(self, task_id: str, seq: int) -> None:
         """A write of ``task_id`` prepared as ``seq`` is stored: a delete under way that forgot

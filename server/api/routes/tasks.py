@@ -109,7 +109,7 @@ async def stream(task_id: str, pos: int = Query(0, ge=0, description="token offs
                  svc: TaskService = Depends(get_service)):
     """SSE of the task's output from token ``pos``; any number of subscribers at once."""
     task = await svc.get(task_id)
-    svc.check_running(task)  # (a 409: nothing would ever end the stream)
+    await svc.check_running(task)  # (a 409: nothing would ever end the stream)
     return sse_response(task, svc.loader.tokenizer, svc.drain, pos)
 
 
