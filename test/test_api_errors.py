@@ -572,3 +572,20 @@ def test_an_unreadable_stored_record_says_so_and_can_be_deleted(server, http):
             break
         assert time.monotonic() < deadline, left
         time.sleep(0.05)
+
+
+def test_a_refused_value_too_large_to_echo_is_shown_by_its_size(http):
+    """A 422 echoed the refused value whole: a logit_bias of 5,000 entries (refused for its count)
+    or a 1 MB string for a number came back in the reply. Now a value past ~2,000 characters
+    is a note of its kind and size; a small one is echoed as before."""
+    bias = {str(i): 1 for i in range(5000)}
+    r = http.post("/v1/tasks/tmp", json={"prompt": PROMPT, "max_tokens": 1, "logit_bias": bias})
+    assert r.status_code == 422 and len(r.content) < 2_000, r.text[:300]
+    err = r.json()["detail"][0]
+    assert "5000 entries; at most 300" in err["msg"]
+    assert err["input"] == "(dict of 5,000 entries: too large to echo)"
+    r = http.post("/v1/tasks/tmp", json={"prompt": PROMPT, "max_tokens": "x" * 1_000_000})
+    assert r.status_code == 422 and len(r.content) < 2_000, r.text[:300]
+    assert r.json()["detail"][0]["input"] == "(str of 1,000,000 characters: too large to echo)"
+    r = http.post("/v1/tasks/tmp", json={"prompt": PROMPT, "max_tokens": "short"})
+    assert r.status_code == 422 and r.json()["detail"][0]["input"] == "short"

@@ -86,6 +86,33 @@ class SafeJSONResponse(JSONResponse):
 
 
 MAX_ERRORS = 20  # validation errors a 422 lists
+MAX_ECHO = 2_000  # characters (about) of a refused value a 422 echoes
+
+
+def _echo_fits(obj, budget: int = MAX_ECHO) -> bool:
+    """Whether ``obj`` shown in a reply takes at most about ``budget`` characters; walks no more
+    of it than that (an object of a million entries is refused at its length)."""
+    todo = [obj]
+    while todo:
+        v = todo.pop()
+        if isinstance(v, (str, bytes, dict, list, tuple)):
+            budget -= len(v) + 2
+            if budget >= 0 and isinstance(v, dict):
+                todo += [*v.keys(), *v.values()]
+            elif budget >= 0 and not isinstance(v, (str, bytes)):
+                todo += v
+        else:
+            budget -= 8
+        if budget < 0:
+            return False
+    return True
+
+
+def _echo_note(obj) -> str:
+    """What a 422 shows instead of a refused value too large to echo."""
+    kind = type(obj).__name__
+    size = f"{len(obj):,} {'entries' if isinstance(obj, (dict, list, tuple)) else 'characters'}"
+    return f"({kind} of {size}: too large to echo)"
 
 
 def _bytes_text(data: bytes) -> str:
@@ -94,17 +121,21 @@ def _bytes_text(data: bytes) -> str:
 
 
 async def validation_error_reply(request, exc) -> SafeJSONResponse:
-    """FastAPI's 422 reply (``{"detail": [errors]}``) that survives echoing any input. A body
+    """FastAPI's 422 reply (``{"detail": [errors]}``) that survives echoing any input, and shows
+    a refused value of more than ~``MAX_ECHO`` characters as a note of its size (a 10 MB
+    prompt of the wrong type, a logit_bias of a million entries: sent back whole). A body
     that was not read as JSON because of its Content-Type (``curl -d`` without ``-H``) says so,
     rather than that it "should be a valid dictionary"."""
-    errors = exc.errors()
-    if len(errors) > MAX_ERRORS:  # (a body of 100,000 unknown fields: a 10 MB reply, its
+    found = exc.errors()
+    errors = [e if "input" not in e or _echo_fits(e["input"]) else
+              {**e, "input": _echo_note(e["input"])} for e in found[:MAX_ERRORS]]
+    if len(found) > MAX_ERRORS:  # (a body of 100,000 unknown fields: a 10 MB reply, its
         # encoding held the event loop, every other client, for seconds; session 41's QA)
-        more = len(errors) - MAX_ERRORS
-        errors = list(errors[:MAX_ERRORS]) + [{
+        more = len(found) - MAX_ERRORS
+        errors.append({
             "type": "too_many_errors", "loc": ["body"],
             "msg": f"... and {more} more error{'s' if more > 1 else ''} of this request (the "
-                   f"first {MAX_ERRORS} shown)"}]
+                   f"first {MAX_ERRORS} shown)"})
     # a body not read as JSON (no JSON Content-Type) is echoed as its bytes, which FastAPI's
     # encoder decodes as strict UTF-8: any other byte was a UnicodeDecodeError, a 500
     errors = jsonable_encoder(errors, custom_encoder={bytes: _bytes_text})
