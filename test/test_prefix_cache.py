@@ -116,6 +116,50 @@ def test_a_failed_move_to_the_host_leaves_the_tiers_counted_exactly(monkeypatch)
     assert get(cache, seqs[-1]) == (20, 7.0) and get(cache, seqs[0]) is None
 
 
+@pytest.mark.parametrize("room", [True, False])
+def test_logits_move_with_their_entry_between_the_tiers(room):
+    """An entry's logits go to the host tier with its state and come back with it, counted in
+    its bytes; a lookup of the whole prompt gets them from either tier. An entry kept without
+    them takes an insert's: back on the device tier where it has room for both, else on the
+    host with them (before the fix it went back to the device and, moved out again, dropped
+    them: every repeat of the prompt fed its last chunk again)."""
+    size = state_nbytes(toy_state(0.0)) + 4 * 20 + ENTRY_OVERHEAD
+    logits = torch.arange(8.0)
+    cache = PrefixCache(4 * size + 64, device="cpu", device_bytes=size + (32 if room else 0),
+                        min_tokens=2)
+    seqs = [array("I", [i] * 20) for i in range(1, 4)]
+
+    def insert(i, value, with_logits):
+        key = cache.key("", prefix_hashes(seqs[i]), 20)
+        return cache.insert(key, seqs[i], toy_state(value),
+                            logits=logits + value if with_logits else None, defer=True)
+
+    def check():
+        st, entries = cache.stats(), list(cache._lru.values())
+        assert st["bytes"] == sum(e.nbytes for e in entries)
+        assert st["device_bytes"] == sum(e.nbytes for e in entries if e.hot)
+
+    assert insert(0, 0.0, True) and insert(1, 1.0, False)
+    cache.settle()
+    e0, e1 = (next(e for e in cache._lru.values() if e.tokens == s) for s in seqs[:2])
+    assert not e0.hot and e0.logits is not None and e0.nbytes == size + 32 and e1.hot
+    check()
+    found = cache.lookup("", prefix_hashes(seqs[0]), seqs[0], 0, 20, logits_at=20)
+    assert found[0] == 20 and torch.equal(found[2], logits) and e0.hot == room
+    assert e0.logits is not None
+    cache.settle()
+    check()
+    assert insert(2, 2.0, False)
+    cache.settle()
+    assert not e1.hot and e1.logits is None  # (moved to the host)
+    assert not insert(1, 9.0, True)  # the same prompt again, its logits from a lone pass
+    assert e1.logits is not None and e1.hot == room and e1.nbytes == size + 32
+    cache.settle()
+    check()
+    found = cache.lookup("", prefix_hashes(seqs[1]), seqs[1], 0, 20, logits_at=20)
+    assert torch.equal(found[2], logits + 9.0)
+
+
 def test_lru_in_bytes_and_two_tiers():
     size = state_nbytes(toy_state(0.0)) + 4 * 20 + ENTRY_OVERHEAD
     cache = PrefixCache(3 * size, device="cpu", device_bytes=size, min_tokens=2)
@@ -850,10 +894,12 @@ def test_identical_prompts_together_feed_the_prompt_once(tiny_loader):
     assert outs == [plain, plain]
 
 
-def test_whole_prompt_logits_stay_on_the_device_tier(tiny_loader):
-    """A whole-prompt entry keeps its last token's logits only while on the device: moved to
-    the host it drops them (and their bytes), and the same prompt then starts from a shorter
-    entry (its turn boundary) instead; outputs equal either way."""
+def test_whole_prompt_logits_move_with_their_entry(tiny_loader):
+    """A whole-prompt entry keeps its last token's logits (counted in its bytes) on either
+    tier: moved to the host (or kept there: no device tier) it takes them along, and the same
+    prompt again runs no model call before its first token; outputs equal either way. Before
+    the fix the host tier dropped them, and the same prompt started from a shorter entry (its
+    turn boundary)."""
     one = state_nbytes(tiny_loader.gen_state(1))
     prompts = [tiny_loader.encode(chat(i)) for i in range(3)]
     cache = PrefixCache(64 << 20, device_bytes=64 << 20)
@@ -865,16 +911,15 @@ def test_whole_prompt_logits_stay_on_the_device_tier(tiny_loader):
     assert again == first and s.prefiller.prefilled_tokens == 0
     small = PrefixCache(64 << 20, device_bytes=whole[0].nbytes + 64)  # room for one entry
     run(tiny_loader, prompts[:1], small, max_tokens=4, temperature=0.0)  # whole, then boundary
-    moved = [e for e in small._lru.values() if e.key[1] == len(prompts[0])]
-    assert len(moved) == 1 and not moved[0].hot and moved[0].logits is None
     cold = PrefixCache(64 << 20, device_bytes=0)  # every entry on the host tier
     run(tiny_loader, prompts[:1], cold, max_tokens=4, temperature=0.0)
     for c in (small, cold):
-        assert all(e.logits is None for e in c._lru.values() if not e.hot)
+        moved = [e for e in c._lru.values() if e.key[1] == len(prompts[0])]
+        assert len(moved) == 1 and not moved[0].hot and moved[0].logits is not None
+        assert moved[0].nbytes == whole[0].nbytes
         assert c.stats()["bytes"] == sum(e.nbytes for e in c._lru.values())
-    again, s = run(tiny_loader, prompts[:1], cold, max_tokens=4, temperature=0.0)
-    bound = max(i for i, t in enumerate(prompts[0]) if t == TURN_TOKEN)
-    assert again == first and s.prefiller.prefilled_tokens == len(prompts[0]) - bound
+        again, s = run(tiny_loader, prompts[:1], c, max_tokens=4, temperature=0.0)
+        assert again == first and s.prefiller.prefilled_tokens == 0
 
 
 def test_prefix_hashes_reuse_a_known_prefix_and_common_prefix_length():
