@@ -589,3 +589,26 @@ def test_a_refused_value_too_large_to_echo_is_shown_by_its_size(http):
     assert r.json()["detail"][0]["input"] == "(str of 1,000,000 characters: too large to echo)"
     r = http.post("/v1/tasks/tmp", json={"prompt": PROMPT, "max_tokens": "short"})
     assert r.status_code == 422 and r.json()["detail"][0]["input"] == "short"
+
+
+def test_review_a_huge_integer_is_not_echoed_whole(http):
+    """(review) a 4,000-digit integer for a bounded number (JSON reads up to 4,300 digits) came
+    back whole in the 422: ``_echo_fits`` counted any number as 8 characters."""
+    body = '{"prompt": %s, "max_tokens": %s}' % (json.dumps(PROMPT), "9" * 4000)
+    r = http.post("/v1/tasks/tmp", content=body, headers={"Content-Type": "application/json"})
+    assert r.status_code == 422, r.text[:300]
+    assert len(r.content) < 2_500, (len(r.content), r.text[:200])
+    assert r.json()["detail"][0]["input"] == "(int of 4,000 digits: too large to echo)"
+    r = http.post("/v1/tasks/tmp", json={"prompt": PROMPT, "max_tokens": 10 ** 30})
+    assert r.status_code == 422 and r.json()["detail"][0]["input"] == 10 ** 30
+
+
+def test_review_a_huge_unknown_field_name_is_not_echoed_whole(http):
+    """(review) an unknown field whose name is 1 MB: its 422 echoed the name whole in ``loc``
+    (the reply 1 MB); a short name is shown as it is."""
+    r = http.post("/v1/tasks/tmp", json={"prompt": PROMPT, "k" * 1_000_000: 1})
+    assert r.status_code == 422, r.text[:300]
+    assert len(r.content) < 2_500, (len(r.content), r.text[:200])
+    assert r.json()["detail"][0]["loc"] == ["body", "k" * 40 + "... (1,000,000 characters)"]
+    r = http.post("/v1/tasks/tmp", json={"prompt": PROMPT, "temprature": 1})
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "temprature"]

@@ -101,6 +101,8 @@ def _echo_fits(obj, budget: int = MAX_ECHO) -> bool:
                 todo += [*v.keys(), *v.values()]
             elif budget >= 0 and not isinstance(v, (str, bytes)):
                 todo += v
+        elif isinstance(v, int) and not isinstance(v, bool):  # (JSON reads 4,300 digits)
+            budget -= _digits(v)
         else:
             budget -= 8
         if budget < 0:
@@ -108,11 +110,38 @@ def _echo_fits(obj, budget: int = MAX_ECHO) -> bool:
     return True
 
 
+def _digits(n: int) -> int:
+    """Decimal characters of ``n`` (JSON's integers reach Python's 4,300-digit limit of
+    ``str(int)``: writing one is microseconds; past it, its bits' worth)."""
+    try:
+        return len(str(n))
+    except ValueError:  # (past the limit: only an int made here, not a parsed one)
+        return n.bit_length() * 30103 // 100000 + 1
+
+
 def _echo_note(obj) -> str:
     """What a 422 shows instead of a refused value too large to echo."""
     kind = type(obj).__name__
+    if isinstance(obj, int):
+        return f"({kind} of {_digits(obj):,} digits: too large to echo)"
     size = f"{len(obj):,} {'entries' if isinstance(obj, (dict, list, tuple)) else 'characters'}"
     return f"({kind} of {size}: too large to echo)"
+
+
+MAX_LOC_KEY = 200  # characters of a key a 422's ``loc`` shows (an unknown field's name)
+
+
+def _shown_error(e: dict) -> dict:
+    """A validation error as a 422 shows it: its input as a note of its size past ~``MAX_ECHO``
+    characters, and a name in its ``loc`` (an unknown field's: 1 MB came back whole) cut past
+    ``MAX_LOC_KEY``."""
+    if "input" in e and not _echo_fits(e["input"]):
+        e = {**e, "input": _echo_note(e["input"])}
+    loc = e.get("loc")
+    if loc and any(isinstance(k, str) and len(k) > MAX_LOC_KEY for k in loc):
+        e = {**e, "loc": [f"{k[:40]}... ({len(k):,} characters)"
+                          if isinstance(k, str) and len(k) > MAX_LOC_KEY else k for k in loc]}
+    return e
 
 
 def _bytes_text(data: bytes) -> str:
@@ -127,8 +156,7 @@ async def validation_error_reply(request, exc) -> SafeJSONResponse:
     that was not read as JSON because of its Content-Type (``curl -d`` without ``-H``) says so,
     rather than that it "should be a valid dictionary"."""
     found = exc.errors()
-    errors = [e if "input" not in e or _echo_fits(e["input"]) else
-              {**e, "input": _echo_note(e["input"])} for e in found[:MAX_ERRORS]]
+    errors = [_shown_error(e) for e in found[:MAX_ERRORS]]
     if len(found) > MAX_ERRORS:  # (a body of 100,000 unknown fields: a 10 MB reply, its
         # encoding held the event loop, every other client, for seconds; session 41's QA)
         more = len(found) - MAX_ERRORS
