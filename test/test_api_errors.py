@@ -612,3 +612,78 @@ def test_review_a_huge_unknown_field_name_is_not_echoed_whole(http):
     assert r.json()["detail"][0]["loc"] == ["body", "k" * 40 + "... (1,000,000 characters)"]
     r = http.post("/v1/tasks/tmp", json={"prompt": PROMPT, "temprature": 1})
     assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "temprature"]
+
+
+# ---- from session 55's mutation testing: behaviour no test pinned down ------------------------
+def test_a_refused_value_holding_a_large_one_is_shown_by_its_size(http):
+    """A small container is no small value when what it holds is large: a list or an object
+    holding a 1 MB string (as a value or as a key) is a note of its kind and size, not echoed
+    whole (mutations that left a dict's keys, a dict's values or a list's items out of the
+    count each sent the 1 MB back, and no test failed: session 55's mutation testing)."""
+    big = "x" * 1_000_000
+    for value, note in (([big, 1, 2], "(list of 3 entries: too large to echo)"),
+                        ({"k": big}, "(dict of 1 entries: too large to echo)"),
+                        ({big: 1}, "(dict of 1 entries: too large to echo)"),
+                        ([[["y", big]]], "(list of 1 entries: too large to echo)")):
+        r = http.post("/v1/tasks/tmp", json={"prompt": PROMPT, "max_tokens": value})
+        assert r.status_code == 422 and len(r.content) < 2_500, (len(r.content), r.text[:200])
+        assert r.json()["detail"][0]["input"] == note, r.text[:300]
+    small = [{"a": "b"}, [1, 2]]  # (echoed as sent)
+    r = http.post("/v1/tasks/tmp", json={"prompt": PROMPT, "max_tokens": small})
+    assert r.status_code == 422 and r.json()["detail"][0]["input"] == small, r.text
+
+
+def test_a_refused_container_of_about_the_budgets_length_is_never_echoed_whole(http):
+    """However many entries a refused list or object has, its reply stays small when its
+    entries are large: at every count about the echo budget (~2,000), one at which its own
+    length used the budget up exactly was echoed whole with its 1 MB of entries by a mutation
+    (``budget > 0`` for ``budget >= 0`` before a list's entries are walked), and no test
+    failed (session 55's mutation testing)."""
+    entry = "x" * 500
+    for n in range(1_996, 2_002):
+        for value in ([entry] * n, {f"{i:0500d}": 0 for i in range(n)}):
+            r = http.post("/v1/tasks/tmp", json={"prompt": PROMPT, "max_tokens": value})
+            assert r.status_code == 422 and len(r.content) < 2_500, (n, len(r.content))
+            assert r.json()["detail"][0]["input"].endswith(
+                f" of {n:,} entries: too large to echo)"), r.text[:300]
+
+
+def test_the_echo_budget_is_about_two_thousand_characters(http):
+    """The budget of a refused value echoed whole is ~2,000 characters (``MAX_ECHO``): a string
+    of 1,500 comes back as sent, one of 2,500 as a note of its size. A budget of 40 (a short
+    number's field echoing none of a mistyped sentence) or 3,900 (a 422 twice the size) failed
+    no test (session 55's mutation testing)."""
+    for n, echoed in ((1_500, True), (2_500, False)):
+        r = http.post("/v1/tasks/tmp", json={"prompt": PROMPT, "max_tokens": "x" * n})
+        assert r.status_code == 422, r.text[:300]
+        shown = r.json()["detail"][0]["input"]
+        assert shown == ("x" * n if echoed else f"(str of {n:,} characters: too large to echo)")
+
+
+def test_an_unknown_field_name_is_cut_past_two_hundred_characters(http):
+    """An unknown field's name in a 422's ``loc`` is shown whole up to ``MAX_LOC_KEY`` (200)
+    characters and cut past it: neither bound was pinned (200 to 2,000, or to 20: no test
+    failed; session 55's mutation testing)."""
+    for n in (30, 200, 201):
+        name = "k" * n
+        r = http.post("/v1/tasks/tmp", json={"prompt": PROMPT, name: 1})
+        assert r.status_code == 422, r.text[:300]
+        want = name if n <= 200 else "k" * 40 + f"... ({n:,} characters)"
+        assert r.json()["detail"][0]["loc"] == ["body", want]
+
+
+def test_exactly_twenty_errors_get_no_note_of_more(http):
+    """A 422 lists up to ``MAX_ERRORS`` (20) errors; a note of how many more comes only past
+    them: 20 unknown fields are 20 errors and no note ("... and 0 more errors" with ``>=``: no
+    test failed), 21 are 20 and "1 more error" (singular)."""
+    from server.api.safe_json import MAX_ERRORS
+
+    for n, more in ((MAX_ERRORS, None), (MAX_ERRORS + 1, "... and 1 more error of this")):
+        body = {"prompt": PROMPT, "max_tokens": 1, **{f"u{i}": 1 for i in range(n)}}
+        r = http.post("/v1/tasks/tmp", json=body)
+        assert r.status_code == 422, r.text[:300]
+        detail = r.json()["detail"]
+        notes = [e for e in detail if e["type"] == "too_many_errors"]
+        assert len(detail) == MAX_ERRORS + (more is not None), detail
+        assert [e["msg"] for e in notes] == ([] if more is None else [
+            f"{more} request (the first {MAX_ERRORS} shown)"]), notes

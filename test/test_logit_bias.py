@@ -198,6 +198,21 @@ def test_a_bias_of_too_many_entries_is_refused_before_any_key_is_read(http):
     assert r.status_code == 422 and r.json()["detail"][0]["msg"] == words, r.text
 
 
+def test_a_bias_of_exactly_the_most_entries_is_taken(http):
+    """``LOGIT_BIAS_MAX`` (OpenAI's 300) entries is a usable bias, not one too many: the count
+    checked before any key is read refuses only past it (a mutation of that check to ``>=``
+    refused a 300-entry bias that OpenAI takes, and no test failed: session 55's mutation
+    testing). Taken on an OpenAI route and on the Task API's."""
+    from server.api.response_format import request_logit_bias
+    from server.task.task import LOGIT_BIAS_MAX
+
+    bias = {str(i): -1 for i in range(1, LOGIT_BIAS_MAX + 1)}
+    assert request_logit_bias(bias, 65536) == {i: -1.0 for i in range(1, LOGIT_BIAS_MAX + 1)}
+    completion(http, temperature=0, logit_bias=bias)  # (a 200)
+    r = http.post("/v1/tasks/tmp", json={"prompt": "x", "max_tokens": 2, "logit_bias": bias})
+    assert r.status_code == 200, r.text
+
+
 @pytest.mark.parametrize("change, words", [
     (lambda t: setattr(t, "logit_bias", {10 ** 6: 1.0}), "logit_bias"),
     (lambda t: setattr(t, "temperature", float("nan")), "temperature")])

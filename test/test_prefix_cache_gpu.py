@@ -74,3 +74,69 @@ def test_a_whole_prompt_on_the_host_tier_keeps_its_logits(cuda_loader, sampling,
         again, sched = run(cuda_loader, prompt, cache, **sampling)
         assert sched.prefiller.prefilled_tokens == 0 and again == first == plain
     assert cache.stats()["bytes"] == sum(e.nbytes for e in cache._lru.values())
+
+
+# ---- from session 55's mutation testing: behaviour no test pinned down ------------------------
+@pytest.mark.parametrize("room", [True, False])
+def test_logits_live_on_their_entrys_tier(room):
+    """On CUDA an entry's logits are where its state is: pinned host memory on the host tier
+    (moved there, or joining a host entry that has no room on the device), device memory on
+    the device tier (promoted by a hit, or gaining them with room), and a lookup of the whole
+    prompt hands them over on the device whichever tier holds them. On the CPU every such move
+    is a no-op: mutations that left them behind on the device (a host entry holding device
+    memory outside the tier's budget), on the host (a device entry's or a lookup's logits in
+    host memory), or not pinned, each failed no test (session 55's mutation testing)."""
+    if not torch.cuda.is_available():
+        pytest.skip("needs CUDA")
+    from array import array
+
+    from server.model.state import State
+    from server.scheduler.prefix_cache import ENTRY_OVERHEAD, prefix_hashes
+
+    dev = torch.device("cuda", torch.cuda.current_device())
+
+    def state(value):
+        return State(torch.full((2, 2, 1, 8), value, device=dev),
+                     torch.full((2, 1, 2, 4, 4), value, device=dev))
+
+    size = state_nbytes(state(0.0)) + 4 * 20 + ENTRY_OVERHEAD
+    logits = torch.arange(8.0, device=dev)
+    cache = PrefixCache(4 * size + 64, device=dev, device_bytes=size + (32 if room else 0),
+                        min_tokens=2)
+    seqs = [array("I", [i] * 20) for i in range(1, 4)]
+
+    def insert(i, value, with_logits):
+        key = cache.key("", prefix_hashes(seqs[i]), 20)
+        return cache.insert(key, seqs[i], state(value),
+                            logits=logits + value if with_logits else None, defer=True)
+
+    def entry(i):
+        return next(e for e in cache._lru.values() if e.tokens == seqs[i])
+
+    def on_its_tier(e):
+        if e.hot:
+            return e.state.wkv.device == dev and (e.logits is None or e.logits.device == dev)
+        return e.state.wkv.device.type == "cpu" and (
+            e.logits is None or (e.logits.device.type == "cpu" and e.logits.is_pinned()))
+
+    def whole(i):
+        found = cache.lookup("", prefix_hashes(seqs[i]), seqs[i], 0, 20, logits_at=20)
+        assert found[0] == 20 and found[2].device == dev
+        return found[2]
+
+    assert insert(0, 0.0, True) and insert(1, 1.0, False)
+    cache.settle()  # seqs[0] (the older) moved to the host with its logits
+    assert not entry(0).hot and entry(0).logits is not None and on_its_tier(entry(0))
+    assert torch.equal(whole(0), logits)  # promoted with room; from the host without
+    assert entry(0).hot == room and on_its_tier(entry(0)) and entry(0).logits is not None
+    cache.settle()
+    assert insert(2, 2.0, False)
+    cache.settle()
+    assert not entry(1).hot and entry(1).logits is None
+    assert not insert(1, 9.0, True)  # a lone pass's logits join the host entry
+    assert entry(1).hot == room and entry(1).logits is not None and on_its_tier(entry(1))
+    cache.settle()
+    assert all(on_its_tier(e) for e in cache._lru.values())
+    assert torch.equal(whole(1), logits + 9.0)
+    torch.cuda.synchronize()
+    assert all(on_its_tier(e) for e in cache._lru.values())

@@ -278,3 +278,67 @@ def test_a_stream_opened_during_a_refused_continue_of_a_stored_round_is_a_409(ti
             r = client.post(f"/v1/tasks/{tid}/continue", json={"max_tokens": 2})
             assert r.status_code == 200, r.text
             reader.join(30)
+
+
+def test_a_stream_opened_during_a_slow_continue_of_a_stored_round_follows_it(tiny_model_path,
+                                                                             tmp_path):
+    """A stream of a row stored READY opened while a ``continue`` of it is on its way to the
+    scheduler (pinned, its store thread slow to hand the task back) waits for it for as long as
+    the pin lasts, not one poll: the continue runs the task, and the stream follows its round
+    to the end (a 200, the round's text). A mutation that polled once (``if`` for ``while`` in
+    ``check_running``) made it the 409 of a round nothing runs, and no test failed (session
+    55's mutation testing)."""
+    import threading
+
+    from server.api.app import create_app
+    from server.config import Settings
+    from server.task.task import Status, Task
+
+    settings = Settings(model_path=tiny_model_path, demo=None, device="cpu", api_key=None,
+                        task_db_path=str(tmp_path / "t.db"))
+    tid = "TASK_never_ran"
+    with TestClient(create_app(settings)) as client:
+        task = Task([1, 2, 3, 4], max_tokens=5, task_id=tid)
+        task.status = Status.READY
+        client.app.state.runtime.manager.put_task(tid, task)
+    with TestClient(create_app(settings)) as client:
+        manager = client.app.state.runtime.manager
+        pinned, streamed = threading.Event(), threading.Event()
+        get_task, is_pinned = manager.get_task, manager.is_pinned
+
+        def slow_get(task_id, pin=False):  # the continue's store thread hands the pinned task
+            found = get_task(task_id, pin)  # back once the stream has seen the pin, and late
+            if pin and task_id == tid and not pinned.is_set():
+                pinned.set()
+                streamed.wait(20)
+                time.sleep(0.3)  # (many of the stream's polls)
+            return found
+
+        def seen_pinned(task_id):
+            held = is_pinned(task_id)
+            if held and task_id == tid:
+                streamed.set()
+            return held
+
+        manager.get_task, manager.is_pinned = slow_get, seen_pinned
+        got = {}
+
+        def post(key, url, body=None):
+            got[key] = client.post(url, json=body) if body is not None else client.get(url)
+
+        cont = threading.Thread(target=post, daemon=True, args=(
+            "continue", f"/v1/tasks/{tid}/continue", {"max_tokens": 3, "temperature": 0}))
+        cont.start()
+        assert pinned.wait(20)
+        reader = threading.Thread(target=post, args=("stream", f"/v1/tasks/{tid}/stream"),
+                                  daemon=True)
+        reader.start()
+        cont.join(20)
+        reader.join(30)
+        assert got["continue"].status_code == 200, got["continue"].text
+        assert not reader.is_alive(), "the stream of the continued round stayed open"
+        r = got["stream"]
+        assert r.status_code == 200 and r.text.rstrip().endswith("data: [DONE]"), r.text
+        assert '"prefill_time"' in r.text and "error" not in r.text, r.text
+        status = client.get(f"/v1/tasks/{tid}/status").json()
+        assert status["generated_buf"] == 3, status
