@@ -379,3 +379,24 @@ def test_a_record_without_min_p_reads_as_min_p_off():
     del old["params"]["min_p"]
     assert decode_task(json.dumps(old), blob).min_p == 0.0
     assert decode_task(meta, blob).min_p == t.min_p
+
+
+def test_prune_keeps_the_row_just_written_whatever_the_clock_says(tmp_path, monkeypatch):
+    """Pruning goes oldest first by ``updated_at`` (wall-clock time), and took the newest row
+    for the one just written: after the clock stepped back an hour (an NTP correction) a byte
+    limit below one row pruned the task just written and kept an older one (session 55's
+    review). The writer names the row it wrote (``keep``); without it the newest is kept."""
+    import server.task.store as store_mod
+
+    s = TaskStore(tmp_path / "c.db")
+    real = store_mod.time.time
+    s.put("TASK_a", "{}", bytes(1000))
+    monkeypatch.setattr(store_mod.time, "time", lambda: real() - 3600)
+    s.put("TASK_b", "{}", bytes(1000))  # written last, dated first
+    assert s.prune(None, 1001, keep="TASK_b") == ["TASK_a"]
+    assert s.ids(templates=False) == ["TASK_b"] and s.stored_bytes == 1002
+    s.put("TASK_c", "{}", bytes(1000))  # the same clock: dated after TASK_b
+    assert s.prune(1, None, keep="TASK_b") == ["TASK_c"]  # the count limit spares it too
+    s.put("TASK_d", "{}", bytes(1000))
+    assert s.prune(None, 1001) == ["TASK_b"]  # no keep: the newest by its date stays
+    assert s.ids(templates=False) == ["TASK_d"]

@@ -280,13 +280,16 @@ class TaskStore:
         if free > RECLAIM_PAGES and 4 * free > self._db.execute("PRAGMA page_count").fetchone()[0]:
             self._db.executescript("PRAGMA incremental_vacuum")  # (execute frees one page only)
 
-    def prune(self, max_size: int | None, max_bytes: int | None = None) -> list[str]:
+    def prune(self, max_size: int | None, max_bytes: int | None = None,
+              keep: str | None = None) -> list[str]:
         """Delete the oldest non-template rows beyond ``max_size`` rows, and beyond
         ``max_bytes`` bytes of them all told (their meta and blob: a state is megabytes, so a
         count alone let the default fill a disk: 10,000 rows of 21 MB at 2.9B); return their
-        ids. None: no such limit. ``max_bytes`` never prunes the newest row (the task just
-        written): one row over it alone stays, alone (``stored_bytes`` tells); pruned too, a
-        limit below one row kept no task at all (session 54's note)."""
+        ids. None: no such limit. ``keep`` (the task just written; None: the newest row) is
+        never pruned by ``max_bytes``, nor by ``max_size`` when given: one row over the byte
+        limit alone stays, alone (``stored_bytes`` tells); pruned too, a limit below one row
+        kept no task at all (session 54's note). By id, not by age: a wall clock stepped back
+        dates the row just written before older ones (session 55's review)."""
         with self._lock:
             n = self._db.execute("SELECT COUNT(*) FROM tasks WHERE is_template=0").fetchone()[0]
             extra_rows = 0 if max_size is None else n - max_size
@@ -303,12 +306,15 @@ class TaskStore:
             rows = self._db.execute("SELECT task_id, LENGTH(meta) + IFNULL(LENGTH(blob), 0) "
                                     "FROM tasks WHERE is_template=0 ORDER BY updated_at, task_id")
             for i, (task_id, size) in enumerate(rows):
-                if len(ids) >= extra_rows and (freed >= extra_bytes or i == n - 1):
+                if task_id == keep:
+                    continue
+                if len(ids) >= extra_rows and (freed >= extra_bytes
+                                               or (keep is None and i == n - 1)):
                     break
                 ids.append(task_id)
                 freed += size
             rows.close()
-            if not ids:  # (the newest row alone over max_bytes)
+            if not ids:  # (the kept row alone over max_bytes)
                 return []
             self._db.execute("BEGIN")
             try:

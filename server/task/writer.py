@@ -308,8 +308,9 @@ class AsyncWriter:
                 job.ticket.landed = job.seq
                 self._landed_locked(job.task_id, job.seq)
             if self.max_db_size is not None or self.max_db_bytes is not None:
-                pruned = self.store.prune(self.max_db_size, self.max_db_bytes)
-                left = self.store.stored_bytes  # (over the limit: the newest row alone)
+                pruned = self.store.prune(self.max_db_size, self.max_db_bytes,
+                                          keep=None if job.template else job.task_id)
+                left = self.store.stored_bytes  # (over the limit: the kept row alone)
         if pruned:
             log.info(f"pruned {len(pruned)} oldest tasks ({self.limits}: RWKV_TASK_DB_MAX_SIZE, "
                      "RWKV_TASK_DB_MAX_MB)")
