@@ -227,19 +227,14 @@ def test_a_stream_opened_during_a_refused_continue_of_a_stored_round_is_a_409(ti
 
     from server.api.app import create_app
     from server.config import Settings
-    from server.task.task import Status, Task
 
     settings = Settings(model_path=tiny_model_path, demo=None, device="cpu", api_key=None,
                         task_db_path=str(tmp_path / "t.db"), max_prompt_tokens=6)
-    tid = "TASK_never_ran"
-    with TestClient(create_app(settings)) as client:
-        task = Task([1, 2, 3, 4], max_tokens=5, task_id=tid)  # (4 tokens pending)
-        task.status = Status.READY
-        client.app.state.runtime.manager.put_task(tid, task)
+    tid = _stored_unrun(settings)  # (4 tokens pending)
     with TestClient(create_app(settings)) as client:
         manager = client.app.state.runtime.manager
         refusing, streamed = threading.Event(), threading.Event()
-        unpin, is_pinned = manager.unpin, manager.is_pinned
+        unpin = manager.unpin
 
         def slow_unpin(task_id):  # the continue, refused, gives its pin up once the stream
             if task_id == tid and not refusing.is_set():  # has seen it pinned
@@ -247,17 +242,10 @@ def test_a_stream_opened_during_a_refused_continue_of_a_stored_round_is_a_409(ti
                 streamed.wait(20)
             unpin(task_id)
 
-        def seen_pinned(task_id):
-            pinned = is_pinned(task_id)
-            if pinned and task_id == tid:
-                streamed.set()
-            return pinned
-
-        manager.unpin, manager.is_pinned = slow_unpin, seen_pinned
+        manager.unpin = slow_unpin
+        _signal_pin_seen(manager, tid, streamed)
         got = {}
-
-        def post(key, url, body=None):
-            got[key] = client.post(url, json=body) if body is not None else client.get(url)
+        post = _poster(client, got)
 
         cont = threading.Thread(target=post, daemon=True, args=(
             "continue", f"/v1/tasks/{tid}/continue", {"prompt": [5, 6, 7], "max_tokens": 2}))
@@ -292,19 +280,14 @@ def test_a_stream_opened_during_a_slow_continue_of_a_stored_round_follows_it(tin
 
     from server.api.app import create_app
     from server.config import Settings
-    from server.task.task import Status, Task
 
     settings = Settings(model_path=tiny_model_path, demo=None, device="cpu", api_key=None,
                         task_db_path=str(tmp_path / "t.db"))
-    tid = "TASK_never_ran"
-    with TestClient(create_app(settings)) as client:
-        task = Task([1, 2, 3, 4], max_tokens=5, task_id=tid)
-        task.status = Status.READY
-        client.app.state.runtime.manager.put_task(tid, task)
+    tid = _stored_unrun(settings)
     with TestClient(create_app(settings)) as client:
         manager = client.app.state.runtime.manager
         pinned, streamed = threading.Event(), threading.Event()
-        get_task, is_pinned = manager.get_task, manager.is_pinned
+        get_task = manager.get_task
 
         def slow_get(task_id, pin=False):  # the continue's store thread hands the pinned task
             found = get_task(task_id, pin)  # back once the stream has seen the pin, and late
@@ -314,17 +297,10 @@ def test_a_stream_opened_during_a_slow_continue_of_a_stored_round_follows_it(tin
                 time.sleep(0.3)  # (many of the stream's polls)
             return found
 
-        def seen_pinned(task_id):
-            held = is_pinned(task_id)
-            if held and task_id == tid:
-                streamed.set()
-            return held
-
-        manager.get_task, manager.is_pinned = slow_get, seen_pinned
+        manager.get_task = slow_get
+        _signal_pin_seen(manager, tid, streamed)
         got = {}
-
-        def post(key, url, body=None):
-            got[key] = client.post(url, json=body) if body is not None else client.get(url)
+        post = _poster(client, got)
 
         cont = threading.Thread(target=post, daemon=True, args=(
             "continue", f"/v1/tasks/{tid}/continue", {"max_tokens": 3, "temperature": 0}))
@@ -342,3 +318,37 @@ def test_a_stream_opened_during_a_slow_continue_of_a_stored_round_follows_it(tin
         assert '"prefill_time"' in r.text and "error" not in r.text, r.text
         status = client.get(f"/v1/tasks/{tid}/status").json()
         assert status["generated_buf"] == 3, status
+
+
+def _stored_unrun(settings) -> str:
+    """A row stored READY before its round ran (4 prompt tokens pending), in the database of
+    ``settings``; returns its id."""
+    from server.api.app import create_app
+    from server.task.task import Status, Task
+
+    tid = "TASK_never_ran"
+    with TestClient(create_app(settings)) as client:
+        task = Task([1, 2, 3, 4], max_tokens=5, task_id=tid)
+        task.status = Status.READY
+        client.app.state.runtime.manager.put_task(tid, task)
+    return tid
+
+
+def _signal_pin_seen(manager, tid: str, seen) -> None:
+    """``seen`` is set once a check finds ``tid`` pinned (a stream's ``check_running``)."""
+    is_pinned = manager.is_pinned
+
+    def watched(task_id):
+        held = is_pinned(task_id)
+        if held and task_id == tid:
+            seen.set()
+        return held
+
+    manager.is_pinned = watched
+
+
+def _poster(client, got: dict):
+    """``post(key, url, body=None)``: POST ``body`` (GET without one), the reply in ``got``."""
+    def post(key, url, body=None):
+        got[key] = client.post(url, json=body) if body is not None else client.get(url)
+    return post
