@@ -835,3 +835,35 @@ def test_a_schema_without_strict_leaves_its_objects_open(tiny_loader):
         return all(c.accept(t) for t in reply)
     assert takes({"name": "x", "schema": schema})
     assert not takes({"name": "x", "schema": schema, "strict": True})
+
+
+def test_a_forced_call_writes_a_non_ascii_name_as_the_prompt_shows_it(http):
+    """A function named in Chinese (names are free text here): the forced call's grammar wrote
+    its name as JSON's ASCII escapes ("\\u67e5\\u8be2..."), unlike the tools' description and
+    the history the model reads (raw UTF-8): 6 tokens a character, which ``max_tokens`` cut."""
+    name = "查询天气"
+    tools = [{"type": "function", "function": {"name": name, "parameters": {
+        "type": "object", "additionalProperties": False, "required": ["城市"],
+        "properties": {"城市": {"enum": ["北京"]}}}}}]
+    body = dict(TOOL_CHAT, messages=[{"role": "user", "content": "北京天气？"}], tools=tools,
+                tool_choice={"type": "function", "function": {"name": name}}, logprobs=True)
+    r = http.post("/v1/chat/completions", json=body)
+    assert r.status_code == 200, r.text
+    choice = r.json()["choices"][0]
+    assert choice["finish_reason"] == "tool_calls", choice
+    (call,) = choice["message"]["tool_calls"]
+    assert call["function"]["name"] == name
+    assert json.loads(call["function"]["arguments"]) == {"城市": "北京"}
+    raw = bytes(b for e in choice["logprobs"]["content"] for b in e["bytes"]).decode()
+    assert f'"name":"{name}"' in raw, raw  # as tools_instructions and render_tool_calls write it
+
+
+def test_a_forced_calls_grammar_takes_a_name_no_utf8_text_holds(tiny_loader):
+    """(The raw name above, but a lone surrogate, valid in a JSON request, stays escaped:
+    raw, the grammar could not be handed to llguidance: UnicodeEncodeError.)"""
+    from server.api.tools import forced_call_grammar, parse_tools
+
+    for name in ("查询天气", "a\ud800b"):
+        tools = parse_tools([{"type": "function", "function": {"name": name}}])
+        grammar = forced_call_grammar(tools, "required", ">")
+        assert Constraint(grammar, tiny_loader.tokenizer).error is None

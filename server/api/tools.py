@@ -20,6 +20,8 @@ import re
 import secrets
 from dataclasses import dataclass, field
 
+from server.api.safe_json import utf8_safe
+
 OPEN_TAG = "<tool_call>"
 CLOSE_TAG = "</tool_call>"
 _FENCE = re.compile(r"^```[a-zA-Z]*\s*|\s*```$")
@@ -175,7 +177,11 @@ def forced_call_grammar(tools: list[ToolSpec], tool_choice, lead: str | None = N
                          f"(got type {str(schema.get('type'))[:40]!r})", param)
         if t.strict:
             schema = closed_objects(schema)
-        head = '{"name":' + json.dumps(t.name) + ',"arguments":'
+        # the name as the tools' description and the history write it: raw UTF-8 (JSON's
+        # ASCII escapes cost a non-ASCII name 6 tokens a character), but a lone surrogate,
+        # which no UTF-8 text holds, escaped
+        head = '{"name":' + json.dumps(t.name, ensure_ascii=utf8_safe(t.name) != t.name) \
+            + ',"arguments":'
         try:
             args = json_rule(schema)
             lark_grammar(f"start: {args}\n")  # this function's own errors, named
