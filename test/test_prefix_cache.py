@@ -116,151 +116,6 @@ def test_a_failed_move_to_the_host_leaves_the_tiers_counted_exactly(monkeypatch)
     assert get(cache, seqs[-1]) == (20, 7.0) and get(cache, seqs[0]) is None
 
 
-@pytest.mark.parametrize("room", [True, False])
-def test_logits_move_with_their_entry_between_the_tiers(room):
-    """An entry's logits go to the host tier with its state and come back with it, counted in
-    its bytes; a lookup of the whole prompt gets them from either tier. An entry kept without
-    them takes an insert's: back on the device tier where it has room for both, else on the
-    host with them (before the fix it went back to the device and, moved out again, dropped
-    them: every repeat of the prompt fed its last chunk again)."""
-    size = state_nbytes(toy_state(0.0)) + 4 * 20 + ENTRY_OVERHEAD
-    logits = torch.arange(8.0)
-    cache = PrefixCache(4 * size + 64, device="cpu", device_bytes=size + (32 if room else 0),
-                        min_tokens=2)
-    seqs = [array("I", [i] * 20) for i in range(1, 4)]
-
-    def insert(i, value, with_logits):
-        key = cache.key("", prefix_hashes(seqs[i]), 20)
-        return cache.insert(key, seqs[i], toy_state(value),
-                            logits=logits + value if with_logits else None, defer=True)
-
-    def check():
-        st, entries = cache.stats(), list(cache._lru.values())
-        assert st["bytes"] == sum(e.nbytes for e in entries)
-        assert st["device_bytes"] == sum(e.nbytes for e in entries if e.hot)
-
-    assert insert(0, 0.0, True) and insert(1, 1.0, False)
-    cache.settle()
-    e0, e1 = (next(e for e in cache._lru.values() if e.tokens == s) for s in seqs[:2])
-    assert not e0.hot and e0.logits is not None and e0.nbytes == size + 32 and e1.hot
-    check()
-    found = cache.lookup("", prefix_hashes(seqs[0]), seqs[0], 0, 20, logits_at=20)
-    assert found[0] == 20 and torch.equal(found[2], logits) and e0.hot == room
-    assert e0.logits is not None
-    cache.settle()
-    check()
-    assert insert(2, 2.0, False)
-    cache.settle()
-    assert not e1.hot and e1.logits is None  # (moved to the host)
-    assert not insert(1, 9.0, True)  # the same prompt again, its logits from a lone pass
-    assert e1.logits is not None and e1.hot == room and e1.nbytes == size + 32
-    cache.settle()
-    check()
-    found = cache.lookup("", prefix_hashes(seqs[1]), seqs[1], 0, 20, logits_at=20)
-    assert torch.equal(found[2], logits + 9.0)
-
-
-def test_a_host_entry_without_logits_is_a_hit_with_no_room_on_the_device():
-    """A host-tier entry kept without logits (a prefix, or a whole prompt fed with others)
-    that the device tier has no room to take back is a hit all the same, its logits None; at a
-    whole prompt's ``logits_at`` it is no hit (a pass must make them). A mutation that moved the
-    logits of every host hit to the device (not only ``logits_at``'s) raised on ``None`` there,
-    and no test failed (session 55's mutation testing): a host tier alone (no device tier), or
-    a full one, is a configuration a server runs."""
-    size = state_nbytes(toy_state(0.0)) + 4 * 20 + ENTRY_OVERHEAD
-    for device_bytes in (0, size - 1):
-        cache = PrefixCache(4 * size, device="cpu", device_bytes=device_bytes, min_tokens=2)
-        seq = array("I", [5] * 20)
-        assert put(cache, seq, 1.0) and not cache._lru[next(iter(cache._lru))].hot
-        longer = array("I", [5] * 20 + [6] * 4)
-        found = cache.lookup("", prefix_hashes(longer), longer, 0, 24, logits_at=24)
-        assert found[0] == 20 and found[1].wkv.flatten()[0].item() == 1.0 and found[2] is None
-        assert cache.lookup("", prefix_hashes(seq), seq, 0, 20, logits_at=20) is None
-
-
-def test_an_insert_of_an_entry_that_has_its_logits_changes_nothing_but_its_recency():
-    """An insert under a key held by the same tokens is a refresh: it makes the entry the most
-    recent (the next to go is another), and one with logits for an entry that has them, or one
-    without for an entry without, adds nothing (its bytes counted once, a host entry stays
-    there). A mutation that took a second set of logits counted them twice, one that took
-    none raised on a host entry, and one that did not refresh an entry gaining its logits let
-    the next insert drop it: no test failed (session 55's mutation testing)."""
-    size = state_nbytes(toy_state(0.0)) + 4 * 20 + ENTRY_OVERHEAD
-    logits = torch.arange(8.0)
-    seqs = [array("I", [i] * 20) for i in range(1, 6)]
-
-    def insert(cache, i, value, with_logits):
-        key = cache.key("", prefix_hashes(seqs[i]), 20)
-        return cache.insert(key, seqs[i], toy_state(value),
-                            logits=logits + value if with_logits else None, defer=True)
-
-    def counted(cache):
-        st, entries = cache.stats(), list(cache._lru.values())
-        return st["bytes"] == sum(e.nbytes for e in entries) and \
-            st["device_bytes"] == sum(e.nbytes for e in entries if e.hot)
-
-    for device_bytes in (4 * size, size - 1):  # (the entry on the device tier; on the host)
-        cache = PrefixCache(3 * size + 32, device="cpu", device_bytes=device_bytes,
-                            min_tokens=2)
-        assert insert(cache, 0, 0.0, True)
-        cache.settle()
-        before = cache.stats()["bytes"]
-        assert not insert(cache, 0, 5.0, True) and not insert(cache, 0, 5.0, False)
-        e0 = cache._lru[next(iter(cache._lru))]
-        assert cache.stats()["bytes"] == before == e0.nbytes == size + 32 and counted(cache)
-        assert torch.equal(e0.logits, logits) and e0.hot == (device_bytes > size)
-        # gaining its logits refreshes it: the next to go is the other, older one
-        assert insert(cache, 1, 1.0, False)
-        assert insert(cache, 2, 2.0, False)  # (the order now: e0, 1, 2; the cache full)
-        cache.settle()
-        assert not insert(cache, 1, 1.0, False)  # (1 refreshed: e0, 2, 1)
-        assert not insert(cache, 2, 9.0, True)  # 2 gains logits (e0, 1, 2): e0 goes
-        assert insert(cache, 3, 3.0, False) and insert(cache, 4, 4.0, False)  # 1 goes
-        cache.settle()
-        left = sorted(e.tokens[0] for e in cache._lru.values())
-        assert left == [3, 4, 5] and counted(cache), left
-        e2 = next(e for e in cache._lru.values() if e.tokens[0] == 3)
-        assert torch.equal(e2.logits, logits + 9.0)
-
-
-def test_a_host_entry_gaining_logits_moves_nothing_and_defers_nothing():
-    """A host entry that gains a lone pass's logits where the device tier has no room for it
-    stays on the host, and moves no other entry there on the request's way: the moves that
-    earlier inserts put off still wait for ``settle``, and it takes no place among the
-    ``DEFER_MAX`` entries put off. Mutations that rebalanced to the budget there (moving the
-    put-off entries at once), or counted it as put off (the next inserts moved entries on
-    their way), failed no test (session 55's mutation testing)."""
-    size = state_nbytes(toy_state(0.0)) + 4 * 20 + ENTRY_OVERHEAD
-    cache = PrefixCache(20 * size, device="cpu", device_bytes=size, min_tokens=2)
-    seqs = [array("I", [i] * 20) for i in range(1, DEFER_MAX + 4)]
-
-    def insert(i, with_logits=False):
-        key = cache.key("", prefix_hashes(seqs[i]), 20)
-        return cache.insert(key, seqs[i], toy_state(float(i)),
-                            logits=torch.arange(8.0) if with_logits else None, defer=True)
-
-    def hot():
-        return sorted(e.tokens[0] for e in cache._hot.values())
-
-    assert insert(0)
-    cache.settle()
-    assert insert(1)
-    cache.settle()
-    assert hot() == [2]  # (seqs[0] on the host; with its logits, more than the tier holds)
-    assert insert(2) and hot() == [2, 3]  # put off: the tier over its budget until settle
-    assert not insert(0, with_logits=True)
-    e0 = next(e for e in cache._lru.values() if e.tokens[0] == 1)
-    assert e0.logits is not None and not e0.hot and hot() == [2, 3]
-    for i in range(3, DEFER_MAX + 2):  # up to DEFER_MAX put off: none moved
-        assert insert(i)
-    assert hot() == list(range(2, DEFER_MAX + 3)), hot()
-    cache.settle()
-    assert hot() == [DEFER_MAX + 2] and e0.logits is not None
-    st = cache.stats()
-    assert st["bytes"] == sum(e.nbytes for e in cache._lru.values())
-    assert st["device_bytes"] == sum(e.nbytes for e in cache._hot.values()) == size
-
-
 def test_lru_in_bytes_and_two_tiers():
     size = state_nbytes(toy_state(0.0)) + 4 * 20 + ENTRY_OVERHEAD
     cache = PrefixCache(3 * size, device="cpu", device_bytes=size, min_tokens=2)
@@ -995,12 +850,10 @@ def test_identical_prompts_together_feed_the_prompt_once(tiny_loader):
     assert outs == [plain, plain]
 
 
-def test_whole_prompt_logits_move_with_their_entry(tiny_loader):
-    """A whole-prompt entry keeps its last token's logits (counted in its bytes) on either
-    tier: moved to the host (or kept there: no device tier) it takes them along, and the same
-    prompt again runs no model call before its first token; outputs equal either way. Before
-    the fix the host tier dropped them, and the same prompt started from a shorter entry (its
-    turn boundary)."""
+def test_whole_prompt_logits_stay_on_the_device_tier(tiny_loader):
+    """A whole-prompt entry keeps its last token's logits only while on the device: moved to
+    the host it drops them (and their bytes), and the same prompt then starts from a shorter
+    entry (its turn boundary) instead; outputs equal either way."""
     one = state_nbytes(tiny_loader.gen_state(1))
     prompts = [tiny_loader.encode(chat(i)) for i in range(3)]
     cache = PrefixCache(64 << 20, device_bytes=64 << 20)
@@ -1012,15 +865,16 @@ def test_whole_prompt_logits_move_with_their_entry(tiny_loader):
     assert again == first and s.prefiller.prefilled_tokens == 0
     small = PrefixCache(64 << 20, device_bytes=whole[0].nbytes + 64)  # room for one entry
     run(tiny_loader, prompts[:1], small, max_tokens=4, temperature=0.0)  # whole, then boundary
+    moved = [e for e in small._lru.values() if e.key[1] == len(prompts[0])]
+    assert len(moved) == 1 and not moved[0].hot and moved[0].logits is None
     cold = PrefixCache(64 << 20, device_bytes=0)  # every entry on the host tier
     run(tiny_loader, prompts[:1], cold, max_tokens=4, temperature=0.0)
     for c in (small, cold):
-        moved = [e for e in c._lru.values() if e.key[1] == len(prompts[0])]
-        assert len(moved) == 1 and not moved[0].hot and moved[0].logits is not None
-        assert moved[0].nbytes == whole[0].nbytes
+        assert all(e.logits is None for e in c._lru.values() if not e.hot)
         assert c.stats()["bytes"] == sum(e.nbytes for e in c._lru.values())
-        again, s = run(tiny_loader, prompts[:1], c, max_tokens=4, temperature=0.0)
-        assert again == first and s.prefiller.prefilled_tokens == 0
+    again, s = run(tiny_loader, prompts[:1], cold, max_tokens=4, temperature=0.0)
+    bound = max(i for i, t in enumerate(prompts[0]) if t == TURN_TOKEN)
+    assert again == first and s.prefiller.prefilled_tokens == len(prompts[0]) - bound
 
 
 def test_prefix_hashes_reuse_a_known_prefix_and_common_prefix_length():
