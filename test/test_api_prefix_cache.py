@@ -386,7 +386,8 @@ def test_a_limit_smaller_than_one_state_turns_the_cache_off(tiny_loader):
     two_mb = State(torch.zeros(1, 2, 1, 8), torch.zeros(1, 1, 8, 256, 256))  # 2 MB of wkv
     big = SimpleNamespace(model=SimpleNamespace(device=torch.device("cpu"),
                                                 new_state=lambda batch: two_mb,
-                                                split_invariant=True, prefill_align=16))
+                                                split_invariant=True, prefill_align=16),
+                          cfg=SimpleNamespace(vocab_size=64))
     assert make_prefix_cache(settings(1), big) is None
     assert make_prefix_cache(settings(3), big).enabled
     assert make_prefix_cache(settings(1), tiny_loader).enabled  # its state: 66 KB

@@ -116,6 +116,50 @@ def test_a_failed_move_to_the_host_leaves_the_tiers_counted_exactly(monkeypatch)
     assert get(cache, seqs[-1]) == (20, 7.0) and get(cache, seqs[0]) is None
 
 
+@pytest.mark.parametrize("room", [True, False])
+def test_logits_move_with_their_entry_between_the_tiers(room):
+    """An entry's logits go to the host tier with its state and come back with it, counted in
+    its bytes; a lookup of the whole prompt gets them from either tier. An entry kept without
+    them takes an insert's: back on the device tier where it has room for both, else on the
+    host with them (before the fix it went back to the device and, moved out again, dropped
+    them: every repeat of the prompt fed its last chunk again)."""
+    size = state_nbytes(toy_state(0.0)) + 4 * 20 + ENTRY_OVERHEAD
+    logits = torch.arange(8.0)
+    cache = PrefixCache(4 * size + 64, device="cpu", device_bytes=size + (32 if room else 0),
+                        min_tokens=2)
+    seqs = [array("I", [i] * 20) for i in range(1, 4)]
+
+    def insert(i, value, with_logits):
+        key = cache.key("", prefix_hashes(seqs[i]), 20)
+        return cache.insert(key, seqs[i], toy_state(value),
+                            logits=logits + value if with_logits else None, defer=True)
+
+    def check():
+        st, entries = cache.stats(), list(cache._lru.values())
+        assert st["bytes"] == sum(e.nbytes for e in entries)
+        assert st["device_bytes"] == sum(e.nbytes for e in entries if e.hot)
+
+    assert insert(0, 0.0, True) and insert(1, 1.0, False)
+    cache.settle()
+    e0, e1 = (next(e for e in cache._lru.values() if e.tokens == s) for s in seqs[:2])
+    assert not e0.hot and e0.logits is not None and e0.nbytes == size + 32 and e1.hot
+    check()
+    found = cache.lookup("", prefix_hashes(seqs[0]), seqs[0], 0, 20, logits_at=20)
+    assert found[0] == 20 and torch.equal(found[2], logits) and e0.hot == room
+    assert e0.logits is not None
+    cache.settle()
+    check()
+    assert insert(2, 2.0, False)
+    cache.settle()
+    assert not e1.hot and e1.logits is None  # (moved to the host)
+    assert not insert(1, 9.0, True)  # the same prompt again, its logits from a lone pass
+    assert e1.logits is not None and e1.hot == room and e1.nbytes == size + 32
+    cache.settle()
+    check()
+    found = cache.lookup("", prefix_hashes(seqs[1]), seqs[1], 0, 20, logits_at=20)
+    assert torch.equal(found[2], logits + 9.0)
+
+
 def test_lru_in_bytes_and_two_tiers():
     size = state_nbytes(toy_state(0.0)) + 4 * 20 + ENTRY_OVERHEAD
     cache = PrefixCache(3 * size, device="cpu", device_bytes=size, min_tokens=2)
@@ -206,6 +250,92 @@ def test_host_tier_in_arena_rows_reused_and_exact():
             assert e.state.wkv.data_ptr() == arena.wkv[e.row].data_ptr() and not e.hot
     cache.clear()
     assert len(arena.free) == arena.slots
+
+
+def test_logits_move_to_the_host_into_their_arena_row(monkeypatch):
+    """Each arena row has room for a whole prompt's logits beside its state (allocated with the
+    arena, its rows 4 x vocab bytes bigger: fewer fit the budget), so an entry's move to the
+    host copies its logits into its row and allocates no memory of their own (on CUDA a fresh
+    pinned block per move: the suspected cause of session 55's revert of 7224169, a cached chat
+    turn ~0.6 ms slower on the H200); so does an entry gaining logits on the host. Promotion
+    copies them out (the row is handed back), lookups read them back exactly, a failed move
+    leaves the entry and the rows as they were, and logits not of the rows' size get their own
+    memory."""
+    import server.scheduler.prefix_cache as prefix_cache
+
+    V = 8
+    one = state_nbytes(toy_state(0.0))
+    size = one + 4 * 20 + ENTRY_OVERHEAD
+    # the device tier: room for an entry without logits, not one with them
+    cache = PrefixCache(4 * size + 4 * 4 * V, device="cpu", device_bytes=size + 2 * V,
+                        min_tokens=2, arena=True, vocab=V)
+    cache.reserve_host(toy_state(0.0))
+    arena = cache.arena
+    assert arena.logits.shape == (arena.slots, V)
+    assert arena.slots == arena.budget_bytes // (one + 4 * V) + 1  # (rows with logits room)
+    seqs = [array("I", [i] * 20) for i in range(1, 5)]
+    logits = torch.arange(float(V))
+
+    def insert(i, with_logits=True, value=None):
+        value = float(i) if value is None else value
+        key = cache.key("", prefix_hashes(seqs[i]), 20)
+        return cache.insert(key, seqs[i], toy_state(value),
+                            logits=logits + value if with_logits else None, defer=True)
+
+    def own_memory(*a, **k):
+        raise AssertionError("a move to the host allocated memory of its own")
+
+    with monkeypatch.context() as m:  # every move below finds a free row
+        m.setattr(prefix_cache, "_host_copy", own_memory)
+        m.setattr(prefix_cache, "to_host", own_memory)
+        assert insert(0) and insert(1, with_logits=False) and insert(2)
+        cache.settle()
+        e0, e1 = (next(e for e in cache._lru.values() if e.tokens == s) for s in seqs[:2])
+        assert not e0.hot and e0.row is not None and e0.nbytes == size + 4 * V
+        assert e0.logits.data_ptr() == arena.logits[e0.row].data_ptr()  # the row's storage
+        assert torch.equal(e0.logits, logits)
+        assert not e1.hot and e1.row is not None and e1.logits is None
+        assert not insert(1, value=9.0)  # gains a lone pass's logits on the host: its row
+        assert not e1.hot and e1.logits.data_ptr() == arena.logits[e1.row].data_ptr()
+        assert torch.equal(e1.logits, logits + 9.0) and e1.nbytes == size + 4 * V
+        found = cache.lookup("", prefix_hashes(seqs[0]), seqs[0], 0, 20, logits_at=20)
+        assert found[0] == 20 and torch.equal(found[2], logits) and not e0.hot  # (no room)
+    cache.device_bytes = 4 * size  # room: a lookup promotes it
+    found = cache.lookup("", prefix_hashes(seqs[0]), seqs[0], 0, 20, logits_at=20)
+    assert found[0] == 20 and torch.equal(found[2], logits)
+    assert e0.hot and e0.row is None  # promoted: a copy of its own, its row handed back
+    assert e0.logits.data_ptr() != arena.logits.data_ptr() and torch.equal(e0.logits, logits)
+    cache.settle()
+    st = cache.stats()
+    assert st["bytes"] == sum(e.nbytes for e in cache._lru.values())
+    assert st["device_bytes"] == sum(e.nbytes for e in cache._lru.values() if e.hot)
+    rows = [e.row for e in cache._lru.values() if e.row is not None]
+    assert len(rows) == len(set(rows)) and len(rows) + len(arena.free) == arena.slots
+    for e in cache._lru.values():  # every row's logits read back as inserted
+        if e.row is not None and e.logits is not None:
+            assert e.logits.data_ptr() == arena.logits[e.row].data_ptr()
+    assert torch.equal(cache.lookup("", prefix_hashes(seqs[1]), seqs[1], 0, 20,
+                                    logits_at=20)[2], logits + 9.0)
+    free = list(arena.free)
+
+    def refused(*a, **k):
+        raise RuntimeError("CUDA error: out of memory")
+
+    with monkeypatch.context() as m:  # a failed logits copy: the entry and the rows unchanged
+        m.setattr(arena, "put_logits", refused)
+        hot = next(iter(cache._hot.values()))
+        with pytest.raises(RuntimeError):
+            cache._to_host(hot)
+        assert hot.row is None and hot.logits is not None and arena.free == free
+    other = PrefixCache(2 * size, device="cpu", device_bytes=0, min_tokens=2, arena=True,
+                        vocab=V + 1)
+    key = other.key("", prefix_hashes(seqs[0]), 20)  # logits not of the rows' size: own memory
+    assert other.insert(key, seqs[0], toy_state(0.0), logits=logits)
+    e = next(iter(other._lru.values()))
+    assert e.row is not None and torch.equal(e.logits, logits)
+    assert e.logits.data_ptr() != other.arena.logits.data_ptr()
+    other.clear()
+    assert len(other.arena.free) == other.arena.slots
 
 
 # ---- the scheduler with a cache ------------------------------------------------------------------
@@ -850,10 +980,12 @@ def test_identical_prompts_together_feed_the_prompt_once(tiny_loader):
     assert outs == [plain, plain]
 
 
-def test_whole_prompt_logits_stay_on_the_device_tier(tiny_loader):
-    """A whole-prompt entry keeps its last token's logits only while on the device: moved to
-    the host it drops them (and their bytes), and the same prompt then starts from a shorter
-    entry (its turn boundary) instead; outputs equal either way."""
+def test_whole_prompt_logits_move_with_their_entry(tiny_loader):
+    """A whole-prompt entry keeps its last token's logits (counted in its bytes) on either
+    tier: moved to the host (or kept there: no device tier) it takes them along, and the same
+    prompt again runs no model call before its first token; outputs equal either way. Before
+    the fix the host tier dropped them, and the same prompt started from a shorter entry (its
+    turn boundary)."""
     one = state_nbytes(tiny_loader.gen_state(1))
     prompts = [tiny_loader.encode(chat(i)) for i in range(3)]
     cache = PrefixCache(64 << 20, device_bytes=64 << 20)
@@ -865,16 +997,15 @@ def test_whole_prompt_logits_stay_on_the_device_tier(tiny_loader):
     assert again == first and s.prefiller.prefilled_tokens == 0
     small = PrefixCache(64 << 20, device_bytes=whole[0].nbytes + 64)  # room for one entry
     run(tiny_loader, prompts[:1], small, max_tokens=4, temperature=0.0)  # whole, then boundary
-    moved = [e for e in small._lru.values() if e.key[1] == len(prompts[0])]
-    assert len(moved) == 1 and not moved[0].hot and moved[0].logits is None
     cold = PrefixCache(64 << 20, device_bytes=0)  # every entry on the host tier
     run(tiny_loader, prompts[:1], cold, max_tokens=4, temperature=0.0)
     for c in (small, cold):
-        assert all(e.logits is None for e in c._lru.values() if not e.hot)
+        moved = [e for e in c._lru.values() if e.key[1] == len(prompts[0])]
+        assert len(moved) == 1 and not moved[0].hot and moved[0].logits is not None
+        assert moved[0].nbytes == whole[0].nbytes
         assert c.stats()["bytes"] == sum(e.nbytes for e in c._lru.values())
-    again, s = run(tiny_loader, prompts[:1], cold, max_tokens=4, temperature=0.0)
-    bound = max(i for i, t in enumerate(prompts[0]) if t == TURN_TOKEN)
-    assert again == first and s.prefiller.prefilled_tokens == len(prompts[0]) - bound
+        again, s = run(tiny_loader, prompts[:1], c, max_tokens=4, temperature=0.0)
+        assert again == first and s.prefiller.prefilled_tokens == 0
 
 
 def test_prefix_hashes_reuse_a_known_prefix_and_common_prefix_length():

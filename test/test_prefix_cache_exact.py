@@ -448,12 +448,14 @@ def test_kept_logits_are_a_lone_pass_logits(tiny_loader):
     assert [list(e.tokens) for e in kept] == [prompts[0]]
 
 
-def test_a_whole_prompt_kept_without_logits_gains_a_lone_pass_logits(tiny_loader):
+@pytest.mark.parametrize("device_bytes", [None, 0])
+def test_a_whole_prompt_kept_without_logits_gains_a_lone_pass_logits(tiny_loader, device_bytes):
     """A whole prompt of a length ``align`` divides, first fed with another, is kept without
     its logits (they are the batch's). The same prompt sent alone then resumes and feeds its
     last chunk in a lone pass, whose logits are the right ones; they were not kept (the entry
     was there already), so every later repeat fed that chunk again: a model call before its
-    first token where a prompt first seen alone needs none. The entry gains them now."""
+    first token where a prompt first seen alone needs none. The entry gains them now, on the
+    host tier too (``device_bytes`` 0: its state stays there, with the lone pass's bits)."""
     model = tiny_loader.model
     prompts = []
     for i in range(40):
@@ -463,7 +465,7 @@ def test_a_whole_prompt_kept_without_logits_gains_a_lone_pass_logits(tiny_loader
             prompts.append(p)
         if len(prompts) == 2:
             break
-    cache = PrefixCache(64 << 20)
+    cache = PrefixCache(64 << 20, device_bytes=device_bytes)
     _together(tiny_loader, prompts, cache, max_tokens=1)
     _together(tiny_loader, prompts[:1], cache, max_tokens=1)  # resumes: a lone pass
     again, sched = _together(tiny_loader, prompts[:1], cache, max_tokens=4)
@@ -472,17 +474,18 @@ def test_a_whole_prompt_kept_without_logits_gains_a_lone_pass_logits(tiny_loader
     assert again[0].output == plain[0].output and same_state(again[0].state, plain[0].state)
     kept = [e for e in cache._lru.values() if e.logits is not None]
     assert [list(e.tokens) for e in kept] == [prompts[0]]
+    assert kept[0].hot == (device_bytes is None)
     logits = model.prefill([prompts[0]], model.new_state(1))
     assert torch.equal(logits.reshape(-1), kept[0].logits.reshape(-1))
 
 
-def test_a_whole_prompt_moved_to_the_host_tier_gains_its_logits_again(tiny_loader):
-    """A whole prompt's entry that moved to the host tier dropped its logits (they stay on the
-    device), and at a length ``align`` does not divide it can no longer serve anyone. The same
-    prompt sent again resumes an aligned state and feeds its last chunk in a lone pass, whose
-    logits the entry takes back (with the pass's state, to the device tier). Before the fix
-    ``contains`` took the host entry for one that could not keep them: nothing was stored,
-    and every repeat fed that chunk again, a model call before its first token."""
+def test_a_whole_prompt_moved_to_the_host_tier_keeps_its_logits(tiny_loader):
+    """A whole prompt's entry that newer entries push to the host tier takes its logits along
+    (at a length ``align`` does not divide, it serves no one without them): the same prompt
+    again runs no model call before its first token, and comes back to the device tier. Until
+    session 54 ``contains`` took the host entry, which had dropped them, for one that could
+    not keep them: every repeat fed its last chunk again; session 54's fix had the repeat's
+    lone pass give them back (with its state, to the device tier)."""
     prompt = tiny_loader.encode(chat(3))
     assert len(prompt) % 32  # (its end is no multiple of align)
     one = (state_nbytes(tiny_loader.model.new_state(1)) + ENTRY_OVERHEAD + 4 * len(prompt)
@@ -492,15 +495,42 @@ def test_a_whole_prompt_moved_to_the_host_tier_gains_its_logits_again(tiny_loade
     for i in range(10, 13):  # newer entries push the prompt's to the host tier
         _together(tiny_loader, [tiny_loader.encode(chat(i) + " z")], cache, max_tokens=1)
     moved = next(e for e in cache._lru.values() if list(e.tokens) == prompt)
-    assert not moved.hot and moved.logits is None
-    _, sched = _together(tiny_loader, [prompt], cache, max_tokens=1)
-    assert sched.prefiller.prefilled_tokens == len(prompt) % 32  # from the aligned state
+    assert not moved.hot and moved.logits is not None and moved.nbytes == one
     again, sched = _together(tiny_loader, [prompt], cache, max_tokens=4)
     assert sched.prefiller.prefilled_tokens == 0  # no model call before its first token
+    assert moved.hot and moved.logits is not None
     plain, _ = _together(tiny_loader, [prompt], None, max_tokens=4)
     assert again[0].output == plain[0].output and same_state(again[0].state, plain[0].state)
     st = cache.stats()
     assert st["bytes"] == sum(e.nbytes for e in cache._lru.values()) <= 8 * one
+
+
+@pytest.mark.parametrize("room", ["state", "none"])
+@pytest.mark.parametrize("seeded", [False, True])
+def test_a_whole_prompt_too_big_for_the_device_tier_keeps_its_logits(tiny_loader, room, seeded):
+    """A device tier with room for the whole prompt's state but not for its logits too (or none
+    at all): the entry goes to the host tier with its logits, and the same prompt again runs no
+    model call before its first token; replies as without the cache. Before the fix the entry
+    dropped them there, took them back from the repeat's pass (to the device) and went back to
+    the host without them again: every repeat fed its last chunk (session 54's note; with no
+    device tier nothing took them back: every repeat fed it since logits were kept)."""
+    prompt = tiny_loader.encode(chat(3))
+    assert len(prompt) % 32  # (its end is no multiple of align)
+    state = state_nbytes(tiny_loader.model.new_state(1)) + ENTRY_OVERHEAD + 4 * len(prompt)
+    one = state + 4 * tiny_loader.cfg.vocab_size
+    cache = PrefixCache(8 * one, "cpu", device_bytes=state + 64 if room == "state" else 0)
+    kw = dict(temperature=1.0, top_p=1.0, top_k=0, seed=5) if seeded else {}
+    plain, _ = _together(tiny_loader, [prompt], None, **kw)
+    _together(tiny_loader, [prompt], cache, **kw)
+    for _ in range(2):
+        again, sched = _together(tiny_loader, [prompt], cache, **kw)
+        assert sched.prefiller.prefilled_tokens == 0  # no model call before its first token
+        assert again[0].output == plain[0].output and same_state(again[0].state, plain[0].state)
+    whole = next(e for e in cache._lru.values() if list(e.tokens) == prompt)
+    assert not whole.hot and whole.logits is not None and whole.nbytes == one
+    st = cache.stats()
+    assert st["bytes"] == sum(e.nbytes for e in cache._lru.values()) <= 8 * one
+    assert st["device_bytes"] == sum(e.nbytes for e in cache._lru.values() if e.hot)
 
 
 def _one_by_one(loader, cache, tasks, prefill_chunk=4096):

@@ -117,7 +117,8 @@ def make_prefix_cache(settings, loader):
     share = settings.state_cache_device_fraction if device.type != "cpu" else 1.0
     log.info(f"Prefix state cache: {settings.state_cache_mb} MB ({share:.0%} on {device})")
     # (RWKV_PREFILL_CHUNK is at least any WKV chunk: config.py; the cuts keep the bits)
-    cache = PrefixCache(total, device, device_bytes=int(total * share))
+    cache = PrefixCache(total, device, device_bytes=int(total * share),
+                        vocab=loader.cfg.vocab_size)  # (a row's room for a prompt's logits)
     cache.reserve_host(state)  # the host tier's pinned rows (CUDA)
     return cache
 

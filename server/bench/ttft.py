@@ -54,7 +54,8 @@ class Probe:
         cache = None
         if cache_mb > 0:
             share = 0.5 if dev.type == "cuda" else 1.0  # the server's default split
-            cache = PrefixCache(cache_mb << 20, dev, device_bytes=int((cache_mb << 20) * share))
+            cache = PrefixCache(cache_mb << 20, dev, device_bytes=int((cache_mb << 20) * share),
+                                vocab=model.cfg.vocab_size)
         self.sched = DynamicScheduler(loader, max_batch_size=256, buffer_size=buffer_size,
                                       prefix_cache=cache)
         self.loader, self.device = loader, dev

@@ -7,8 +7,9 @@ of ``tokens[:n]`` (``prefix_hashes``: two 31-bit polynomial hashes); a lookup ve
 stored tokens, so a hash collision can only cost a miss, never a wrong state.
 
 An entry of a whole prompt (its last token consumed too, see prefill.py) may also keep that token's
-logits, so that the same prompt again needs no model call before its first token; the logits stay
-on the device (a few hundred KB), and an entry that moves to the host tier drops them.
+logits, so that the same prompt again needs no model call before its first token (a few hundred
+KB, counted in its bytes); they move between the tiers with its state (on the host into its arena
+row's logits area, host_arena.py: a move allocates no pinned memory).
 
 Only the WKV and token-shift state is cached: prefill never touches a task's penalties or random
 stream, so a task that starts from a cached prefix generates what it would have without it.
@@ -105,12 +106,15 @@ def to_host(state: State) -> State:
     so it reads the finished data; nothing reads a host entry's tensors on the CPU."""
     if state.device.type != "cuda":
         return state.to(device="cpu")
+    return State(_host_copy(state.shift), _host_copy(state.wkv))
 
-    def pinned(t: torch.Tensor) -> torch.Tensor:
-        h = torch.empty(t.shape, dtype=t.dtype, pin_memory=True)
-        return h.copy_(t, non_blocking=True)
 
-    return State(pinned(state.shift), pinned(state.wkv))
+def _host_copy(t: torch.Tensor) -> torch.Tensor:
+    """A host copy of ``t`` (as ``to_host``'s: pinned from CUDA, not awaited)."""
+    if t.device.type != "cuda":
+        return t.to(device="cpu")
+    h = torch.empty(t.shape, dtype=t.dtype, pin_memory=True)
+    return h.copy_(t, non_blocking=True)
 
 
 def _nbytes(t: torch.Tensor | None) -> int:
@@ -129,20 +133,21 @@ class Entry:
     nbytes: int
     hot: bool  # on the device
     row: int | None = None  # its row of the host arena while on the host
-    logits: torch.Tensor | None = None  # [V] after its last token (device tier only)
+    logits: torch.Tensor | None = None  # [V] after its last token, on its tier
 
 
 class PrefixCache:
     def __init__(self, max_bytes: int, device="cpu", device_bytes: int | None = None,
-                 min_tokens: int = MIN_TOKENS, arena: bool | None = None):
+                 min_tokens: int = MIN_TOKENS, arena: bool | None = None, vocab: int = 0):
         self.max_bytes = max(0, int(max_bytes))
         self.device = torch.device(device)
         if self.device.type == "cuda" and self.device.index is None:  # compare equal to states'
             self.device = torch.device("cuda", torch.cuda.current_device())
         self.device_bytes = self.max_bytes // 2 if device_bytes is None else int(device_bytes)
-        # host tier in pinned slots (host_arena.py): on CUDA unless ``arena`` says otherwise
+        # host tier in pinned slots (host_arena.py): on CUDA unless ``arena`` says otherwise;
+        # ``vocab``: each row also holds a whole prompt's logits (the model's vocabulary size)
         cuda = self.device.type == "cuda"
-        self.arena = (HostArena(self.max_bytes - self.device_bytes, pin=cuda)
+        self.arena = (HostArena(self.max_bytes - self.device_bytes, pin=cuda, vocab=vocab)
                       if (cuda if arena is None else arena) else None)
         self.min_tokens = min_tokens
         self._lock = threading.Lock()
@@ -190,16 +195,17 @@ class PrefixCache:
                 if entry is not None and entry.tokens == tokens[:n] and (
                         n != logits_at or entry.logits is not None):
                     self._touch(entry)
-                    return n, entry.state, entry.logits
+                    logits = entry.logits
+                    if n == logits_at and not entry.hot:  # (no room on the device tier)
+                        logits = logits.to(self.device, non_blocking=True)
+                    return n, entry.state, logits
         return None
 
     def contains(self, key: tuple, logits: bool = False) -> bool:
-        """``logits``: only an entry that has them, or could not keep them (on the host tier,
-        with no room on the device's: ``_regains``)."""
+        """``logits``: only an entry that has them."""
         with self._lock:
             entry = self._lru.get(key)
-            return entry is not None and (not logits or entry.logits is not None
-                                          or not self._regains(entry))
+            return entry is not None and (not logits or entry.logits is not None)
 
     def key(self, origin: str, hashes: array, n: int) -> tuple:
         return (origin, n, hashes[n])
@@ -208,21 +214,19 @@ class PrefixCache:
     def insert(self, key: tuple, tokens: array, state: State,
                logits: torch.Tensor | None = None, defer: bool = False) -> bool:
         """Keep ``state`` (batch 1, a copy the cache may own) for ``tokens`` (= ``tokens[:n]``
-        of ``key``), and ``logits`` after its last token if given (a copy it may own; kept only
-        on the device tier). False if it is already there (it is refreshed), too short or too
-        big. ``defer``: moves to the host tier may wait for ``settle`` (module docstring)."""
+        of ``key``), and ``logits`` after its last token if given (a copy it may own). False if
+        it is already there (it is refreshed), too short or too big. ``defer``: moves to the
+        host tier may wait for ``settle`` (module docstring)."""
         origin, n, _ = key
         hot = state.device == self.device and self.device_bytes > 0
-        if not hot:
-            logits = None
         nbytes = state_nbytes(state) + 4 * n + ENTRY_OVERHEAD + _nbytes(logits)
         if n < self.min_tokens or nbytes > self.max_bytes:
             return False
         with self._lock:
             old = self._lru.get(key)
             if old is not None:
-                if logits is not None and old.logits is None and old.tokens == tokens \
-                        and self._regains(old):  # (the same tokens: not a hash collision's)
+                if logits is not None and old.logits is None and old.tokens == tokens:
+                    # (the same tokens: not a hash collision's)
                     self._add_logits(old, state, logits, defer)
                 else:
                     self._touch(old)
@@ -238,27 +242,27 @@ class PrefixCache:
             self._grow(nbytes, hot, defer)
         return True
 
-    def _regains(self, entry: Entry) -> bool:
-        """(under the lock) An entry kept without its logits can take them from an insert: on
-        the device tier, or on the host with room on the device's (moving there drops them)."""
-        return entry.hot or self.device_bytes >= entry.nbytes
-
     def _add_logits(self, entry: Entry, state: State, logits: torch.Tensor,
                     defer: bool) -> None:
-        """(under the lock) ``entry`` (kept without them first: a whole prompt fed with others,
-        or moved to the host) takes a lone pass's ``logits``; on the host, it comes back to the
-        device with ``state`` (of the same tokens, in hand: no copy back from the host)."""
-        moved = 0
-        if not entry.hot:
+        """(under the lock) ``entry`` (kept without them first: a whole prompt fed with others)
+        takes a lone pass's ``logits``; on the host, it comes back to the device with ``state``
+        (of the same tokens, in hand: no copy back from the host) where the device tier has room
+        for both, else they join it on the host, whose state stays (no state copy on the
+        request's way to its first token; split-invariant, the bits of ``state``: an entry kept
+        without logits comes from a pass that keeps them, at a multiple of ``align``)."""
+        moved, extra = 0, _nbytes(logits)
+        if not entry.hot and self.device_bytes >= entry.nbytes + extra:
             self._release_row(entry)
             entry.state, entry.hot, moved = state, True, entry.nbytes
             self._hot[entry.key] = entry
-        self._touch(entry)
-        extra = _nbytes(logits)
-        entry.logits, entry.nbytes = logits, entry.nbytes + extra
+        entry.logits = logits if entry.hot else self._host_logits(logits, entry.row)
+        entry.nbytes += extra
         self.bytes += extra
-        self.hot_bytes += moved + extra
-        self._rebalance(over=self._defer(moved + extra) if defer else 0)
+        if entry.hot:
+            self.hot_bytes += moved + extra
+        self._touch(entry)  # (on the host it stays there: no room)
+        over = self._defer(moved + extra) if entry.hot else self._put_off[1]
+        self._rebalance(over=over if defer else 0)
 
     def _grow(self, nbytes: int, hot: bool, defer: bool) -> None:
         """(under the lock) ``nbytes`` more held, on the device tier if ``hot``; then the tiers
@@ -320,6 +324,8 @@ class PrefixCache:
             # same device, as the arena row it may come from is handed back
             entry.state = State(st.shift.to(self.device, non_blocking=True, copy=True),
                                 st.wkv.to(self.device, non_blocking=True, copy=True))
+            if entry.logits is not None:  # (a copy, as the state's: the row's logits area)
+                entry.logits = entry.logits.to(self.device, non_blocking=True, copy=True)
             self._release_row(entry)
             entry.hot = True
             self._hot[entry.key] = entry
@@ -347,14 +353,26 @@ class PrefixCache:
             del self._hot[cold.key]
             cold.hot = False
             self.hot_bytes -= cold.nbytes
-            dropped = _nbytes(cold.logits)  # logits stay on the device: dropped
-            cold.logits, cold.nbytes, self.bytes = None, cold.nbytes - dropped, self.bytes - dropped
 
     def _to_host(self, entry: Entry) -> None:
         """Move an entry's state to the host tier: an arena row if one is free, else its own
-        (pinned on CUDA) memory."""
+        (pinned on CUDA) memory; its logits, if any, with it (the row's logits area: no pinned
+        memory allocated, else their own). Where a copy fails the entry is left as it was."""
         put = self.arena.put(entry.state) if self.arena is not None else None
-        entry.state, entry.row = put if put is not None else (to_host(entry.state), None)
+        try:
+            state, row = put if put is not None else (to_host(entry.state), None)
+            logits = None if entry.logits is None else self._host_logits(entry.logits, row)
+        except BaseException:
+            if put is not None:
+                self.arena.release(put[1])
+            raise
+        entry.state, entry.row, entry.logits = state, row, logits
+
+    def _host_logits(self, logits: torch.Tensor, row: int | None) -> torch.Tensor:
+        """A host copy of a whole prompt's ``logits`` for an entry in arena ``row`` (None: in
+        its own memory): in the row's logits area, else their own (pinned on CUDA) memory."""
+        out = self.arena.put_logits(row, logits) if row is not None else None
+        return _host_copy(logits) if out is None else out
 
     def _release_row(self, entry: Entry) -> None:
         if entry.row is not None:
