@@ -9,6 +9,8 @@ This benchmark times, per layer of the 2.9B shape and over ``--layers`` distinct
 - ``wkv``: the chunked WKV of one layer (``wkv_chunk``, split-invariant as served);
 - ``wo`` / ``ffn_key``: the output product (added into an fp32 residual) / the FFN key product;
 - ``seq``: wkv, then wo, then ffn_key, as in a layer;
+- ``touch(MB)`` then wo and ffn_key on one stream: the products with that much of their weights
+  just read into L2 (the touch's own time subtracted);
 - ``seq+pf(MB, programs)``: the same with a side stream that, as the WKV starts, reads the first
   MB of [wo's weights, then the FFN key's] with L2's evict-last policy (``_touch``, ``programs``
   programs), joined at the layer's end: no product waits for it.
@@ -109,8 +111,14 @@ def main(argv=None) -> None:
             ["wo + ffn_key", f"{timed(lambda i: (wo_(i), key_(i))):.1f}"],
             ["seq", f"{timed(layer):.1f}"]]
     wo_mb = C * C * 2 / 2 ** 20
+    for mb in (wo_mb, 24, 40):  # products right after their weights were read into L2
+        n = int(mb * 2 ** 20) // 2
+        t_touch = timed(lambda i, n=n: touch(both[i][:n], 264, sink))
+        t_then = timed(lambda i, n=n: (touch(both[i][:n], 264, sink), wo_(i), key_(i)))
+        rows.append([f"touch({mb:.1f} MB, 264) alone / then wo + ffn_key",
+                     f"{t_touch:.1f} / {t_then:.1f} (products {t_then - t_touch:.1f})"])
     for mb in (wo_mb, 24, 40, 64):
-        for programs in (16, 32, 64):
+        for programs in (64, 132, 264):
             us = timed(lambda i, b=int(mb * 2 ** 20), n=programs: layer(i, b, n))
             rows.append([f"seq+pf({mb:.1f} MB, {programs})", f"{us:.1f}"])
     print(f"{common.gpu_name()}: {T} rows, 2.9B shape, {L} weight sets; µs a layer "

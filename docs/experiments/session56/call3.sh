@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Session 56, GPU call 3: server.bench.l2_prefetch (new): does reading the output product's and
 # the FFN key's weights into L2 on a side stream, while a 160-token pass's chunked WKV runs,
-# shorten those products? 2.9B shape, 32 distinct weight sets, CUDA graphs.
+# shorten those products? 2.9B shape, 32 distinct weight sets, CUDA graphs. Run twice: the
+# second run (gpu_call4) with the products timed right after a touch, and 64-264 programs.
 set -u
 OUT=${OUT:-/tmp/out}
 nvidia-smi --query-gpu=name,driver_version,memory.total,power.limit --format=csv | tee "$OUT/gpu.txt"
