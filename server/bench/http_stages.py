@@ -98,29 +98,6 @@ def _mark_scheduler(scheduler, records: list) -> None:
     scheduler.add_task = add_task
 
 
-def _profile_request(records: list, nth: int, trace: str) -> threading.Thread:
-    """``--kernels``: a CUDA-only torch.profiler runs from request ``nth - 1``'s first token
-    (the previous request's reply has a whole pulse to go: its end is recorded too) until 50 ms
-    after request ``nth``'s; the trace is written to ``trace`` then (by the thread returned)."""
-    import torch
-
-    prof = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA])
-
-    def watch():
-        while len(records) < nth - 1 or "first_token" not in records[nth - 2]:
-            time.sleep(0.001)
-        prof.start()
-        while len(records) < nth or "first_token" not in records[nth - 1]:
-            time.sleep(0.001)
-        time.sleep(0.05)
-        prof.stop()
-        prof.export_chrome_trace(trace)
-
-    thread = threading.Thread(target=watch, daemon=True)
-    thread.start()
-    return thread
-
-
 @contextlib.contextmanager
 def _gc_timed():
     """While inside, each garbage collection's generation and seconds (``gc.callbacks``)."""
@@ -210,16 +187,7 @@ def main(argv=None) -> None:
                    help="serve on asyncio's own loop (not uvloop) and list, for the last turn's "
                         "two requests, the event loop's callbacks that ran longer than 30 us "
                         "(ms from add_task): what the loop did beside the scheduler thread")
-    p.add_argument("--kernels", action="store_true",
-                   help="CUDA: record the last turn's first request (a cached turn) with "
-                        "torch.profiler and list the device's work from its pass's last WKV "
-                        "kernel to its first token's read (kernel_tail.py)")
     args = p.parse_args(argv)
-    if args.kernels:
-        import torch
-
-        if not torch.cuda.is_available():
-            p.error("--kernels records CUDA activity: no CUDA device here")
     import uvicorn
 
     from server.api.app import create_app
@@ -245,9 +213,6 @@ def main(argv=None) -> None:
         wait_until_served(url, seconds=600)
         sched = app.state.runtime.scheduler
         _mark_scheduler(sched, records)
-        if args.kernels:
-            trace = str(Path(tmp.name) / "kernels.json")
-            profiling = _profile_request(records, 2 * args.turns - 1, trace)
         look = stages.timeline(sched, line) if args.timeline else contextlib.nullcontext()
         traced = _loop_traced(handles) if args.loop_trace else contextlib.nullcontext()
         with look, traced, _gc_timed() as collections:
@@ -257,17 +222,11 @@ def main(argv=None) -> None:
         gc.collect()  # what a full collection costs this served process now
         collected_ms = (time.perf_counter() - t0) * 1e3
         walked, frozen = len(gc.get_objects()), gc.get_freeze_count()
-        if args.kernels:
-            from server.bench import kernel_tail
-            profiling.join(60)
-            tail = kernel_tail.tail_report(kernel_tail.device_events(trace))
     finally:
         server.should_exit = True
         thread.join(30)
         tmp.cleanup()
     print(gc_report(collections))
-    if args.kernels:
-        print(f"\nrequest {2 * args.turns - 1} (the last turn, cached): {tail}\n", flush=True)
     print(f"a full garbage collection after the run: {collected_ms:.1f} ms "
           f"({walked:,} objects walked, {frozen:,} frozen)")
     have = [m for m in ("httptools", "uvloop") if importlib.util.find_spec(m)]

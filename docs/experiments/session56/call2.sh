@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Session 56, GPU call 2: where the cached chat turn's first token waits after its pass, at 2.9B
-# on the current code (309228f + http_stages --kernels): the device's work from the pass's last
+# on 309228f + http_stages --kernels (removed after this call: its trace held no prefill kernel,
+# and starting the profiler made turn 10 take 102 ms): the device's work from the pass's last
 # WKV kernel to the first token's read (torch.profiler, kernel_tail.py), then the scheduler's
 # host/device time line of the same turn (--timeline: CUDA events, a separate run).
 set -u
