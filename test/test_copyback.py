@@ -216,33 +216,44 @@ def test_cuda_copy_back_bounds_device_memory_and_reuses_pinned_staging():
         _assert_home(task, slot, state, penalties, counter)
 
 
-def test_a_shutdown_from_a_finish_callback_with_the_budget_full_ends(tiny_loader, monkeypatch):
+@pytest.mark.parametrize("stepper", ["run", "daemon"])
+def test_a_shutdown_from_a_finish_callback_with_the_budget_full_ends(tiny_loader, stepper):
     """``shutdown()`` in a finish callback (the copy-back thread) while the step that released
-    the task waits for room in the budget: the shutdown (its waits for that step spent) sends
-    the states of the slots left home from the copy-back thread, and waited there for room
-    only the copy-back thread itself makes — for ever, with every task unfinished."""
-    from server.scheduler import base
-
-    monkeypatch.setattr(base, "STEP_WAIT_S", 0.2)
+    the task waits for room in the budget: the shutdown sent the states of the slots left home
+    from the copy-back thread, and waited there for room only the copy-back thread itself
+    makes — for ever, with every task unfinished. Then it joined the stepping thread, stuck in
+    that wait, until both its time limits ran out (~130 s by default; session 54). Now the
+    stepping thread (a ``run()`` caller or the daemon) tears down once its step ends, as after
+    a shutdown from a callback of its own: default limits, done in seconds."""
     sched = DynamicScheduler(tiny_loader, max_batch_size=4, buffer_size=4)
     eng = sched.engine
     eng.copyback.budget = row_bytes(eng.state, eng.samp.penalties, eng.samp.counter)
     eng.copyback.group_bytes = 1  # a row a group, one in flight: the step waits for each
+    returned = threading.Event()
 
     def stop_all(_):
-        sched.shutdown(timeout=0.2)
+        sched.shutdown()
+        returned.set()
 
     prompt = [300 + i for i in range(6)]
     short = [sched.new_task(prompt, max_tokens=2, temperature=0) for _ in range(3)]
     short[0].finish_callback = stop_all  # (the first of the three to come home)
     long = sched.new_task(prompt, max_tokens=500, temperature=0)
-    runner = threading.Thread(target=sched.run, daemon=True)
-    runner.start()
+    t0 = time.monotonic()
+    if stepper == "run":
+        runner = threading.Thread(target=sched.run, daemon=True)
+        runner.start()
+    else:
+        sched.start_daemon()
+        runner = sched._thread
+    assert returned.wait(20)
     runner.join(20)
     assert not runner.is_alive()
     assert all(t.wait(5) for t in short + [long])
+    assert time.monotonic() - t0 < 20
     assert [t.finish_reason for t in short] == ["length"] * 3
     assert long.finish_reason == "abort" and long.state is not None
+    assert sched.slots == [None] and not sched._stopping  # torn down, the shutdown over
 
 
 def test_a_copy_back_thread_that_fails_to_start_fails_its_tasks_alone(tiny_loader, monkeypatch):

@@ -481,12 +481,19 @@ class BaseScheduler(SlotCycle):
                 else:
                     self.engine.copyback.wait_idle(0.1)
         finally:  # (also on Ctrl-C: a shutdown() put off to here is done, never left pending)
-            if self._teardown_due:  # shutdown() from a callback of a step
-                self._teardown(10.0)
+            with self._cv:  # (checked under the lock shutdown() reads _stepper under: one from
+                due = self._teardown_due  # the copy-back thread leaves its teardown to this
+                if not due:  # run() until it ends)
+                    self._stepper = None
+                    self._cv.notify_all()
+            if due:  # shutdown() from a callback of a step
+                try:
+                    self._teardown(10.0)
+                finally:
+                    with self._cv:
+                        self._stepper = None
+                        self._cv.notify_all()
             SCHEDULER_THREAD.owner = None
-            with self._cv:
-                self._stepper = None
-                self._cv.notify_all()
 
     def _stepper_settled(self, timeout: float) -> bool:
         """(shutdown) Wait until no run() on another thread is in a step with tasks in slots:
@@ -561,17 +568,23 @@ class BaseScheduler(SlotCycle):
         this scheduler's stepping thread (the daemon, or a run() caller in its step) that step
         is not over: the queue is emptied and the tasks stopped now, the slots and the device
         memory freed when it has ended (``_teardown``, at the end of the loop or of run()).
-        Joining itself raised there, and run()'s slots were released under its pulse."""
+        Joining itself raised there, and run()'s slots were released under its pulse. The same
+        from a finish callback on the copy-back thread while a thread steps: that step may be
+        waiting for room in the copy-back budget, which only this thread makes (joining it
+        waited out both time limits, ~130 s by default)."""
         me = threading.current_thread()
         stepping = me is self._thread or me is self._stepper
         with self._cv:
             under_way = self._stopping
             if not under_way:
+                if not stepping and self.engine.copyback.on_thread:  # (run() reads _stepper
+                    stepping = self._daemon_alive or self._stepper is not None  # under here)
+                # (set first: a daemon that sees _running false sees it too)
+                self._teardown_due = stepping
                 self._stopping = True
                 self._running = False  # (before any callback below: a start_daemon() there
                 pending = list(self.waiting)  # waits for this shutdown, never a no-op)
                 self.waiting.clear()
-                self._teardown_due = stepping
         if under_way:  # another shutdown() is under way: wait for its teardown (not on a
             if not stepping and not self.engine.copyback.on_thread:  # thread it waits for)
                 self._await_teardown(timeout + STEP_WAIT_S)
