@@ -254,7 +254,7 @@ def test_host_tier_in_arena_rows_reused_and_exact():
 
 def test_logits_move_to_the_host_into_their_arena_row(monkeypatch):
     """Each arena row has room for a whole prompt's logits beside its state (allocated with the
-    arena, its rows 4 x vocab bytes bigger: fewer fit the budget), so an entry's move to the
+    arena, on top of the budget: the rows are counted by state bytes), so an entry's move to the
     host copies its logits into its row and allocates no memory of their own (on CUDA a fresh
     pinned block per move: the suspected cause of session 55's revert of 7224169, a cached chat
     turn ~0.6 ms slower on the H200); so does an entry gaining logits on the host. Promotion
@@ -272,7 +272,7 @@ def test_logits_move_to_the_host_into_their_arena_row(monkeypatch):
     cache.reserve_host(toy_state(0.0))
     arena = cache.arena
     assert arena.logits.shape == (arena.slots, V)
-    assert arena.slots == arena.budget_bytes // (one + 4 * V) + 1  # (rows with logits room)
+    assert arena.slots == arena.budget_bytes // one + 1  # (counted by state bytes)
     seqs = [array("I", [i] * 20) for i in range(1, 5)]
     logits = torch.arange(float(V))
 
@@ -1184,3 +1184,113 @@ def test_a_token_fed_by_one_decode_step_marks_the_state_decoded(tiny_loader):
     sched.run()
     assert task.finish_reason in ("length", "stop")
     assert task.state_decoded
+
+
+def _logits_cache(V: int, device_rows: float, total_rows: float, **kw):
+    """A CPU cache whose entries are ``[i] * 20`` (with ``V`` logits or none): room on the device
+    tier for ``device_rows`` entries without logits, ``total_rows`` in all; and its insert."""
+    size = state_nbytes(toy_state(0.0)) + 4 * 20 + ENTRY_OVERHEAD
+    cache = PrefixCache(int(total_rows * size), device="cpu", device_bytes=int(device_rows * size),
+                        min_tokens=2, vocab=V, **kw)
+
+    def insert(i, logits=None, defer=False):
+        seq = array("I", [i] * 20)
+        return cache.insert(cache.key("", prefix_hashes(seq), 20), seq, toy_state(float(i)),
+                            logits=logits, defer=defer)
+    return cache, size, insert
+
+
+def _entry(cache, i):
+    return next((e for e in cache._lru.values() if e.tokens[0] == i), None)
+
+
+def test_host_logits_a_lookup_returned_stay_after_their_row_is_reused():
+    """A lookup of a whole prompt on the host tier (no room on the device's) gives its logits,
+    which the task samples its first token from at the next pulse (``set_first``); inserts in
+    between may drop the entry and hand its arena row to another entry's move. The logits were
+    the row itself (``.to`` the device they were on already made no copy): the task sampled
+    from the other prompt's logits."""
+    V = 8
+    cache, size, insert = _logits_cache(V, 1, 3 + 0.1, arena=True)
+    insert(1, torch.full((V,), 1.0))  # (no room on the device tier with its logits: a row)
+    assert not _entry(cache, 1).hot and _entry(cache, 1).row is not None
+    seq = array("I", [1] * 20)
+    found = cache.lookup("", prefix_hashes(seq), seq, 0, 20, logits_at=20)
+    assert found[0] == 20 and torch.equal(found[2], torch.full((V,), 1.0))
+    for i in (2, 3, 4):  # the third drops entry 1: its row goes to the next move
+        insert(i, torch.full((V,), float(i)))
+    assert _entry(cache, 1) is None
+    assert torch.equal(found[2], torch.full((V,), 1.0)), found[2]
+
+
+def test_an_entry_taking_logits_back_to_the_device_hands_its_arena_row_back():
+    """An entry on the host tier (in an arena row) that takes a lone pass's logits where the
+    device tier has room for both goes back there: its row is free again."""
+    V = 8
+    cache, size, insert = _logits_cache(V, 1 + 4 * V / 976, 4, arena=True)
+    assert size == 976  # (the device tier: one entry with its logits)
+    insert(1), insert(2)  # entry 1 moved to the host, into a row
+    e1 = _entry(cache, 1)
+    assert not e1.hot and e1.row is not None
+    assert not insert(1, torch.ones(V))  # its logits, and room: back on the device
+    assert e1.hot and e1.row is None and e1.logits is not None
+    rows = [e.row for e in cache._lru.values() if e.row is not None]
+    assert len(rows) + len(cache.arena.free) == cache.arena.slots, (rows, cache.arena.free)
+
+
+def test_logits_taken_on_the_host_leave_the_deferred_moves_as_they_were():
+    """An entry that takes logits on the host tier (no room on the device's) adds nothing to
+    the device tier: the moves to the host that inserts on a request's way put off still wait
+    for ``settle`` (none is made then), and it takes none of the ``DEFER_MAX`` places."""
+    V = 8
+    cache, size, insert = _logits_cache(V, 1, DEFER_MAX + 4)
+    insert(1, defer=True), cache.settle(), insert(2, defer=True), cache.settle()
+    assert not _entry(cache, 1).hot and _entry(cache, 2).hot
+    assert insert(3, defer=True)  # put off: the device tier one entry over
+    assert not insert(1, torch.ones(V), defer=True)  # (stays on the host: no room)
+    assert not _entry(cache, 1).hot and _entry(cache, 1).logits is not None
+    assert sorted(cache._hot) == sorted(_entry(cache, i).key for i in (2, 3))  # no move
+    for i in range(4, DEFER_MAX + 3):  # the rest of the DEFER_MAX places
+        assert insert(i, defer=True)
+    assert len(cache._hot) == DEFER_MAX + 1, [k[1:] for k in cache._hot]
+    cache.settle()
+    assert len(cache._hot) == 1
+
+
+def test_an_entry_taking_logits_becomes_the_most_recently_used():
+    """An entry that takes a lone pass's logits was just used (its prompt ran again): past the
+    total budget the least recently used other entry goes first."""
+    V = 8
+    cache, size, insert = _logits_cache(V, 4, 3 + 0.5)
+    insert(1), insert(2)
+    assert not insert(1, torch.ones(V))
+    insert(3), insert(4)  # past the total: one entry dropped
+    assert _entry(cache, 2) is None and _entry(cache, 1) is not None
+
+
+def test_logits_not_of_the_rows_dtype_keep_their_own_on_the_host():
+    """The rows' logits areas are fp32: half-precision logits moved to the host keep their
+    dtype (their own memory), not an fp32 copy in the row."""
+    V = 8
+    cache, size, insert = _logits_cache(V, 0, 2, arena=True)
+    insert(1, torch.arange(float(V)).half())
+    e = _entry(cache, 1)
+    assert e.row is not None and e.logits.dtype == torch.float16
+    assert torch.equal(e.logits, torch.arange(float(V)).half())
+
+
+def test_entries_without_logits_within_the_host_budget_all_get_arena_rows():
+    """The arena's rows are counted by state bytes, each with a logits area on top: every entry
+    the host tier's byte budget holds gets a row. Rows sized with their logits area (session
+    56's first form) were fewer than the entries without logits (a chat's turn boundaries) the
+    budget holds, and the moves past them allocated memory of their own (pinned on CUDA)."""
+    V = 1024  # 4 KB of logits room a row, beside a 384-byte state
+    size = state_nbytes(toy_state(0.0)) + 4 * 20 + ENTRY_OVERHEAD
+    cache = PrefixCache(9 * size, device="cpu", device_bytes=size, min_tokens=2, arena=True,
+                        vocab=V)
+    for i in range(1, 10):  # 9 entries: 1 on the device, 8 on the host, within the budgets
+        seq = array("I", [i] * 20)
+        cache.insert(cache.key("", prefix_hashes(seq), 20), seq, toy_state(float(i)))
+    host = [e for e in cache._lru.values() if not e.hot]
+    assert len(host) == 8 and cache.stats()["bytes"] <= cache.max_bytes
+    assert all(e.row is not None for e in host), (cache.arena.slots, [e.row for e in host])

@@ -612,3 +612,123 @@ def test_ctrl_c_in_a_callback_during_shutdown_finishes_every_task(tiny_loader):
     later = sched.new_task(PROMPT, max_tokens=3, temperature=0)
     sched.run()
     assert later.wait(0) and later.finish_reason == "length"
+
+
+@pytest.mark.parametrize("callback", ["finish_callback", "collect_callback"])
+def test_a_callbacks_shutdown_with_a_daemon_beside_a_run_tears_down_once(tiny_loader, errors,
+                                                                          callback):
+    """``run()`` stepping on a worker thread (begun before the daemon, which then leaves the
+    steps to it) and a callback's ``shutdown()`` (a finish callback on the copy-back thread, or
+    a token callback in run()'s step): the teardown was left to "the stepping thread", but the
+    daemon's loop end did it, releasing the slots under run()'s step. Only run() tears down."""
+    sched = DynamicScheduler(tiny_loader, max_batch_size=2, buffer_size=4)
+    seen, real_teardown, real_admit = [], sched._teardown, sched._admit
+    daemon_up, fired = threading.Event(), []
+
+    def teardown(timeout):
+        seen.append((threading.current_thread(), sched._stepper, sched._busy))
+        real_teardown(timeout)
+
+    def admit():
+        if sched._stopping:  # (run()'s step is under way when the daemon wakes)
+            time.sleep(0.3)
+        real_admit()
+
+    def stop_all(_):
+        if not fired:
+            fired.append(1)
+            assert daemon_up.wait(10)
+            sched.shutdown()
+
+    sched._teardown, sched._admit = teardown, admit
+    short = sched.new_task(PROMPT, max_tokens=2, temperature=0, **{callback: stop_all})
+    long = sched.new_task(PROMPT + " y", max_tokens=500, temperature=0)
+    runner = threading.Thread(target=sched.run, daemon=True)
+    runner.start()
+    deadline = time.monotonic() + 30
+    while sched._stepper is not runner:
+        assert time.monotonic() < deadline
+        time.sleep(0.001)
+    sched.start_daemon()
+    daemon_up.set()
+    runner.join(30)
+    sched._thread.join(30)
+    assert not runner.is_alive() and not sched._daemon_alive
+    assert all(t.wait(5) for t in (short, long)) and long.finish_reason == "abort"
+    assert len(seen) == 1 and errors == [] and sched.slots == [None], (seen, errors)
+    who, stepper, busy = seen[0]
+    assert not (busy and who is not stepper), seen  # (not under run()'s step)
+
+
+def _second_run_waiting(sched, real_step):
+    """``run()`` on a worker thread held in its first step until a second ``run()`` (another
+    worker) waits for it: (first, second, steps) with steps the (thread, tearing down) of every
+    step after."""
+    first_steps, go, steps = threading.Event(), threading.Event(), []
+
+    def step():
+        if not first_steps.is_set():
+            first_steps.set()
+            assert go.wait(10)
+        steps.append((threading.current_thread(), sched._stopping))
+        real_step()
+
+    sched.step = step
+    first = threading.Thread(target=sched.run, daemon=True)
+    first.start()
+    assert first_steps.wait(30) and sched._stepper is first
+    second = threading.Thread(target=sched.run, daemon=True)
+    second.start()
+    time.sleep(0.2)  # (the second run() waits for the first's end)
+    go.set()
+    return first, second, steps
+
+
+def test_a_run_waiting_for_another_threads_run_returns_when_it_ends(tiny_loader):
+    """A second ``run()`` waits (no timeout) for the thread stepping: that thread's end must
+    wake it (here nothing else does: every task is home), else it waits for ever."""
+    sched = DynamicScheduler(tiny_loader, max_batch_size=2, buffer_size=4)
+    cb, second = sched.engine.copyback, threading.Thread(target=sched.run, daemon=True)
+    real_idle = cb.wait_idle
+
+    def wait_idle(timeout=None):  # (the first run(), its tasks on their way home)
+        idle = real_idle(timeout)
+        if idle and all(t.wait(0) for t in tasks) and second.ident is None:
+            second.start()
+            time.sleep(0.2)  # (it waits for the first run()'s end)
+        return idle
+
+    cb.wait_idle = wait_idle
+    tasks = [sched.new_task(PROMPT, max_tokens=3, temperature=0,
+                            finish_callback=lambda _: time.sleep(0.3)) for _ in range(2)]
+    sched.run()
+    assert second.ident is not None  # (started while this run() waited for the copy-back)
+    second.join(10)
+    assert not second.is_alive() and all(t.finish_reason == "length" for t in tasks)
+
+
+def test_a_run_waiting_does_not_step_under_a_deferred_teardown(tiny_loader, errors):
+    """A token callback's ``shutdown()`` in ``run()``'s step leaves the teardown to that run()'s
+    end; a second ``run()`` waiting meanwhile takes over only once it is over (it stepped the
+    slots being released beside it when run() gave up the stepping before its teardown: a
+    task added meanwhile ended "abort")."""
+    sched = DynamicScheduler(tiny_loader, max_batch_size=2, buffer_size=4)
+    real_teardown, later = sched._teardown, []
+
+    def teardown(timeout):
+        later.append(sched.new_task(PROMPT, max_tokens=3, temperature=0))  # (served after)
+        time.sleep(0.3)  # (a second run() would step it meanwhile)
+        real_teardown(timeout)
+
+    sched._teardown = teardown
+    a = sched.new_task(PROMPT, max_tokens=500, temperature=0,
+                       collect_callback=_shutdown_once(sched))
+    b = sched.new_task(PROMPT + " y", max_tokens=500, temperature=0)
+    first, second, steps = _second_run_waiting(sched, sched.step)
+    first.join(30)
+    second.join(30)
+    assert not first.is_alive() and not second.is_alive()
+    assert all(who is first or not stopping for who, stopping in steps), steps
+    assert all(t.wait(5) and t.finish_reason == "abort" for t in (a, b)) and errors == []
+    assert later[0].wait(5) and later[0].finish_reason == "length", later[0].finish_reason
+    assert sched.slots == [None] and not sched._stopping

@@ -557,7 +557,10 @@ class BaseScheduler(SlotCycle):
                     # (its notify) sets a shorter timeout, the time until it is due
                     due = self.prefiller.warm_wait()
                     self._cv.wait(0.5 if due is None else min(0.5, due + 1e-3))
-        if self._teardown_due:  # shutdown() from a callback of the last step
+        with self._cv:  # shutdown() from a callback of the last step; not when a run() begun
+            # before the daemon steps: that run() tears down when its step ends (not under it)
+            due = self._teardown_due and self._stepper is None
+        if due:
             self._teardown(10.0)
 
     def shutdown(self, timeout: float = 10.0) -> None:

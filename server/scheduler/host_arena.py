@@ -9,10 +9,15 @@ budget) as ``slots`` rows of pinned memory; a move is then one non-blocking copy
 row. A row has room for one logits vector too (``vocab`` fp32 values: a whole prompt's entry keeps
 its last token's logits on either tier), so moving an entry with logits allocates no pinned
 memory either (session 55's first version allocated a fresh pinned block per move: the suspected
-cause of a cached chat turn ~0.6 ms slower on the H200); rows are that much bigger, so fewer fit
-the budget (``slots`` = budget // (state bytes + 4 × vocab) + 1). Rows are handed back when their
-entry is dropped or moved back to the device. Reuse is safe without waiting because every copy
-into or out of a row is queued on the scheduler thread's stream, in order.
+cause of a cached chat turn ~0.6 ms slower on the H200). The rows are counted by state bytes
+(``slots`` = budget // state bytes + 1: every entry the host tier's byte budget holds gets a
+row, most without logits: a turn's boundary), so the logits areas come on top of the budget:
+4 × vocab bytes a row, ~1 % more pinned memory for a 2.9B model's 21 MB fp32 states, ~10 %
+for 0.1B's 2.4 MB. (Rows sized with their logits were fewer than the entries the budget holds,
+and the moves past them allocated pinned memory of their own: session 56's review.) Rows are
+handed back when their entry is dropped or moved back to the device. Reuse is safe without
+waiting because every copy into or out of a row is queued on the scheduler thread's stream, in
+order.
 """
 
 from __future__ import annotations
@@ -36,7 +41,6 @@ class HostArena:
 
     def allocate(self, state: State) -> None:
         per = sum(t.numel() * t.element_size() for t in (state.shift, state.wkv))
-        per += 4 * self.vocab  # a row's logits area
         n = self.budget_bytes // per + 1  # the host tier may use budget the device tier leaves
         self.shift = torch.empty((n, *state.shift.shape), dtype=state.shift.dtype,
                                  pin_memory=self.pin)

@@ -196,8 +196,9 @@ class PrefixCache:
                         n != logits_at or entry.logits is not None):
                     self._touch(entry)
                     logits = entry.logits
-                    if n == logits_at and not entry.hot:  # (no room on the device tier)
-                        logits = logits.to(self.device, non_blocking=True)
+                    if n == logits_at and not entry.hot:  # (no room on the device tier; a
+                        # copy: read at the next pulse, after inserts that may reuse its row)
+                        logits = logits.to(self.device, non_blocking=True, copy=True)
                     return n, entry.state, logits
         return None
 
