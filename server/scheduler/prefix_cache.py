@@ -104,8 +104,6 @@ def to_host(state: State) -> State:
     the device (a synchronous copy stalled the scheduler ~15 ms per 2.9B state, measured on the
     H200): every later use of the entry is a copy back to the device queued on the same stream,
     so it reads the finished data; nothing reads a host entry's tensors on the CPU."""
-    if state.device.type != "cuda":
-        return state.to(device="cpu")
     return State(_host_copy(state.shift), _host_copy(state.wkv))
 
 
