@@ -135,6 +135,24 @@ def accepted(out, valid) -> list[list[int]]:
     return rows
 
 
+def _rows_on(slots: list[int], device):
+    """``slots`` as a slice where they are consecutive and in order (one request's: the common
+    case; no upload), else as an index tensor on ``device`` (one upload, through pinned
+    memory)."""
+    rows = rows_of(slots)
+    return rows if isinstance(rows, slice) else to_device(slots, device)
+
+
+def _fill(t: torch.Tensor, rows, value) -> None:
+    """``t[rows] = value`` for ``rows`` from ``_rows_on``: a view's fill or ``index_fill_``,
+    never ``t[idx] = scalar``, which on CUDA copies the scalar from pageable memory and waits
+    for the device (``BatchEngine.load``)."""
+    if isinstance(rows, slice):
+        t[rows].fill_(value)
+    else:
+        t.index_fill_(0, rows, value)
+
+
 class BatchEngine:
     """Slot tensors are views of the first ``capacity`` rows of ``SlotBuffers`` allocated for the
     largest capacity seen (see slots.py); ``resize`` within that is an in-place compaction."""
@@ -149,6 +167,7 @@ class BatchEngine:
         self._buf = SlotBuffers(model, self.vocab_size, 1, self.device)
         self._view(1)
         self._first: dict[int, torch.Tensor] = {}  # slot -> logits [V] of its prompt's last token
+        self._probe_buffers = None  # the last pulse's EndProbe buffers (probe.py)
         self._params: list[tuple[list[int], dict]] = []  # loaded, not yet written (write_params)
         self._running: set[int] = set()  # live slots, as the host knows them
         self._logprobs: dict[int, int] = {}  # slot -> alternatives, where its task asks for
@@ -315,14 +334,9 @@ class BatchEngine:
         """``t[slots] = value`` for each ``(t, value)`` of ``fills`` (slot dimension first):
         through a slice for consecutive slots (no upload), else ``index_fill_`` with one upload
         of the slots for all of them."""
-        rows = rows_of(slots)
-        if isinstance(rows, slice):
-            for t, value in fills:
-                t[rows].fill_(value)
-            return
-        idx = to_device(slots, self.device)
+        rows = _rows_on(slots, self.device)
         for t, value in fills:
-            t.index_fill_(0, idx, value)
+            _fill(t, rows, value)
 
     @property
     def samp(self):
@@ -462,7 +476,7 @@ class BatchEngine:
         first, self._first = self._first, {}
         if first:  # rows whose first logits came with their prefill (module docstring)
             order = sorted(first)
-            rows = to_device(order, dev)
+            rows = _rows_on(order, dev)
             kept = torch.stack([first[r] for r in order])
         U = self.sampler.uniforms(self.samp, steps)  # [cap, steps] or None (all greedy)
         # a stop flag still set (a row whose first token came from its prompt's pass keeps it
@@ -470,7 +484,9 @@ class BatchEngine:
         running = list(self._running)
         self._stop_asked = bool(running) and bool(self.stop_host[running].any())
         applied, ran = None, 0
-        probe = EndProbe(done, running) if running else None
+        probe = EndProbe(done, running, self._probe_buffers) if running else None
+        if probe is not None:
+            self._probe_buffers = probe.buffers  # (reused by the next pulse of this capacity)
         lp = LogprobRecorder(self._logprobs, dev) if self._logprobs else None
         bias = LogitBias(self._bias, dev) if self._bias else None
         # (a constrained task still being prefilled takes no token: no masks, no wait for it)
@@ -563,7 +579,7 @@ class BatchEngine:
             nostop = None
             if nostop_rows is not None:
                 nostop = torch.zeros_like(done)
-                nostop.index_fill_(0, nostop_rows, True)
+                _fill(nostop, nostop_rows, True)
             self._kernels.step_begin(self.stop_dev, nostop, done, reason, active, REASON_STOP)
             return active
         # one snapshot per step: on the CPU stop_dev is the host tensor, which stop() may flip
@@ -601,17 +617,17 @@ class BatchEngine:
         done |= ~active | is_eos | (self.n_gen >= self.max_new)
 
     def _first_logits(self, first_slots, rows, kept, active):
-        """The first step's logits: ``kept`` [len(rows), V] for ``rows`` (the device indices of
-        ``first_slots``, in slot order); a decode step for the other live rows, if any (``rows``
-        stay as they are in it)."""
-        if len(rows) == self.capacity:  # every row's logits are kept (rows in slot order)
+        """The first step's logits: ``kept`` [len(first_slots), V] for ``rows`` (those slots, in
+        order: a slice where they are consecutive, else their device indices); a decode step
+        for the other live rows, if any (``rows`` stay as they are in it)."""
+        if len(first_slots) == self.capacity:  # every row's logits are kept (in slot order)
             return kept
         if self._running <= first_slots:
             logits = torch.zeros(self.capacity, self.vocab_size, dtype=kept.dtype,
                                  device=self.device)
         else:
             others = active.clone()
-            others.index_fill_(0, rows, False)
+            _fill(others, rows, False)
             logits = self.model.decode(self.cur, self.state, active=others)
         logits[rows] = kept
         return logits

@@ -22,15 +22,21 @@ LAG = 2  # steps the host may run ahead of the device's flags (CUDA)
 
 
 class EndProbe:
-    def __init__(self, done: torch.Tensor, rows: list[int]):
+    def __init__(self, done: torch.Tensor, rows: list[int], buffers=None):
         """``done``: the pulse's [cap] bool flags, updated in place by each step; ``rows``: the
-        slots live at the pulse's start (non-empty)."""
+        slots live at the pulse's start (non-empty). ``buffers``: an earlier probe's
+        ``buffers``, reused when they fit ``done`` (CUDA: pinned flags and events, made once
+        rather than at every pulse; a pulse ends with a read that waits for all its copies, so
+        the next pulse's probe finds them idle)."""
         self.done, self.rows = done, rows
         self.cuda = done.device.type == "cuda"
+        self.buffers = None
         if self.cuda:
-            self.host = [torch.empty(done.shape, dtype=torch.bool, pin_memory=True)
-                         for _ in range(LAG)]
-            self.events = [torch.cuda.Event() for _ in range(LAG)]
+            fits = buffers is not None and buffers[0][0].shape == done.shape
+            self.buffers = buffers if fits else (
+                [torch.empty(done.shape, dtype=torch.bool, pin_memory=True) for _ in range(LAG)],
+                [torch.cuda.Event() for _ in range(LAG)])
+            self.host, self.events = self.buffers
         self.recorded = 0  # steps whose flags were recorded
 
     def record(self) -> None:
