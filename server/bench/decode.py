@@ -142,6 +142,8 @@ def parse_args(argv=None):
 class _NoProbe:
     """``--end-probe 0``: a pulse that never reads its rows' end flags (no copies, no waits)."""
 
+    buffers = None  # (EndProbe's, which the engine keeps for the next pulse: none here)
+
     def __init__(self, *args):
         pass
 
