@@ -26,8 +26,9 @@ class EndProbe:
         """``done``: the pulse's [cap] bool flags, updated in place by each step; ``rows``: the
         slots live at the pulse's start (non-empty). ``buffers``: an earlier probe's
         ``buffers``, reused when they fit ``done`` (CUDA: pinned flags and events, made once
-        rather than at every pulse; a pulse ends with a read that waits for all its copies, so
-        the next pulse's probe finds them idle)."""
+        rather than at every pulse. Reuse is safe: a new copy into a flag tensor is queued on
+        the stream behind any earlier one, even one a failed pulse left, and the flags are
+        read only after the new copy's own event)."""
         self.done, self.rows = done, rows
         self.cuda = done.device.type == "cuda"
         self.buffers = None
