@@ -136,6 +136,13 @@ def test_other_bad_requests(http):
     assert "x-www-form-urlencoded" in form.json()["detail"][0]["msg"]
     _field_error(http.post("/v1/tasks/fim", json={"suffix": "x"}), "prefix")
     tid = create(http, max_tokens=1)["task_id"]
+    # types naming "json" that FastAPI does not read as JSON: the same hint, not "Input
+    # should be a valid dictionary" for a body that is one (the hint keyed on "json" in it)
+    for ctype in ("text/json", "application/x-json", "application/jsonl"):
+        r = http.post("/v1/tasks/tmp", content=b'{"prompt": "x"}', headers={"content-type": ctype})
+        assert r.status_code == 422
+        assert f"Content-Type: application/json (this request's: {ctype})" in \
+            r.json()["detail"][0]["msg"], r.text
     _field_error(http.post(f"/v1/tasks/{tid}/continue", json={"top_p": -1}), "top_p")
     assert http.get(f"/v1/tasks/{tid}/stream", params={"pos": -1}).status_code == 422
     assert http.post(f"/v1/tasks/{tid}/fork", params={"tmp": "maybe"}).status_code == 422

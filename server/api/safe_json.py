@@ -149,6 +149,16 @@ def _bytes_text(data: bytes) -> str:
     return data.decode("utf-8", "replace")
 
 
+def _read_as_json(ctype: str) -> bool:
+    """Whether FastAPI reads a body of Content-Type ``ctype`` as JSON (``application/json`` or
+    ``application/*+json``, parameters and case aside; ``fastapi.routing``'s own test).
+    ``"json" in ctype`` took ``text/json`` or ``application/x-json`` for it: their valid JSON
+    object came back as "Input should be a valid dictionary", without the Content-Type hint."""
+    kind = ctype.split(";", 1)[0].strip().lower()
+    main, _, sub = kind.partition("/")
+    return main == "application" and (sub == "json" or sub.endswith("+json"))
+
+
 async def validation_error_reply(request, exc) -> SafeJSONResponse:
     """FastAPI's 422 reply (``{"detail": [errors]}``) that survives echoing any input, and shows
     a refused value of more than ~``MAX_ECHO`` characters as a note of its size (a 10 MB
@@ -168,7 +178,7 @@ async def validation_error_reply(request, exc) -> SafeJSONResponse:
     # encoder decodes as strict UTF-8: any other byte was a UnicodeDecodeError, a 500
     errors = jsonable_encoder(errors, custom_encoder={bytes: _bytes_text})
     ctype = request.headers.get("content-type", "")
-    if "json" not in ctype:
+    if not _read_as_json(ctype):
         for err in errors:
             if list(err.get("loc", ())) == ["body"] and err.get("type") == "model_attributes_type":
                 err["msg"] = ("the body must be a JSON object sent with Content-Type: "
