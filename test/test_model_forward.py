@@ -93,10 +93,12 @@ def run_alone_and_batched(model, prompts, steps=3):
     return batched, st, alone
 
 
-@pytest.mark.parametrize("chunk,budget", [(256, 16384), (16, 48)])
+@pytest.mark.parametrize("chunk,budget", [(256, 16384), (16, 48), (16, 96)])
 def test_batch_invariance(c512, chunk, budget):
     """Each of 8 sequences gets the same logits and state in a batch as alone, also when prompts
-    are cut into 16-token chunks and at most 48 tokens go through a pass (rows in groups)."""
+    are cut into 16-token chunks and at most 48 or 96 tokens go through a pass (rows in groups:
+    with 96, groups of three rows, longest first, whose ending rows are not consecutive slots:
+    their last positions go to the logits through index tensors, not a slice)."""
     model = RWKV7(c512.sd, c512.cfg, prefill_chunk=chunk, prefill_tokens=budget)
     prompts = [rand_tokens(n, 1024, n) for n in (5, 33, 1, 70, 12, 64, 2, 40)]
     batched, st, alone = run_alone_and_batched(model, prompts)
