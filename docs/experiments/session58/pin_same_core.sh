@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Session 58, GPU call 3 (any card): the event loop thread and the scheduler thread pinned to
-# ONE core (the same one; session 56's pin_experiment.diff pinned them to two cores, no effect
-# shown). Both hold the GIL in turn, so one core costs them little parallelism, while data both
-# touch stays in that core's caches and the scheduler's wake-up needs no other (idle) core.
+# Session 58 (written, NOT run: no device time was left): the event loop thread and the
+# scheduler thread pinned to ONE core (the same one; session 56's pin_experiment.diff pinned
+# them to two cores, no effect shown). Both hold the GIL in turn, so one core costs them
+# little parallelism, while data both touch stays in that core's caches and the scheduler's
+# wake-up needs no other (idle) core.
 # An uncommitted experiment: same_core.diff, applied to a `git archive` of HEAD in .whl/pin_exp
 # (RWKV_PIN_EXPERIMENT=k pins both to the k-th core of the process's affinity). Issue 7's chat
 # bench at 2.9B (two servers, raw client, --repeat 2): off / on / off / on.
@@ -10,7 +11,7 @@ set -u
 OUT=${OUT:-/tmp/out}
 nvidia-smi --query-gpu=name,driver_version,memory.total,power.limit --format=csv | tee "$OUT/gpu.txt"
 lscpu | grep -E "Model name|^CPU\(s\)|Thread|NUMA node0" | tee -a "$OUT/gpu.txt"
-cd .whl/pin_exp
+cd .whl/pin_exp  # (make it: see same_core.diff's header in performance.md, session 58)
 for pin in "" 2 "" 2; do
   echo "=== pin '${pin}' ($(date -u +%T))" | tee -a "$OUT/ab.log"
   RWKV_PIN_EXPERIMENT=$pin PYTHONPATH=/tmp/site:. timeout 120 python3 -m server.bench.chat \
