@@ -141,3 +141,27 @@ def httpx_client(url: str):
     import httpx
 
     return httpx.Client(base_url=url, timeout=60)
+
+
+def test_wait_warm_returns_once_the_next_turn_work_is_counted():
+    """``--think``: the wait ends when /health's ``warm_tokens`` or ``warm_dropped`` moves
+    past what it was before the request, and gives up (False) after its timeout."""
+    from server.bench.chat import wait_warm
+
+    class Health:
+        def __init__(self, counts):
+            self.counts, self.calls = list(counts), 0
+
+        def get(self, path):
+            assert path == "/health"
+            self.calls += 1
+            warm, dropped = self.counts[min(self.calls - 1, len(self.counts) - 1)]
+            data = {"prefix_cache": {"warm_tokens": warm, "warm_dropped": dropped}}
+            return type("R", (), {"json": lambda _self: data})()
+
+    moving = Health([(10, 0), (10, 0), (42, 0)])
+    assert wait_warm(moving, (10, 0), timeout=5, poll=0) and moving.calls == 3
+    dropped = Health([(10, 0), (10, 1)])
+    assert wait_warm(dropped, (10, 0), timeout=5, poll=0) and dropped.calls == 2
+    still = Health([(10, 0)])
+    assert not wait_warm(still, (10, 0), timeout=0.05, poll=0.01) and still.calls > 1

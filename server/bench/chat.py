@@ -16,6 +16,12 @@ the prompt tokens it computed again after the first token (``again``: turn bound
 passes did not hand out), TTFT on/off, and the time from the first text chunk to the next
 (``next``: the second pulse, and any work the scheduler does between them) on/off.
 
+``--think``: a user's reading and typing time between turns: each turn is sent once the cached
+server has computed the previous reply's history for it (``wait_warm``), so every turn feeds
+only its new message. Without it the turns follow each other at once, and in every second one
+(the cached server answering two turns in a row: ``run_chat``'s ``flip``) the request comes
+before that work has begun (50 ms after the reply) and feeds the reply again (session 58).
+
 ``--template``: the system prompt is made a state template on each server first (a Task API
 ``create`` with ``max_tokens: 0``, then ``as_template``), and the conversation names it
 (``"model": "rwkv-7:_TMPL_…"``) instead of sending the system message: the prefix cache then
@@ -123,14 +129,40 @@ def ask(client: httpx.Client | RawClient, messages: list, max_tokens: int,
     return first, float("nan") if second is None else second, "".join(parts)
 
 
+def _cache_health(client: httpx.Client | RawClient) -> dict:
+    health = client.get_json("/health") if isinstance(client, RawClient) else \
+        client.get("/health").json()
+    return health["prefix_cache"]
+
+
 def prefilled(client: httpx.Client | RawClient) -> tuple[int, int, int]:
     """(prompt tokens prefill computed, its model calls, tokens computed again after first
     tokens) so far, from ``/health``."""
-    health = client.get_json("/health") if isinstance(client, RawClient) else \
-        client.get("/health").json()
-    cache = health["prefix_cache"]
+    cache = _cache_health(client)
     return (cache.get("prefilled_tokens", 0), cache.get("prefill_calls", 0),
             cache.get("later_tokens", 0))
+
+
+def warm_counts(client: httpx.Client | RawClient) -> tuple[int, int]:
+    """The cached server's next-turn work so far, from ``/health``: (``warm_tokens``: tokens
+    of chat histories computed after their reply, ``warm_dropped``: histories whose next turn
+    came first)."""
+    cache = _cache_health(client)
+    return cache.get("warm_tokens", 0), cache.get("warm_dropped", 0)
+
+
+def wait_warm(client: httpx.Client | RawClient, before: tuple[int, int],
+              timeout: float = 2.0, poll: float = 0.005) -> bool:
+    """``--think``: return once the cached server has done the next-turn work of the reply
+    just read (``warm_counts`` moved past ``before``, taken before the request), as a user's
+    reading and typing time allows it to; False after ``timeout`` s (no job: e.g. a history
+    the cache already holds)."""
+    end = time.perf_counter() + timeout
+    while warm_counts(client) == before:
+        if time.perf_counter() > end:
+            return False
+        time.sleep(poll)
+    return True
 
 
 def template_prompt(messages: list) -> str:
@@ -166,11 +198,15 @@ def run_chat(on: httpx.Client, off: httpx.Client, tokenizer, args,
     if getattr(args, "template", False):
         models, skip = tuple(make_template(u, chat.messages) for u in urls), 1
         head = len(tokenizer.encode(template_prompt(chat.messages)))
-    rows = []
+    rows, warm = [], None
+    think = getattr(args, "think", False)
     for turn in range(args.turns):
         messages = chat.ask(turn)[skip:]
         n_prompt = head + len(tokenizer.encode(build_chat_prompt(messages, think=False)))
+        if warm is not None and not wait_warm(on, warm):
+            rows[-1]["warm_waited_out"] = True
         before = prefilled(on)
+        warm = warm_counts(on) if think else None
         if flip != (turn % 2 == 1):
             ttft_off, next_off, reply_off = ask(off, messages, args.max_tokens, models[1])
         ttft_on, next_on, reply = ask(on, messages, args.max_tokens, models[0])
@@ -253,6 +289,13 @@ def main(argv=None) -> None:
                          "(server.bench.raw_client: TTFT without the client's own Python work)")
     ap.add_argument("--template", action="store_true",
                     help="the system prompt as a state template the turns name (rwkv-7:_TMPL_…)")
+    ap.add_argument("--think", action="store_true",
+                    help="a user's reading and typing time: each turn is sent once the cached "
+                         "server has computed the reply's history for it (its warm-up job, "
+                         "RWKV_CHAT_WARM_NEXT_TURN, from 50 ms after the reply; /health's "
+                         "warm_tokens; 2 s at most). Without it the next turn is sent at once, "
+                         "and where the cached server answers two turns in a row the turn "
+                         "comes before that job and feeds the reply again")
     ap.add_argument("--json", help="write the rows here")
     args = ap.parse_args(argv)
     from server.model.tokenizer import Tokenizer
@@ -279,7 +322,9 @@ def main(argv=None) -> None:
             model = httpx.get(urls[0] + "/health").json()["model"]
             print(f"model: {model}  max_tokens/turn: {args.max_tokens}  buffer size: "
                   f"{args.buffer_size or 'server default'}  client: {args.client}"
-                  f"{'  system prompt: a template' if args.template else ''}\n{HEADER}")
+                  f"{'  system prompt: a template' if args.template else ''}"
+                  f"{'  think time: each turn after the reply is warmed' if args.think else ''}"
+                  f"\n{HEADER}")
             runs = []
             for i in range(args.repeat):
                 system = "You are a helpful assistant. " if i == 0 else \
@@ -297,6 +342,10 @@ def main(argv=None) -> None:
             print(row_line(r))
     print(pooled(runs))
     print(pooled(runs, measure="next"))
+    if args.think:
+        out = sum(bool(r.get("warm_waited_out")) for run in runs for r in run)
+        print(f"--think: {out} of {sum(len(run) - 1 for run in runs)} waits for a reply's "
+              "next-turn work ran out (2 s)")
     last = rows[-1]
     print(f"last turn: {last['prompt_tokens']} prompt tokens, {last['prefilled_on']} prefilled "
           f"with the cache; TTFT {last['ttft_on_s'] * 1000:.1f} ms vs "

@@ -12,7 +12,7 @@ mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
 SUM="$OUT/summary.txt"
 
-OPTIONAL="large large_small sample_clustered http_stages chat chat_raw chat_tpl chat72 gemv152 prefill_gemv ttft_gemv prefill_detail serve ramp clocks first gemm launch constrained fast_forward"
+OPTIONAL="large large_small sample_clustered http_stages chat chat_raw chat_think chat_tpl chat72 gemv152 prefill_gemv ttft_gemv prefill_detail serve ramp clocks first gemm launch constrained fast_forward"
 # (the OPTIONAL steps run only when STEPS names them)
 
 wanted() {  # STEPS unset: every step but the OPTIONAL ones; else the steps STEPS names
@@ -80,6 +80,9 @@ step chat 300 python3 -m server.bench.chat --demo 2.9b --repeat 3  # issue 7 ove
 # servers, three conversations (each server makes the demo's random weights, ~11 s at 2.9B)
 step chat_raw 300 python3 -m server.bench.chat --demo 2.9b --repeat 3 --client raw  # the same
 # from a minimal socket client (server.bench.raw_client): without httpx's own Python work
+step chat_think 300 python3 -m server.bench.chat --demo 2.9b --repeat 3 --client raw --think
+# the same with a user's think time: each turn once the reply's history is computed (every
+# turn then feeds only its new message; without it every second turn feeds the reply again)
 step chat_tpl 300 python3 -m server.bench.chat --demo 2.9b --repeat 3 --client raw --template
 # the same with the system prompt as a state template the turns name (rwkv-7:_TMPL_…)
 # a single-sequence pass's host time (the graph's launch) against its device time
