@@ -1,6 +1,8 @@
 """Checkpoint loading (shapes -> ModelConfig, one test per bad-file case), the random generator's
 published layout, and the RWKV070ModelLoader bundle."""
 
+import zipfile
+
 import pytest
 import torch
 
@@ -331,3 +333,8 @@ def test_the_generator_never_replaces_a_file_unasked_nor_leaves_half_of_one(tmp_
     monkeypatch.undo()
     main([str(out), "--preset", "tiny", "--force"])
     assert out.read_bytes()[:2] == b"PK"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.pth"]
+    # its entries are named after the file, as a published checkpoint's (not the temporary
+    # file's name, which ``verify`` quoted for a damaged entry)
+    with zipfile.ZipFile(out) as z:
+        assert {n.split("/")[0] for n in z.namelist()} == {"m"}
