@@ -154,7 +154,7 @@ def warm_counts(client: httpx.Client | RawClient) -> tuple[int, int]:
 def wait_warm(client: httpx.Client | RawClient, before: tuple[int, int],
               timeout: float = 2.0, poll: float = 0.005) -> bool:
     """``--think``: return once the cached server has done the next-turn work of the reply
-    just read (``warm_counts`` moved past ``before``, taken before the request), as a user's
+    just read (``warm_counts`` moved past ``before``, read as the reply ended), as a user's
     reading and typing time allows it to; False after ``timeout`` s (no job: e.g. a history
     the cache already holds)."""
     end = time.perf_counter() + timeout
@@ -206,10 +206,12 @@ def run_chat(on: httpx.Client, off: httpx.Client, tokenizer, args,
         if warm is not None and not wait_warm(on, warm):
             rows[-1]["warm_waited_out"] = True
         before = prefilled(on)
-        warm = warm_counts(on) if think else None
         if flip != (turn % 2 == 1):
             ttft_off, next_off, reply_off = ask(off, messages, args.max_tokens, models[1])
         ttft_on, next_on, reply = ask(on, messages, args.max_tokens, models[0])
+        # (read at once: the reply's next-turn job starts 50 ms after it, and the wait must see
+        # that job move the counts, not an earlier one's)
+        warm = warm_counts(on) if think else None
         fed, calls, again = (a - b for a, b in zip(prefilled(on), before))
         if flip == (turn % 2 == 1):
             ttft_off, next_off, reply_off = ask(off, messages, args.max_tokens, models[1])
@@ -219,6 +221,8 @@ def run_chat(on: httpx.Client, off: httpx.Client, tokenizer, args,
                      "next_off_s": next_off, "equal": reply == reply_off})
         print(row_line(rows[-1]), flush=True)
         chat.reply(reply)
+    if warm is not None and not wait_warm(on, warm):  # (the last reply's job too: run during
+        rows[-1]["warm_waited_out"] = True  # the next conversation, it ended a wait there early)
     return rows
 
 
@@ -344,7 +348,7 @@ def main(argv=None) -> None:
     print(pooled(runs, measure="next"))
     if args.think:
         out = sum(bool(r.get("warm_waited_out")) for run in runs for r in run)
-        print(f"--think: {out} of {sum(len(run) - 1 for run in runs)} waits for a reply's "
+        print(f"--think: {out} of {sum(len(run) for run in runs)} waits for a reply's "
               "next-turn work ran out (2 s)")
     last = rows[-1]
     print(f"last turn: {last['prompt_tokens']} prompt tokens, {last['prefilled_on']} prefilled "
