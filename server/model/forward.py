@@ -27,7 +27,7 @@ from server.model.fused import FusedBlocks, check_fused, fused_default
 from server.model.layer_weights import LayerWeights, layer_weights
 from server.model.reference import GN_EPS, LN_EPS
 from server.model.sampler import token_logprobs
-from server.model.state import State, rows_of, to_device, use_device
+from server.model.state import State, rows_on, to_device, use_device
 
 DECAY_SCALE = math.exp(-0.5)  # decay = exp(-e^-0.5 · sigmoid(w))
 
@@ -369,15 +369,10 @@ class RWKV7:
             state.assign(rows, sub)
         done = [j for j, i in enumerate(rows) if len(token_lists[i]) <= off + chunk]
         if done:
-            ends = [rows[j] for j in done]
-            dst, src = rows_of(ends), rows_of(done)
-            if isinstance(dst, slice) and isinstance(src, slice):  # (one sequence: a request's)
-                x_last[dst] = x[src]  # a copy between views: no index upload before the head
-            else:  # index tensors through pinned memory: a copy from pageable memory would
-                # wait for the pass (the host's work until the first pulse then no longer
-                # overlaps it)
-                x_last.index_copy_(0, to_device(ends, self.device),
-                                   x[to_device(done, self.device)])
+            # (one sequence, a request's: a copy between views, no index upload before the
+            # head; else index tensors through pinned memory: a copy from pageable memory would
+            # wait for the pass, and the host's work until the first pulse would not overlap it)
+            x_last[rows_on([rows[j] for j in done], self.device)] = x[rows_on(done, self.device)]
 
     def _forward_padded(self, parts: list[list[int]], state: State, mid: list[int] = (),
                         mid_state: State | None = None) -> Tensor:

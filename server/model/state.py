@@ -46,6 +46,14 @@ def rows_of(idx):
     return idx
 
 
+def rows_on(idx: list[int], device):
+    """``idx`` as a slice where its rows are consecutive and in order (``rows_of``: one
+    request's, the common case; no upload), else as an index tensor on ``device`` (one upload,
+    through pinned memory: ``to_device``)."""
+    rows = rows_of(idx)
+    return rows if isinstance(rows, slice) else to_device(idx, device)
+
+
 def index_on(idx, device) -> Tensor:
     """Row indices as a LongTensor on ``device``."""
     if isinstance(idx, Tensor):

@@ -31,7 +31,7 @@ import torch
 
 from server.model.fused import kernel_module
 from server.model.sampler import BatchSampler, wrap_seed
-from server.model.state import rows_of, to_device, use_device
+from server.model.state import rows_of, rows_on, to_device, use_device
 from server.model.tokenizer import NEWLINE, NEWLINE_ENDED, TURN_NEWLINE, USER_TOKEN
 from server.scheduler.copyback import CopyBack
 from server.scheduler.guide import Guide
@@ -135,16 +135,8 @@ def accepted(out, valid) -> list[list[int]]:
     return rows
 
 
-def _rows_on(slots: list[int], device):
-    """``slots`` as a slice where they are consecutive and in order (one request's: the common
-    case; no upload), else as an index tensor on ``device`` (one upload, through pinned
-    memory)."""
-    rows = rows_of(slots)
-    return rows if isinstance(rows, slice) else to_device(slots, device)
-
-
 def _fill(t: torch.Tensor, rows, value) -> None:
-    """``t[rows] = value`` for ``rows`` from ``_rows_on``: a view's fill or ``index_fill_``,
+    """``t[rows] = value`` for ``rows`` from ``rows_on``: a view's fill or ``index_fill_``,
     never ``t[idx] = scalar``, which on CUDA copies the scalar from pageable memory and waits
     for the device (``BatchEngine.load``)."""
     if isinstance(rows, slice):
@@ -334,7 +326,7 @@ class BatchEngine:
         """``t[slots] = value`` for each ``(t, value)`` of ``fills`` (slot dimension first):
         through a slice for consecutive slots (no upload), else ``index_fill_`` with one upload
         of the slots for all of them."""
-        rows = _rows_on(slots, self.device)
+        rows = rows_on(slots, self.device)
         for t, value in fills:
             _fill(t, rows, value)
 
@@ -476,7 +468,7 @@ class BatchEngine:
         first, self._first = self._first, {}
         if first:  # rows whose first logits came with their prefill (module docstring)
             order = sorted(first)
-            rows = _rows_on(order, dev)
+            rows = rows_on(order, dev)
             kept = torch.stack([first[r] for r in order])
         U = self.sampler.uniforms(self.samp, steps)  # [cap, steps] or None (all greedy)
         # a stop flag still set (a row whose first token came from its prompt's pass keeps it
