@@ -199,6 +199,36 @@ def test_half_precision_on_cpu_is_finite_and_close(case, dtype, tol):
     assert rel_err(got, case.ref_logits[:, :9]) < tol
 
 
+def test_a_dropped_model_with_graph_wrappers_is_freed_without_a_collection():
+    """The graph wrappers hold the model's methods weakly: a model dropped by its last name
+    frees its weights at once, not at Python's next full collection (on CUDA the wrappers
+    exist for every model; a cycle kept a dropped 7.2B's weights on the device, and 13.3B's
+    test then ran out of an H100's memory)."""
+    import gc
+    import weakref
+
+    from server.model.checkpoint import infer_config
+    from server.model.cuda_graph import GraphedDecode, GraphedPrefill
+    from server.model.random import make_random_state_dict
+
+    sd = make_random_state_dict(1, 64, 256, seed=1)
+    model = RWKV7(sd, infer_config(sd), prefill_chunk=32)
+    model._graphed_prefill = GraphedPrefill(model._forward, model.new_state, graphs=False)
+    model._graphed = GraphedDecode(model._decode_step)
+    state = model.new_state(1)
+    model.prefill([[1, 2, 3]], state)  # (through the wrapper's padded pass)
+    assert list(model._graphed_prefill.graphs) == [16]
+    alive = weakref.ref(model)
+    was_on = gc.isenabled()
+    gc.disable()
+    try:
+        del model
+        assert alive() is None
+    finally:
+        if was_on:
+            gc.enable()
+
+
 def test_single_sequence_prefill_padded_to_its_bucket_is_unchanged():
     """GraphedPrefill's padded pass (run eagerly here; on CUDA it is replayed from a graph per
     length bucket): lengths across buckets and several chunks give the same state, logits
