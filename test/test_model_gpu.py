@@ -72,18 +72,25 @@ def test_every_preset_is_finite_in_fp16(preset):
 
 def test_a_dropped_model_frees_its_device_memory_at_once():
     """With its graphs captured (prefill and decode), a model dropped by its last name gives
-    its device memory back without a garbage collection: no reference cycle holds it."""
+    its device memory back without a garbage collection: no reference cycle holds it (one
+    kept a 13.3B's on an H100 until the next full collection: session 59)."""
     import gc
     import weakref
 
     case = make_case("c512", with_reference=False)
+
+    def used_model():
+        model = RWKV7(case.sd, case.cfg, device="cuda")
+        state = model.new_state(2)
+        model.prefill([[1, 2, 3]], model.new_state(1))  # a graphed single-sequence pass
+        model.decode(torch.tensor([5, 6], device="cuda"), state)  # a graphed step
+        assert model._graphed_prefill.graphs and model._graphed.graphs
+        return model, state
+
+    used_model()  # a first one: cuBLAS's workspaces of the process's lasting streams
     torch.cuda.synchronize()
     before = torch.cuda.memory_allocated()
-    model = RWKV7(case.sd, case.cfg, device="cuda")
-    state = model.new_state(2)
-    model.prefill([[1, 2, 3]], model.new_state(1))  # a graphed single-sequence pass
-    model.decode(torch.tensor([5, 6], device="cuda"), state)  # a graphed step
-    assert model._graphed_prefill.graphs and model._graphed.graphs
+    model, state = used_model()
     held = torch.cuda.memory_allocated() - before
     alive = weakref.ref(model)
     gc.disable()
@@ -91,10 +98,36 @@ def test_a_dropped_model_frees_its_device_memory_at_once():
         del model, state
         torch.cuda.synchronize()
         assert alive() is None
-        freed = held - (torch.cuda.memory_allocated() - before)
+        left = torch.cuda.memory_allocated() - before
     finally:
         gc.enable()
-    assert freed > 0.9 * held, (held, freed)
+    # all but cuBLAS's workspace for the model's own side stream (32 MiB on Hopper, kept for
+    # the process's life)
+    assert held - left > 16 * 2**20 and left <= 32 * 2**20, (held, left)  # (weights ~30 MB)
+
+
+def test_later_captures_make_no_new_stream(monkeypatch):
+    """Every capture's warm-up runs on one stream (``warmup_stream``): cuBLAS keeps a workspace
+    for each stream it ran on for the process's life, so a stream per capture left ~32 MiB
+    behind for each of a server's ~40 graphs (up to the stream pool's 32 streams)."""
+    case = make_case("c512", with_reference=False)
+    model = RWKV7(case.sd, case.cfg, device="cuda")
+    model.prefill([[1, 2, 3]], model.new_state(1))  # the first graphs (and any side stream)
+    model.decode(torch.tensor([5], device="cuda"), model.new_state(1))
+    made, real = [], torch.cuda.Stream
+
+    def counting(*args, **kwargs):
+        if "stream_id" not in kwargs:  # (not a wrapper of an existing one: current_stream)
+            made.append(args)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(torch.cuda, "Stream", counting)
+    model.prefill([list(range(1, 40))], model.new_state(1))  # other buckets
+    model.prefill([list(range(1, 70))], model.new_state(1))
+    model.decode(torch.tensor([5, 6], device="cuda"), model.new_state(2))  # other batches
+    model.decode(torch.tensor([5, 6, 7, 8], device="cuda"), model.new_state(4))
+    assert len(model._graphed_prefill.graphs) == 3 and len(model._graphed.graphs) == 3
+    assert made == []
 
 
 @pytest.mark.parametrize("impl", ["triton", "torch"])

@@ -44,6 +44,20 @@ def capturing(graph: torch.cuda.CUDAGraph, pool):
             gc.enable()
 
 
+_WARMUP_STREAMS: dict[torch.device, torch.cuda.Stream] = {}
+
+
+def warmup_stream(dev) -> torch.cuda.Stream:
+    """The one side stream on which every capture's warm-up runs (per device). cuBLAS keeps a
+    workspace (32 MiB on Hopper) for each stream it has run on, for the process's life: a new
+    stream per capture left one behind for each (~64 MiB a model with two graphs; up to the
+    stream pool's 32 streams, ~1 GiB, at a server's ~40 captures; session 59)."""
+    dev = torch.device(dev)
+    if dev not in _WARMUP_STREAMS:
+        _WARMUP_STREAMS[dev] = torch.cuda.Stream(dev)
+    return _WARMUP_STREAMS[dev]
+
+
 def _weakly(fn: Callable) -> Callable[[], Callable]:
     """A getter for ``fn`` that holds a bound method weakly: the model owns the graph objects,
     so a strong hold on its methods would make a reference cycle, and a dropped model's weights
@@ -120,7 +134,7 @@ class GraphedDecode:
         # warm-up (lazy library init, autotuning) on the real state with every row inactive:
         # inactive rows are left bit-for-bit unchanged, so the warm-up has no effect on it
         idle = torch.zeros(tokens.shape, dtype=torch.bool, device=dev)
-        side = torch.cuda.Stream(dev)
+        side = warmup_stream(dev)
         side.wait_stream(torch.cuda.current_stream(dev))
         with torch.cuda.stream(side):
             for _ in range(2):
@@ -279,7 +293,7 @@ class GraphedPrefill:
             with torch.inference_mode(False):
                 new_state = self._new_state()
                 self.state, self.mid_state = new_state(1), new_state(MID_POINTS)
-        side = torch.cuda.Stream(dev)
+        side = warmup_stream(dev)
         side.wait_stream(torch.cuda.current_stream(dev))
         with torch.cuda.stream(side):  # warm-up (kernel compilation, library init)
             for _ in range(2):
