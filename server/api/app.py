@@ -32,6 +32,7 @@ from server.api.safe_json import SafeJSONResponse, unreadable_body, validation_e
 from server.api.stopping import Drain
 from server.api.task_service import TaskService
 from server.logger import get_logger, setup_logging
+from server.model.memory import device_memory
 from server.model.state import State
 from server.scheduler.prefix_cache import state_nbytes
 from server.task.policy import TaskUnreadable
@@ -148,6 +149,9 @@ def _health(request: Request) -> dict:
         "scoring": sch.num_scoring,  # prompts to score (echo+logprobs): they take queue places
         "finishing": sch.num_finishing,  # out of the slots, state on its way home
         "task_store": store,
+        # CUDA only: bytes held by tensors / by the caching allocator / on the device
+        **({"device_memory": memory} if (memory := device_memory(rt.loader.model.device))
+           else {}),
         # without the key (when one is set) no cache figures: they reveal others' prompts
         **({"prefix_cache": _cache_health(sch)}
            if getattr(request.state, "authorized", True) else {}),

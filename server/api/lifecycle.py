@@ -13,6 +13,7 @@ import os
 import time
 
 from server.api.deps import Runtime
+from server.model.memory import describe, device_memory
 from server.logger import get_logger
 
 log = get_logger("api")
@@ -140,7 +141,8 @@ def warm_up(scheduler, max_batch_size: int) -> None:
     runs = scheduler.engine.warm_requests()
     log.info(f"Warm-up: kernels compiled, {len(caps)} decode graphs and the prefill graphs "
              f"captured in {t1 - t0:.1f} s; {runs} throwaway requests (each sampling and "
-             f"prefill variant) in {time.perf_counter() - t1:.1f} s")
+             f"prefill variant) in {time.perf_counter() - t1:.1f} s; GPU memory: "
+             f"{describe(device_memory(scheduler.engine.device))}")
 
 
 def build_runtime(settings) -> Runtime:

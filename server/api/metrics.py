@@ -20,7 +20,9 @@ Series (each app has its own registry, so several apps in one process do not col
   ``rwkv_active_slots``, ``rwkv_max_batch_size``;
 * prefix cache: ``rwkv_prefix_cache_hits_total``, ``..._misses_total``,
   ``..._tokens_saved_total``, ``..._evictions_total``, gauges ``..._entries``, ``..._bytes``,
-  ``..._device_bytes``, ``..._max_bytes``.
+  ``..._device_bytes``, ``..._max_bytes``;
+* on CUDA, gauges ``rwkv_device_memory_{allocated,peak_allocated,reserved,used,total}_bytes``
+  (``server/model/memory.py``).
 """
 
 from __future__ import annotations
@@ -35,6 +37,8 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, H
 from prometheus_client import generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from starlette.routing import Match
+
+from server.model.memory import device_memory
 
 DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300)
 # the ``method`` label's values; any other method a client sends counts as "other" (a label
@@ -110,6 +114,18 @@ class _RuntimeCollector:
             yield HistogramMetricFamily(f"rwkv_{name}_seconds", doc, buckets=buckets,
                                         sum_value=total)
         yield from _cache_series(sch.prefix_cache)
+        yield from _memory_series(device_memory(rt.loader.model.device))
+
+
+def _memory_series(memory):
+    for key, doc in (("allocated", "Device bytes held by tensors"),
+                     ("peak_allocated", "Most device bytes held by tensors since the start"),
+                     ("reserved", "Device bytes held by the caching allocator (allocated, "
+                      "cached, CUDA graph pools)"),
+                     ("used", "Device bytes in use by every process (as nvidia-smi shows)"),
+                     ("total", "Device memory")):
+        if memory is not None:  # (CUDA only)
+            yield GaugeMetricFamily(f"rwkv_device_memory_{key}_bytes", doc, value=memory[key])
 
 
 def _cache_series(cache):

@@ -1,0 +1,50 @@
+"""Device memory in /health, /metrics and the start log (server/model/memory.py). CUDA's
+counters are stood in for here (no GPU in CI); session 59's GPU call 6 read them served."""
+
+from __future__ import annotations
+
+import httpx
+import torch
+from prometheus_client.parser import text_string_to_metric_families
+
+from openai_helpers import LiveServer
+from server.model import memory
+from test_api_prefix_cache import make_settings
+
+FIGURES = {"allocated": 4 << 30, "peak_allocated": 5 << 30, "reserved": 6 << 30,
+           "used": 7 << 30, "total": 80 << 30}
+
+
+def fake_cuda(monkeypatch) -> None:
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda dev: (73 << 30, 80 << 30))
+    monkeypatch.setattr(torch.cuda, "memory_allocated", lambda dev: 4 << 30)
+    monkeypatch.setattr(torch.cuda, "max_memory_allocated", lambda dev: 5 << 30)
+    monkeypatch.setattr(torch.cuda, "memory_reserved", lambda dev: 6 << 30)
+
+
+def test_figures_come_from_the_allocator_and_the_driver(monkeypatch):
+    assert memory.device_memory("cpu") is None
+    fake_cuda(monkeypatch)
+    got = memory.device_memory("cuda:0")
+    assert got == FIGURES
+    assert memory.describe(got) == ("4.00 GiB allocated (peak 5.00), 6.00 GiB reserved; "
+                                    "7.00 of the device's 80.00 GiB in use")
+
+
+def test_health_and_metrics_show_them_on_cuda_only(tiny_model_path, tmp_path, monkeypatch):
+    with LiveServer(make_settings(tiny_model_path, tmp_path)) as srv:
+        with httpx.Client(base_url=srv.url, timeout=60) as c:
+            assert "device_memory" not in c.get("/health").json()  # a CPU model
+            assert "rwkv_device_memory_used_bytes" not in c.get("/metrics").text
+            # the model on CUDA, as far as the reports go
+            import server.api.app
+            import server.api.metrics
+
+            for module in (server.api.app, server.api.metrics):
+                monkeypatch.setattr(module, "device_memory",
+                                    lambda dev: memory.device_memory("cuda:0"))
+            fake_cuda(monkeypatch)
+            assert c.get("/health").json()["device_memory"] == FIGURES
+            fams = {f.name: f for f in text_string_to_metric_families(c.get("/metrics").text)}
+            for key, value in FIGURES.items():
+                assert fams[f"rwkv_device_memory_{key}_bytes"].samples[0].value == value
