@@ -8,7 +8,7 @@ import importlib
 import sys
 
 BENCHES = ("decode", "prefill", "stress", "wkv", "gemv", "ttft", "pulse", "host", "sample", "large",
-           "upload", "streams", "first", "gemm", "launch", "score")
+           "upload", "streams", "first", "gemm", "launch", "score", "memory")
 
 
 def main(argv=None) -> None:
