@@ -12,7 +12,7 @@ mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
 SUM="$OUT/summary.txt"
 
-OPTIONAL="large large_small sample_clustered http_stages chat chat_raw chat_think chat_tpl chat72 gemv152 prefill_gemv ttft_gemv prefill_detail serve ramp clocks first gemm launch constrained fast_forward"
+OPTIONAL="large large_small sample_clustered http_stages chat chat_raw chat_think chat_tpl chat72 memory gemv152 prefill_gemv ttft_gemv prefill_detail serve ramp clocks first gemm launch constrained fast_forward"
 # (the OPTIONAL steps run only when STEPS names them)
 
 wanted() {  # STEPS unset: every step but the OPTIONAL ones; else the steps STEPS names
@@ -85,6 +85,8 @@ step chat_think 300 python3 -m server.bench.chat --demo 2.9b --repeat 3 --client
 # turn then feeds only its new message; without it every second turn feeds the reply again)
 step chat_tpl 300 python3 -m server.bench.chat --demo 2.9b --repeat 3 --client raw --template
 # the same with the system prompt as a state template the turns name (rwkv-7:_TMPL_…)
+# a served process's device memory (2.9B, batch 256, fp16 state) by the line that allocated it
+step memory 120 python3 -m server.bench memory --demo 2.9b --max-batch 256 --state-dtype fp16
 # a single-sequence pass's host time (the graph's launch) against its device time
 step launch 150 python3 -m server.bench launch --preset 2.9b --tokens 158,400,1024
 # 64 prompts of 512 through the scheduler, step by step (session 15 found it slow: 36,145 tok/s)
