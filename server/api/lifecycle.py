@@ -13,8 +13,8 @@ import os
 import time
 
 from server.api.deps import Runtime
-from server.model.memory import describe, device_memory
 from server.logger import get_logger
+from server.model.memory import describe, device_memory
 
 log = get_logger("api")
 
