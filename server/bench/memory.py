@@ -4,8 +4,9 @@ Builds the runtime as ``run.py`` does (the model, the scheduler with its prefix 
 warm-up: every graph captured, the throwaway requests) with PyTorch's allocation history on,
 then sorts the allocator's live blocks by the line in ``server/`` that made them (the innermost
 frame there), and prints them beside the totals: allocated, the graphs' private pools,
-reserved and the device's memory in use (nvidia-smi's figure; the CUDA context and the
-libraries' own allocations are the part above ``reserved``). CUDA only.
+reserved and the device's memory in use (nvidia-smi's figure), split into the CUDA context
+(measured before anything else is loaded), PyTorch's reservation and the rest (libraries' own
+allocations, kernel images). CUDA only.
 
     python -m server.bench memory --demo 2.9b --max-batch 256 --state-dtype fp16
 """
@@ -87,6 +88,8 @@ def main(argv=None) -> None:
 
     if not torch.cuda.is_available():
         raise SystemExit("server.bench memory needs CUDA")
+    torch.zeros(1, device="cuda")  # the CUDA context alone, before anything else is loaded
+    context = device_memory("cuda")["used"]
     torch.cuda.memory._record_memory_history(max_entries=200_000)
     with tempfile.TemporaryDirectory() as tmp:
         settings = Settings(demo=args.demo, max_batch_size=args.max_batch,
@@ -99,6 +102,11 @@ def main(argv=None) -> None:
                   f"cache {args.state_cache_mb} MB, after the warm-up: "
                   f"{describe(device_memory(rt.loader.model.device))}\n")
             print(report(breakdown(torch.cuda.memory._snapshot()), args.top))
+            mem = device_memory(rt.loader.model.device)
+            print(f"device in use {mem['used'] / MIB:,.0f} MiB: the CUDA context alone "
+                  f"{context / MIB:,.0f} (measured first), PyTorch's reserved "
+                  f"{mem['reserved'] / MIB:,.0f}, the rest (libraries' own allocations, kernel "
+                  f"images loaded since) {(mem['used'] - context - mem['reserved']) / MIB:,.0f}")
         finally:
             close_runtime(rt)
 
