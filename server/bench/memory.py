@@ -90,7 +90,7 @@ def main(argv=None) -> None:
         raise SystemExit("server.bench memory needs CUDA")
     torch.zeros(1, device="cuda")  # the CUDA context alone, before anything else is loaded
     context = device_memory("cuda")["used"]
-    torch.cuda.memory._record_memory_history(max_entries=200_000)
+    torch.cuda.memory._record_memory_history(stacks="python", max_entries=200_000)
     with tempfile.TemporaryDirectory() as tmp:
         settings = Settings(demo=args.demo, max_batch_size=args.max_batch,
                             state_dtype=args.state_dtype, state_cache_mb=args.state_cache_mb,
