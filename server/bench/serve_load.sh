@@ -8,7 +8,8 @@
 # from the environment (e.g. RWKV_STATE_DTYPE=fp16, RWKV_GIL_SWITCH_US=5000). The port must be
 # free (a server already there is not measured); stopping the script stops what it started.
 # Prints each client's report (its whole run: ramp and tail included), the GPU's utilization
-# over the run (nvidia-smi, where there is one) and the server's once-a-second pulse lines
+# over the run (nvidia-smi, where there is one), the server's device memory after the load
+# (/health's device_memory, on CUDA) and the server's once-a-second pulse lines
 # (`speed`: tokens over the pulse's own time, at steady load).
 set -u
 PRESET=${PRESET:-2.9b} PORT=${PORT:-8000} PROCS=${PROCS:-1} CONC=${CONC:-256} N=${N:-256}
@@ -67,6 +68,12 @@ fi
 for p in $(seq 1 "$PROCS"); do
   grep -hE "requests|total time|throughput|TTFT|error" "$OUT/client-$p.log"
 done
+python3 -c "
+import httpx
+m = httpx.get('$URL/health').json().get('device_memory')
+if m:  # (CUDA) the process's device memory after the load; peak_allocated: the most in tensors
+    print('device memory after the load: ' + ', '.join(f'{k} {v / 2**30:.2f} GiB'
+                                                       for k, v in m.items()))" 2>/dev/null
 echo "## server pulses during the run"
 tail -n +"$from" "$LOG" | grep -E "Iter .*speed" | sed -E 's/.*(Iter .*)/\1/'
 kill -INT $SERVER
