@@ -125,6 +125,19 @@ def test_a_body_of_other_bytes_than_utf8_without_json_type_is_a_422(http, path, 
     assert err["input"] == "\ufffd\ufffd{"
 
 
+@pytest.mark.parametrize("ctype", ["application/json; charset=utf-8", "Application/JSON",
+                                   "application/vnd.api+json"])
+def test_a_body_read_as_json_that_is_no_object_gets_no_content_type_hint(http, ctype):
+    """A body FastAPI reads as JSON (any case, with parameters, ``application/*+json``) that is
+    not an object is refused as one, not told to send Content-Type: application/json, which it
+    did (a mutation review: the hint's own test of the type went unchecked for these)."""
+    r = http.post("/v1/tasks/tmp", content=b'["x"]', headers={"content-type": ctype})
+    assert r.status_code == 422, r.text
+    (err,) = r.json()["detail"]
+    assert err["loc"] == ["body"] and err["input"] == ["x"], err
+    assert "Content-Type" not in err["msg"], err
+
+
 def test_other_bad_requests(http):
     r = http.post("/v1/tasks/create", content=b'{"prompt": "x",', headers={"content-type":
                                                                           "application/json"})

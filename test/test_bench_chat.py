@@ -165,3 +165,29 @@ def test_wait_warm_returns_once_the_next_turn_work_is_counted():
     assert wait_warm(dropped, (10, 0), timeout=5, poll=0) and dropped.calls == 2
     still = Health([(10, 0)])
     assert not wait_warm(still, (10, 0), timeout=0.05, poll=0.01) and still.calls > 1
+
+
+def test_think_waits_before_each_later_turn_and_after_the_last(server_url, monkeypatch):
+    """``--think``: run_chat waits for each reply's next-turn work (from the counts read as the
+    reply ended) before the next turn is sent and once more after the last reply, and marks
+    the turn whose wait ran out (``warm_waited_out``, counted in the summary)."""
+    from argparse import Namespace
+
+    import server.bench.chat as bench
+    from server.model.tokenizer import Tokenizer
+
+    reads, waits = iter(range(100)), []
+    monkeypatch.setattr(bench, "warm_counts", lambda c: (next(reads), 0))
+    monkeypatch.setattr(bench, "wait_warm", lambda c, before: waits.append(before) or
+                        len(waits) != 1)  # the first wait runs out, the last does not
+    args = Namespace(turns=2, target=300, max_tokens=2, think=True)
+    with httpx_client(server_url) as a, httpx_client(server_url) as b:
+        rows = bench.run_chat(a, b, Tokenizer(), args, "Be brief. ")
+    assert waits == [(0, 0), (1, 0)]
+    assert rows[0].get("warm_waited_out") is True and "warm_waited_out" not in rows[1]
+    waits.clear()
+    monkeypatch.setattr(bench, "wait_warm", lambda c, before: waits.append(before) and False)
+    with httpx_client(server_url) as a, httpx_client(server_url) as b:
+        rows = bench.run_chat(a, b, Tokenizer(), Namespace(**{**vars(args), "turns": 1}),
+                              "Be brief. ")
+    assert len(waits) == 1 and rows[0]["warm_waited_out"] is True  # (the last reply's)

@@ -33,3 +33,12 @@ def test_blocks_go_to_the_innermost_server_line():
     assert "| server/model/forward.py:101 __init__ | 60.0 | 1 |" in text
     assert "| (1 other lines) | 2.0 | |" in text
     assert "live blocks 78.0 MiB (of them in CUDA graphs' private pools 8.0)" in text
+    assert "(no stack)" not in text  # (past the top: counted only in the other lines' row)
+    assert "other lines" not in report(b, top=3)  # (none left out)
+    # a block allocated in the benchmark itself, under a library: the library's line (the
+    # innermost frame), not the benchmark's
+    assert where([LIB, bench]) == f"{LIB['filename']}:10 linear"
+    # a block freed but waiting for its stream's work is no longer live
+    pending = {"segments": [{"total_size": 4 << 20, "blocks": [
+        {"size": 4 << 20, "state": "active_pending_free", "frames": [forward]}]}]}
+    assert breakdown(pending)["allocated"] == 0 and breakdown(pending)["by_line"] == {}

@@ -29,13 +29,24 @@ def test_figures_come_from_the_allocator_and_the_driver(monkeypatch):
     assert got == FIGURES
     assert memory.describe(got) == ("4.00 GiB allocated (peak 5.00), 6.00 GiB reserved; "
                                     "7.00 of the device's 80.00 GiB in use")
+    # each figure is the model's device's (RWKV_DEVICE=cuda:1), not the current device's
+    asked = []
+    for name in ("mem_get_info", "memory_allocated", "max_memory_allocated", "memory_reserved"):
+        real = getattr(torch.cuda, name)
+        monkeypatch.setattr(torch.cuda, name,
+                            lambda dev=None, real=real, name=name: (asked.append((name, dev)),
+                                                                    real(dev))[1])
+    assert memory.device_memory("cuda:1") == FIGURES
+    assert len(asked) == 4 and all(dev == torch.device("cuda:1") for _, dev in asked), asked
 
 
 def test_health_and_metrics_show_them_on_cuda_only(tiny_model_path, tmp_path, monkeypatch):
     with LiveServer(make_settings(tiny_model_path, tmp_path)) as srv:
         with httpx.Client(base_url=srv.url, timeout=60) as c:
             assert "device_memory" not in c.get("/health").json()  # a CPU model
-            assert "rwkv_device_memory_used_bytes" not in c.get("/metrics").text
+            metrics = c.get("/metrics")
+            assert metrics.status_code == 200 and "rwkv_prefix_cache_hits" in metrics.text
+            assert "rwkv_device_memory_used_bytes" not in metrics.text
             # the model on CUDA, as far as the reports go
             import server.api.app
             import server.api.metrics

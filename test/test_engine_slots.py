@@ -387,3 +387,15 @@ def test_a_pulse_ends_once_every_row_has_ended(tiny_model_path, monkeypatch, eos
     last_end = max(eos_call, 4)  # the step (1-based) at which the last row ended
     late = LAG - 1 if device == "cuda" else 0
     assert steps == last_end + late and calls_made == last_end + late
+
+
+def test_freeing_several_slots_at_once_stops_every_one(engine):
+    """``free`` of several slots (a run of them: through a slice; scattered: through an index
+    tensor) takes each one off the live rows, not only the first (a mutation review: a fill of
+    the first row alone passed every test)."""
+    engine.resize(6, [])
+    fill(engine, list(range(6)))
+    engine.free([1, 2, 3])
+    assert engine.live.tolist() == [True, False, False, False, True, True]
+    engine.free([5, 0])
+    assert engine.live.tolist() == [False, False, False, False, True, False]

@@ -338,3 +338,60 @@ def test_the_generator_never_replaces_a_file_unasked_nor_leaves_half_of_one(tmp_
     # file's name, which ``verify`` quoted for a damaged entry)
     with zipfile.ZipFile(out) as z:
         assert {n.split("/")[0] for n in z.namelist()} == {"m"}
+
+
+def test_a_whole_write_keeps_the_replaced_files_mode_and_takes_over_a_leftover_folder(tmp_path):
+    """``write_whole``: a replaced file keeps its permissions (a private file stays private),
+    and the folder a killed process of this pid and thread left beside the file does not
+    stop the next write (it is used, then removed)."""
+    import os
+    import threading
+
+    from server.files import write_whole
+
+    out = tmp_path / "secret.st"
+    out.write_bytes(b"old")
+    os.chmod(out, 0o600)
+    write_whole(out, lambda tmp: tmp.write_bytes(b"new"))
+    assert out.read_bytes() == b"new" and out.stat().st_mode & 0o7777 == 0o600
+    (tmp_path / f".rwkv-write-{os.getpid()}-{threading.get_ident()}").mkdir()
+    write_whole(out, lambda tmp: tmp.write_bytes(b"newer"))
+    assert out.read_bytes() == b"newer"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["secret.st"]
+
+
+def test_whole_writes_of_two_threads_into_one_folder_do_not_meet(tmp_path):
+    """Each thread's temporary folder is its own: one thread's write, ending (its folder
+    removed) while another's is under way beside it, does not take that one's folder away."""
+    import threading
+
+    from server.files import write_whole
+
+    b_started, a_done, errors = threading.Event(), threading.Event(), []
+
+    def write_b(tmp):
+        b_started.set()
+        assert a_done.wait(10)
+        tmp.write_bytes(b"b")
+
+    def thread_b():
+        try:
+            write_whole(tmp_path / "b", write_b)
+        except BaseException as e:  # (reported by the test below)
+            errors.append(e)
+
+    b = threading.Thread(target=thread_b)
+
+    def write_a(tmp):
+        b.start()
+        assert b_started.wait(10)
+        tmp.write_bytes(b"a")
+
+    try:
+        write_whole(tmp_path / "a", write_a)
+    finally:
+        a_done.set()
+        b.join(10)
+    assert errors == []
+    assert (tmp_path / "a").read_bytes() == b"a" and (tmp_path / "b").read_bytes() == b"b"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a", "b"]

@@ -115,3 +115,17 @@ def test_rows_a_slice_cannot_take_behave_as_indexed():
     z = filled(4)
     z.zero_([-1])
     assert not z.wkv[:, 3].any() and z.wkv[:, 2].any()
+
+
+def test_rows_on_is_a_slice_for_a_run_and_else_the_rows_in_their_order():
+    """``rows_on`` (the engine's fills, the prefill pass's hand-off to the head): a slice for
+    consecutive rows in order, else an index tensor of the rows as given (order kept: the pass
+    copies row j of its output to the j-th row listed); ``to_device`` keeps the dtype asked."""
+    from server.model.state import rows_on, to_device
+
+    assert rows_on([2, 3, 4], "cpu") == slice(2, 5)
+    for idx in ([3, 2], [4, 1, 2], [-1, 0]):
+        got = rows_on(idx, "cpu")
+        assert isinstance(got, torch.Tensor) and got.dtype == torch.long and got.tolist() == idx
+    assert to_device([1, 2], "cpu", torch.int32).dtype == torch.int32
+    assert to_device([0.5], "cpu", torch.float32).tolist() == [0.5]
