@@ -6,7 +6,7 @@
 #    expandable segments (fewer cached blocks between reserved and allocated?);
 # 2. the GPU tests of session 59's changes (a dropped model's memory, one warm-up stream);
 # 3. issue 7's chat bench with the think time, 2.9B, --repeat 3 (H200: the target's machine);
-# 4. issue 5's decode at batch 1 / 256 / 1,024 (fp16 state).
+# 4. issue 5's decode at batch 1 / 256 / 1,024 (fp16 state);
 set -u
 OUT=${OUT:-/tmp/out}
 nvidia-smi --query-gpu=name,driver_version,memory.total,power.limit --format=csv | tee "$OUT/gpu.txt"
@@ -26,3 +26,10 @@ echo "chat_think: $(grep -E 'turns 2\+ of all|last turn|--think:' "$OUT/chat_thi
 timeout 60 python3 -m server.bench decode --preset 2.9b --batch 1,256,1024 --state-dtype fp16 \
   --pulses 3 > "$OUT/decode.log" 2>&1
 echo "decode rc=$?"; grep -E "^\|" "$OUT/decode.log"
+# 5. where .whl/ab_rows exists (`git archive 4c8c04c ...`, ab_rows_on.sh's header): the chat
+#    bench at HEAD against the code before 550e564, new / old / new (~2 minutes)
+if [ -d .whl/ab_rows/server ]; then
+  OUT=$OUT bash docs/experiments/session59/ab_rows_on.sh | grep -E "^(new|old)"
+else
+  echo "no .whl/ab_rows: ab_rows_on.sh not run"
+fi
