@@ -40,6 +40,24 @@ def test_figures_come_from_the_allocator_and_the_driver(monkeypatch):
     assert len(asked) == 4 and all(dev == torch.device("cuda:1") for _, dev in asked), asked
 
 
+def test_the_driver_query_waits_for_a_graph_capture(monkeypatch):
+    """A capture under way (CAPTURE_LOCK held) holds the query back until it ends: a driver
+    call from another thread during a capture can invalidate it."""
+    import threading
+
+    from server.model.cuda_graph import CAPTURE_LOCK
+
+    fake_cuda(monkeypatch)
+    got = []
+    with CAPTURE_LOCK:
+        reader = threading.Thread(target=lambda: got.append(memory.device_memory("cuda:0")))
+        reader.start()
+        reader.join(0.3)
+        assert reader.is_alive() and got == []
+    reader.join(5)
+    assert got == [FIGURES]
+
+
 def test_health_and_metrics_show_them_on_cuda_only(tiny_model_path, tmp_path, monkeypatch):
     with LiveServer(make_settings(tiny_model_path, tmp_path)) as srv:
         with httpx.Client(base_url=srv.url, timeout=60) as c:
