@@ -40,22 +40,36 @@ def test_figures_come_from_the_allocator_and_the_driver(monkeypatch):
     assert len(asked) == 4 and all(dev == torch.device("cuda:1") for _, dev in asked), asked
 
 
-def test_the_driver_query_waits_for_a_graph_capture(monkeypatch):
-    """A capture under way (CAPTURE_LOCK held) holds the query back until it ends: a driver
-    call from another thread during a capture can invalidate it."""
+def test_a_capture_under_way_gets_the_last_reading_at_once(monkeypatch):
+    """While CAPTURE_LOCK is held (a graph capture, or the copy-back's gather: a driver call
+    from another thread could invalidate a capture) a read makes no driver query and does not
+    wait: it gets the last reading (None before any), its allocator counters current. With
+    ``wait`` (the start log, benchmarks) it waits for the lock."""
     import threading
 
     from server.model.cuda_graph import CAPTURE_LOCK
 
     fake_cuda(monkeypatch)
+    monkeypatch.setattr(memory, "_LAST", {})
+    queries = []
+    monkeypatch.setattr(torch.cuda, "mem_get_info",
+                        lambda dev: queries.append(dev) or (73 << 30, 80 << 30))
+    with CAPTURE_LOCK:
+        assert memory.device_memory("cuda:0") == {**FIGURES, "used": None, "total": None}
+        assert queries == []
+        assert "? of the device's ? GiB" in memory.describe(memory.device_memory("cuda:0"))
+    assert memory.device_memory("cuda:0") == FIGURES and len(queries) == 1
+    monkeypatch.setattr(torch.cuda, "memory_allocated", lambda dev: 1 << 30)
     got = []
     with CAPTURE_LOCK:
-        reader = threading.Thread(target=lambda: got.append(memory.device_memory("cuda:0")))
-        reader.start()
-        reader.join(0.3)
-        assert reader.is_alive() and got == []
-    reader.join(5)
-    assert got == [FIGURES]
+        assert memory.device_memory("cuda:0") == {**FIGURES, "allocated": 1 << 30}
+        waiting = threading.Thread(
+            target=lambda: got.append(memory.device_memory("cuda:0", wait=True)))
+        waiting.start()
+        waiting.join(0.3)
+        assert waiting.is_alive() and got == [] and len(queries) == 1
+    waiting.join(5)
+    assert got == [{**FIGURES, "allocated": 1 << 30}] and len(queries) == 2
 
 
 def test_health_and_metrics_show_them_on_cuda_only(tiny_model_path, tmp_path, monkeypatch):
@@ -77,3 +91,10 @@ def test_health_and_metrics_show_them_on_cuda_only(tiny_model_path, tmp_path, mo
             fams = {f.name: f for f in text_string_to_metric_families(c.get("/metrics").text)}
             for key, value in FIGURES.items():
                 assert fams[f"rwkv_device_memory_{key}_bytes"].samples[0].value == value
+            # a capture (or the copy-back's gather) under way: both answer at once, from the
+            # last driver reading (a wait for the lock stalled /metrics' event loop)
+            from server.model.cuda_graph import CAPTURE_LOCK
+
+            with CAPTURE_LOCK:
+                assert c.get("/health", timeout=2).json()["device_memory"] == FIGURES
+                assert "rwkv_device_memory_used_bytes" in c.get("/metrics", timeout=2).text

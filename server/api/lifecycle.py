@@ -142,7 +142,7 @@ def warm_up(scheduler, max_batch_size: int) -> None:
     log.info(f"Warm-up: kernels compiled, {len(caps)} decode graphs and the prefill graphs "
              f"captured in {t1 - t0:.1f} s; {runs} throwaway requests (each sampling and "
              f"prefill variant) in {time.perf_counter() - t1:.1f} s; GPU memory: "
-             f"{describe(device_memory(scheduler.engine.device))}")
+             f"{describe(device_memory(scheduler.engine.device, wait=True))}")
 
 
 def build_runtime(settings) -> Runtime:

@@ -124,7 +124,7 @@ def _memory_series(memory):
                       "cached, CUDA graph pools)"),
                      ("used", "Device bytes in use by every process (as nvidia-smi shows)"),
                      ("total", "Device memory")):
-        if memory is not None:  # (CUDA only)
+        if memory is not None and memory[key] is not None:  # (CUDA; used / total once read)
             yield GaugeMetricFamily(f"rwkv_device_memory_{key}_bytes", doc, value=memory[key])
 
 

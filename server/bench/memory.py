@@ -6,7 +6,8 @@ then sorts the allocator's live blocks by the line in ``server/`` that made them
 frame there), and prints them beside the totals: allocated, the graphs' private pools,
 reserved and the device's memory in use (nvidia-smi's figure), split into the CUDA context
 (measured before anything else is loaded), PyTorch's reservation and the rest (libraries' own
-allocations, kernel images). CUDA only.
+allocations, kernel images). CUDA only, on the current device (RWKV_DEVICE=auto), which no
+other process may use meanwhile (its memory would count in the rest).
 
     python -m server.bench memory --demo 2.9b --max-batch 256 --state-dtype fp16
 """
@@ -88,8 +89,10 @@ def main(argv=None) -> None:
 
     if not torch.cuda.is_available():
         raise SystemExit("server.bench memory needs CUDA")
-    torch.zeros(1, device="cuda")  # the CUDA context alone, before anything else is loaded
-    context = device_memory("cuda")["used"]
+    dev = torch.device("cuda", torch.cuda.current_device())  # (the model's: RWKV_DEVICE=auto)
+    torch.zeros(1, device=dev)  # the CUDA context alone, before anything else is loaded
+    first = device_memory(dev, wait=True)
+    context = first["used"] - first["reserved"]  # (less the 2 MiB segment of that tensor)
     torch.cuda.memory._record_memory_history(stacks="python", max_entries=200_000)
     with tempfile.TemporaryDirectory() as tmp:
         settings = Settings(demo=args.demo, max_batch_size=args.max_batch,
@@ -100,9 +103,9 @@ def main(argv=None) -> None:
             torch.cuda.synchronize()
             print(f"{args.demo}, max batch {args.max_batch}, {args.state_dtype} state, prefix "
                   f"cache {args.state_cache_mb} MB, after the warm-up: "
-                  f"{describe(device_memory(rt.loader.model.device))}\n")
+                  f"{describe(device_memory(rt.loader.model.device, wait=True))}\n")
             print(report(breakdown(torch.cuda.memory._snapshot()), args.top))
-            mem = device_memory(rt.loader.model.device)
+            mem = device_memory(rt.loader.model.device, wait=True)
             print(f"device in use {mem['used'] / MIB:,.0f} MiB: the CUDA context alone "
                   f"{context / MIB:,.0f} (measured first), PyTorch's reserved "
                   f"{mem['reserved'] / MIB:,.0f}, the rest (libraries' own allocations, kernel "
