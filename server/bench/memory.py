@@ -101,11 +101,10 @@ def main(argv=None) -> None:
         rt = build_runtime(settings)
         try:
             torch.cuda.synchronize()
-            print(f"{args.demo}, max batch {args.max_batch}, {args.state_dtype} state, prefix "
-                  f"cache {args.state_cache_mb} MB, after the warm-up: "
-                  f"{describe(device_memory(rt.loader.model.device, wait=True))}\n")
-            print(report(breakdown(torch.cuda.memory._snapshot()), args.top))
             mem = device_memory(rt.loader.model.device, wait=True)
+            print(f"{args.demo}, max batch {args.max_batch}, {args.state_dtype} state, prefix "
+                  f"cache {args.state_cache_mb} MB, after the warm-up: {describe(mem)}\n")
+            print(report(breakdown(torch.cuda.memory._snapshot()), args.top))
             print(f"device in use {mem['used'] / MIB:,.0f} MiB: the CUDA context alone "
                   f"{context / MIB:,.0f} (measured first), PyTorch's reserved "
                   f"{mem['reserved'] / MIB:,.0f}, the rest (libraries' own allocations, kernel "
