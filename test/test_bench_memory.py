@@ -42,3 +42,44 @@ def test_blocks_go_to_the_innermost_server_line():
     pending = {"segments": [{"total_size": 4 << 20, "blocks": [
         {"size": 4 << 20, "state": "active_pending_free", "frames": [forward]}]}]}
     assert breakdown(pending)["allocated"] == 0 and breakdown(pending)["by_line"] == {}
+
+
+def test_the_peak_since_a_marker_and_what_was_live_at_it():
+    from server.bench.memory import load_tasks, peak_since
+
+    sampler = frame("server/model/sampler.py", 200, "top_p")
+    head = frame("server/model/fused.py", 311, "head")
+    MARK = 0x1000
+
+    def ev(action, addr, size, frames=()):
+        return {"action": action, "addr": addr, "size": size, "frames": list(frames)}
+
+    trace = [ev("alloc", MARK, 512),  # an earlier block at the marker's address: not the mark
+             ev("free_completed", MARK, 512),
+             ev("alloc", 0x9000, 4 << 20, [head]),  # before the marker: in base, not listed
+             ev("alloc", MARK, 512),  # the marker
+             ev("alloc", 0x2000, 8 << 20, [sampler]),
+             ev("alloc", 0x3000, 2 << 20, [head]),
+             ev("free_requested", 0x2000, 8 << 20),  # still live until completed
+             ev("alloc", 0x4000, 1 << 20, [sampler]),  # the peak: base + 11 MiB
+             ev("free_completed", 0x2000, 8 << 20),
+             ev("free_completed", 0x9000, 4 << 20),  # a block from before the marker
+             ev("alloc", 0x5000, 6 << 20, [head])]  # 10 + 1 + 2 + 6 - 8 - 4: below the peak
+    base = 100 << 20
+    p = peak_since(trace, MARK, base)
+    assert p["peak"] == base + (11 << 20)
+    assert p["by_line"] == {"server/model/sampler.py:200 top_p": [9 << 20, 2],
+                            "server/model/fused.py:311 head": [2 << 20, 1]}
+    assert p["allocated"] == 11 << 20
+    # nothing allocated after the marker: the peak is the base, no line
+    assert peak_since(trace[:4], MARK, base) == {"peak": base, "by_line": {}, "allocated": 0}
+    try:
+        peak_since(trace[4:], MARK, base)
+        raise AssertionError("a trace without the marker must not give a peak")
+    except ValueError as e:
+        assert "wrapped" in str(e)
+    # the load's requests: every sampling variant, penalties on every fourth
+    reqs = load_tasks(12)
+    assert len({r["prompt"] for r in reqs}) > 1 and [r["seed"] for r in reqs] == list(range(12))
+    assert reqs[0]["temperature"] == 0.0 and reqs[3]["presence_penalty"] == 0.5
+    assert "presence_penalty" not in reqs[2]

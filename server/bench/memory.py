@@ -9,7 +9,13 @@ reserved and the device's memory in use (nvidia-smi's figure), split into the CU
 allocations, kernel images). CUDA only, on the current device (RWKV_DEVICE=auto), which no
 other process may use meanwhile (its memory would count in the rest).
 
+``--load N`` then serves N requests at once through the started scheduler (the seed's long
+prompts, each of ``engine.WARM_SAMPLING``'s sampling variants in turn, the penalties on) and
+prints the memory after them, the peak allocated while they ran and, at that peak, the blocks
+allocated since the load began by line: what serving adds to the start's figure.
+
     python -m server.bench memory --demo 2.9b --max-batch 256 --state-dtype fp16
+    python -m server.bench memory --demo 2.9b --max-batch 256 --state-dtype fp16 --load 256
 """
 
 from __future__ import annotations
@@ -56,16 +62,83 @@ def breakdown(snapshot: dict) -> dict:
             "allocated": allocated}
 
 
-def report(b: dict, top: int) -> str:
-    lines = sorted(b["by_line"].items(), key=lambda kv: -kv[1][0])
+def peak_since(trace: list[dict], marker: int, base: int) -> dict:
+    """The peak of allocated bytes after the allocation at address ``marker`` (its last
+    ``alloc`` in the allocator's ``trace``; ``base``: the bytes live then), and the blocks
+    allocated after the marker that were live at that peak, by line (``by_line`` as in
+    ``breakdown``). A block is live from its ``alloc`` to its ``free_completed``."""
+    start = max((n for n, e in enumerate(trace)
+                 if e.get("action") == "alloc" and e.get("addr") == marker), default=None)
+    if start is None:
+        raise ValueError("the marker's allocation is not in the trace (it wrapped: record "
+                         "more entries)")
+    events = trace[start + 1:]
+
+    def replay(stop: int):
+        live, total, best, at = {}, base, base, -1
+        for n, e in enumerate(events[:stop]):
+            action = e.get("action")
+            if action == "alloc":
+                live[e["addr"]] = (e.get("size", 0), where(e.get("frames", [])))
+                total += e.get("size", 0)
+            elif action == "free_completed":
+                size = live.pop(e["addr"], (e.get("size", 0), ""))[0]
+                total -= size  # (a block from before the marker: counted in base)
+            if total > best:
+                best, at = total, n
+        return live, best, at
+
+    _, best, at = replay(len(events))
+    live = replay(at + 1)[0] if at >= 0 else {}
+    by_line: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    for size, line in live.values():
+        by_line[line][0] += size
+        by_line[line][1] += 1
+    return {"peak": best, "by_line": dict(by_line), "allocated": sum(s for s, _ in live.values())}
+
+
+def load_tasks(n: int) -> list[dict]:
+    """``n`` requests for ``--load``: the stress bench's prompts, the sampling variants in
+    turn, every fourth with the presence and repetition penalties."""
+    from server.bench.stress import build_prompts
+    from server.scheduler.engine import WARM_SAMPLING
+
+    reqs = []
+    for i, text in enumerate(build_prompts(n)):
+        params = dict(WARM_SAMPLING[i % len(WARM_SAMPLING)])
+        if i % 4 == 3:
+            params.update(presence_penalty=0.5, repetition_penalty=0.3, penalty_decay=0.99)
+        reqs.append(dict(prompt=text, seed=i, **params))
+    return reqs
+
+
+def run_load(scheduler, n: int, max_tokens: int, timeout: float = 600.0) -> int:
+    """Serve ``load_tasks(n)`` at once on the running daemon; the output tokens made."""
+    import threading
+
+    done = threading.Semaphore(0)
+    tasks = [scheduler.new_task(max_tokens=max_tokens, finish_callback=lambda _: done.release(),
+                                **req) for req in load_tasks(n)]
+    for _ in tasks:
+        if not done.acquire(timeout=timeout):
+            raise SystemExit(f"--load: a request did not finish in {timeout:g} s")
+    return sum(len(t.output) for t in tasks)
+
+
+def table(by_line: dict, top: int) -> str:
+    """``by_line`` ({line: [bytes, blocks]}) as a Markdown table, largest first."""
+    lines = sorted(by_line.items(), key=lambda kv: -kv[1][0])
     rows = [f"| {line} | {size / MIB:,.1f} | {n} |" for line, (size, n) in lines[:top]]
     if len(lines) > top:
         rest = sum(size for _, (size, _) in lines[top:])
         rows.append(f"| ({len(lines) - top} other lines) | {rest / MIB:,.1f} | |")
-    return "\n".join(["| allocated at | MiB | blocks |", "|---|---|---|", *rows,
-                      f"\nlive blocks {b['allocated'] / MIB:,.1f} MiB (of them in CUDA graphs' "
-                      f"private pools {b['pools'] / MIB:,.1f}); segments reserved "
-                      f"{b['reserved'] / MIB:,.1f} MiB"])
+    return "\n".join(["| allocated at | MiB | blocks |", "|---|---|---|", *rows])
+
+
+def report(b: dict, top: int) -> str:
+    return (f"{table(b['by_line'], top)}\n\nlive blocks {b['allocated'] / MIB:,.1f} MiB (of "
+            f"them in CUDA graphs' private pools {b['pools'] / MIB:,.1f}); segments reserved "
+            f"{b['reserved'] / MIB:,.1f} MiB")
 
 
 def parse_args(argv=None):
@@ -76,6 +149,9 @@ def parse_args(argv=None):
     p.add_argument("--state-dtype", default="fp16", choices=("fp32", "fp16", "bf16"))
     p.add_argument("--state-cache-mb", type=int, default=1024, help="RWKV_STATE_CACHE_MB")
     p.add_argument("--top", type=int, default=25, help="lines listed (25)")
+    p.add_argument("--load", type=int, default=0, metavar="N",
+                   help="then serve N requests at once and report the peak (default 0: none)")
+    p.add_argument("--load-tokens", type=int, default=64, help="tokens each generates (64)")
     return p.parse_args(argv)
 
 
@@ -93,7 +169,7 @@ def main(argv=None) -> None:
     torch.zeros(1, device=dev)  # the CUDA context alone, before anything else is loaded
     first = device_memory(dev, wait=True)
     context = first["used"] - first["reserved"]  # (less the 2 MiB segment of that tensor)
-    torch.cuda.memory._record_memory_history(stacks="python", max_entries=200_000)
+    torch.cuda.memory._record_memory_history(stacks="python", max_entries=1_000_000)
     with tempfile.TemporaryDirectory() as tmp:
         settings = Settings(demo=args.demo, max_batch_size=args.max_batch,
                             state_dtype=args.state_dtype, state_cache_mb=args.state_cache_mb,
@@ -109,8 +185,40 @@ def main(argv=None) -> None:
                   f"{context / MIB:,.0f} (measured first), PyTorch's reserved "
                   f"{mem['reserved'] / MIB:,.0f}, the rest (libraries' own allocations, kernel "
                   f"images loaded since) {(mem['used'] - context - mem['reserved']) / MIB:,.0f}")
+            if args.load:
+                print(serve_load(rt, args))
         finally:
             close_runtime(rt)
+
+
+def serve_load(rt, args) -> str:
+    """``--load``'s run and its report."""
+    import time
+
+    import torch
+
+    from server.model.memory import describe, device_memory
+
+    dev = rt.loader.model.device
+    torch.cuda.synchronize(dev)
+    base = torch.cuda.memory_allocated(dev)
+    marker = torch.empty(1, device=dev)  # the trace's mark of where the load begins
+    torch.cuda.reset_peak_memory_stats(dev)
+    t0 = time.perf_counter()
+    made = run_load(rt.scheduler, args.load, args.load_tokens)
+    seconds = time.perf_counter() - t0
+    torch.cuda.synchronize(dev)
+    mem = device_memory(dev, wait=True)
+    snap = torch.cuda.memory._snapshot()
+    trace = snap["device_traces"][dev.index or 0]
+    peak = peak_since(trace, marker.data_ptr(), base)
+    return "\n".join([
+        f"\nafter a load of {args.load} requests ({made:,} tokens made in {seconds:.1f} s): "
+        f"{describe(mem)}; peak allocated during the load "
+        f"{torch.cuda.max_memory_allocated(dev) / 2**30:.2f} GiB (the trace's: "
+        f"{peak['peak'] / 2**30:.2f})",
+        f"\nat that peak, live blocks allocated since the load began "
+        f"({peak['allocated'] / MIB:,.1f} MiB):", table(peak["by_line"], args.top)])
 
 
 if __name__ == "__main__":
