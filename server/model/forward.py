@@ -23,6 +23,7 @@ from torch import Tensor
 from server.model import row_invariance, wkv
 from server.model.checkpoint import ModelConfig, finite_weight
 from server.model.cuda_graph import MID_POINTS, GraphedDecode, GraphedPrefill
+from server.model.embedding import build_table, embed
 from server.model.fused import FusedBlocks, check_fused, fused_default
 from server.model.layer_weights import LayerWeights, layer_weights
 from server.model.reference import GN_EPS, LN_EPS
@@ -96,13 +97,9 @@ class RWKV7:
             prefill_chunk = 1024 if self.device.type == "cuda" else 256
         self.prefill_chunk, self.prefill_tokens = prefill_chunk, prefill_tokens
         dev, dt = self.device, self.dtype
-        emb = state_dict["emb.weight"]
         ln0_w, ln0_b = (state_dict[f"blocks.0.ln0.{n}"].float() for n in ("weight", "bias"))
-        self.emb = torch.empty(emb.shape, dtype=dt, device=dev)  # [V, C], ln0 folded in
-        for i in range(0, emb.shape[0], 8192):  # fp32 LayerNorm a slice at a time
-            part = emb[i:i + 8192].to(dev, torch.float32)
-            self.emb[i:i + 8192] = F.layer_norm(part, part.shape[-1:], ln0_w.to(dev),
-                                                ln0_b.to(dev), LN_EPS).to(dt)
+        # [V, C], ln0 folded in; on CUDA in pinned host memory (embedding.py)
+        self.emb = build_table(state_dict["emb.weight"], ln0_w, ln0_b, LN_EPS, dev, dt)
         self.layers: list[LayerWeights] = [layer_weights(state_dict, cfg, i, dev, dt)
                                            for i in range(cfg.n_layer)]
         self.ln_out = tuple(state_dict[f"ln_out.{n}"].to(dev, torch.float32)
@@ -407,7 +404,7 @@ class RWKV7:
             mid_state = None
         if self._fused is not None:
             return self._fused.forward(tokens, state, keep, last, mid, mid_state, every)
-        x = self.emb[tokens].float()  # [B, T, C] residual stream, fp32
+        x = embed(self.emb, tokens)  # [B, T, C] residual stream, fp32
         v_first = None
         for i, lw in enumerate(self.layers):
             x, v_first = self._time_mix(lw, x, state, i, keep, last, v_first, mid, mid_state)

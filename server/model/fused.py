@@ -25,6 +25,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from server.model.embedding import embed
 from server.model.layer_weights import LayerWeights
 from server.model.reference import GN_EPS, LN_EPS
 
@@ -328,7 +329,7 @@ class FusedBlocks:
         """Same contract as RWKV7._forward: tokens [B, T]; returns the residual at ``last``
         (``every``: at every position, [B, T, C])."""
         B, T = tokens.shape
-        x = self.model.emb[tokens.reshape(-1)].float()  # [R, C] fp32 residual
+        x = embed(self.model.emb, tokens.reshape(-1))  # [R, C] fp32 residual
         write = self.write_index(B, T, keep, last, x.device)
         keep8 = None if keep is None else keep.reshape(-1).to(torch.int8)
         v_first = None

@@ -1,0 +1,42 @@
+"""The embedding table (ln0 folded in) and its lookup.
+
+On CUDA the table stays in pinned host memory: the device reads the rows it needs over the bus
+(``kernels.embed_triton``), a row a token, instead of holding V x C half-precision values that
+each step uses a few rows of (2.9B: 320 MiB of device memory; 7.2B: 512). Elsewhere (the CPU)
+it is an ordinary tensor, indexed."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+
+def host_table(device: torch.device) -> bool:
+    """Whether the table for a model on ``device`` is kept in pinned host memory."""
+    return device.type == "cuda"
+
+
+def build_table(emb: Tensor, ln0_w: Tensor, ln0_b: Tensor, eps: float, device: torch.device,
+                dtype: torch.dtype, rows: int = 8192) -> Tensor:
+    """LayerNorm(emb) in fp32 on ``device``, ``rows`` at a time, stored in ``dtype``: [V, C]
+    in pinned host memory where ``host_table(device)``, else on ``device``."""
+    pinned = host_table(device)
+    table = torch.empty(emb.shape, dtype=dtype, pin_memory=pinned,
+                        device="cpu" if pinned else device)
+    w, b = ln0_w.to(device, torch.float32), ln0_b.to(device, torch.float32)
+    for i in range(0, emb.shape[0], rows):
+        part = emb[i:i + rows].to(device, torch.float32)
+        table[i:i + rows] = F.layer_norm(part, part.shape[-1:], w, b, eps).to(dtype)
+    return table
+
+
+def embed(table: Tensor, tokens: Tensor) -> Tensor:
+    """table[tokens] as fp32 on the tokens' device: [*tokens.shape, C]."""
+    if table.device == tokens.device:
+        return table[tokens].float()
+    from server.model.kernels.embed_triton import rows_into
+
+    idx = tokens.reshape(-1)
+    out = torch.empty(idx.shape[0], table.shape[1], dtype=torch.float32, device=tokens.device)
+    return rows_into(table, idx, out).view(*tokens.shape, table.shape[1])
