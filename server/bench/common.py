@@ -100,8 +100,8 @@ class DummyTask(SlotTask):
 
 
 def product_options(parser) -> None:
-    """``--gemv-rows``, ``--lora-stream`` and ``--split-invariant`` (read by
-    ``apply_product_options``)."""
+    """``--gemv-rows``, ``--lora-stream``, ``--split-invariant`` and ``--prefill-tokens`` (read
+    by ``apply_product_options``)."""
     parser.add_argument("--gemv-rows", type=int, default=0, help="products of up to this many "
                         "rows (<= 256) through the skinny-product kernel instead of cuBLAS "
                         "(default: the server's, fused.GEMV_MAX_ROWS = 4): a short prompt's pass "
@@ -112,12 +112,16 @@ def product_options(parser) -> None:
     parser.add_argument("--split-invariant", type=int, default=1, choices=(0, 1),
                         help="0: prefill without split invariance (RWKV_SPLIT_INVARIANT=false: "
                              "every product whole, short passes' own kernels)")
+    parser.add_argument("--prefill-tokens", type=int, default=0, help="tokens (rows x padded "
+                        "width) a prefill pass holds at most (default: the model's, 16384)")
 
 
 def apply_product_options(model, args) -> None:
     """``product_options``' flags on the model (defaults: as served)."""
     apply_gemv_rows(model, args.gemv_rows)
     model.set_split_invariant(bool(args.split_invariant))
+    if args.prefill_tokens:
+        model.prefill_tokens = args.prefill_tokens
     if model._fused is not None:
         model._fused.lora_stream = bool(args.lora_stream)
 

@@ -152,6 +152,8 @@ def parse_args(argv=None):
     p.add_argument("--load", type=int, default=0, metavar="N",
                    help="then serve N requests at once and report the peak (default 0: none)")
     p.add_argument("--load-tokens", type=int, default=64, help="tokens each generates (64)")
+    p.add_argument("--prefill-tokens", type=int, default=0, help="the model's tokens a "
+                   "prefill pass holds at most, set after the start (default: as served)")
     return p.parse_args(argv)
 
 
@@ -185,6 +187,8 @@ def main(argv=None) -> None:
                   f"{context / MIB:,.0f} (measured first), PyTorch's reserved "
                   f"{mem['reserved'] / MIB:,.0f}, the rest (libraries' own allocations, kernel "
                   f"images loaded since) {(mem['used'] - context - mem['reserved']) / MIB:,.0f}")
+            if args.prefill_tokens:
+                rt.loader.model.prefill_tokens = args.prefill_tokens
             if args.load:
                 print(serve_load(rt, args))
         finally:
