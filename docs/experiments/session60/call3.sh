@@ -32,7 +32,7 @@ for tokens in 16384 4096; do
 done
 left=$((330 - (SECONDS - T0)))
 [ $left -gt 30 ] && PYTORCH_CUDA_ALLOC_CONF=$EXP timeout $left python3 -m pytest -o addopts= \
-  -m gpu -q -p no:cacheprovider test/test_model_gpu.py test/test_prefix_cache_gpu.py \
-  test/test_engine_no_wait_gpu.py test/test_embedding.py -k "not every_preset" \
+  -m gpu -q -p no:cacheprovider test/test_embedding.py test/test_model_gpu.py test/test_prefix_cache_gpu.py \
+  -k "not every_preset" \
   > "$OUT/tests.log" 2>&1
 echo "tests (expandable segments) rc=$? (${left}s): $(tail -1 "$OUT/tests.log")"
