@@ -168,3 +168,18 @@ def test_decode_bench_divides_a_pulse_by_the_steps_it_ran(monkeypatch):
     r = decode.bench_batch(model, 1, 8, 3)
     assert r["steps"] == 1 and r["tokens"] == 0
     assert decode.row(model, r)[1] == f"{r['dt'] * 1e3:.3f}"
+
+
+def test_an_embedding_table_in_host_memory_is_not_counted_in_the_devices_bytes():
+    """On CUDA the table stays in pinned host memory (embedding.py): its rows cross the bus,
+    not the device memory whose bandwidth the roofline divides by."""
+    from types import SimpleNamespace
+
+    import torch
+
+    from server.bench import common
+
+    emb = torch.zeros(4, 8, dtype=torch.float16)
+    assert common.embedding_row_bytes(SimpleNamespace(emb=emb, head=emb)) == 16
+    on_device = SimpleNamespace(emb=emb, head=torch.zeros(4, 8, device="meta"))
+    assert common.embedding_row_bytes(on_device) == 0

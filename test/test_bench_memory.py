@@ -83,3 +83,18 @@ def test_the_peak_since_a_marker_and_what_was_live_at_it():
     assert len({r["prompt"] for r in reqs}) > 1 and [r["seed"] for r in reqs] == list(range(12))
     assert reqs[0]["temperature"] == 0.0 and reqs[3]["presence_penalty"] == 0.5
     assert "presence_penalty" not in reqs[2]
+
+
+def test_the_bytes_requested_by_a_devices_live_blocks():
+    """The trace counts bytes requested (a block's ``size`` is rounded up): the load's base is
+    taken in that unit, on the model's device only."""
+    from server.bench.memory import requested_live
+
+    snapshot = {"segments": [
+        {"device": 0, "blocks": [
+            {"size": 64 << 20, "requested_size": 63 << 20, "state": "active_allocated"},
+            {"size": 2 << 20, "requested_size": 2 << 20, "state": "inactive"}]},
+        {"device": 1, "blocks": [
+            {"size": 8 << 20, "requested_size": 8 << 20, "state": "active_allocated"}]}]}
+    assert requested_live(snapshot, 0) == 63 << 20
+    assert requested_live(snapshot, 1) == 8 << 20

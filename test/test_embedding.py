@@ -22,7 +22,36 @@ def test_table_is_ln0_of_the_embedding_and_lookup_indexes_it():
     x = embed(table, tokens)
     assert x.shape == (2, 3, 64) and x.dtype == torch.float32
     assert torch.equal(x, want[tokens].float())
-    assert not host_table(torch.device("cpu")) and host_table(torch.device("cuda", 1))
+    from server.model import kernels
+
+    assert not host_table(torch.device("cpu"))
+    assert host_table(torch.device("cuda", 1)) == kernels.HAS_TRITON
+
+
+def test_without_triton_a_cuda_table_stays_on_the_device(monkeypatch):
+    from server.model import kernels
+
+    monkeypatch.setattr(kernels, "HAS_TRITON", False)  # (its kernel could not read the host)
+    assert not host_table(torch.device("cuda"))
+
+
+def test_the_kernel_gets_the_ids_contiguous(monkeypatch):
+    """A column slice of [B, T] ids (B > 1) flattens to a strided view; the kernel reads ids
+    one after another, so embed hands it a contiguous copy (a strided view read row 1 as the
+    wrong id). The table and ids on two devices stand in for host memory and CUDA."""
+    pytest.importorskip("triton")
+    from server.model.kernels import embed_triton
+
+    seen = []
+
+    def spy(table, idx, out):
+        seen.append(idx.is_contiguous())
+        return out
+
+    monkeypatch.setattr(embed_triton, "rows_into", spy)
+    tokens = torch.zeros(2, 5, dtype=torch.long, device="meta")[:, :1]
+    x = embed(torch.zeros(10, 8), tokens)
+    assert seen == [True] and x.shape == (2, 1, 8) and x.dtype == torch.float32
 
 
 _INTERPRETED = """
@@ -61,6 +90,8 @@ def test_cuda_table_in_pinned_host_memory_read_by_the_device():
     tokens = torch.randint(0, 4096, (3, 700), device=dev, generator=g)
     x = embed(table, tokens)
     assert x.device == tokens.device and torch.equal(x, want[tokens].float())
+    col = tokens[:, :1]  # ids not contiguous once flattened
+    assert torch.equal(embed(table, col), want[col].float())
     # inside a CUDA graph: the replay reads the ids then in the table
     idx = tokens[0, :256].clone()
     out = torch.empty(256, 2560, device=dev)

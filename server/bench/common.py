@@ -208,7 +208,11 @@ def model_bytes(model) -> int:
 
 
 def embedding_row_bytes(model) -> int:
-    """Bytes of the embedding table read per token (its row)."""
+    """Bytes of the embedding table read per token (its row) from the weights' memory: none
+    where the table is elsewhere (CUDA: pinned host memory, its rows read over the bus,
+    ``embedding.py``)."""
+    if model.emb.device != model.head.device:
+        return 0
     return model.emb.shape[1] * model.emb.element_size()
 
 
@@ -245,8 +249,9 @@ def state_bytes(model) -> int:
 
 def roofline(model, batch: int, tokens_per_row: int = 1) -> dict:
     """Floors of one decode step (tokens_per_row = 1) or one prefill pass with every row's
-    logits: bytes (weights once, each token's embedding row, each row's state read and written)
-    over the bandwidth, FLOPs (``pass_flops``: the head once a row) over the matrix rate."""
+    logits: bytes (weights once, each token's embedding row where it is in the weights' memory,
+    each row's state read and written) over the bandwidth, FLOPs (``pass_flops``: the head
+    once a row) over the matrix rate."""
     tokens = batch * tokens_per_row
     nbytes = (model_bytes(model) + tokens * embedding_row_bytes(model)
               + 2 * batch * state_bytes(model))

@@ -2,8 +2,10 @@
 
 On CUDA the table stays in pinned host memory: the device reads the rows it needs over the bus
 (``kernels.embed_triton``), a row a token, instead of holding V x C half-precision values that
-each step uses a few rows of (2.9B: 320 MiB of device memory; 7.2B: 512). Elsewhere (the CPU)
-it is an ordinary tensor, indexed."""
+each step uses a few rows of (2.9B: 320 MiB of device memory; 7.2B: 512). Elsewhere (the CPU;
+CUDA without Triton) it is an ordinary tensor on the device, indexed. PyTorch's pinned
+allocator rounds a block up to a power of two: the 2.9B table locks 512 MiB of host memory (by
+its documentation; not measured here)."""
 
 from __future__ import annotations
 
@@ -13,8 +15,13 @@ from torch import Tensor
 
 
 def host_table(device: torch.device) -> bool:
-    """Whether the table for a model on ``device`` is kept in pinned host memory."""
-    return device.type == "cuda"
+    """Whether the table for a model on ``device`` is kept in pinned host memory: on CUDA
+    where Triton imports (its kernel reads it; without Triton the table stays on the device)."""
+    if device.type != "cuda":
+        return False
+    from server.model.kernels import HAS_TRITON
+
+    return HAS_TRITON
 
 
 def build_table(emb: Tensor, ln0_w: Tensor, ln0_b: Tensor, eps: float, device: torch.device,
@@ -37,6 +44,6 @@ def embed(table: Tensor, tokens: Tensor) -> Tensor:
         return table[tokens].float()
     from server.model.kernels.embed_triton import rows_into
 
-    idx = tokens.reshape(-1)
+    idx = tokens.reshape(-1).contiguous()  # (the kernel reads ids one after another)
     out = torch.empty(idx.shape[0], table.shape[1], dtype=torch.float32, device=tokens.device)
     return rows_into(table, idx, out).view(*tokens.shape, table.shape[1])
