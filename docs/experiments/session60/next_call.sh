@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Written in session 60 for the next GPU session (not run). About 7 minutes; any card (the
+# Written in session 60 for the next GPU session (not run). About 7-8 minutes; any card (the
 # figures are A/Bs on one machine). At most 8 files come back: logs are grouped.
 # 1. The allocator's expandable segments, off / on / off: decode at batch 1 / 256 / 1,024 (fp16
 #    state) and prefill (64 x 512, 1 x 4,096) through the engine. Session 60 measured their
@@ -36,3 +36,7 @@ if [ -d .whl/ab_emb/server ]; then
 else
   echo "no .whl/ab_emb: the embedding A/B not run"
 fi
+# 3. The CUDA test of the review fixes (0cdc1d8: a strided slice of ids; not run in session 60)
+timeout 120 python3 -m pytest -o addopts= -m gpu -q -p no:cacheprovider test/test_embedding.py \
+  > "$OUT/tests.log" 2>&1
+echo "tests rc=$?: $(tail -1 "$OUT/tests.log")"
