@@ -16,6 +16,7 @@ allocated since the load began by line: what serving adds to the start's figure.
 
     python -m server.bench memory --demo 2.9b --max-batch 256 --state-dtype fp16
     python -m server.bench memory --demo 2.9b --max-batch 256 --state-dtype fp16 --load 256
+    python -m server.bench memory --model path/to/rwkv7.pth --load 64
 """
 
 from __future__ import annotations
@@ -146,6 +147,8 @@ def parse_args(argv=None):
     p = argparse.ArgumentParser(prog="python -m server.bench memory", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--demo", default="2.9b", help="random weights of this preset (default 2.9b)")
+    p.add_argument("--model", default=None, help="a checkpoint (an RWKV-7 .pth) instead of "
+                   "--demo's random weights")
     p.add_argument("--max-batch", type=int, default=256, help="RWKV_MAX_BATCH_SIZE (256)")
     p.add_argument("--state-dtype", default="fp16", choices=("fp32", "fp16", "bf16"))
     p.add_argument("--state-cache-mb", type=int, default=1024, help="RWKV_STATE_CACHE_MB")
@@ -174,15 +177,17 @@ def main(argv=None) -> None:
     context = first["used"] - first["reserved"]  # (less the 2 MiB segment of that tensor)
     torch.cuda.memory._record_memory_history(stacks="python", max_entries=1_000_000)
     with tempfile.TemporaryDirectory() as tmp:
-        settings = Settings(demo=args.demo, max_batch_size=args.max_batch,
+        weights = dict(model_path=args.model, demo=None) if args.model else dict(demo=args.demo)
+        settings = Settings(**weights, max_batch_size=args.max_batch,
                             state_dtype=args.state_dtype, state_cache_mb=args.state_cache_mb,
                             task_db_path=str(Path(tmp) / "tasks.db"))
         rt = build_runtime(settings)
         try:
             torch.cuda.synchronize()
             mem = device_memory(rt.loader.model.device, wait=True)
-            print(f"{args.demo}, max batch {args.max_batch}, {args.state_dtype} state, prefix "
-                  f"cache {args.state_cache_mb} MB, after the warm-up: {describe(mem)}\n")
+            print(f"{args.model or args.demo}, max batch {args.max_batch}, {args.state_dtype} "
+                  f"state, prefix cache {args.state_cache_mb} MB, after the warm-up: "
+                  f"{describe(mem)}\n")
             print(report(breakdown(torch.cuda.memory._snapshot()), args.top))
             print(f"device in use {mem['used'] / MIB:,.0f} MiB: the CUDA context alone "
                   f"{context / MIB:,.0f} (measured first), PyTorch's reserved "
