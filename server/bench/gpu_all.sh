@@ -85,8 +85,10 @@ step chat_think 300 python3 -m server.bench.chat --demo 2.9b --repeat 3 --client
 # turn then feeds only its new message; without it every second turn feeds the reply again)
 step chat_tpl 300 python3 -m server.bench.chat --demo 2.9b --repeat 3 --client raw --template
 # the same with the system prompt as a state template the turns name (rwkv-7:_TMPL_…)
-# a served process's device memory (2.9B, batch 256, fp16 state) by the line that allocated it
-step memory 120 python3 -m server.bench memory --demo 2.9b --max-batch 256 --state-dtype fp16
+# a served process's device memory (2.9B, batch 256, fp16 state) by the line that allocated it,
+# after its start and under a load of 256 requests (with the peak's tensors by line)
+step memory 180 python3 -m server.bench memory --demo 2.9b --max-batch 256 --state-dtype fp16 \
+  --load 256
 # a single-sequence pass's host time (the graph's launch) against its device time
 step launch 150 python3 -m server.bench launch --preset 2.9b --tokens 158,400,1024
 # 64 prompts of 512 through the scheduler, step by step (session 15 found it slow: 36,145 tok/s)
