@@ -163,10 +163,14 @@ def parse_args(argv=None):
 
 def main(argv=None) -> None:
     args = parse_args(argv)
+    import os
+
+    from server.config import Settings, default_allocator
+
+    default_allocator(os.environ)  # as run.py serves (before any CUDA allocation)
     import torch
 
     from server.api.lifecycle import build_runtime, close_runtime
-    from server.config import Settings
     from server.model.memory import describe, device_memory
 
     if not torch.cuda.is_available():
@@ -186,7 +190,8 @@ def main(argv=None) -> None:
             torch.cuda.synchronize()
             mem = device_memory(rt.loader.model.device, wait=True)
             print(f"{args.model or args.demo}, max batch {args.max_batch}, {args.state_dtype} "
-                  f"state, prefix cache {args.state_cache_mb} MB, after the warm-up: "
+                  f"state, prefix cache {args.state_cache_mb} MB, PYTORCH_CUDA_ALLOC_CONF="
+                  f"{os.environ.get('PYTORCH_CUDA_ALLOC_CONF')!r}, after the warm-up: "
                   f"{describe(mem)}\n")
             print(report(breakdown(torch.cuda.memory._snapshot()), args.top))
             print(f"device in use {mem['used'] / MIB:,.0f} MiB: the CUDA context alone "
