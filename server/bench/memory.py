@@ -44,12 +44,14 @@ def where(frames: list[dict]) -> str:
 
 def breakdown(snapshot: dict) -> dict:
     """Live bytes by allocating line (``by_line``: {line: [bytes, blocks]}), bytes of live
-    blocks in CUDA graphs' private pools (``pools``), and the segments' reserved bytes."""
+    blocks in CUDA graphs' private pools (``pools``), and the segments' reserved bytes (those
+    of the graphs' pools: ``pools_reserved``, their free blocks kept for the graphs' replays)."""
     by_line: dict[str, list[int]] = defaultdict(lambda: [0, 0])
-    pools = reserved = allocated = 0
+    pools = reserved = allocated = pools_reserved = 0
     for seg in snapshot.get("segments", []):
         reserved += seg.get("total_size", 0)
         private = tuple(seg.get("segment_pool_id", (0, 0))) != (0, 0)
+        pools_reserved += seg.get("total_size", 0) if private else 0
         for block in seg.get("blocks", []):
             if block.get("state") != "active_allocated":
                 continue
@@ -60,7 +62,7 @@ def breakdown(snapshot: dict) -> dict:
             entry[0] += size
             entry[1] += 1
     return {"by_line": dict(by_line), "pools": pools, "reserved": reserved,
-            "allocated": allocated}
+            "allocated": allocated, "pools_reserved": pools_reserved}
 
 
 def peak_since(trace: list[dict], marker: int, base: int) -> dict:
@@ -140,7 +142,8 @@ def table(by_line: dict, top: int) -> str:
 def report(b: dict, top: int) -> str:
     return (f"{table(b['by_line'], top)}\n\nlive blocks {b['allocated'] / MIB:,.1f} MiB (of "
             f"them in CUDA graphs' private pools {b['pools'] / MIB:,.1f}); segments reserved "
-            f"{b['reserved'] / MIB:,.1f} MiB")
+            f"{b['reserved'] / MIB:,.1f} MiB (of them the graphs' pools' "
+            f"{b['pools_reserved'] / MIB:,.1f})")
 
 
 def parse_args(argv=None):
