@@ -139,10 +139,6 @@ def warm_up(scheduler, max_batch_size: int) -> None:
             "RWKV_WARMUP=false to allocate on demand") from e
     t1 = time.perf_counter()
     runs = scheduler.engine.warm_requests()
-    # the warm-up's transients (each variant's throwaway request, the captures' warm-ups) back
-    # to the device: with expandable segments their pages are unmapped (session 60: reserved
-    # 0.49 GiB above allocated after the start, 2.9B at batch 256)
-    torch.cuda.empty_cache()
     log.info(f"Warm-up: kernels compiled, {len(caps)} decode graphs and the prefill graphs "
              f"captured in {t1 - t0:.1f} s; {runs} throwaway requests (each sampling and "
              f"prefill variant) in {time.perf_counter() - t1:.1f} s; GPU memory: "
