@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Session 61 call 3c (the device time left: ~6 minutes with the start): the chat A/B in the
 # order opposite to call 2 (on, then off): call 2 gave cached medians 8.9 off vs 9.9 ms on, one
-# run each, off first), then the served memory at HEAD with the graphs' pools split out.
+# run each, off first).
 set -u
 OUT=${OUT:-/tmp/out}
 nvidia-smi --query-gpu=name,driver_version,memory.total,power.limit --format=csv | tee "$OUT/gpu.txt"
