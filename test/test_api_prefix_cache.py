@@ -515,3 +515,39 @@ def test_metrics_follow_the_api_key_rule(tiny_model_path, tmp_path):
                for s in fams["rwkv_http_requests"].samples if s.name.endswith("_total")}
         assert got[("/v1/tasks/{task_id}/status", "401")] == 1
         assert got[("/metrics", "401")] == 1 and got[("other", "401")] == 1, got
+
+
+
+def test_a_warm_up_refused_for_its_ids_is_dropped_quietly(tiny_model_path, tmp_path):
+    """A checkpoint whose vocabulary is smaller than the tokenizer's: a reply of ids below V
+    can re-encode, as the next turn's history, to ids past it, which ``warm_prefix`` refuses
+    (ValueError; test_prefix_cache). The route drops that warm-up without the "on_finish
+    failed" warning each such turn logged (a helper's review, session 61). Here the refusal is
+    injected: a chat prompt's own template words are past such a small V."""
+    from loguru import logger
+
+    settings = make_settings(tiny_model_path, tmp_path, state_cache_mb=8)
+    msgs = [{"role": "system", "content": "Refused warm-up system prompt. " * 3},
+            {"role": "user", "content": "Say something."}]
+    lines: list[str] = []
+    with LiveServer(settings) as srv, httpx.Client(base_url=srv.url, timeout=120) as c:
+        # (after the start: it sets up the logging anew)
+        sink = logger.add(lines.append, level="WARNING", format="{message}")
+        try:
+            calls = []
+
+            def refuse(origin, tokens):
+                calls.append(origin)
+                raise ValueError("token ids must be in 0..511")
+            srv.runtime.scheduler.warm_prefix = refuse
+            body = {"model": "rwkv-7", "messages": msgs, "max_tokens": 4, **GREEDY}
+            for stream in (False, True):
+                r = c.post("/v1/chat/completions", json={**body, "stream": stream})
+                assert r.status_code == 200, r.text
+            deadline = time.monotonic() + 10
+            while len(calls) < 2 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            time.sleep(0.2)  # (a warning follows the call at once)
+        finally:
+            logger.remove(sink)
+    assert calls == ["", ""] and not [m for m in lines if "on_finish" in m], (calls, lines)

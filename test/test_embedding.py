@@ -35,6 +35,36 @@ def test_without_triton_a_cuda_table_stays_on_the_device(monkeypatch):
     assert not host_table(torch.device("cuda"))
 
 
+def test_a_refused_pinned_block_leaves_the_table_on_the_device(monkeypatch):
+    """Pinned host memory capped (WSL2, some containers) or exhausted: the table is made on
+    the model's device instead (``embed`` indexes it there), with a warning, not a failed
+    start reading "out of memory loading the model"."""
+    from loguru import logger
+
+    from server.model import embedding
+
+    real_empty = torch.empty
+
+    def empty(*shape, pin_memory=False, **kw):
+        if pin_memory:
+            raise RuntimeError("CUDA error: out of memory (pinned)")
+        return real_empty(*shape, **kw)
+
+    monkeypatch.setattr(embedding, "host_table", lambda device: True)
+    monkeypatch.setattr(embedding.torch, "empty", empty)
+    lines: list[str] = []
+    sink = logger.add(lines.append, level="WARNING", format="{message}")
+    try:
+        emb = torch.randn(40, 64, generator=torch.Generator().manual_seed(4))
+        table = build_table(emb, torch.ones(64), torch.zeros(64), LN_EPS, torch.device("cpu"),
+                            torch.float16)
+    finally:
+        logger.remove(sink)
+    assert table.device.type == "cpu" and not table.is_pinned()
+    assert torch.equal(table, F.layer_norm(emb, (64,), eps=LN_EPS).half())
+    assert len(lines) == 1 and "stays on cpu" in lines[0] and "refused" in lines[0], lines
+
+
 def test_the_kernel_gets_the_ids_contiguous(monkeypatch):
     """A column slice of [B, T] ids (B > 1) flattens to a strided view; the kernel reads ids
     one after another, so embed hands it a contiguous copy (a strided view read row 1 as the
@@ -66,6 +96,10 @@ for C in (700, 512):  # a row a partial block, a row whole blocks
     assert torch.equal(out, table[idx].float()), C
 empty = torch.empty(0, 700)
 assert rows_into(table, idx[:0], empty).shape == (0, 700)
+# ids outside the table read nothing: zero rows (the rows inside as before)
+out = torch.full((4, C), float("nan"))
+rows_into(table, torch.tensor([50, 7, -1, 1 << 40]), out)
+assert torch.equal(out[1], table[7].float()) and not out[[0, 2, 3]].any()
 print("rows ok")
 """
 

@@ -712,6 +712,21 @@ def test_warm_prefix_needs_a_cached_start_and_a_cache(tiny_loader):
     assert cache.stats()["entries"] == 0
 
 
+def test_warm_prefix_refuses_ids_outside_the_vocabulary(tiny_loader):
+    """Ids past the model's vocabulary (a chat reply re-encoded for a checkpoint with fewer
+    tokens than the tokenizer) are refused as ``score`` refuses them: on CUDA the embedding
+    table in host memory is read by a kernel that cannot check them (a helper's review,
+    session 61). Nothing is queued."""
+    sched = DynamicScheduler(tiny_loader, max_batch_size=4, buffer_size=4,
+                             prefix_cache=PrefixCache(64 << 20))
+    V = tiny_loader.model.cfg.vocab_size
+    for bad in ([5, V] * 40, [-1, 5] * 40):
+        with pytest.raises(ValueError, match=f"token ids must be in 0..{V - 1}"):
+            sched.warm_prefix("", bad)
+    sched.warm_prefix("", [])  # (nothing to check, nothing queued)
+    assert not sched.prefiller.has_later and not sched.prefiller._warm
+
+
 def test_a_deferred_boundary_waits_for_its_tasks_first_token(tiny_loader):
     """A prompt fed over several steps passes its last boundary before its last step; the job
     computing that boundary still runs only after the task's first token."""

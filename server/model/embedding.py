@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
+from loguru import logger
 from torch import Tensor
 
 
@@ -27,10 +28,18 @@ def host_table(device: torch.device) -> bool:
 def build_table(emb: Tensor, ln0_w: Tensor, ln0_b: Tensor, eps: float, device: torch.device,
                 dtype: torch.dtype, rows: int = 8192) -> Tensor:
     """LayerNorm(emb) in fp32 on ``device``, ``rows`` at a time, stored in ``dtype``: [V, C]
-    in pinned host memory where ``host_table(device)``, else on ``device``."""
-    pinned = host_table(device)
-    table = torch.empty(emb.shape, dtype=dtype, pin_memory=pinned,
-                        device="cpu" if pinned else device)
+    in pinned host memory where ``host_table(device)``, else on ``device``; on ``device`` too,
+    with a warning, where the pinned block is refused (WSL2 and some containers cap pinned
+    memory below the table's 512 MiB block at 2.9B: a helper's review, session 61)."""
+    table = None
+    if host_table(device):
+        try:
+            table = torch.empty(emb.shape, dtype=dtype, pin_memory=True)
+        except RuntimeError as e:  # (torch.OutOfMemoryError is one)
+            logger.warning(f"the embedding table ({emb.shape[0]} x {emb.shape[1]}) stays on "
+                           f"{device}: pinned host memory for it was refused ({e!r:.200})")
+    if table is None:
+        table = torch.empty(emb.shape, dtype=dtype, device=device)
     w, b = ln0_w.to(device, torch.float32), ln0_b.to(device, torch.float32)
     for i in range(0, emb.shape[0], rows):
         part = emb[i:i + rows].to(device, torch.float32)

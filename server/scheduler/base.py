@@ -331,7 +331,12 @@ class BaseScheduler(SlotCycle):
     def warm_prefix(self, origin: str, tokens: list[int]) -> None:
         """Any thread: cache the state after ``tokens`` (origin: ``Task.cache_origin``) when the
         scheduler has time: a prefix the next request of a conversation will start with
-        (``Prefiller.queue_warm``). No-op without an enabled prefix cache."""
+        (``Prefiller.queue_warm``). No-op without an enabled prefix cache. ``ValueError`` for
+        ids outside the vocabulary (as ``score``): a chat reply re-encoded for the next turn can
+        give ids a checkpoint with a smaller vocabulary lacks (a helper's review, session 61)."""
+        vocab = self.engine.model.cfg.vocab_size
+        if tokens and not 0 <= min(tokens) <= max(tokens) < vocab:
+            raise ValueError(f"token ids must be in 0..{vocab - 1}")
         if not self.prefiller.caching:
             return
         with self._cv:

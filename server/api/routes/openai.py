@@ -411,7 +411,10 @@ def _warm_next_turn(rt, req, tools, task, tpl):
         text = history_text(list(req.messages) + [chat_message(choice)], tools, req.tool_choice)
         tokens = await encode(rt.loader, text)  # reuses the prompt's tokens
         head = [] if tpl is None else list(tpl.history) + tpl.unfed()
-        rt.scheduler.warm_prefix(origin, head + tokens)
+        try:
+            rt.scheduler.warm_prefix(origin, head + tokens)
+        except ValueError:  # ids the model lacks (a checkpoint with a smaller vocabulary than
+            pass  # the tokenizer's): the next turn, re-sending them, is refused as any prompt
     return warm
 
 
