@@ -8,6 +8,7 @@
 #    show no cost.
 # 2. The served memory after the start with the default allocator and the graphs' pools' share
 #    of the reservation split out (faef0c1): what the ~0.47 GiB between reserved and allocated is.
+# 3. The embedding's GPU test after 4a349a8 (the gather's bounds mask; not run on a GPU).
 set -u
 OUT=${OUT:-/tmp/out}
 nvidia-smi --query-gpu=name,driver_version,memory.total,power.limit --format=csv | tee "$OUT/gpu.txt"
@@ -27,3 +28,6 @@ for conf in "" expandable_segments:True; do
   echo "memory [$conf] rc=$?"
 done
 grep -E "live blocks|device in use" "$OUT/memory.log" | cut -c1-300
+timeout 120 python3 -m pytest -o addopts= -m gpu -q -p no:cacheprovider test/test_embedding.py \
+  test/test_model_gpu.py > "$OUT/tests.log" 2>&1
+echo "tests rc=$?: $(tail -1 "$OUT/tests.log")"
