@@ -25,10 +25,10 @@ class EndProbe:
     def __init__(self, done: torch.Tensor, rows: list[int], buffers=None):
         """``done``: the pulse's [cap] bool flags, updated in place by each step; ``rows``: the
         slots live at the pulse's start (non-empty). ``buffers``: an earlier probe's
-        ``buffers``, reused when they fit ``done`` (CUDA: pinned flags and events, made anew only
-        when the capacity changes, not at every pulse. Reuse is safe: a new copy into a flag tensor is queued on
-        the stream behind any earlier one, even one a failed pulse left, and the flags are
-        read only after the new copy's own event)."""
+        ``buffers``, reused when they fit ``done`` (CUDA: pinned flags and events, made anew
+        only when the capacity changes, not at every pulse. Reuse is safe: a new copy into a
+        flag tensor is queued on the stream behind any earlier one, even one a failed pulse
+        left, and the flags are read only after the new copy's own event)."""
         self.done, self.rows = done, rows
         self.cuda = done.device.type == "cuda"
         self.buffers = None
