@@ -578,7 +578,7 @@ class BatchEngine:
         # between these lines (a row would end with no reason and never be released)
         stop = self.stop_dev.clone()
         if nostop_rows is not None:
-            stop[nostop_rows] = False
+            _fill(stop, nostop_rows, False)  # (on CUDA without the fused kernels: no wait)
         reason.masked_fill_(~done & stop, REASON_STOP)
         return ~done & ~stop
 
