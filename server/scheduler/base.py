@@ -257,10 +257,8 @@ class BaseScheduler(SlotCycle):
         future's exception when a shutdown comes first); ``QueueFull`` as ``add_task`` (a job
         waits as a task does)."""
         job = ScoreJob(tokens, top)
-        vocab = self.engine.model.cfg.vocab_size
-        if not 0 <= min(job.tokens) <= max(job.tokens) < vocab:  # (on the caller's thread,
-            # the event loop's: about half a generator's time, docs/experiments/session45)
-            raise ValueError(f"token ids must be in 0..{vocab - 1}")
+        self._check_ids(job.tokens)  # (on the caller's thread, the event loop's: about half a
+        # generator's time, docs/experiments/session45)
         with self._cv:
             if self._stopping:
                 raise ScoringStopped("the scheduler is shutting down")
@@ -328,15 +326,20 @@ class BaseScheduler(SlotCycle):
         for job in jobs:
             job.fail(ScoringStopped(why))
 
+    def _check_ids(self, tokens: list[int]) -> None:
+        """``ValueError`` for token ids outside the loaded model's vocabulary (``score``,
+        ``warm_prefix``)."""
+        vocab = self.engine.model.cfg.vocab_size
+        if tokens and not 0 <= min(tokens) <= max(tokens) < vocab:
+            raise ValueError(f"token ids must be in 0..{vocab - 1}")
+
     def warm_prefix(self, origin: str, tokens: list[int]) -> None:
         """Any thread: cache the state after ``tokens`` (origin: ``Task.cache_origin``) when the
         scheduler has time: a prefix the next request of a conversation will start with
         (``Prefiller.queue_warm``). No-op without an enabled prefix cache. ``ValueError`` for
         ids outside the vocabulary (as ``score``): a chat reply re-encoded for the next turn can
         give ids a checkpoint with a smaller vocabulary lacks (a helper's review, session 61)."""
-        vocab = self.engine.model.cfg.vocab_size
-        if tokens and not 0 <= min(tokens) <= max(tokens) < vocab:
-            raise ValueError(f"token ids must be in 0..{vocab - 1}")
+        self._check_ids(tokens)
         if not self.prefiller.caching:
             return
         with self._cv:
