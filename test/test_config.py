@@ -169,3 +169,17 @@ def test_readme_settings_table_lists_every_setting_with_its_default():
             assert float(got) == want, name
         else:  # strings (the vocabulary: a path resolved from the repository root)
             assert str(want) == got or str(want).endswith("/" + got), name
+
+
+def test_the_allocator_default_yields_to_the_users_variable():
+    """The server's allocator configuration (expandable segments) is set where the user set
+    neither of PyTorch's variables; set, even to nothing, theirs stands untouched."""
+    from server.config import ALLOCATOR_DEFAULT, default_allocator
+
+    env = {"PATH": "/bin"}
+    assert default_allocator(env) == ALLOCATOR_DEFAULT
+    assert env == {"PATH": "/bin", "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}
+    for given in ({"PYTORCH_CUDA_ALLOC_CONF": ""}, {"PYTORCH_ALLOC_CONF": "backend:native"},
+                  {"PYTORCH_CUDA_ALLOC_CONF": "max_split_size_mb:64"}):
+        env = dict(given)
+        assert default_allocator(env) is None and env == given

@@ -168,10 +168,12 @@ def main(argv=None) -> None:
     args = parse_args(argv)
     import os
 
+    from server.config import Settings, default_allocator
+
+    default_allocator(os.environ)  # as run.py serves (before any CUDA allocation)
     import torch
 
     from server.api.lifecycle import build_runtime, close_runtime
-    from server.config import Settings
     from server.model.memory import describe, device_memory
 
     if not torch.cuda.is_available():
