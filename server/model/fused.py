@@ -204,6 +204,14 @@ class FusedBlocks:
         else:
             r, k, v = torch.bmm(xs[:3], st.rkv.transpose(1, 2)).unbind(0)
             lora = self._lora(xs, st)
+        # A pass's memory peak is in the WKV below: the mixes are not needed past here (6 rows
+        # of fp16 a token, ~30 KB at 2.9B), and the first layer's value outlives its layer as
+        # v_first, a view that would keep r and k alive with it through every layer (another
+        # ~10 KB a token): copied alone in a pass (decode's rows are few; its graphs keep the
+        # view)
+        del xs
+        if v_first is None and T > 1:
+            v = v.clone()
         S = state.wkv[i]
         # the state, then pre_wkv's arguments (every time-mix form below takes these)
         pre = (S, r, k, v, lora, v_first, keep8, lw.w0, lw.a0, lw.v0, lw.k_k.view(-1), lw.k_a,
@@ -322,6 +330,7 @@ class FusedBlocks:
                             scratch=self.scratch)  # [R, 4C]
         else:
             h = self.k.relu_sq_(F.linear(xk, lw.ffn_key))
+        del xk  # (not held through the value product and its fp32 parts)
         self._add_residual(x, h, lw.ffn_value, "ffn_value", T)
 
     def forward(self, tokens: Tensor, state, keep: Tensor | None, last: Tensor | None,
