@@ -56,6 +56,12 @@ class Settings(BaseSettings):
     prefill_chunk: int = Field(0, description="prompt tokens prefilled per scheduler step (at "
                                "least 32); 0 or auto: 4096 on CUDA, 512 on the CPU (a step's "
                                "prefill holds up the other tasks' next pulse)")
+    # a batched pass's transient device memory grows with it (README, "GPU memory"); fewer
+    # tokens cost batched prefill throughput (docs/levers.md)
+    prefill_tokens: int = Field(16384, ge=32, description="tokens (rows x padded width) one "
+                                "batched prefill pass holds at most; lower it where GPU memory "
+                                "is short (a single prompt's step, RWKV_PREFILL_CHUNK, is not "
+                                "cut further)")
     max_queue: int = Field(4096, ge=1, description="tasks waiting for a slot beyond this "
                            "get 503")
     max_prompt_tokens: int = Field(131072, ge=1)

@@ -183,3 +183,27 @@ def test_the_allocator_default_yields_to_the_users_variable():
                   {"PYTORCH_CUDA_ALLOC_CONF": "max_split_size_mb:64"}):
         env = dict(given)
         assert default_allocator(env) is None and env == given
+
+
+def test_prefill_tokens_reaches_the_served_model(monkeypatch):
+    """``RWKV_PREFILL_TOKENS`` caps the model's batched passes (a memory knob): too small a
+    value is refused with the variable named; a valid one is the loaded model's, and its passes
+    hold no more rows than it allows."""
+    from server.api.lifecycle import load_model
+
+    monkeypatch.setenv("RWKV_PREFILL_TOKENS", "16")
+    with pytest.raises(SystemExit) as e:
+        load_settings()
+    assert "RWKV_PREFILL_TOKENS:" in str(e.value)
+    monkeypatch.setenv("RWKV_PREFILL_TOKENS", "64")
+    monkeypatch.setenv("RWKV_DEMO", "tiny")
+    monkeypatch.setenv("RWKV_DEVICE", "cpu")
+    model = load_model(load_settings()).model
+    assert model.prefill_tokens == 64
+    rows = []
+    run = model._prefill_pass
+    monkeypatch.setattr(model, "_prefill_pass",
+                        lambda tokens, group, *a: (rows.append(len(group)), run(tokens, group, *a)))
+    model.prefill([[i + 1] * 20 for i in range(8)], model.new_state(8), logits=False)
+    # 20 tokens a row pad to 32 on the CPU (its WKV chunk): two rows a pass
+    assert rows == [2, 2, 2, 2], rows

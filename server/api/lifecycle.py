@@ -66,7 +66,8 @@ def load_model(settings):
     auto = lambda v: None if v == "auto" else v  # noqa: E731 - the loader picks the default
     kw = dict(device=auto(settings.device), dtype=auto(settings.dtype),
               state_dtype=auto(settings.state_dtype), fused=None if settings.fused else False,
-              split_invariant=settings.split_invariant)
+              split_invariant=settings.split_invariant,
+              prefill_tokens=settings.prefill_tokens)
     if not settings.demo:
         log.info(f"Loading model {settings.model_path}")
         return RWKV070ModelLoader(settings.model_path, settings.vocab_path, **kw)

@@ -159,8 +159,8 @@ def parse_args(argv=None):
     p.add_argument("--load", type=int, default=0, metavar="N",
                    help="then serve N requests at once and report the peak (default 0: none)")
     p.add_argument("--load-tokens", type=int, default=64, help="tokens each generates (64)")
-    p.add_argument("--prefill-tokens", type=int, default=0, help="the model's tokens a "
-                   "prefill pass holds at most, set after the start (default: as served)")
+    p.add_argument("--prefill-tokens", type=int, default=0, help="tokens a batched "
+                   "prefill pass holds at most (RWKV_PREFILL_TOKENS; default: as served, 16384)")
     return p.parse_args(argv)
 
 
@@ -187,7 +187,9 @@ def main(argv=None) -> None:
         weights = dict(model_path=args.model, demo=None) if args.model else dict(demo=args.demo)
         settings = Settings(**weights, max_batch_size=args.max_batch,
                             state_dtype=args.state_dtype, state_cache_mb=args.state_cache_mb,
-                            task_db_path=str(Path(tmp) / "tasks.db"))
+                            task_db_path=str(Path(tmp) / "tasks.db"),
+                            **({"prefill_tokens": args.prefill_tokens}
+                               if args.prefill_tokens else {}))
         rt = build_runtime(settings)
         try:
             torch.cuda.synchronize()
@@ -201,8 +203,6 @@ def main(argv=None) -> None:
                   f"{context / MIB:,.0f} (measured first), PyTorch's reserved "
                   f"{mem['reserved'] / MIB:,.0f}, the rest (libraries' own allocations, kernel "
                   f"images loaded since) {(mem['used'] - context - mem['reserved']) / MIB:,.0f}")
-            if args.prefill_tokens:
-                rt.loader.model.prefill_tokens = args.prefill_tokens
             if args.load:
                 print(serve_load(rt, args))
         finally:

@@ -62,12 +62,13 @@ class RWKV070ModelLoader:
     ``vocab_path`` (default: eof_v20230424.txt at the repository root).
     ``state_dict``: the checkpoint's tensors already in memory (``model_path`` then only names
     the model; the demo's random weights), checked as a file's are. ``split_invariant``: see
-    ``RWKV7`` (prefill's bits independent of how a prompt is cut into passes).
+    ``RWKV7`` (prefill's bits independent of how a prompt is cut into passes);
+    ``prefill_tokens``: the tokens one batched prefill pass holds at most (``RWKV7``).
     Raises CheckpointError for a missing or bad checkpoint."""
 
     def __init__(self, model_path, vocab_path=None, device=None, dtype=None, state_dtype=None,
                  fused: bool | None = None, state_dict: dict | None = None,
-                 split_invariant: bool = True):
+                 split_invariant: bool = True, prefill_tokens: int = 16384):
         from server.logger import replace_default_sink
         from server.model.tokenizer import ReusingEncoder, Tokenizer
 
@@ -88,7 +89,7 @@ class RWKV070ModelLoader:
                            "with extra parameters, its output will not be that model's")
         self.model = RWKV7(sd, self.cfg, device=parse_device(device), dtype=parse_dtype(dtype),
                            state_dtype=parse_dtype(state_dtype) or torch.float32, fused=fused,
-                           split_invariant=split_invariant)
+                           split_invariant=split_invariant, prefill_tokens=prefill_tokens)
         del sd
         self._encoder = ReusingEncoder(self.tokenizer)
         if self.tokenizer.vocab_size > self.cfg.vocab_size:
