@@ -101,3 +101,37 @@ def test_the_bytes_requested_by_a_devices_live_blocks():
             {"size": 8 << 20, "requested_size": 8 << 20, "state": "active_allocated"}]}]}
     assert requested_live(snapshot, 0) == 63 << 20
     assert requested_live(snapshot, 1) == 8 << 20
+
+
+class _FakeDriver:
+    """cuCtxGetLimit / cuCtxSetLimit as libcuda answers them (0: success)."""
+
+    def __init__(self, limit: int, set_result: int = 0):
+        self.limit, self.set_result, self.calls = limit, set_result, []
+
+    def cuCtxGetLimit(self, out, which):
+        self.calls.append(("get", which))
+        out._obj.value = self.limit
+        return 0
+
+    def cuCtxSetLimit(self, which, value):
+        self.calls.append(("set", which, value.value))
+        return self.set_result
+
+
+def test_the_local_memory_probe_reads_and_lowers_the_stack_limit(monkeypatch):
+    """The per-thread stack limit is read (CU_LIMIT_STACK_SIZE), set back to the default, and
+    the device memory that frees is reported; a refusal is said, not hidden."""
+    import torch
+
+    from server.bench.memory import MIB, local_memory_probe
+
+    free = iter([1000 * MIB, 1270 * MIB])
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device: (next(free), 2000 * MIB))
+    drv = _FakeDriver(8192)
+    line = local_memory_probe("cuda:0", lib=drv)
+    assert line == "stack limit 8,192 bytes a thread; set to 1,024: 270.0 MiB given back", line
+    assert drv.calls == [("get", 0), ("set", 0, 1024)]
+    free = iter([1000 * MIB])
+    line = local_memory_probe("cuda:0", lib=_FakeDriver(8192, set_result=1))
+    assert line == "stack limit 8,192 bytes a thread (not lowered: refused)", line

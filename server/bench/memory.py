@@ -101,6 +101,35 @@ def peak_since(trace: list[dict], marker: int, base: int) -> dict:
     return {"peak": best, "by_line": dict(by_line), "allocated": sum(s for s, _ in live.values())}
 
 
+STACK_LIMIT = 0  # the driver's CU_LIMIT_STACK_SIZE
+STACK_DEFAULT = 1024  # bytes a thread: the limit a new context has
+
+
+def local_memory_probe(device, lib=None) -> str:
+    """The context's per-thread stack limit, which the driver raises to what the largest kernel
+    launched needs (spilled registers, local arrays) and backs with local memory for every
+    thread the device can hold; then the device memory given back when the limit is set to its
+    default (the next launch that needs more takes it again). Part of the "rest" above
+    PyTorch's reservation; a line for the report (what the driver does not answer, said)."""
+    import ctypes
+
+    import torch
+
+    try:
+        cuda = lib or ctypes.CDLL("libcuda.so.1")
+        limit = ctypes.c_size_t()
+        if cuda.cuCtxGetLimit(ctypes.byref(limit), STACK_LIMIT) != 0:
+            return "stack limit: the driver did not answer"
+        before = torch.cuda.mem_get_info(device)[0]
+        if cuda.cuCtxSetLimit(STACK_LIMIT, ctypes.c_size_t(STACK_DEFAULT)) != 0:
+            return f"stack limit {limit.value:,} bytes a thread (not lowered: refused)"
+        freed = torch.cuda.mem_get_info(device)[0] - before
+    except (OSError, AttributeError) as e:
+        return f"stack limit: no driver library ({e})"
+    return (f"stack limit {limit.value:,} bytes a thread; set to {STACK_DEFAULT:,}: "
+            f"{freed / MIB:,.1f} MiB given back")
+
+
 def load_tasks(n: int) -> list[dict]:
     """``n`` requests for ``--load``: the stress bench's prompts, the sampling variants in
     turn, every fourth with the presence and repetition penalties."""
@@ -205,6 +234,7 @@ def main(argv=None) -> None:
                   f"images loaded since) {(mem['used'] - context - mem['reserved']) / MIB:,.0f}")
             if args.load:
                 print(serve_load(rt, args))
+            print(local_memory_probe(dev))  # (last: it changes the context's limit)
         finally:
             close_runtime(rt)
 
