@@ -135,3 +135,31 @@ def test_the_local_memory_probe_reads_and_lowers_the_stack_limit(monkeypatch):
     free = iter([1000 * MIB])
     line = local_memory_probe("cuda:0", lib=_FakeDriver(8192, set_result=1))
     assert line == "stack limit 8,192 bytes a thread (not lowered: refused)", line
+
+
+def test_triton_kernels_with_local_memory_are_listed(monkeypatch):
+    """Every compiled kernel of server.model.kernels is asked for its local bytes a thread
+    (CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES); those that use any come back, largest first."""
+    from types import SimpleNamespace
+
+    from server.bench.memory import triton_local_sizes
+    from server.model.kernels import fused_triton, gemv_triton
+
+    spilled = SimpleNamespace(function=11, n_spills=6, name="_activate_kernel")
+    clean = SimpleNamespace(function=12, n_spills=0, name="_add_parts_kernel")
+    big = SimpleNamespace(function=13, n_spills=40, name="_gemv_kernel")
+    for fn, kernels in ((fused_triton._activate_kernel, [spilled]),
+                        (fused_triton._add_parts_kernel, [clean]),
+                        (gemv_triton._gemv_kernel, [big])):
+        monkeypatch.setattr(fn, "device_caches", {0: ({str(k): k for k in kernels}, None)},
+                            raising=False)
+    sizes = {11: 96, 12: 0, 13: 512}
+
+    class Driver:
+        def cuFuncGetAttribute(self, out, which, handle):
+            assert which == 3
+            out._obj.value = sizes[handle.value]
+            return 0
+
+    assert triton_local_sizes(Driver()) == [(512, 40, "_gemv_kernel"),
+                                            (96, 6, "_activate_kernel")]

@@ -130,6 +130,42 @@ def local_memory_probe(device, lib=None) -> str:
             f"{freed / MIB:,.1f} MiB given back")
 
 
+LOCAL_SIZE = 3  # CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES
+
+
+def triton_local_sizes(lib=None) -> list[tuple[int, int, str]]:
+    """``(local bytes a thread, spilled registers, name)`` of every compiled Triton kernel of
+    ``server.model.kernels`` that uses local memory, largest first (the driver's attribute of
+    each loaded function; Triton's internals read defensively: [] where they differ)."""
+    import ctypes
+    import importlib
+    import pkgutil
+
+    import server.model.kernels as pkg
+    from triton.runtime.jit import JITFunction
+
+    cuda = lib or ctypes.CDLL("libcuda.so.1")
+    found = []
+    for info in pkgutil.iter_modules(pkg.__path__):
+        module = importlib.import_module(f"{pkg.__name__}.{info.name}")
+        for fn in vars(module).values():
+            while not isinstance(fn, JITFunction) and isinstance(
+                    getattr(fn, "fn", None), JITFunction):  # (autotuned / heuristics wrappers)
+                fn = fn.fn
+            if not isinstance(fn, JITFunction):
+                continue
+            for entry in getattr(fn, "device_caches", {}).values():
+                for kernel in entry[0].values():
+                    handle, size = getattr(kernel, "function", None), ctypes.c_int()
+                    if handle is None or cuda.cuFuncGetAttribute(
+                            ctypes.byref(size), LOCAL_SIZE, ctypes.c_void_p(handle)) != 0:
+                        continue
+                    if size.value:
+                        found.append((size.value, getattr(kernel, "n_spills", -1),
+                                      getattr(kernel, "name", fn.__name__)))
+    return sorted(found, reverse=True)
+
+
 def load_tasks(n: int) -> list[dict]:
     """``n`` requests for ``--load``: the stress bench's prompts, the sampling variants in
     turn, every fourth with the presence and repetition penalties."""
@@ -234,6 +270,12 @@ def main(argv=None) -> None:
                   f"images loaded since) {(mem['used'] - context - mem['reserved']) / MIB:,.0f}")
             if args.load:
                 print(serve_load(rt, args))
+            try:
+                sizes = triton_local_sizes()
+            except Exception as e:  # (a diagnostic: never the bench's failure)
+                sizes = f"not read ({e!r:.100})"
+            print(f"Triton kernels with local memory (bytes a thread, spilled registers, "
+                  f"name): {sizes[:8] if isinstance(sizes, list) else sizes}")
             print(local_memory_probe(dev))  # (last: it changes the context's limit)
         finally:
             close_runtime(rt)
