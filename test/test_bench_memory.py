@@ -163,3 +163,23 @@ def test_triton_kernels_with_local_memory_are_listed(monkeypatch):
 
     assert triton_local_sizes(Driver()) == [(512, 40, "_gemv_kernel"),
                                             (96, 6, "_activate_kernel")]
+
+
+def test_the_copyback_budget_option_sets_the_engines_budget():
+    """``--copyback-mb`` (memory and stress benches): MiB on the engine's copy-back; 0 leaves
+    the served budget; a negative value is refused."""
+    from types import SimpleNamespace
+
+    import pytest
+
+    from server.bench.common import apply_copyback
+    from server.bench.memory import parse_args
+    from server.scheduler.copyback import BUDGET_BYTES
+
+    engine = SimpleNamespace(copyback=SimpleNamespace(budget=BUDGET_BYTES))
+    apply_copyback(engine, parse_args(["--copyback-mb", "0"]).copyback_mb)
+    assert engine.copyback.budget == BUDGET_BYTES
+    apply_copyback(engine, parse_args(["--copyback-mb", "256"]).copyback_mb)
+    assert engine.copyback.budget == 256 * 2**20
+    with pytest.raises(SystemExit):
+        apply_copyback(engine, -1)

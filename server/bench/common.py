@@ -126,6 +126,22 @@ def apply_product_options(model, args) -> None:
         model._fused.lora_stream = bool(args.lora_stream)
 
 
+def copyback_option(parser) -> None:
+    """``--copyback-mb``: the bytes of finished rows' states gathered on the device and not yet
+    copied home, at most (``copyback.BUDGET_BYTES``, 1 GiB as served): the served process's
+    peak under load once prefill passes are capped (docs/performance.md, session 62)."""
+    parser.add_argument("--copyback-mb", type=int, default=0, help="the copy-back's budget of "
+                        "gathered states on the device, MiB (default: as served, 1024)")
+
+
+def apply_copyback(engine, mb: int) -> None:
+    """``--copyback-mb`` on an engine (0: as served)."""
+    if mb < 0:
+        raise SystemExit("--copyback-mb: 0 (as served) or more MiB")
+    if mb:
+        engine.copyback.budget = mb << 20
+
+
 def apply_gemv_rows(model, rows: int) -> None:
     """``--gemv-rows``: the fused path's skinny products up to ``rows`` rows (0: as served)."""
     if not rows:

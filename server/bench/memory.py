@@ -226,6 +226,9 @@ def parse_args(argv=None):
     p.add_argument("--load-tokens", type=int, default=64, help="tokens each generates (64)")
     p.add_argument("--prefill-tokens", type=int, default=0, help="tokens a batched "
                    "prefill pass holds at most (RWKV_PREFILL_TOKENS; default: as served, 16384)")
+    # (common.copyback_option's flag; common imports torch, which waits for default_allocator)
+    p.add_argument("--copyback-mb", type=int, default=0, help="the copy-back's budget of "
+                   "gathered states on the device, MiB (default: as served, 1024)")
     return p.parse_args(argv)
 
 
@@ -239,6 +242,7 @@ def main(argv=None) -> None:
     import torch
 
     from server.api.lifecycle import build_runtime, close_runtime
+    from server.bench.common import apply_copyback
     from server.model.memory import describe, device_memory
 
     if not torch.cuda.is_available():
@@ -257,6 +261,7 @@ def main(argv=None) -> None:
                                if args.prefill_tokens else {}))
         rt = build_runtime(settings)
         try:
+            apply_copyback(rt.scheduler.engine, args.copyback_mb)
             torch.cuda.synchronize()
             mem = device_memory(rt.loader.model.device, wait=True)
             print(f"{args.model or args.demo}, max batch {args.max_batch}, {args.state_dtype} "

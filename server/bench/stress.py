@@ -84,6 +84,7 @@ def run(args) -> dict:
     loader = load(args)
     sched = DynamicScheduler(loader, max_batch_size=args.max_batch_size, buffer_size=args.buffer_size)
     sched.ramp_gap = args.ramp_gap
+    common.apply_copyback(sched.engine, args.copyback_mb)
     if args.admit_wait is not None:
         sched.admit_wait = args.admit_wait
     warm = warm_up(sched, loader) if args.warmup else 0.0
@@ -222,6 +223,7 @@ def parse_args(argv=None):
     p.add_argument("--top-p", type=float, default=0.3)
     p.add_argument("--top-k", type=int, default=50)
     p.add_argument("--buffer-size", type=int, default=32)
+    common.copyback_option(p)
     p.add_argument("--max-batch-size", type=int, default=256)
     p.add_argument("--device", default=None, type=common.device_arg)
     p.add_argument("--dtype", default=None, choices=common.DTYPES)
