@@ -60,8 +60,8 @@ class Settings(BaseSettings):
     # tokens cost batched prefill throughput (docs/levers.md)
     prefill_tokens: int = Field(16384, ge=32, description="tokens (rows x padded width) one "
                                 "batched prefill pass holds at most; lower it where GPU memory "
-                                "is short (a single prompt's step, RWKV_PREFILL_CHUNK, is not "
-                                "cut further)")
+                                "is short (a pass holds at least one prompt's piece of the "
+                                "model's chunk: 1,024 tokens on CUDA, 256 on the CPU)")
     max_queue: int = Field(4096, ge=1, description="tasks waiting for a slot beyond this "
                            "get 503")
     max_prompt_tokens: int = Field(131072, ge=1)

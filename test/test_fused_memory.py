@@ -1,6 +1,7 @@
 """What a fused prefill pass keeps alive (server/model/fused.py): its peak is in the WKV, where
 the layer's six mixes are no longer needed and the first layer's value (v_first, read by every
-later layer) must not hold the first layer's whole r/k/v product. Run through Triton's CPU
+later layer) must not hold the first layer's whole r/k/v product; the channel mix's mix is gone
+by its value product. Run through Triton's CPU
 interpreter, both product paths (the skinny-product kernel and torch's batched product)."""
 
 import pytest
@@ -18,10 +19,12 @@ cfg = infer_config(sd)
 mixes, seen = [], []
 ln_mix, pre_wkv = fused_triton.ln_mix, fused_triton.pre_wkv
 
+ffn_mixes, ffn_seen = [], []
+
 def ln_mix_spy(*args, **kwargs):
     out = ln_mix(*args, **kwargs)
-    if out.shape[0] == 6:  # the time mix's six mixes (the channel mix makes one)
-        mixes.append(weakref.ref(out))
+    # the time mix's six mixes; the channel mix's one
+    (mixes if out.shape[0] == 6 else ffn_mixes).append(weakref.ref(out))
     return out
 
 def pre_wkv_spy(r, k, v, lora, v_first, *rest):
@@ -30,17 +33,28 @@ def pre_wkv_spy(r, k, v, lora, v_first, *rest):
     seen.append((mixes[-1]() is None, compact))
     return pre_wkv(r, k, v, lora, v_first, *rest)
 
+from server.model.fused import FusedBlocks
+add_residual = FusedBlocks._add_residual
+
+def add_residual_spy(self, x, inp, weight, name, T):
+    if name == "ffn_value":  # the value product: the channel mix's mix is gone by then
+        ffn_seen.append(ffn_mixes[-1]() is None)
+    return add_residual(self, x, inp, weight, name, T)
+
 fused_triton.ln_mix, fused_triton.pre_wkv = ln_mix_spy, pre_wkv_spy
+FusedBlocks._add_residual = add_residual_spy
 for rows, gemv_rows in ((3, 64), (17, 0)):
     m = RWKV7(sd, cfg, dtype=torch.float16, state_dtype=torch.float32, prefill_chunk=8,
               fused=True, split_invariant=False)
     if gemv_rows:
         m._fused.use_gemv_up_to(gemv_rows)
     seen.clear()
+    ffn_seen.clear()
     m.prefill([[(5 * i + j) % 500 + 1 for j in range(4)] for i in range(rows)], m.new_state(rows))
     assert len(seen) == 2, seen  # one pass, two layers
     assert all(freed for freed, _ in seen), seen
     assert seen[0][1] is None and seen[1][1] is True, seen
+    assert ffn_seen == [True, True], ffn_seen
     print(rows, "rows:", seen)
 print("memory ok")
 """
