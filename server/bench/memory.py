@@ -118,50 +118,44 @@ def local_memory_probe(device, lib=None) -> str:
     try:
         cuda = lib or ctypes.CDLL("libcuda.so.1")
         limit = ctypes.c_size_t()
-        if cuda.cuCtxGetLimit(ctypes.byref(limit), STACK_LIMIT) != 0:
-            return "stack limit: the driver did not answer"
-        before = torch.cuda.mem_get_info(device)[0]
-        if cuda.cuCtxSetLimit(STACK_LIMIT, ctypes.c_size_t(STACK_DEFAULT)) != 0:
-            return f"stack limit {limit.value:,} bytes a thread (not lowered: refused)"
-        freed = torch.cuda.mem_get_info(device)[0] - before
+        with torch.cuda.device(device):  # (the driver calls act on the current context)
+            before = torch.cuda.mem_get_info(device)[0]  # (makes the device's context current)
+            if (err := cuda.cuCtxGetLimit(ctypes.byref(limit), STACK_LIMIT)) != 0:
+                return f"stack limit: the driver did not answer (error {err})"
+            if (err := cuda.cuCtxSetLimit(STACK_LIMIT, ctypes.c_size_t(STACK_DEFAULT))) != 0:
+                return (f"stack limit {limit.value:,} bytes a thread (not lowered: error "
+                        f"{err})")
+            freed = torch.cuda.mem_get_info(device)[0] - before
     except (OSError, AttributeError) as e:
         return f"stack limit: no driver library ({e})"
     return (f"stack limit {limit.value:,} bytes a thread; set to {STACK_DEFAULT:,}: "
             f"{freed / MIB:,.1f} MiB given back")
 
 
-LOCAL_SIZE = 3  # CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES
-
-
-def triton_local_sizes(lib=None) -> list[tuple[int, int, str]]:
-    """``(local bytes a thread, spilled registers, name)`` of every compiled Triton kernel of
-    ``server.model.kernels`` that uses local memory, largest first (the driver's attribute of
-    each loaded function; Triton's internals read defensively: [] where they differ)."""
-    import ctypes
+def triton_local_sizes() -> list[tuple[int, int, str]]:
+    """``(local bytes a thread, registers a thread, name)`` of every compiled Triton kernel of
+    ``server.model.kernels`` that uses local memory, largest first. Triton reads the local
+    size from the driver when it loads a kernel and keeps it, in 4-byte words, as ``n_spills``;
+    its internals are read defensively ([] where they differ)."""
     import importlib
     import pkgutil
 
     import server.model.kernels as pkg
     from triton.runtime.jit import JITFunction
 
-    cuda = lib or ctypes.CDLL("libcuda.so.1")
     found = []
     for info in pkgutil.iter_modules(pkg.__path__):
         module = importlib.import_module(f"{pkg.__name__}.{info.name}")
         for fn in vars(module).values():
-            while not isinstance(fn, JITFunction) and isinstance(
-                    getattr(fn, "fn", None), JITFunction):  # (autotuned / heuristics wrappers)
-                fn = fn.fn
+            while not isinstance(fn, JITFunction) and hasattr(fn, "fn"):  # (autotune,
+                fn = fn.fn  # heuristics wrappers, possibly nested)
             if not isinstance(fn, JITFunction):
                 continue
             for entry in getattr(fn, "device_caches", {}).values():
                 for kernel in entry[0].values():
-                    handle, size = getattr(kernel, "function", None), ctypes.c_int()
-                    if handle is None or cuda.cuFuncGetAttribute(
-                            ctypes.byref(size), LOCAL_SIZE, ctypes.c_void_p(handle)) != 0:
-                        continue
-                    if size.value:
-                        found.append((size.value, getattr(kernel, "n_spills", -1),
+                    words = getattr(kernel, "n_spills", 0) or 0
+                    if words > 0:
+                        found.append((4 * words, getattr(kernel, "n_regs", -1),
                                       getattr(kernel, "name", fn.__name__)))
     return sorted(found, reverse=True)
 
@@ -245,6 +239,8 @@ def main(argv=None) -> None:
     from server.bench.common import apply_copyback
     from server.model.memory import describe, device_memory
 
+    if args.prefill_tokens and args.prefill_tokens < 32:
+        raise SystemExit("--prefill-tokens: at least 32 (RWKV_PREFILL_TOKENS), or 0: as served")
     if not torch.cuda.is_available():
         raise SystemExit("server.bench memory needs CUDA")
     dev = torch.device("cuda", torch.cuda.current_device())  # (the model's: RWKV_DEVICE=auto)
@@ -279,7 +275,7 @@ def main(argv=None) -> None:
                 sizes = triton_local_sizes()
             except Exception as e:  # (a diagnostic: never the bench's failure)
                 sizes = f"not read ({e!r:.100})"
-            print(f"Triton kernels with local memory (bytes a thread, spilled registers, "
+            print(f"Triton kernels with local memory (bytes a thread, registers a thread, "
                   f"name): {sizes[:8] if isinstance(sizes, list) else sizes}")
             print(local_memory_probe(dev))  # (last: it changes the context's limit)
         finally:
