@@ -199,7 +199,7 @@ def unknown_variables(environ) -> list[str]:
 # (PyTorch reads it at the first CUDA allocation). Expandable segments grow one mapping instead
 # of caching a block per size met: a served 2.9B held 11.20 instead of 12.65 GiB of an H100
 # after a load of 256 requests (session 60), the prefill passes' varying sizes no longer
-# leaving ~2 GiB of cached blocks behind; speed A/B in docs/performance.md (session 61).
+# leaving ~2 GiB of cached blocks behind; speed A/Bs in docs/performance.md (sessions 61-62).
 ALLOCATOR_DEFAULT = "expandable_segments:True"
 ALLOCATOR_VARIABLES = ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF")
 

@@ -122,11 +122,11 @@ class _FakeDriver:
 def test_the_local_memory_probe_reads_and_lowers_the_stack_limit(monkeypatch):
     """The per-thread stack limit is read (CU_LIMIT_STACK_SIZE), set back to the default, and
     the device memory that frees is reported; a refusal is said, not hidden."""
+    import contextlib
+
     import torch
 
     from server.bench.memory import MIB, local_memory_probe
-
-    import contextlib
 
     free = iter([1000 * MIB, 1270 * MIB])
     monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device: (next(free), 2000 * MIB))

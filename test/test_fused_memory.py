@@ -1,8 +1,8 @@
 """What a fused prefill pass keeps alive (server/model/fused.py): its peak is in the WKV, where
 the layer's six mixes are no longer needed and the first layer's value (v_first, read by every
 later layer) must not hold the first layer's whole r/k/v product; the channel mix's mix is gone
-by its value product. Run through Triton's CPU
-interpreter, both product paths (the skinny-product kernel and torch's batched product)."""
+by its value product. Run through Triton's CPU interpreter, both product paths (the
+skinny-product kernel and torch's batched product)."""
 
 import pytest
 from model_cases import run_interpreted
@@ -16,10 +16,11 @@ from server.model.kernels import fused_triton
 from server.model.random import make_random_state_dict
 sd = make_random_state_dict(2, 128, 512, seed=3)
 cfg = infer_config(sd)
-mixes, seen = [], []
+from server.model.fused import FusedBlocks
+mixes, seen = [], []  # the time mix's mixes (weakly); (mixes gone, v_first compact) at pre_wkv
+ffn_mixes, ffn_seen = [], []  # the channel mix's; whether gone at the value product
 ln_mix, pre_wkv = fused_triton.ln_mix, fused_triton.pre_wkv
-
-ffn_mixes, ffn_seen = [], []
+add_residual = FusedBlocks._add_residual
 
 def ln_mix_spy(*args, **kwargs):
     out = ln_mix(*args, **kwargs)
@@ -32,9 +33,6 @@ def pre_wkv_spy(r, k, v, lora, v_first, *rest):
         v_first.untyped_storage().nbytes() == v_first.numel() * v_first.element_size())
     seen.append((mixes[-1]() is None, compact))
     return pre_wkv(r, k, v, lora, v_first, *rest)
-
-from server.model.fused import FusedBlocks
-add_residual = FusedBlocks._add_residual
 
 def add_residual_spy(self, x, inp, weight, name, T):
     if name == "ffn_value":  # the value product: the channel mix's mix is gone by then
