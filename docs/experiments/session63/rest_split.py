@@ -30,6 +30,10 @@ def main() -> None:
     p.add_argument("--max-batch", type=int, default=256)
     p.add_argument("--separate-pools", action="store_true",
                    help="the prefill graphs in a pool of their own (as before 63's change)")
+    p.add_argument("--graph-tokens", type=int, default=0,
+                   help="the longest prefill graph (the model's prefill_chunk; 0: as served)")
+    p.add_argument("--coarse", action="store_true",
+                   help="prefill buckets every 32 tokens up to 512 (served: every 16 up to 256)")
     args = p.parse_args()
     from server.config import Settings, default_allocator
 
@@ -84,6 +88,10 @@ def main() -> None:
         model = loader.model
         if args.separate_pools:
             model._graphed_prefill.pool = cuda_graph.GraphPool()
+        if args.graph_tokens:  # (a multiple of the model's prefill_align; experiment only)
+            model.prefill_chunk = model._graphed_prefill.max_tokens = args.graph_tokens
+        if args.coarse:
+            model._graphed_prefill.FINE = ((512, 32),)
         lifecycle.warm_up(sch, s.max_batch_size)
         ids = {"decode": model._graphed.pool.handle, "prefill": model._graphed_prefill.pool.handle}
         print(f"pools: {ids} (separate_pools={args.separate_pools})")
