@@ -206,36 +206,3 @@ def test_cuda_graph_prefill_equals_eager(dtype, tol):
         for x, y in zip(e, gr):
             assert rel_err(y.flatten(1), x.flatten(1)) < tol
     assert sorted(graph._graphed_prefill.graphs) == [16, 32, 64]
-
-
-
-def test_decode_and_prefill_graphs_share_one_pool_and_interleave():
-    """Every graph of a model is captured into one memory pool (``GraphPool``): replays of
-    prefill graphs between the decode graphs' replays, whose freed blocks they reuse, leave
-    every logit and state as the eager passes make them (fp32, as the prefill graphs' test)."""
-    case = make_case("c512", with_reference=False)
-    kw = dict(device="cuda", dtype=torch.float32, prefill_chunk=64)
-    eager = RWKV7(case.sd, case.cfg, cuda_graphs=False, **kw)
-    graph = RWKV7(case.sd, case.cfg, **kw)
-    V = case.cfg.vocab_size
-    g = torch.Generator().manual_seed(2)
-    prompts = [torch.randint(0, V, (n,), generator=g).tolist() for n in (5, 40, 17, 64)]
-    runs = {}
-    for name, m in (("eager", eager), ("graph", graph)):
-        states = {2: m.new_state(2), 4: m.new_state(4)}
-        one, out = m.new_state(1), [m.prefill([prompts[0]], m.new_state(1))]
-        for t, p in enumerate(prompts):
-            toks = torch.tensor([t, t + 7, t + 3, 9][:2 + 2 * (t % 2)], device="cuda")
-            out.append(m.decode(toks, states[len(toks)]))
-            out.append(m.prefill([p], one))
-            out.append(m.decode(toks, states[len(toks)]))
-        runs[name] = (out, one.wkv.clone(), states[2].wkv.clone(), states[4].wkv.clone())
-    pool = graph._graphed.pool
-    assert pool is graph._graphed_prefill.pool and pool.handle is not None
-    assert len(graph._graphed.graphs) == 2
-    assert sorted(graph._graphed_prefill.graphs) == [16, 32, 48, 64]
-    (eo, *es), (go, *gs) = runs["eager"], runs["graph"]
-    for x, y in zip(eo, go):
-        assert rel_err(y, x) < 1e-5
-    for x, y in zip(es, gs):
-        assert rel_err(y.flatten(1), x.flatten(1)) < 1e-5

@@ -58,29 +58,6 @@ def warmup_stream(dev) -> torch.cuda.Stream:
     return _WARMUP_STREAMS[dev]
 
 
-class GraphPool:
-    """The CUDA graphs' private memory pool one model's graphs share, decode and prefill alike.
-    A capture keeps the blocks its graph's tensors take during the capture, and the graphs
-    captured into one pool reuse each other's freed blocks: a pool holds its graphs' outputs
-    plus the largest working set among them, not the sum (separate pools for the decode and
-    the prefill graphs held both sets; session 63). Safe because no two replays of a model's
-    graphs overlap on the device: every replay runs on the stream of the thread that asks
-    (the default stream: the scheduler's, the SDK's) and prefill replays take a lock. A failed
-    capture's pool is not reused: ``drop`` makes the next capture start a new one (the graphs
-    captured before keep the old)."""
-
-    def __init__(self):
-        self.handle = None
-
-    def get(self):
-        if self.handle is None:
-            self.handle = torch.cuda.graph_pool_handle()
-        return self.handle
-
-    def drop(self) -> None:
-        self.handle = None
-
-
 def _weakly(fn: Callable) -> Callable[[], Callable]:
     """A getter for ``fn`` that holds a bound method weakly: the model owns the graph objects,
     so a strong hold on its methods would make a reference cycle, and a dropped model's weights
@@ -104,11 +81,11 @@ class GraphedDecode:
     """Wraps an eager decode step ``step(tokens, state, active)``; keeps at most ``max_graphs``
     graphs (least recently used dropped first)."""
 
-    def __init__(self, step: StepFn, max_graphs: int = 8, pool: GraphPool | None = None):
+    def __init__(self, step: StepFn, max_graphs: int = 8):
         self._step = _weakly(step)
         self.max_graphs = max_graphs
         self.graphs: OrderedDict[tuple, _Graph] = OrderedDict()
-        self.pool = pool or GraphPool()  # one memory pool shared by every graph
+        self.pool = None  # one memory pool shared by every graph
         self.captures: list[tuple[int, float]] = []  # (batch, ms) of each capture, warm-up included
 
     @property
@@ -116,9 +93,9 @@ class GraphedDecode:
         return self._step()
 
     def clear(self) -> None:
-        """Drop every graph: e.g. after the state buffer is reallocated (their blocks go back
-        to the pool, for the next captures; its memory is freed with its last graph)."""
+        """Drop every graph (and their memory pool): e.g. after the state buffer is reallocated."""
         self.graphs.clear()
+        self.pool = None
 
     @staticmethod
     def _key(state: State, masked: bool) -> tuple:
@@ -163,12 +140,14 @@ class GraphedDecode:
             for _ in range(2):
                 self.step(static_tokens, state, idle)
         torch.cuda.current_stream(dev).wait_stream(side)
+        if self.pool is None:
+            self.pool = torch.cuda.graph_pool_handle()
         graph = torch.cuda.CUDAGraph()
         try:
-            with capturing(graph, self.pool.get()):
+            with capturing(graph, self.pool):
                 logits = self.step(static_tokens, state, static_active)
         except Exception:
-            self.pool.drop()  # a failed capture's pool is not reused (the next one gets its own)
+            self.pool = None  # a failed capture's pool is not reused (the next one gets its own)
             raise
         return _Graph(graph, static_tokens, static_active, logits)
 
@@ -211,7 +190,7 @@ class GraphedPrefill:
     STEP = 256
 
     def __init__(self, forward: PrefillFn, new_state: Callable[[int], State], graphs: bool = True,
-                 max_tokens: int = 1024, pool: GraphPool | None = None):
+                 max_tokens: int = 1024):
         self._forward, self._new_state = _weakly(forward), _weakly(new_state)
         self.use_graphs = graphs
         self.max_tokens = max_tokens  # (the longest pass served: the model's prefill chunk)
@@ -219,7 +198,7 @@ class GraphedPrefill:
         self.state: State | None = None
         self.mid_state: State | None = None  # the export's, when captured
         self.out: Tensor | None = None  # every graph's residuals, made at the first capture
-        self.pool = pool or GraphPool()
+        self.pool = None
         self._lock = threading.Lock()
 
     def bucket(self, n: int) -> int:
@@ -302,7 +281,7 @@ class GraphedPrefill:
                 logger.warning(f"prefill graph for {T} tokens not captured ({e!r:.200}): "
                                "eager passes for this length")
                 g.graph = None
-                self.pool.drop()  # not reused after a failed capture: the next gets its own
+                self.pool = None  # not reused after a failed capture: the next gets its own
             else:
                 logger.info(f"Captured the prefill graph for {T} tokens in "
                             f"{(time.perf_counter() - t0) * 1e3:.1f} ms")
@@ -324,7 +303,9 @@ class GraphedPrefill:
             with torch.inference_mode(False):
                 self.out = torch.empty(self.bucket(self.max_tokens), C, dtype=torch.float32,
                                        device=dev)
+        if self.pool is None:
+            self.pool = torch.cuda.graph_pool_handle()
         graph = torch.cuda.CUDAGraph()
-        with capturing(graph, self.pool.get()):
+        with capturing(graph, self.pool):
             self.out[:g.tokens.shape[1]].copy_(self._step(g, self.state, self.mid_state))
         g.graph = graph

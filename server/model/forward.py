@@ -22,7 +22,7 @@ from torch import Tensor
 
 from server.model import row_invariance, wkv
 from server.model.checkpoint import ModelConfig, finite_weight
-from server.model.cuda_graph import MID_POINTS, GraphedDecode, GraphedPrefill, GraphPool
+from server.model.cuda_graph import MID_POINTS, GraphedDecode, GraphedPrefill
 from server.model.embedding import build_table, embed
 from server.model.fused import FusedBlocks, check_fused, fused_default
 from server.model.layer_weights import LayerWeights, layer_weights
@@ -128,12 +128,10 @@ class RWKV7:
         if split_invariant:
             self.set_split_invariant(True)  # (checked)
         use_graphs = cuda_graphs and self.device.type == "cuda"
-        pool = GraphPool()  # (one for every graph of the model)
-        self._graphed = (GraphedDecode(self._decode_step, max_graphs=16, pool=pool)
-                         if use_graphs else None)
+        self._graphed = GraphedDecode(self._decode_step, max_graphs=16) if use_graphs else None
         # single-sequence prefill passes from graphs too (an eager pass is launch-bound)
         self._graphed_prefill = (GraphedPrefill(self._forward, self.new_state,
-                                                max_tokens=prefill_chunk, pool=pool)
+                                                max_tokens=prefill_chunk)
                                  if use_graphs else None)
 
     def set_split_invariant(self, on: bool) -> None:

@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
 # Session 63, call 2 (~2-3 minutes, any card): call1.sh cut to what little device time was left.
+# (Ran at 9183a4b, where rest_split.py had --separate-pools; after 6d64359 was reverted it has
+# --share-pool instead.)
 # 1. the GPU tests of the graphs, the new shared pool's first; 2. rest_split.py as served (one
 # pool), then with the prefill graphs' pool apart, each while time lasts.
 set -u

@@ -28,8 +28,9 @@ def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--demo", default="2.9b")
     p.add_argument("--max-batch", type=int, default=256)
-    p.add_argument("--separate-pools", action="store_true",
-                   help="the prefill graphs in a pool of their own (as before 63's change)")
+    p.add_argument("--share-pool", action="store_true",
+                   help="the prefill graphs captured into the decode graphs' pool (6d64359, "
+                   "reverted; served: a pool each)")
     p.add_argument("--graph-tokens", type=int, default=0,
                    help="the longest prefill graph (the model's prefill_chunk; 0: as served)")
     p.add_argument("--coarse", action="store_true",
@@ -86,15 +87,20 @@ def main() -> None:
         print(f"scheduler built: used {u / MIB:,.0f}, reserved {r / MIB:,.0f}, rest "
               f"{(u - r - (used0 - res0)) / MIB:,.0f} MiB")
         model = loader.model
-        if args.separate_pools:
-            model._graphed_prefill.pool = cuda_graph.GraphPool()
+        if args.share_pool:  # (the decode graphs are captured first, in capture_graphs)
+            inner = model.capture_prefill_graphs
+
+            def capture_prefill_graphs():
+                model._graphed_prefill.pool = model._graphed.pool
+                return inner()
+            model.capture_prefill_graphs = capture_prefill_graphs
         if args.graph_tokens:  # (a multiple of the model's prefill_align; experiment only)
             model.prefill_chunk = model._graphed_prefill.max_tokens = args.graph_tokens
         if args.coarse:
             model._graphed_prefill.FINE = ((512, 32),)
         lifecycle.warm_up(sch, s.max_batch_size)
-        ids = {"decode": model._graphed.pool.handle, "prefill": model._graphed_prefill.pool.handle}
-        print(f"pools: {ids} (separate_pools={args.separate_pools})")
+        ids = {"decode": model._graphed.pool, "prefill": model._graphed_prefill.pool}
+        print(f"pools: {ids} (share_pool={args.share_pool})")
         u, r = reading()
         print(f"after warm-up: used {u / MIB:,.0f}, reserved {r / MIB:,.0f}, rest "
               f"{(u - r - (used0 - res0)) / MIB:,.0f} MiB")
@@ -145,6 +151,7 @@ def main() -> None:
         before = reading()
         n = len(gp.graphs)
         gp.graphs.clear()
+        gp.pool = None
         gc.collect()
         torch.cuda.empty_cache()
         u, r = reading()
