@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
-# Written in session 63 for the next GPU session (not run). About 9 minutes; any card (A/Bs on one
+# Written in session 63 for the next GPU session (not run). About 9-10 minutes; any card (A/Bs on one
 # machine), the H200 part only there. At most 8 files come back: logs are grouped.
+# 0. The review's hazard (docs/reliability.md, session 63): can one decode graph's replay change
+#    another's borrowed logits (logits_hazard.py, a small model, seconds)? If so, fix it before
+#    anything else: the decode graphs' logits allocated before their capture.
 # 1. Is the ~5 MiB outside PyTorch that each capture brings (session 63, call 1) the graphs or the
 #    kernels their warm-ups load? rest_split.py as served, with no prefill graph past 512 tokens
 #    (26 -> 24 graphs, the pool's working set halved) and with buckets every 32 tokens to 512
@@ -13,6 +16,8 @@ set -u
 OUT=${OUT:-/tmp/out}
 T0=$SECONDS
 nvidia-smi --query-gpu=name,driver_version,memory.total,power.limit --format=csv | tee "$OUT/gpu.txt"
+timeout 60 python3 docs/experiments/session63/logits_hazard.py > "$OUT/hazard.log" 2>&1
+echo "logits_hazard rc=$?"; tail -6 "$OUT/hazard.log"
 for opt in "" "--graph-tokens 512" "--coarse"; do
   echo "=== rest_split $opt" >> "$OUT/rest_split.log"
   timeout 100 python3 docs/experiments/session63/rest_split.py $opt >> "$OUT/rest_split.log" 2>&1
