@@ -3,7 +3,9 @@
 # machine), the H200 part only there. At most 8 files come back: logs are grouped.
 # 0. The review's hazard (docs/reliability.md, session 63): can one decode graph's replay change
 #    another's borrowed logits (logits_hazard.py, a small model, seconds)? If so, fix it before
-#    anything else: the decode graphs' logits allocated before their capture.
+#    anything else: branch logits-outside-pool (df8f30d, not run on a GPU) allocates the decode
+#    graphs' logits before their capture; run logits_hazard.py and test_model_gpu.py there, and
+#    decode at batch 1 / 256 / 1,024 against main (mm's out= should keep the step's time).
 # 1. Is the ~5 MiB outside PyTorch that each capture brings (session 63, call 1) the graphs or the
 #    kernels their warm-ups load? rest_split.py as served, with no prefill graph past 512 tokens
 #    (26 -> 24 graphs, the pool's working set halved) and with buckets every 32 tokens to 512
