@@ -20,22 +20,28 @@ def test_blocks_go_to_the_innermost_server_line():
             {"size": 60 << 20, "state": "active_allocated", "frames": [LIB, forward, bench]},
             {"size": 30 << 20, "state": "inactive", "frames": [forward]},  # cached: not live
             {"size": 10 << 20, "state": "active_allocated", "frames": [engine, bench]}]},
+        {"total_size": 2 << 20, "segment_type": "small", "blocks": [  # small blocks
+            {"size": 512 << 10, "state": "active_allocated", "frames": [engine]},
+            {"size": 1536 << 10, "state": "inactive", "frames": []}]},
         {"total_size": 12 << 20, "segment_pool_id": (1, 3), "blocks": [  # a graph's pool
             {"size": 6 << 20, "state": "active_allocated", "frames": [engine]},
             {"size": 4 << 20, "state": "inactive", "frames": [engine]},  # kept for replays
             {"size": 2 << 20, "state": "active_allocated", "frames": []}]}]}
     b = breakdown(snapshot)
     assert b["by_line"] == {"server/model/forward.py:101 __init__": [60 << 20, 1],
-                            "server/scheduler/engine.py:561 warm_step": [16 << 20, 2],
+                            "server/scheduler/engine.py:561 warm_step": [(16 << 20) + (512 << 10),
+                                                                         3],
                             "(no stack)": [2 << 20, 1]}
     assert (b["allocated"], b["pools"], b["reserved"], b["pools_reserved"]) == (
-        78 << 20, 8 << 20, 112 << 20, 12 << 20)
+        (78 << 20) + (512 << 10), 8 << 20, 114 << 20, 12 << 20)
+    assert b["small"] == [1, 2 << 20, 512 << 10]
     assert where([LIB]) == f"{LIB['filename']}:10 linear"  # no server line: the innermost
     text = report(b, top=2)
     assert "| server/model/forward.py:101 __init__ | 60.0 | 1 |" in text
     assert "| (1 other lines) | 2.0 | |" in text
-    assert "live blocks 78.0 MiB (of them in CUDA graphs' private pools 8.0)" in text
-    assert "segments reserved 112.0 MiB (of them the graphs' pools' 12.0)" in text
+    assert "live blocks 78.5 MiB (of them in CUDA graphs' private pools 8.0)" in text
+    assert ("segments reserved 114.0 MiB (of them the graphs' pools' 12.0; 1 small-block "
+            "segments 2.0, live in them 0.5)") in text
     assert "(no stack)" not in text  # (past the top: counted only in the other lines' row)
     assert "other lines" not in report(b, top=3)  # (none left out)
     # a block allocated in the benchmark itself, under a library: the library's line (the

@@ -45,24 +45,33 @@ def where(frames: list[dict]) -> str:
 def breakdown(snapshot: dict) -> dict:
     """Live bytes by allocating line (``by_line``: {line: [bytes, blocks]}), bytes of live
     blocks in CUDA graphs' private pools (``pools``), and the segments' reserved bytes (those
-    of the graphs' pools: ``pools_reserved``, their free blocks kept for the graphs' replays)."""
+    of the graphs' pools: ``pools_reserved``, their free blocks kept for the graphs' replays).
+    ``small``: [segments, reserved, live bytes] of the allocator's small-block segments (blocks
+    up to 1 MiB; a segment goes back only when none of its blocks is live: session 63 found 25
+    of them holding ~65 MiB for ~5 MiB live after a 2.9B server's start)."""
     by_line: dict[str, list[int]] = defaultdict(lambda: [0, 0])
     pools = reserved = allocated = pools_reserved = 0
+    small = [0, 0, 0]
     for seg in snapshot.get("segments", []):
         reserved += seg.get("total_size", 0)
         private = tuple(seg.get("segment_pool_id", (0, 0))) != (0, 0)
         pools_reserved += seg.get("total_size", 0) if private else 0
+        is_small = seg.get("segment_type") == "small"
+        if is_small:
+            small[0] += 1
+            small[1] += seg.get("total_size", 0)
         for block in seg.get("blocks", []):
             if block.get("state") != "active_allocated":
                 continue
             size = block.get("size", 0)
             allocated += size
             pools += size if private else 0
+            small[2] += size if is_small else 0
             entry = by_line[where(block.get("frames", []))]
             entry[0] += size
             entry[1] += 1
     return {"by_line": dict(by_line), "pools": pools, "reserved": reserved,
-            "allocated": allocated, "pools_reserved": pools_reserved}
+            "allocated": allocated, "pools_reserved": pools_reserved, "small": small}
 
 
 def peak_since(trace: list[dict], marker: int, base: int) -> dict:
@@ -202,7 +211,8 @@ def report(b: dict, top: int) -> str:
     return (f"{table(b['by_line'], top)}\n\nlive blocks {b['allocated'] / MIB:,.1f} MiB (of "
             f"them in CUDA graphs' private pools {b['pools'] / MIB:,.1f}); segments reserved "
             f"{b['reserved'] / MIB:,.1f} MiB (of them the graphs' pools' "
-            f"{b['pools_reserved'] / MIB:,.1f})")
+            f"{b['pools_reserved'] / MIB:,.1f}; {b['small'][0]} small-block segments "
+            f"{b['small'][1] / MIB:,.1f}, live in them {b['small'][2] / MIB:,.1f})")
 
 
 def parse_args(argv=None):
