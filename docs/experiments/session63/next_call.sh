@@ -3,7 +3,7 @@
 # machine), the H200 part only there. At most 8 files come back: logs are grouped.
 # 0. The review's hazard (docs/reliability.md, session 63): can one decode graph's replay change
 #    another's borrowed logits (logits_hazard.py, a small model, seconds)? If so, fix it before
-#    anything else: branch logits-outside-pool (df8f30d, not run on a GPU) allocates the decode
+#    anything else: branch logits-outside-pool (72fbef1, not run on a GPU) allocates the decode
 #    graphs' logits before their capture; run logits_hazard.py and test_model_gpu.py there, and
 #    decode at batch 1 / 256 / 1,024 against main (mm's out= should keep the step's time).
 # 1. Is the ~5 MiB outside PyTorch that each capture brings (session 63, call 1) the graphs or the
