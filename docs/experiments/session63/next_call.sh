@@ -9,7 +9,8 @@
 # 1. Is the ~5 MiB outside PyTorch that each capture brings (session 63, call 1) the graphs or the
 #    kernels their warm-ups load? rest_split.py as served, with no prefill graph past 512 tokens
 #    (26 -> 24 graphs, the pool's working set halved) and with buckets every 32 tokens to 512
-#    (26 -> 18 graphs: the cached chat turn's pass padded by up to 31 tokens instead of 15).
+#    (26 -> 18 graphs: the cached chat turn's pass padded by up to 31 tokens instead of 15);
+#    its "segments by (stream, type)" line tells which streams hold the small-block segments.
 # 2. The seed's stress test with copy-back budgets of 1,024 and 256 MiB (session 62's plan): what
 #    a smaller budget costs (the scheduler waits for the copy-back when many rows finish at once).
 # 3. On an H200: decode at batch 1 / 256 / 1,024 and issue 7's chat (the targets' card; not

@@ -134,6 +134,13 @@ def main() -> None:
             names = [k for k, v in ids.items() if v is not None and tuple(v) == pid] or ["general"]
             print(f"pool {pid} {'+'.join(names)}: reserved {tt / MIB:,.1f} MiB, allocated "
                   f"{al / MIB:,.1f}, {n} segments")
+        streams = Counter()
+        for seg in snap["segments"]:
+            key = (seg.get("stream", "?"), seg.get("segment_type", "?"))
+            streams[key] += 1
+        print("segments by (stream, type): "
+              + ", ".join(f"{k[0]:#x}/{k[1]}: {n}" if isinstance(k[0], int) else f"{k}: {n}"
+                          for k, n in sorted(streams.items(), key=lambda kv: -kv[1])))
         print("\nsegments (private, type, total MiB, allocated MiB, free MiB, free blocks, "
               "largest free MiB), by free bytes:")
         for row in sorted(seg_rows, key=lambda x: -x[4])[:25]:
