@@ -12,7 +12,7 @@ T0=$SECONDS
 nvidia-smi --query-gpu=name,driver_version,memory.total,power.limit --format=csv | tee "$OUT/gpu.txt"
 timeout 60 python3 docs/experiments/session63/logits_hazard.py > "$OUT/hazard.log" 2>&1
 echo "hazard main rc=$?"; tail -4 "$OUT/hazard.log"
-rm -rf /tmp/br && mkdir /tmp/br && cp -a server test docs pyproject.toml /tmp/br/ \
+rm -rf /tmp/br && mkdir /tmp/br && cp -a . /tmp/br/ \
   && (cd /tmp/br && patch -p1 -s < docs/experiments/session64/lop.patch) || exit 1
 echo "=== branch" >> "$OUT/hazard.log"
 (cd /tmp/br && timeout 60 python3 docs/experiments/session63/logits_hazard.py) >> "$OUT/hazard.log" 2>&1
