@@ -5,7 +5,7 @@
 #    test) to a copy of the tree: the hazard check and test_model_gpu.py there.
 # 2. Decode at batch 1 / 256 / 1,024, main and branch alternating twice (mm's out= should keep the
 #    step's time).
-# 3. On an H200: issue 7's chat (not measured on an H200 since session 61).
+# 3. The served memory after the start, main and branch (the branch's one logits buffer).
 set -u
 OUT=${OUT:-/tmp/out}
 T0=$SECONDS
@@ -30,8 +30,11 @@ for round in 1 2; do
     sed -n "/=== $tree round $round/,\$p" "$OUT/decode.log" | grep -E "^\| [0-9]"
   done
 done
-if grep -q H200 "$OUT/gpu.txt"; then
-  timeout 110 python3 -m server.bench.chat --demo 2.9b --repeat 2 --client raw --think \
-    > "$OUT/chat.log" 2>&1
-  echo "chat rc=$? at $((SECONDS - T0)) s: $(grep -E 'turns 2\+ of all|last turn' "$OUT/chat.log" | head -2 | tr '\n' ' ')"
-fi
+for tree in main branch; do  # the served memory after the start (the branch's logits buffer)
+  [ "$tree" = main ] && dir=$PWD || dir=/tmp/br
+  echo "=== $tree" >> "$OUT/memory.log"
+  (cd "$dir" && timeout 100 python3 -m server.bench memory --demo 2.9b --max-batch 256 \
+    --state-dtype fp16) >> "$OUT/memory.log" 2>&1
+  echo "memory $tree rc=$? at $((SECONDS - T0)) s: $(sed -n "/=== $tree/,\$p" "$OUT/memory.log" | \
+    grep -E '^live blocks|^device in use|fused.py:3[01][0-9] head|cuda_graph' | tr '\n' ' ' | cut -c1-900)"
+done
