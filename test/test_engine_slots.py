@@ -399,3 +399,29 @@ def test_freeing_several_slots_at_once_stops_every_one(engine):
     assert engine.live.tolist() == [True, False, False, False, True, True]
     engine.free([5, 0])
     assert engine.live.tolist() == [False, False, False, False, True, False]
+
+
+@pytest.mark.parametrize("per,copies", [(1, []), (2, [2, 2]), (3, [3, 2])])
+def test_a_pass_over_scattered_slots_gathers_at_most_its_budget(tiny_loader, monkeypatch, per,
+                                                                 copies):
+    """Slots that are not consecutive are gathered for their pass ``gather_bytes`` at a time
+    (``copies``: the rows of each copy; a group of one slot is fed in place), and the states
+    and first-token logits equal one pass over them all."""
+    engines = [BatchEngine(tiny_loader.model) for _ in range(2)]
+    slots = [6, 1, 4, 3, 0]
+    g = torch.Generator().manual_seed(3)
+    prompts = [torch.randint(1, 200, (n,), generator=g).tolist() for n in (5, 9, 2, 7, 4)]
+    gathered = []
+    select = type(engines[0].state).select
+    monkeypatch.setattr(type(engines[0].state), "select",
+                        lambda st, idx: (gathered.append(len(idx)), select(st, idx))[1])
+    for e in engines:
+        e.resize(8, [])
+        fill(e, list(range(8)))
+    engines[1].gather_bytes = per * engines[1].state.row_bytes()
+    for e in engines:
+        e.prefill(slots, prompts, first={1, 3})
+    assert gathered == [len(slots)] + copies
+    assert_rows_equal(rows(engines[0], list(range(8))), rows(engines[1], list(range(8))))
+    for s in (1, 3):
+        assert torch.equal(engines[0]._first[s], engines[1]._first[s])

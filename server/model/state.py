@@ -83,6 +83,11 @@ class State:
     def device(self) -> torch.device:
         return self.shift.device
 
+    def row_bytes(self) -> int:
+        """Bytes that one row takes (its wkv and shift state)."""
+        return sum(t.numel() // max(self.batch_size, 1) * t.element_size()
+                   for t in (self.shift, self.wkv))
+
     def _slice(self, idx, other: "State | None" = None) -> slice | None:
         """``rows_of(idx)`` when it is a slice of rows that exist (and that ``other`` has as
         many rows for), else None: the indexed path, which raises for rows out of range where

@@ -58,8 +58,7 @@ class Gathered:
 def row_bytes(state: State, penalties: torch.Tensor, counter: torch.Tensor) -> int:
     """Bytes that one gathered row takes (state, penalties and counter)."""
     b = state.batch_size
-    return sum(t.numel() // b * t.element_size()
-               for t in (state.wkv, state.shift, penalties, counter))
+    return state.row_bytes() + sum(t.numel() // b * t.element_size() for t in (penalties, counter))
 
 
 def split_groups(n: int, nbytes: int, group_bytes: int) -> list[range]:
