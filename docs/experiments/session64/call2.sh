@@ -6,7 +6,8 @@
 #    CUBLAS_WORKSPACE_CONFIG=:4096:2 and CUBLASLT_WORKSPACE_SIZE=4096 (KiB; 8 / 4 MiB): memory
 #    after the start, then decode at batch 1 / 256 and prefill 1 x 152 / 1 x 4,096 / 64 x 512,
 #    default and small alternating.
-# 2. The seed's stress test with copy-back budgets of 1,024 and 256 MiB (what a smaller budget
+# 2. The seed's stress test with copy-back budgets of 1,024 and 256 MiB at bc38030 (passes gather
+#    at most 256 MiB of scattered rows; what a smaller copy-back budget
 #    costs: the scheduler waits for the copy-back when many rows finish at once).
 set -u
 OUT=${OUT:-/tmp/out}
@@ -38,5 +39,5 @@ for mb in 1024 256; do
     --buffer-size 32 --temperature 1.0 --deadline 80 --state-dtype fp16 --copyback-mb $mb \
     >> "$OUT/stress.log" 2>&1
   echo "stress copyback $mb rc=$? at $((SECONDS - T0)) s: $(sed -n "/=== copyback $mb/,\$p" \
-    "$OUT/stress.log" | grep -E 'whole-run|peak:|copy-back' | tail -3 | tr '\n' ' ')"
+    "$OUT/stress.log" | grep -E 'whole-run|peak:|copy-back|peak memory' | tail -4 | tr '\n' ' ')"
 done
