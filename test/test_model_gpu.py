@@ -206,3 +206,22 @@ def test_cuda_graph_prefill_equals_eager(dtype, tol):
         for x, y in zip(e, gr):
             assert rel_err(y.flatten(1), x.flatten(1)) < tol
     assert sorted(graph._graphed_prefill.graphs) == [16, 32, 64]
+
+
+@pytest.mark.parametrize("rows_a,rows_b", [(2, 4), (4, 2), (8, 8), (16, 32), (32, 16)])
+def test_a_decode_replay_leaves_another_graphs_logits(rows_a, rows_b):
+    """The decode graphs share a memory pool; their logits live outside it, so one graph's
+    replay (another scheduler's, on the same model) never writes where a graph captured after
+    it keeps the logits a scheduler has borrowed and not yet sampled (session 63's review)."""
+    case = make_case("c512", with_reference=False)
+    m = RWKV7(case.sd, case.cfg, device="cuda")
+    a, b = m.new_state(rows_a), m.new_state(rows_b)
+    ta = torch.arange(rows_a, device="cuda")
+    tb = torch.arange(rows_b, device="cuda") + 5
+    m.decode(ta, a, borrow=True)  # graph A captured first
+    m.decode(tb, b, borrow=True)  # then B, into the same pool
+    kept = m.decode(tb, b, borrow=True)  # B's output buffer itself
+    before = kept.clone()
+    m.decode(ta, a, borrow=True)
+    assert len(m._graphed.graphs) == 2
+    assert torch.equal(kept, before)

@@ -66,7 +66,8 @@ def _weakly(fn: Callable) -> Callable[[], Callable]:
     return weakref.WeakMethod(fn) if hasattr(fn, "__self__") else lambda: fn
 
 
-StepFn = Callable[[Tensor, State, "Tensor | None"], Tensor]  # (tokens [B], state, active) -> [B, V]
+# (tokens [B], state, active, out=[B, V] or None) -> [B, V] (``out`` itself when given)
+StepFn = Callable[..., Tensor]
 
 
 @dataclass
@@ -138,14 +139,19 @@ class GraphedDecode:
         side.wait_stream(torch.cuda.current_stream(dev))
         with torch.cuda.stream(side):
             for _ in range(2):
-                self.step(static_tokens, state, idle)
+                V = self.step(static_tokens, state, idle).shape[-1]
         torch.cuda.current_stream(dev).wait_stream(side)
+        # the output outside the graphs' pool: a block a later capture could be given there is
+        # one an earlier graph's replay writes (its working memory), so another engine's replay
+        # between this one's and its read would change these logits (session 63's review)
+        with torch.inference_mode(False):
+            logits = torch.empty(tokens.shape[0], V, dtype=torch.float32, device=dev)
         if self.pool is None:
             self.pool = torch.cuda.graph_pool_handle()
         graph = torch.cuda.CUDAGraph()
         try:
             with capturing(graph, self.pool):
-                logits = self.step(static_tokens, state, static_active)
+                self.step(static_tokens, state, static_active, out=logits)
         except Exception:
             self.pool = None  # a failed capture's pool is not reused (the next one gets its own)
             raise
