@@ -225,3 +225,16 @@ def test_a_decode_replay_leaves_another_graphs_logits(rows_a, rows_b):
     m.decode(ta, a, borrow=True)
     assert len(m._graphed.graphs) == 2
     assert torch.equal(kept, before)
+    # (where the allocator puts things aside: no graph's logits lie in the graphs' pool)
+    pool = tuple(m._graphed.pool)
+    for g in m._graphed.graphs.values():
+        p = g.logits.data_ptr()
+        assert not any(tuple(seg.get("segment_pool_id", (0, 0))) == pool
+                       and seg["address"] <= p < seg["address"] + seg["total_size"]
+                       for seg in torch.cuda.memory_snapshot())
+    # and the graph wrote them: the eager step's logits (B's state advanced twice by now)
+    eager = RWKV7(case.sd, case.cfg, device="cuda", cuda_graphs=False)
+    e = eager.new_state(rows_b)
+    for _ in range(3):
+        want = eager.decode(tb, e)
+    assert rel_err(kept, want) < 1e-6

@@ -79,8 +79,9 @@ class _Graph:
 
 
 class GraphedDecode:
-    """Wraps an eager decode step ``step(tokens, state, active)``; keeps at most ``max_graphs``
-    graphs (least recently used dropped first)."""
+    """Wraps an eager decode step ``step(tokens, state, active, out=None)`` (``out``: the
+    [B, V] fp32 logits buffer it writes and returns); keeps at most ``max_graphs`` graphs
+    (least recently used dropped first)."""
 
     def __init__(self, step: StepFn, max_graphs: int = 8):
         self._step = _weakly(step)

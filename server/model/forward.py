@@ -517,5 +517,7 @@ class RWKV7:
         u = F.layer_norm(x, x.shape[-1:], *self.ln_out, LN_EPS).to(self.dtype)
         if self._fused is not None:
             return self._fused.head(u, self.head, out)
+        if out is not None and u.dtype == torch.float32:  # (F.linear's product, no copy)
+            return torch.mm(u, self.head.t(), out=out)
         logits = F.linear(u, self.head)
         return logits.float() if out is None else out.copy_(logits)

@@ -321,6 +321,8 @@ class FusedBlocks:
             return self.g.gemv(u, weight, out=out, scratch=self.scratch)
         if self.f32_out:
             return torch.mm(u, weight.t(), out_dtype=torch.float32, out=out)
+        if out is not None and u.dtype == torch.float32:  # (fp32 weights: F.linear's product)
+            return torch.mm(u, weight.t(), out=out)
         logits = F.linear(u, weight)
         return logits.float() if out is None else out.copy_(logits)
 
