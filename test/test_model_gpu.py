@@ -7,6 +7,7 @@ from model_cases import DECODE_STEPS, MODELS, make_case, rel_err
 from server.model.checkpoint import infer_config
 from server.model.forward import RWKV7
 from server.model.random import PRESETS, make_random_state_dict
+from server.model.state import State
 
 pytestmark = [
     pytest.mark.gpu,
@@ -206,6 +207,28 @@ def test_cuda_graph_prefill_equals_eager(dtype, tol):
         for x, y in zip(e, gr):
             assert rel_err(y.flatten(1), x.flatten(1)) < tol
     assert sorted(graph._graphed_prefill.graphs) == [16, 32, 64]
+
+
+def test_decode_graphs_on_views_of_one_state_share_their_logits_buffer():
+    """An engine's capacities are views of one full-size state: their graphs write one logits
+    buffer (the largest's rows), and each replay gives the eager step's logits and state."""
+    case = make_case("c512", with_reference=False)
+    eager = RWKV7(case.sd, case.cfg, device="cuda", cuda_graphs=False)
+    graph = RWKV7(case.sd, case.cfg, device="cuda")
+    full = {name: m.new_state(8) for name, m in (("eager", eager), ("graph", graph))}
+    for name, m in (("eager", eager), ("graph", graph)):
+        m.prefill([[1, 2, 3]] * 8, full[name])
+    for rows in (2, 8, 4, 8, 2):
+        toks = torch.arange(rows, device="cuda") + rows
+        views = [State(s.shift[:, :, :rows], s.wkv[:, :rows]) for s in full.values()]
+        want = eager.decode(toks, views[0])
+        got = graph.decode(toks, views[1], borrow=True)
+        assert rel_err(got, want) < 1e-6
+    assert len(graph._graphed.graphs) == 3 and len(graph._graphed._outs) == 1
+    (buf,) = graph._graphed._outs.values()
+    assert buf.shape[0] == 8
+    assert {g.logits.data_ptr() for g in graph._graphed.graphs.values()} == {buf.data_ptr()}
+    assert rel_err(full["graph"].wkv.flatten(1), full["eager"].wkv.flatten(1)) < 1e-6
 
 
 @pytest.mark.parametrize("rows_a,rows_b", [(2, 4), (4, 2), (8, 8), (16, 32), (32, 16)])
