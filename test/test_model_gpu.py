@@ -7,6 +7,7 @@ from model_cases import DECODE_STEPS, MODELS, make_case, rel_err
 from server.model.checkpoint import infer_config
 from server.model.forward import RWKV7
 from server.model.random import PRESETS, make_random_state_dict
+from server.model.state import State
 
 pytestmark = [
     pytest.mark.gpu,
@@ -206,3 +207,57 @@ def test_cuda_graph_prefill_equals_eager(dtype, tol):
         for x, y in zip(e, gr):
             assert rel_err(y.flatten(1), x.flatten(1)) < tol
     assert sorted(graph._graphed_prefill.graphs) == [16, 32, 64]
+
+
+def test_decode_graphs_on_views_of_one_state_share_their_logits_buffer():
+    """An engine's capacities are views of one full-size state: their graphs write one logits
+    buffer (the largest's rows), and each replay gives the eager step's logits and state."""
+    case = make_case("c512", with_reference=False)
+    eager = RWKV7(case.sd, case.cfg, device="cuda", cuda_graphs=False)
+    graph = RWKV7(case.sd, case.cfg, device="cuda")
+    full = {name: m.new_state(8) for name, m in (("eager", eager), ("graph", graph))}
+    for name, m in (("eager", eager), ("graph", graph)):
+        m.prefill([[1, 2, 3]] * 8, full[name])
+    for rows in (2, 8, 4, 8, 2):
+        toks = torch.arange(rows, device="cuda") + rows
+        views = [State(s.shift[:, :, :rows], s.wkv[:, :rows]) for s in full.values()]
+        want = eager.decode(toks, views[0])
+        got = graph.decode(toks, views[1], borrow=True)
+        assert rel_err(got, want) < 1e-6
+    assert len(graph._graphed.graphs) == 3 and len(graph._graphed._outs) == 1
+    (buf,) = graph._graphed._outs.values()
+    assert buf.shape[0] == 8
+    assert {g.logits.data_ptr() for g in graph._graphed.graphs.values()} == {buf.data_ptr()}
+    assert rel_err(full["graph"].wkv.flatten(1), full["eager"].wkv.flatten(1)) < 1e-6
+
+
+@pytest.mark.parametrize("rows_a,rows_b", [(2, 4), (4, 2), (8, 8), (16, 32), (32, 16)])
+def test_a_decode_replay_leaves_another_graphs_logits(rows_a, rows_b):
+    """The decode graphs share a memory pool; their logits live outside it, so one graph's
+    replay (another scheduler's, on the same model) never writes where a graph captured after
+    it keeps the logits a scheduler has borrowed and not yet sampled (session 63's review)."""
+    case = make_case("c512", with_reference=False)
+    m = RWKV7(case.sd, case.cfg, device="cuda")
+    a, b = m.new_state(rows_a), m.new_state(rows_b)
+    ta = torch.arange(rows_a, device="cuda")
+    tb = torch.arange(rows_b, device="cuda") + 5
+    m.decode(ta, a, borrow=True)  # graph A captured first
+    m.decode(tb, b, borrow=True)  # then B, into the same pool
+    kept = m.decode(tb, b, borrow=True)  # B's output buffer itself
+    before = kept.clone()
+    m.decode(ta, a, borrow=True)
+    assert len(m._graphed.graphs) == 2
+    assert torch.equal(kept, before)
+    # (where the allocator puts things aside: no graph's logits lie in the graphs' pool)
+    pool = tuple(m._graphed.pool)
+    for g in m._graphed.graphs.values():
+        p = g.logits.data_ptr()
+        assert not any(tuple(seg.get("segment_pool_id", (0, 0))) == pool
+                       and seg["address"] <= p < seg["address"] + seg["total_size"]
+                       for seg in torch.cuda.memory_snapshot())
+    # and the graph wrote them: the eager step's logits (B's second step)
+    eager = RWKV7(case.sd, case.cfg, device="cuda", cuda_graphs=False)
+    e = eager.new_state(rows_b)
+    for _ in range(2):  # (B's two replays)
+        want = eager.decode(tb, e)
+    assert rel_err(kept, want) < 1e-6

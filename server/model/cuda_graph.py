@@ -66,7 +66,8 @@ def _weakly(fn: Callable) -> Callable[[], Callable]:
     return weakref.WeakMethod(fn) if hasattr(fn, "__self__") else lambda: fn
 
 
-StepFn = Callable[[Tensor, State, "Tensor | None"], Tensor]  # (tokens [B], state, active) -> [B, V]
+# (tokens [B], state, active, out=[B, V] or None) -> [B, V] (``out`` itself when given)
+StepFn = Callable[..., Tensor]
 
 
 @dataclass
@@ -74,18 +75,21 @@ class _Graph:
     graph: torch.cuda.CUDAGraph
     tokens: Tensor  # [B] long, static input
     active: Tensor | None  # [B] bool, static input
-    logits: Tensor  # [B, V] float32, static output
+    logits: Tensor  # [B, V] float32, static output: rows of a buffer shared (``_out``)
+    out_key: tuple  # that buffer's key
 
 
 class GraphedDecode:
-    """Wraps an eager decode step ``step(tokens, state, active)``; keeps at most ``max_graphs``
-    graphs (least recently used dropped first)."""
+    """Wraps an eager decode step ``step(tokens, state, active, out=None)`` (``out``: the
+    [B, V] fp32 logits buffer it writes and returns); keeps at most ``max_graphs`` graphs
+    (least recently used dropped first)."""
 
     def __init__(self, step: StepFn, max_graphs: int = 8):
         self._step = _weakly(step)
         self.max_graphs = max_graphs
         self.graphs: OrderedDict[tuple, _Graph] = OrderedDict()
         self.pool = None  # one memory pool shared by every graph
+        self._outs: dict[tuple, Tensor] = {}  # logits buffers, by state storage (``_out``)
         self.captures: list[tuple[int, float]] = []  # (batch, ms) of each capture, warm-up included
 
     @property
@@ -95,6 +99,7 @@ class GraphedDecode:
     def clear(self) -> None:
         """Drop every graph (and their memory pool): e.g. after the state buffer is reallocated."""
         self.graphs.clear()
+        self._outs.clear()
         self.pool = None
 
     @staticmethod
@@ -117,6 +122,8 @@ class GraphedDecode:
             logger.info(f"Captured the decode graph for batch {tokens.shape[0]} in {ms:.1f} ms")
             while len(self.graphs) > self.max_graphs:
                 self.graphs.popitem(last=False)
+            live = {g.out_key for g in self.graphs.values()}
+            self._outs = {k: t for k, t in self._outs.items() if k in live}
         else:
             self.graphs.move_to_end(key)
         g.tokens.copy_(tokens, non_blocking=True)
@@ -138,18 +145,38 @@ class GraphedDecode:
         side.wait_stream(torch.cuda.current_stream(dev))
         with torch.cuda.stream(side):
             for _ in range(2):
-                self.step(static_tokens, state, idle)
+                V = self.step(static_tokens, state, idle).shape[-1]
         torch.cuda.current_stream(dev).wait_stream(side)
+        # the output outside the graphs' pool: a block a later capture could be given there is
+        # one an earlier graph's replay writes (its working memory), so another engine's replay
+        # between this one's and its read would change these logits (session 63's review)
+        out_key, logits = self._out(state, tokens.shape[0], V)
         if self.pool is None:
             self.pool = torch.cuda.graph_pool_handle()
         graph = torch.cuda.CUDAGraph()
         try:
             with capturing(graph, self.pool):
-                logits = self.step(static_tokens, state, static_active)
+                self.step(static_tokens, state, static_active, out=logits)
         except Exception:
             self.pool = None  # a failed capture's pool is not reused (the next one gets its own)
             raise
-        return _Graph(graph, static_tokens, static_active, logits)
+        return _Graph(graph, static_tokens, static_active, logits, out_key)
+
+    def _out(self, state: State, rows: int, V: int) -> tuple[tuple, Tensor]:
+        """(key, the first ``rows`` rows of the [R, V] fp32 logits buffer of ``state``'s
+        storage): every graph on views of one state (an engine's capacities are views of its
+        full-size state of R rows) writes the same buffer. An engine replays one graph at a
+        time and reads its logits before the next replay, so they can share it; a graph's own
+        logits would hold twice the largest one's (128 MiB at 256 rows of a 65,536 vocabulary
+        over 1..256). Another state (another engine) has its own buffer."""
+        w = state.wkv
+        R = max(rows, w.stride(0) // max(w.stride(1), 1) if w.dim() == 5 else rows)
+        key = (w.untyped_storage().data_ptr(), R, V)
+        buf = self._outs.get(key)
+        if buf is None:
+            with torch.inference_mode(False):  # writable in and out of inference mode
+                buf = self._outs[key] = torch.empty(R, V, dtype=torch.float32, device=w.device)
+        return key, buf[:rows]
 
 
 @dataclass

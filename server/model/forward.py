@@ -243,10 +243,11 @@ class RWKV7:
             return self._graphed(tokens, state, active, copy=not borrow)
         return self._decode_step(tokens, state, active)
 
-    def _decode_step(self, tokens: Tensor, state: State, active: Tensor | None) -> Tensor:
+    def _decode_step(self, tokens: Tensor, state: State, active: Tensor | None,
+                     out: Tensor | None = None) -> Tensor:
         keep = None if active is None else active.view(-1, 1)  # [B, 1]
         x = self._forward(tokens.view(-1, 1), state, keep, None)  # [B, C]
-        return self._logits(x)
+        return self._logits(x, out)
 
     @torch.no_grad()
     def prefill(self, token_lists: list[list[int]], state: State,
@@ -511,9 +512,12 @@ class RWKV7:
             return self._logits(x)
         return torch.cat([self._logits(x[i:i + 1]) for i in range(x.shape[0])])
 
-    def _logits(self, x: Tensor) -> Tensor:
-        """x: [B, C] fp32 residual -> logits [B, V] fp32."""
+    def _logits(self, x: Tensor, out: Tensor | None = None) -> Tensor:
+        """x: [B, C] fp32 residual -> logits [B, V] fp32 (into ``out`` when given)."""
         u = F.layer_norm(x, x.shape[-1:], *self.ln_out, LN_EPS).to(self.dtype)
         if self._fused is not None:
-            return self._fused.head(u, self.head)
-        return F.linear(u, self.head).float()
+            return self._fused.head(u, self.head, out)
+        if out is not None and u.dtype == torch.float32:  # (F.linear's product, no copy)
+            return torch.mm(u, self.head.t(), out=out)
+        logits = F.linear(u, self.head)
+        return logits.float() if out is None else out.copy_(logits)

@@ -311,14 +311,20 @@ class FusedBlocks:
             self.slices = (choose_slices(self) if self.f32_out else None) or {}
         return bool(self.slices)
 
-    def head(self, u: Tensor, weight: Tensor) -> Tensor:
-        """fp32 logits u @ weight^T, straight from the product where it can give fp32."""
+    def head(self, u: Tensor, weight: Tensor, out: Tensor | None = None) -> Tensor:
+        """fp32 logits u @ weight^T, straight from the product where it can give fp32; into
+        ``out`` ([B, V] fp32) when given."""
         if u.shape[0] <= self.gemv_rows:
-            out = torch.empty(u.shape[0], weight.shape[0], dtype=torch.float32, device=u.device)
+            if out is None:
+                out = torch.empty(u.shape[0], weight.shape[0], dtype=torch.float32,
+                                  device=u.device)
             return self.g.gemv(u, weight, out=out, scratch=self.scratch)
         if self.f32_out:
-            return torch.mm(u, weight.t(), out_dtype=torch.float32)
-        return F.linear(u, weight).float()
+            return torch.mm(u, weight.t(), out_dtype=torch.float32, out=out)
+        if out is not None and u.dtype == torch.float32:  # (fp32 weights: F.linear's product)
+            return torch.mm(u, weight.t(), out=out)
+        logits = F.linear(u, weight)
+        return logits.float() if out is None else out.copy_(logits)
 
     def channel_mix(self, i: int, x: Tensor, state, write: Tensor, T: int, mid=None,
                     mid_state=None) -> None:
