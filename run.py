@@ -65,17 +65,17 @@ def _device_problem(device: str) -> str | None:
 
 def main(argv=None) -> None:
     apply_overrides(parse_args(argv))
-    from server.config import default_allocator  # (no torch: before any CUDA allocation)
+    from server.config import cuda_defaults  # (no torch: before any CUDA allocation)
 
-    allocator = default_allocator(os.environ)
+    defaults = cuda_defaults(os.environ)
     from server.config import settings  # read after the overrides; exits on bad values
     from server.logger import get_logger, setup_logging
 
     setup_logging(settings.verbose)
     log = get_logger("api")
-    if allocator and settings.device != "cpu":
-        log.info(f"PYTORCH_CUDA_ALLOC_CONF={allocator} (the server's default; set the "
-                 "variable, even empty, to choose)")
+    if defaults and settings.device != "cpu":
+        log.info(" ".join(f"{k}={v}" for k, v in defaults.items()) + " (the server's defaults; "
+                 "set a variable to choose)")
     from server.config import unknown_variables
 
     for note in unknown_variables(os.environ):

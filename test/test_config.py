@@ -171,18 +171,24 @@ def test_readme_settings_table_lists_every_setting_with_its_default():
             assert str(want) == got or str(want).endswith("/" + got), name
 
 
-def test_the_allocator_default_yields_to_the_users_variable():
+def test_the_cuda_defaults_yield_to_the_users_variables():
     """The server's allocator configuration (expandable segments) is set where the user set
-    neither of PyTorch's variables; set, even to nothing, theirs stands untouched."""
-    from server.config import ALLOCATOR_DEFAULT, default_allocator
+    neither of PyTorch's variables, and each cuBLAS workspace size where the user did not set
+    it; set, even to nothing, theirs stands untouched."""
+    from server.config import ALLOCATOR_DEFAULT, BLAS_DEFAULTS, cuda_defaults
 
     env = {"PATH": "/bin"}
-    assert default_allocator(env) == ALLOCATOR_DEFAULT
-    assert env == {"PATH": "/bin", "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}
+    want = {"PYTORCH_CUDA_ALLOC_CONF": ALLOCATOR_DEFAULT, "CUBLAS_WORKSPACE_CONFIG": ":4096:2",
+            "CUBLASLT_WORKSPACE_SIZE": "4096"}
+    assert cuda_defaults(env) == want and env == {"PATH": "/bin", **want}
     for given in ({"PYTORCH_CUDA_ALLOC_CONF": ""}, {"PYTORCH_ALLOC_CONF": "backend:native"},
                   {"PYTORCH_CUDA_ALLOC_CONF": "max_split_size_mb:64"}):
         env = dict(given)
-        assert default_allocator(env) is None and env == given
+        assert cuda_defaults(env) == BLAS_DEFAULTS and env == {**given, **BLAS_DEFAULTS}
+    env = {"CUBLAS_WORKSPACE_CONFIG": ":16:8"}  # (e.g. for deterministic algorithms)
+    assert cuda_defaults(env) == {"PYTORCH_CUDA_ALLOC_CONF": ALLOCATOR_DEFAULT,
+                                  "CUBLASLT_WORKSPACE_SIZE": "4096"}
+    assert env["CUBLAS_WORKSPACE_CONFIG"] == ":16:8"
 
 
 def test_prefill_tokens_reaches_the_served_model(monkeypatch):

@@ -230,9 +230,9 @@ def parse_args(argv=None):
     p.add_argument("--load-tokens", type=int, default=64, help="tokens each generates (64)")
     p.add_argument("--prefill-tokens", type=int, default=0, help="tokens a batched "
                    "prefill pass holds at most (RWKV_PREFILL_TOKENS; default: as served, 16384)")
-    # (common.copyback_option's flag; common imports torch, which waits for default_allocator)
+    # (common.copyback_option's flag; common imports torch, which waits for cuda_defaults)
     p.add_argument("--copyback-mb", type=int, default=0, help="the copy-back's budget of "
-                   "gathered states on the device, MiB (default: as served, 1024)")
+                   "gathered states on the device, MiB (default: as served, 256)")
     return p.parse_args(argv)
 
 
@@ -240,9 +240,11 @@ def main(argv=None) -> None:
     args = parse_args(argv)
     import os
 
-    from server.config import Settings, default_allocator
+    from server.config import BLAS_DEFAULTS, Settings, cuda_defaults
 
-    default_allocator(os.environ)  # as run.py serves (before any CUDA allocation)
+    CUDA_VARIABLES = ("PYTORCH_CUDA_ALLOC_CONF", *BLAS_DEFAULTS)
+
+    cuda_defaults(os.environ)  # as run.py serves (before any CUDA allocation)
     import torch
 
     from server.api.lifecycle import build_runtime, close_runtime
@@ -271,8 +273,9 @@ def main(argv=None) -> None:
             torch.cuda.synchronize()
             mem = device_memory(rt.loader.model.device, wait=True)
             print(f"{args.model or args.demo}, max batch {args.max_batch}, {args.state_dtype} "
-                  f"state, prefix cache {args.state_cache_mb} MB, PYTORCH_CUDA_ALLOC_CONF="
-                  f"{os.environ.get('PYTORCH_CUDA_ALLOC_CONF')!r}, after the warm-up: "
+                  f"state, prefix cache {args.state_cache_mb} MB, "
+                  + ", ".join(f"{v}={os.environ.get(v)!r}" for v in CUDA_VARIABLES)
+                  + ", after the warm-up: "
                   f"{describe(mem)}\n")
             print(report(breakdown(torch.cuda.memory._snapshot()), args.top))
             print(f"device in use {mem['used'] / MIB:,.0f} MiB: the CUDA context alone "
