@@ -191,6 +191,25 @@ def test_the_cuda_defaults_yield_to_the_users_variables():
     assert env["CUBLAS_WORKSPACE_CONFIG"] == ":16:8"
 
 
+def test_copyback_mb_reaches_the_served_engine(monkeypatch, tmp_path):
+    """``RWKV_COPYBACK_MB`` bounds the finished states gathered on the device (a memory knob):
+    0 is refused with the variable named; a valid value is the served engine's budget."""
+    from server.api.lifecycle import build_runtime, close_runtime
+
+    monkeypatch.setenv("RWKV_COPYBACK_MB", "0")
+    with pytest.raises(SystemExit) as e:
+        load_settings()
+    assert "RWKV_COPYBACK_MB:" in str(e.value)
+    for var, value in (("RWKV_COPYBACK_MB", "256"), ("RWKV_DEMO", "tiny"), ("RWKV_DEVICE", "cpu"),
+                       ("RWKV_TASK_DB_PATH", str(tmp_path / "tasks.db"))):
+        monkeypatch.setenv(var, value)
+    rt = build_runtime(load_settings())
+    try:
+        assert rt.scheduler.engine.copyback.budget == 256 << 20
+    finally:
+        close_runtime(rt)
+
+
 def test_prefill_tokens_reaches_the_served_model(monkeypatch):
     """``RWKV_PREFILL_TOKENS`` caps the model's batched passes (a memory knob): too small a
     value is refused with the variable named; a valid one is the loaded model's, and its passes

@@ -156,6 +156,7 @@ def build_runtime(settings) -> Runtime:
                                  max_queue=settings.max_queue,
                                  prefix_cache=make_prefix_cache(settings, loader))
     scheduler.admit_wait = settings.admit_wait_steps
+    scheduler.engine.copyback.budget = settings.copyback_mb << 20
     if settings.warmup and loader.model.device.type == "cuda":
         warm_up(scheduler, settings.max_batch_size)
     scheduler.start_daemon()

@@ -232,7 +232,7 @@ def parse_args(argv=None):
                    "prefill pass holds at most (RWKV_PREFILL_TOKENS; default: as served, 16384)")
     # (common.copyback_option's flag; common imports torch, which waits for cuda_defaults)
     p.add_argument("--copyback-mb", type=int, default=0, help="the copy-back's budget of "
-                   "gathered states on the device, MiB (default: as served, 256)")
+                   "gathered states on the device, MiB (default: 1024, RWKV_COPYBACK_MB's)")
     return p.parse_args(argv)
 
 

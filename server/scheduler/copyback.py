@@ -11,8 +11,8 @@ state is home).
 Memory is bounded: a submission is gathered in groups of at most ``GROUP_BYTES`` and at most
 ``BUDGET_BYTES`` of gathered rows wait for the copy-back at any time; past that, the scheduler
 thread waits for earlier groups to be copied before gathering more (so 256 finished 21 MB
-states of a 2.9B model take at most 256 MiB of transient device memory, plus the intermediate
-of the group being gathered, instead of 5.4 GB). The staging buffer holds one group (it grows only
+states of a 2.9B model take at most 1 GiB of transient device memory, plus the intermediate of
+the group being gathered, instead of 5.4 GB). The staging buffer holds one group (it grows only
 for a single row larger than a group).
 """
 
@@ -33,11 +33,10 @@ from server.task.task import SCHEDULER_THREAD
 
 log = get_logger("scheduler.copy")
 IDLE_EXIT_S = 5.0  # the thread ends after this long without work (started again on demand)
-# gathered rows not yet copied home, at most (a larger single row: alone). 256 MiB, not 1 GiB,
-# since session 64: the seed's stress test at 2.9B peaked at 9.1 instead of 9.5 GB allocated and
-# a served process held 0.7 GiB less after a load of 256 requests; the copy-back took 1,141
-# instead of 346 ms and the whole run kept 81 % of its peak instead of 86 % (one run each, H100)
-BUDGET_BYTES = 256 << 20
+# gathered rows not yet copied home, at most (a larger single row: alone); served:
+# ``RWKV_COPYBACK_MB``. Session 64 (H100, 2.9B, one run each): 256 MiB instead held 0.7 GiB less
+# after a load of 256 requests, but the seed's stress test kept 81 % of its peak instead of 86 %
+BUDGET_BYTES = 1 << 30
 GROUP_BYTES = 256 << 20  # rows gathered and copied together, at most; the pinned staging size
 _ALIGN = 256  # byte alignment of each tensor inside the staging buffer
 
