@@ -128,8 +128,9 @@ def apply_product_options(model, args) -> None:
 
 def copyback_option(parser) -> None:
     """``--copyback-mb``: the bytes of finished rows' states gathered on the device and not yet
-    copied home, at most (``copyback.BUDGET_BYTES``, 1 GiB; served: ``RWKV_COPYBACK_MB``): the served process's
-    peak under load once prefill passes are capped (docs/performance.md, session 62)."""
+    copied home, at most (``copyback.BUDGET_BYTES``, 1 GiB; served: ``RWKV_COPYBACK_MB``): the
+    served process's peak under load once prefill passes are capped (docs/performance.md,
+    session 62)."""
     parser.add_argument("--copyback-mb", type=int, default=0, help="the copy-back's budget of "
                         "gathered states on the device, MiB (default: 1024, RWKV_COPYBACK_MB's)")
 
