@@ -48,6 +48,15 @@ def apply_overrides(args: argparse.Namespace) -> None:
             os.environ.pop(other, None)
 
 
+def _cuda_configured(device: str) -> bool:
+    """Whether the server will run on CUDA (``auto``: where torch finds a GPU)."""
+    if device == "auto":
+        import torch
+
+        return torch.cuda.is_available()
+    return device.startswith("cuda")
+
+
 def _device_problem(device: str) -> str | None:
     """Why the configured CUDA device cannot be used (None: it can, or it is not CUDA): one
     line at start, not a traceback from the model's first tensor (a review, session 14)."""
@@ -73,7 +82,7 @@ def main(argv=None) -> None:
 
     setup_logging(settings.verbose)
     log = get_logger("api")
-    if defaults and settings.device != "cpu":
+    if defaults and _cuda_configured(settings.device):
         log.info(" ".join(f"{k}={v}" for k, v in defaults.items()) + " (the server's defaults; "
                  "set a variable to choose)")
     from server.config import unknown_variables

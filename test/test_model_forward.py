@@ -281,3 +281,43 @@ def test_one_head_model_prefills_rows_together():
     alone = torch.cat([m.prefill([[1, 2, 3]], m.new_state(1)),
                        m.prefill([[4, 5]], m.new_state(1))])
     assert torch.allclose(both, alone, atol=1e-4, rtol=0)
+
+
+def test_decode_graphs_logits_buffers_are_dropped_with_their_last_graph():
+    """The decode graphs' logits buffers (one per state storage, ``GraphedDecode._out``) go
+    when no graph uses them: at the LRU eviction of their state's last graph, and after a
+    capture that failed (its buffer was made before the capture). A CPU stand-in for the
+    capture; the GPU tests replay real graphs."""
+    from server.model.cuda_graph import GraphedDecode, _Graph
+    from server.model.state import State
+
+    gd = GraphedDecode(lambda *a, **k: None, max_graphs=2)
+    fail = []
+
+    def capture(tokens, state, active):
+        key, logits = gd._out(state, tokens.shape[0], 8)
+        if fail:
+            raise RuntimeError("capture failed")
+        graph = type("Replay", (), {"replay": staticmethod(lambda: None)})()
+        return _Graph(graph, torch.zeros_like(tokens), None, logits, key)
+
+    gd._capture = capture
+    full = {name: State(torch.zeros(1, 2, 4, 3), torch.zeros(1, 4, 1, 2, 2)) for name in "abc"}
+
+    def decode(name, rows):
+        st = full[name]
+        return gd(torch.zeros(rows, dtype=torch.long), State(st.shift[:, :, :rows],
+                                                            st.wkv[:, :rows]), None, copy=False)
+
+    la, lb = decode("a", 2), decode("a", 4)
+    assert len(gd._outs) == 1 and la.data_ptr() == lb.data_ptr()  # one buffer, 4 rows
+    assert next(iter(gd._outs.values())).shape == (4, 8)
+    decode("b", 1)  # a's first graph evicted, its second keeps the buffer
+    assert len(gd.graphs) == 2 and len(gd._outs) == 2
+    decode("c", 1)  # a's last graph evicted: its buffer goes
+    assert len(gd._outs) == 2
+    assert {k[0] for k in gd._outs} == {full[n].wkv.untyped_storage().data_ptr() for n in "bc"}
+    fail.append(1)
+    with pytest.raises(RuntimeError, match="capture failed"):
+        decode("a", 4)
+    assert len(gd._outs) == 2 and len(gd.graphs) == 2

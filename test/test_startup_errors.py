@@ -206,15 +206,18 @@ def test_a_model_path_that_is_no_regular_file_says_so(tmp_path):
 # run.py whose runtime reports the allocator configuration it was built under, then stops
 REPORT_ALLOCATOR = LAUNCH.replace("    raise RAISE", """    import os
     print("ALLOC", repr(os.environ.get("PYTORCH_CUDA_ALLOC_CONF")),
-          repr(os.environ.get("CUBLAS_WORKSPACE_CONFIG")), flush=True)
+          repr(os.environ.get("CUBLAS_WORKSPACE_CONFIG")),
+          repr(os.environ.get("CUBLASLT_WORKSPACE_SIZE")), flush=True)
     raise TaskStoreError("stop here")""")
 
 
 @pytest.mark.parametrize("given,seen", [
-    ({}, "'expandable_segments:True' ':4096:2'"),
-    ({"PYTORCH_CUDA_ALLOC_CONF": ""}, "'' ':4096:2'"),
-    ({"PYTORCH_CUDA_ALLOC_CONF": "max_split_size_mb:64"}, "'max_split_size_mb:64' ':4096:2'"),
-    ({"CUBLAS_WORKSPACE_CONFIG": ":16:8"}, "'expandable_segments:True' ':16:8'")])
+    ({}, "'expandable_segments:True' ':4096:2' '4096'"),
+    ({"PYTORCH_CUDA_ALLOC_CONF": ""}, "'' ':4096:2' '4096'"),
+    ({"PYTORCH_CUDA_ALLOC_CONF": "max_split_size_mb:64"},
+     "'max_split_size_mb:64' ':4096:2' '4096'"),
+    ({"CUBLAS_WORKSPACE_CONFIG": ":16:8", "CUBLASLT_WORKSPACE_SIZE": "1024"},
+     "'expandable_segments:True' ':16:8' '1024'")])
 def test_run_py_builds_the_runtime_under_the_cuda_defaults(tmp_path, monkeypatch, given, seen):
     """run.py sets PyTorch's allocator variable and cuBLAS's workspace sizes before the runtime
     (and CUDA) is built, unless the user set them: ``PYTORCH_CUDA_ALLOC_CONF=`` keeps PyTorch's

@@ -3,7 +3,8 @@
 A graph is captured per (state tensors, batch size, masked or not): it bakes in the state's
 addresses, so the engine's slot state (reallocated only on resize) reuses its graph step after
 step. Inputs (tokens, active mask) are copied into static buffers before each replay; the
-logits are returned as a copy so that a later replay cannot overwrite them.
+logits (a buffer outside the graphs' pool, shared by the graphs on one state: ``_out``) are
+returned as a copy, or borrowed until the caller's next replay (``copy=False``).
 """
 
 from __future__ import annotations
@@ -114,18 +115,22 @@ class GraphedDecode:
         g = self.graphs.get(key)
         if g is None:
             t0 = time.perf_counter()
-            with CAPTURE_LOCK:
-                g = self._capture(tokens, state, active)
-            self.graphs[key] = g
+            with CAPTURE_LOCK:  # (the eviction and pruning too: another thread may capture)
+                try:
+                    g = self._capture(tokens, state, active)
+                    self.graphs[key] = g
+                    while len(self.graphs) > self.max_graphs:
+                        self.graphs.popitem(last=False)
+                finally:  # (a failed capture's logits buffer goes too, unless a graph uses it)
+                    self._prune()
             ms = (time.perf_counter() - t0) * 1e3
             self.captures.append((tokens.shape[0], ms))
             logger.info(f"Captured the decode graph for batch {tokens.shape[0]} in {ms:.1f} ms")
-            while len(self.graphs) > self.max_graphs:
-                self.graphs.popitem(last=False)
-            live = {g.out_key for g in self.graphs.values()}
-            self._outs = {k: t for k, t in self._outs.items() if k in live}
         else:
-            self.graphs.move_to_end(key)
+            try:
+                self.graphs.move_to_end(key)
+            except KeyError:  # another thread's capture evicted it since the get: it is still
+                pass  # whole (g holds it) and replays this once more
         g.tokens.copy_(tokens, non_blocking=True)
         if active is not None:
             g.active.copy_(active, non_blocking=True)
@@ -161,6 +166,12 @@ class GraphedDecode:
             self.pool = None  # a failed capture's pool is not reused (the next one gets its own)
             raise
         return _Graph(graph, static_tokens, static_active, logits, out_key)
+
+    def _prune(self) -> None:
+        """Drop the logits buffers no graph uses (under CAPTURE_LOCK; ``list`` takes the
+        graphs at once, as another thread's ``move_to_end`` may reorder them)."""
+        live = {g.out_key for g in list(self.graphs.values())}
+        self._outs = {k: t for k, t in self._outs.items() if k in live}
 
     def _out(self, state: State, rows: int, V: int) -> tuple[tuple, Tensor]:
         """(key, the first ``rows`` rows of the [R, V] fp32 logits buffer of ``state``'s

@@ -450,7 +450,8 @@ class BatchEngine:
             per = max(1, self.gather_bytes // self.state.row_bytes())
             if len(slots) > per and not mid:  # (``mid``: one slot, never gathered)
                 for a in range(0, len(slots), per):
-                    self.prefill(slots[a:a + per], token_lists[a:a + per], first)
+                    group = slots[a:a + per]
+                    self.prefill(group, token_lists[a:a + per], [s for s in group if s in first])
                 return None
             sub = self.state.select(slots)
         kept = self.model.new_state(len(mid)) if mid else None
