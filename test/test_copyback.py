@@ -119,7 +119,11 @@ def test_gathered_rows_in_flight_stay_within_the_budget(monkeypatch, budget_rows
     monkeypatch.setattr(copyback, "to_host", to_host)
     cb = CopyBack(torch.device("cpu"), budget=budget, group_bytes=int(group_rows * rb))
     slots, tasks, calls = list(range(11, -1, -1)), _tasks(12), []
+    t0 = time.perf_counter()
     cb.submit(state, penalties, counter, slots, tasks, lambda ts, err: calls.append(err))
+    took = time.perf_counter() - t0
+    # submit waited for room at least twice (20 ms copies), and the stats count it
+    assert 0.04 <= cb.stats[2] <= took
     assert cb.busy  # the last groups are still on their way home
     assert cb.wait_idle(10) and live[0] == 0 and calls == [None] * len(calls)
     assert peak[0] == max(budget // rb, 1) * rb  # the budget was filled, never exceeded

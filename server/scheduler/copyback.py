@@ -151,7 +151,9 @@ class CopyBack:
         cuda = device.type == "cuda"
         self.stream = torch.cuda.Stream(device) if cuda else None
         self.staging = Staging(self.group_bytes, pin=True) if cuda else None
-        self.stats = [0, 0.0]  # tasks copied back, seconds the copy-back thread spent
+        # tasks copied back, seconds the copy-back thread spent, seconds submit() waited for
+        # room in the budget (the scheduler thread, its pulses held up meanwhile)
+        self.stats = [0, 0.0, 0.0]
         self._queue: queue.Queue = queue.Queue()
         self._pending = 0  # groups queued or being copied
         self._tasks = 0  # their tasks: out of their slots, not yet finished
@@ -175,8 +177,10 @@ class CopyBack:
         for rows in split_groups(len(slots), nbytes, self.group_bytes):
             size = nbytes * len(rows)
             with self._cv:  # room for this group, or nothing else in flight
+                t0 = time.perf_counter()
                 self._cv.wait_for(lambda size=size: own or self._in_flight == 0
                                   or self._in_flight + size <= self.budget)
+                self.stats[2] += time.perf_counter() - t0
             try:
                 g = gather_rows(state, penalties, counter, [slots[i] for i in rows])
             except Exception as e:  # this group and the rest fail (in order); earlier go on

@@ -392,7 +392,8 @@ class BatchEngine:
 
     @property
     def unload_stats(self) -> list:
-        """[tasks copied back, seconds the copy-back thread spent]."""
+        """[tasks copied back, seconds the copy-back thread spent, seconds this thread waited
+        for room in its budget]."""
         return self.copyback.stats
 
     def free(self, slots: list[int]) -> None:
