@@ -24,7 +24,7 @@ from server.model import row_invariance, wkv
 from server.model.checkpoint import ModelConfig, finite_weight
 from server.model.cuda_graph import MID_POINTS, GraphedDecode, GraphedPrefill
 from server.model.embedding import build_table, embed
-from server.model.fused import FusedBlocks, check_fused, fused_default
+from server.model.fused import FusedBlocks, check_fused, fused_default, linear_logits
 from server.model.layer_weights import LayerWeights, layer_weights
 from server.model.reference import GN_EPS, LN_EPS
 from server.model.sampler import token_logprobs
@@ -517,7 +517,4 @@ class RWKV7:
         u = F.layer_norm(x, x.shape[-1:], *self.ln_out, LN_EPS).to(self.dtype)
         if self._fused is not None:
             return self._fused.head(u, self.head, out)
-        if out is not None and u.dtype == torch.float32:  # (F.linear's product, no copy)
-            return torch.mm(u, self.head.t(), out=out)
-        logits = F.linear(u, self.head)
-        return logits.float() if out is None else out.copy_(logits)
+        return linear_logits(u, self.head, out)

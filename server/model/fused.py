@@ -118,6 +118,15 @@ def _f32_products(device: torch.device, dtype: torch.dtype) -> bool:
         return False
 
 
+def linear_logits(u: Tensor, weight: Tensor, out: Tensor | None = None) -> Tensor:
+    """fp32 logits u @ weight^T by the plain product (into ``out``, [B, V] fp32, when given):
+    fp32 weights write it there directly, others through a copy."""
+    if out is not None and u.dtype == torch.float32:  # (F.linear's product, no copy)
+        return torch.mm(u, weight.t(), out=out)
+    logits = F.linear(u, weight)
+    return logits.float() if out is None else out.copy_(logits)
+
+
 class FusedBlocks:
     """Time mix and channel mix of every layer through the fused kernels. ``wkv_step`` and
     ``wkv_chunk`` are the model's WKV functions (read at call time: they stay swappable)."""
@@ -321,10 +330,7 @@ class FusedBlocks:
             return self.g.gemv(u, weight, out=out, scratch=self.scratch)
         if self.f32_out:
             return torch.mm(u, weight.t(), out_dtype=torch.float32, out=out)
-        if out is not None and u.dtype == torch.float32:  # (fp32 weights: F.linear's product)
-            return torch.mm(u, weight.t(), out=out)
-        logits = F.linear(u, weight)
-        return logits.float() if out is None else out.copy_(logits)
+        return linear_logits(u, weight, out)
 
     def channel_mix(self, i: int, x: Tensor, state, write: Tensor, T: int, mid=None,
                     mid_state=None) -> None:
