@@ -169,20 +169,27 @@ def test_triton_kernels_with_local_memory_are_listed(monkeypatch):
 
 
 def test_the_copyback_budget_option_sets_the_engines_budget():
-    """``--copyback-mb`` (memory and stress benches): MiB on the engine's copy-back; 0 leaves
-    the served budget; a negative value is refused."""
+    """``--copyback-mb``: in the stress bench MiB on the engine's copy-back (0 leaves the
+    served budget; a negative value is refused); in the memory bench the served setting,
+    RWKV_COPYBACK_MB, as ``--prefill-tokens`` gives RWKV_PREFILL_TOKENS (0: as served)."""
     from types import SimpleNamespace
 
     import pytest
 
+    from server.bench import stress
     from server.bench.common import apply_copyback
-    from server.bench.memory import parse_args
+    from server.bench.memory import parse_args, served_options
+    from server.config import Settings
     from server.scheduler.copyback import BUDGET_BYTES
 
     engine = SimpleNamespace(copyback=SimpleNamespace(budget=BUDGET_BYTES))
-    apply_copyback(engine, parse_args(["--copyback-mb", "0"]).copyback_mb)
+    apply_copyback(engine, stress.parse_args(["--copyback-mb", "0"]).copyback_mb)
     assert engine.copyback.budget == BUDGET_BYTES
-    apply_copyback(engine, parse_args(["--copyback-mb", "256"]).copyback_mb)
+    apply_copyback(engine, stress.parse_args(["--copyback-mb", "256"]).copyback_mb)
     assert engine.copyback.budget == 256 * 2**20
     with pytest.raises(SystemExit):
         apply_copyback(engine, -1)
+    assert served_options(parse_args([])) == {}
+    given = served_options(parse_args(["--copyback-mb", "256", "--prefill-tokens", "4096"]))
+    assert given == {"copyback_mb": 256, "prefill_tokens": 4096}
+    assert Settings(**given).copyback_mb == 256

@@ -127,10 +127,11 @@ def apply_product_options(model, args) -> None:
 
 
 def copyback_option(parser) -> None:
-    """``--copyback-mb``: the bytes of finished rows' states gathered on the device and not yet
-    copied home, at most (``copyback.BUDGET_BYTES``, 1 GiB; served: ``RWKV_COPYBACK_MB``): the
-    served process's peak under load once prefill passes are capped (docs/performance.md,
-    session 62)."""
+    """``--copyback-mb`` of benches that drive a scheduler directly (the memory bench, which
+    builds a served runtime, sets ``RWKV_COPYBACK_MB`` instead): the bytes of finished rows'
+    states gathered on the device and not yet copied home, at most (``copyback.BUDGET_BYTES``,
+    1 GiB): the served process's peak under load once prefill passes are capped
+    (docs/performance.md, session 62)."""
     parser.add_argument("--copyback-mb", type=int, default=0, help="the copy-back's budget of "
                         "gathered states on the device, MiB (default: 1024, RWKV_COPYBACK_MB's)")
 

@@ -230,10 +230,15 @@ def parse_args(argv=None):
     p.add_argument("--load-tokens", type=int, default=64, help="tokens each generates (64)")
     p.add_argument("--prefill-tokens", type=int, default=0, help="tokens a batched "
                    "prefill pass holds at most (RWKV_PREFILL_TOKENS; default: as served, 16384)")
-    # (common.copyback_option's flag; common imports torch, which waits for cuda_defaults)
-    p.add_argument("--copyback-mb", type=int, default=0, help="the copy-back's budget of "
-                   "gathered states on the device, MiB (default: 1024, RWKV_COPYBACK_MB's)")
+    p.add_argument("--copyback-mb", type=int, default=0, help="MiB of finished states "
+                   "gathered on the device at most (RWKV_COPYBACK_MB; default: as served, 1024)")
     return p.parse_args(argv)
+
+
+def served_options(args) -> dict:
+    """The settings ``--prefill-tokens`` and ``--copyback-mb`` give (0: as served)."""
+    given = {"prefill_tokens": args.prefill_tokens, "copyback_mb": args.copyback_mb}
+    return {name: value for name, value in given.items() if value}
 
 
 def main(argv=None) -> None:
@@ -248,11 +253,12 @@ def main(argv=None) -> None:
     import torch
 
     from server.api.lifecycle import build_runtime, close_runtime
-    from server.bench.common import apply_copyback
     from server.model.memory import describe, device_memory
 
     if args.prefill_tokens and args.prefill_tokens < 32:
         raise SystemExit("--prefill-tokens: at least 32 (RWKV_PREFILL_TOKENS), or 0: as served")
+    if args.copyback_mb < 0:
+        raise SystemExit("--copyback-mb: at least 1 (RWKV_COPYBACK_MB), or 0: as served")
     if not torch.cuda.is_available():
         raise SystemExit("server.bench memory needs CUDA")
     dev = torch.device("cuda", torch.cuda.current_device())  # (the model's: RWKV_DEVICE=auto)
@@ -262,14 +268,11 @@ def main(argv=None) -> None:
     torch.cuda.memory._record_memory_history(stacks="python", max_entries=1_000_000)
     with tempfile.TemporaryDirectory() as tmp:
         weights = dict(model_path=args.model, demo=None) if args.model else dict(demo=args.demo)
-        settings = Settings(**weights, max_batch_size=args.max_batch,
+        settings = Settings(**weights, **served_options(args), max_batch_size=args.max_batch,
                             state_dtype=args.state_dtype, state_cache_mb=args.state_cache_mb,
-                            task_db_path=str(Path(tmp) / "tasks.db"),
-                            **({"prefill_tokens": args.prefill_tokens}
-                               if args.prefill_tokens else {}))
+                            task_db_path=str(Path(tmp) / "tasks.db"))
         rt = build_runtime(settings)
         try:
-            apply_copyback(rt.scheduler.engine, args.copyback_mb)
             torch.cuda.synchronize()
             mem = device_memory(rt.loader.model.device, wait=True)
             print(f"{args.model or args.demo}, max batch {args.max_batch}, {args.state_dtype} "
