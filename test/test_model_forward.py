@@ -295,11 +295,11 @@ def test_decode_graphs_logits_buffers_are_dropped_with_their_last_graph():
     fail = []
 
     def capture(tokens, state, active):
-        key, logits = gd._out(state, tokens.shape[0], 8)
+        logits = gd._out(state, tokens.shape[0], 8)
         if fail:
             raise RuntimeError("capture failed")
         graph = type("Replay", (), {"replay": staticmethod(lambda: None)})()
-        return _Graph(graph, torch.zeros_like(tokens), None, logits, key)
+        return _Graph(graph, torch.zeros_like(tokens), None, logits)
 
     gd._capture = capture
     full = {name: State(torch.zeros(1, 2, 4, 3), torch.zeros(1, 4, 1, 2, 2)) for name in "abc"}

@@ -77,7 +77,6 @@ class _Graph:
     tokens: Tensor  # [B] long, static input
     active: Tensor | None  # [B] bool, static input
     logits: Tensor  # [B, V] float32, static output: rows of a buffer shared (``_out``)
-    out_key: tuple  # that buffer's key
 
 
 class GraphedDecode:
@@ -155,7 +154,7 @@ class GraphedDecode:
         # the output outside the graphs' pool: a block a later capture could be given there is
         # one an earlier graph's replay writes (its working memory), so another engine's replay
         # between this one's and its read would change these logits (session 63's review)
-        out_key, logits = self._out(state, tokens.shape[0], V)
+        logits = self._out(state, tokens.shape[0], V)
         if self.pool is None:
             self.pool = torch.cuda.graph_pool_handle()
         graph = torch.cuda.CUDAGraph()
@@ -165,17 +164,18 @@ class GraphedDecode:
         except Exception:
             self.pool = None  # a failed capture's pool is not reused (the next one gets its own)
             raise
-        return _Graph(graph, static_tokens, static_active, logits, out_key)
+        return _Graph(graph, static_tokens, static_active, logits)
 
     def _prune(self) -> None:
         """Drop the logits buffers no graph uses (under CAPTURE_LOCK; ``list`` takes the
         graphs at once, as another thread's ``move_to_end`` may reorder them)."""
-        live = {g.out_key for g in list(self.graphs.values())}
-        self._outs = {k: t for k, t in self._outs.items() if k in live}
+        live = {g.logits.untyped_storage().data_ptr() for g in list(self.graphs.values())}
+        self._outs = {k: t for k, t in self._outs.items()
+                      if t.untyped_storage().data_ptr() in live}
 
-    def _out(self, state: State, rows: int, V: int) -> tuple[tuple, Tensor]:
-        """(key, the first ``rows`` rows of the [R, V] fp32 logits buffer of ``state``'s
-        storage): every graph on views of one state (an engine's capacities are views of its
+    def _out(self, state: State, rows: int, V: int) -> Tensor:
+        """The first ``rows`` rows of the [R, V] fp32 logits buffer of ``state``'s storage:
+        every graph on views of one state (an engine's capacities are views of its
         full-size state of R rows) writes the same buffer. An engine replays one graph at a
         time and reads its logits before the next replay, so they can share it; a graph's own
         logits would hold twice the largest one's (128 MiB at 256 rows of a 65,536 vocabulary
@@ -187,7 +187,7 @@ class GraphedDecode:
         if buf is None:
             with torch.inference_mode(False):  # writable in and out of inference mode
                 buf = self._outs[key] = torch.empty(R, V, dtype=torch.float32, device=w.device)
-        return key, buf[:rows]
+        return buf[:rows]
 
 
 @dataclass
