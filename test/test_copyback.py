@@ -196,6 +196,38 @@ def test_staging_copies_exact_rows_and_is_reused():
     assert staging.buf is grown  # smaller copies reuse it
 
 
+def test_staged_rows_leave_the_budget_before_they_are_cloned(monkeypatch):
+    """Through a staging buffer (CUDA's path), a group's rows count against the budget only
+    until they are in the buffer: the scheduler gathers the next group while the rows are
+    still being cloned out of it (budget and group of one row, the first clone held)."""
+    state, penalties, counter = _rows()
+    rb = row_bytes(state, penalties, counter)
+    entered, release = threading.Event(), threading.Event()
+    real_split = copyback.split_rows
+
+    def held_split(*host):
+        if not entered.is_set():
+            entered.set()
+            release.wait(10)
+        return real_split(*host)
+
+    monkeypatch.setattr(copyback, "split_rows", held_split)
+    cb = CopyBack(torch.device("cpu"), budget=rb, group_bytes=rb)
+    cb.staging = Staging(rb, pin=False)
+    tasks, calls = _tasks(2), []
+    submit = threading.Thread(target=cb.submit, args=(
+        state, penalties, counter, [4, 0], tasks, lambda ts, err: calls.append((ts, err))))
+    submit.start()
+    submit.join(5)
+    # the second group was gathered while the first row's clone was still held
+    assert not submit.is_alive() and entered.is_set() and not release.is_set()
+    release.set()
+    assert cb.wait_idle(10)
+    assert calls == [([t], None) for t in tasks] and cb._in_flight == 0
+    for task, slot in zip(tasks, [4, 0]):
+        _assert_home(task, slot, state, penalties, counter)
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_cuda_copy_back_bounds_device_memory_and_reuses_pinned_staging():

@@ -116,11 +116,13 @@ class Staging:
         return host
 
 
-def to_host(g: Gathered, stream=None, staging: Staging | None = None
+def to_host(g: Gathered, stream=None, staging: Staging | None = None, freed=None
             ) -> tuple[list[State], list[torch.Tensor], list[int]]:
     """Per-row CPU states, penalties and counters of ``g`` (copy-back thread). With
     ``staging`` (CUDA) the rows are copied through it, on ``stream`` when given; ``g``'s
-    tensors are dropped once copied. Without, they are read where they are (CPU)."""
+    tensors are dropped once copied, and ``freed()`` is then called (before the rows are
+    cloned out of the staging buffer: the gathered rows' memory is free for the next group).
+    Without, they are read where they are (CPU), and ``freed`` is not called."""
     host = g.tensors()
     g.drop()  # (CPU: ``host`` holds the rows, read in place)
     if staging is not None:
@@ -131,7 +133,14 @@ def to_host(g: Gathered, stream=None, staging: Staging | None = None
                 g.ready = None  # its event is destroyed here, under the lock, too
             host = staging.copy_in(host, stream)  # the device rows are freed here, under
             # the lock (the last reference was ``host``)
-    wkv, shift, pen, counter = host
+        if freed is not None:
+            freed()
+    return split_rows(*host)
+
+
+def split_rows(wkv, shift, pen, counter) -> tuple[list[State], list[torch.Tensor], list[int]]:
+    """Each row of gathered host tensors as its own memory (tasks keep their state for good:
+    a view would keep the whole group, or the staging buffer, alive)."""
     states = [State(shift[i].unsqueeze(2).clone(), wkv[i].unsqueeze(1).clone())
               for i in range(wkv.shape[0])]
     return states, [pen[i].clone() for i in range(pen.shape[0])], counter.tolist()
@@ -247,18 +256,25 @@ class CopyBack:
 
     def _complete(self, g, tasks, then, size: int, error: str | None) -> None:
         t0 = time.perf_counter()
+        left = [size]  # of the budget, not yet given back
+
+        def freed() -> None:  # the gathered rows are gone (copied home, or lost): out of the
+            # budget, so the scheduler may gather the next group while these rows are cloned
+            with self._cv:
+                self._in_flight -= left[0]
+                left[0] = 0
+                self._cv.notify_all()
+
         try:
             if g is not None:
-                states, pens, counters = to_host(g, self.stream, self.staging)
+                states, pens, counters = to_host(g, self.stream, self.staging, freed)
                 for task, st, pen, c in zip(tasks, states, pens, counters):
                     task.state, task.penalties, task.rng_counter = st, pen, c
         except Exception as e:  # the tasks fail; the thread goes on
             log.exception("copying finished states back failed")
             error = f"{type(e).__name__}: {e}"
-        finally:  # the rows are home (or lost; to_host dropped them): out of the budget
-            with self._cv:
-                self._in_flight -= size
-                self._cv.notify_all()
+        finally:  # (to_host dropped the rows, whatever happened)
+            freed()
         self.stats[0] += len(tasks)
         self.stats[1] += time.perf_counter() - t0
         try:
