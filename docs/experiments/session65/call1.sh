@@ -34,7 +34,7 @@ for round in 1 2; do
   stress new . 1024
 done
 for mb in 0 256; do
-  [ $((SECONDS - T0)) -lt 420 ] || break
+  [ $((SECONDS - T0)) -lt 380 ] || break
   echo "=== copyback $mb" >> "$OUT/memory.log"
   timeout 120 python3 -m server.bench memory --demo 2.9b --max-batch 256 --state-dtype fp16 \
     --load 256 --copyback-mb $mb >> "$OUT/memory.log" 2>&1
@@ -43,8 +43,8 @@ for mb in 0 256; do
 done
 small() { CUBLAS_WORKSPACE_CONFIG=:4096:2 CUBLASLT_WORKSPACE_SIZE=4096 "$@"; }
 plain() { "$@"; }
-for ws in plain small plain small; do
-  [ $((SECONDS - T0)) -lt 520 ] || break
+for ws in plain small; do
+  [ $((SECONDS - T0)) -lt 460 ] || break
   echo "=== $ws" >> "$OUT/decode.log"
   $ws timeout 50 python3 -m server.bench decode --preset 2.9b --batch 1024 --state-dtype fp16 \
     --pulses 3 >> "$OUT/decode.log" 2>&1
