@@ -29,12 +29,13 @@ stress() {  # $1 label, $2 tree, $3 budget MiB
     | grep -E 'peak memory|whole-run|copy-back' | tr '\n' ' ' | cut -c1-400)"
 }
 for round in 1 2; do
+  [ $round = 1 ] || [ $((SECONDS - T0)) -lt 230 ] || break
   stress old /tmp/old 256
   stress new . 256
   stress new . 1024
 done
-for mb in 0 256; do
-  [ $((SECONDS - T0)) -lt 380 ] || break
+for mb in 256 0; do
+  [ $((SECONDS - T0)) -lt 330 ] || break
   echo "=== copyback $mb" >> "$OUT/memory.log"
   timeout 120 python3 -m server.bench memory --demo 2.9b --max-batch 256 --state-dtype fp16 \
     --load 256 --copyback-mb $mb >> "$OUT/memory.log" 2>&1
@@ -44,7 +45,7 @@ done
 small() { CUBLAS_WORKSPACE_CONFIG=:4096:2 CUBLASLT_WORKSPACE_SIZE=4096 "$@"; }
 plain() { "$@"; }
 for ws in plain small; do
-  [ $((SECONDS - T0)) -lt 460 ] || break
+  [ $((SECONDS - T0)) -lt 380 ] || break
   echo "=== $ws" >> "$OUT/decode.log"
   $ws timeout 50 python3 -m server.bench decode --preset 2.9b --batch 1024 --state-dtype fp16 \
     --pulses 3 >> "$OUT/decode.log" 2>&1
