@@ -10,10 +10,11 @@ state is home).
 
 Memory is bounded: a submission is gathered in groups of at most ``GROUP_BYTES`` and at most
 ``BUDGET_BYTES`` of gathered rows wait for the copy-back at any time; past that, the scheduler
-thread waits for earlier groups to be copied before gathering more (so 256 finished 21 MB
-states of a 2.9B model take at most 1 GiB of transient device memory, plus the intermediate of
-the group being gathered, instead of 5.4 GB). The staging buffer holds one group (it grows only
-for a single row larger than a group).
+thread waits for earlier groups to reach host memory before gathering more (so 256 finished
+21 MB states of a 2.9B model take at most 1 GiB of transient device memory instead of 5.4 GB;
+a group is gathered in one copy, without an intermediate, and leaves the budget once it is in
+the staging buffer, before its rows are cloned out). The staging buffer holds one group (it
+grows only for a single row larger than a group).
 """
 
 from __future__ import annotations
@@ -45,8 +46,8 @@ _ALIGN = 256  # byte alignment of each tensor inside the staging buffer
 class Gathered:
     """Rows of finished slots, gathered on the device (each tensor its own storage)."""
 
-    wkv: torch.Tensor  # [n, L, H, N, N] state dtype
-    shift: torch.Tensor  # [n, L, 2, C] run dtype
+    wkv: torch.Tensor  # [L, n, H, N, N] state dtype (the state's own layout: one copy)
+    shift: torch.Tensor  # [L, 2, n, C] run dtype
     penalties: torch.Tensor  # [n, V] f32
     counter: torch.Tensor  # [n] i64
     ready: torch.cuda.Event | None  # recorded after the gather (CUDA), else None
@@ -73,10 +74,10 @@ def split_groups(n: int, nbytes: int, group_bytes: int) -> list[range]:
 
 def gather_rows(state: State, penalties: torch.Tensor, counter: torch.Tensor,
                 slots: list[int]) -> Gathered:
-    """Device copies of rows ``slots`` in row-major order (scheduler thread)."""
+    """Device copies of rows ``slots``, in the state's layout (scheduler thread): one copy of
+    each row, no intermediate (the rows are made contiguous on the host, ``split_rows``)."""
     idx = to_device(slots, state.device)  # pinned: a pageable upload waits for the device
-    g = Gathered(state.wkv.index_select(1, idx).transpose(0, 1).contiguous(),
-                 state.shift.index_select(2, idx).permute(2, 0, 1, 3).contiguous(),
+    g = Gathered(state.wkv.index_select(1, idx), state.shift.index_select(2, idx),
                  penalties.index_select(0, idx), counter.index_select(0, idx), None)
     if state.device.type == "cuda":
         g.ready = torch.cuda.Event()
@@ -139,10 +140,12 @@ def to_host(g: Gathered, stream=None, staging: Staging | None = None, freed=None
 
 
 def split_rows(wkv, shift, pen, counter) -> tuple[list[State], list[torch.Tensor], list[int]]:
-    """Each row of gathered host tensors as its own memory (tasks keep their state for good:
-    a view would keep the whole group, or the staging buffer, alive)."""
-    states = [State(shift[i].unsqueeze(2).clone(), wkv[i].unsqueeze(1).clone())
-              for i in range(wkv.shape[0])]
+    """Each row of gathered host tensors (``Gathered``'s layout) as its own contiguous memory
+    (tasks keep their state for good: a view would keep the whole group, or the staging
+    buffer, alive)."""
+    fmt = torch.contiguous_format
+    states = [State(shift[:, :, i:i + 1].clone(memory_format=fmt),
+                    wkv[:, i:i + 1].clone(memory_format=fmt)) for i in range(wkv.shape[1])]
     return states, [pen[i].clone() for i in range(pen.shape[0])], counter.tolist()
 
 
