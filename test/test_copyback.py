@@ -215,16 +215,21 @@ def test_staged_rows_leave_the_budget_before_they_are_cloned(monkeypatch):
     monkeypatch.setattr(copyback, "split_rows", held_split)
     cb = CopyBack(torch.device("cpu"), budget=rb, group_bytes=rb)
     cb.staging = Staging(rb, pin=False)
+    held = []  # the budget in use while each group is copied into the buffer: still counted
+    real_copy_in = cb.staging.copy_in
+    monkeypatch.setattr(cb.staging, "copy_in",
+                        lambda *a: held.append(cb._in_flight) or real_copy_in(*a))
     tasks, calls = _tasks(2), []
     submit = threading.Thread(target=cb.submit, args=(
         state, penalties, counter, [4, 0], tasks, lambda ts, err: calls.append((ts, err))))
     submit.start()
-    submit.join(5)
-    # the second group was gathered while the first row's clone was still held
-    assert not submit.is_alive() and entered.is_set() and not release.is_set()
+    assert entered.wait(5)  # the first row's clone is held...
+    submit.join(5)  # ...and the second group was gathered meanwhile
+    assert not submit.is_alive() and not release.is_set()
     release.set()
     assert cb.wait_idle(10)
     assert calls == [([t], None) for t in tasks] and cb._in_flight == 0
+    assert held == [rb, rb]
     for task, slot in zip(tasks, [4, 0]):
         _assert_home(task, slot, state, penalties, counter)
 
