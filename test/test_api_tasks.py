@@ -155,9 +155,13 @@ def test_list_pages_by_cursor_skip_and_repeat_nothing(http):
     assert (new in listed) == (new > first[-1])  # a new id comes if past the cursor
     whole = http.get("/v1/tasks/list?limit=10000").json()
     assert whole["total_count"] == len(set(whole["cpu_tasks"]) | set(whole["db_tasks"]))
-    for query in ("order=oldest", "after=" + "x" * 257):
+    for query in ("order=oldest", "after=" + "x" * 257, f"after={first[-1]}&order=recent"):
         r = http.get(f"/v1/tasks/list?{query}")
         assert r.status_code == 422, r.text
+    detail = r.json()["detail"][0]  # a cursor pages by id: an order that says otherwise is named
+    assert detail["loc"] == ["query", "order"] and "id order" in detail["msg"]
+    assert http.get(f"/v1/tasks/list?after={first[-1]}&order=id&limit=3").json()[
+        "db_tasks"] == pages[1]
 
 
 def _wait_stored(http, ids: list[str]) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Literal
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request
+from fastapi.exceptions import RequestValidationError
 
 from server.api.bridge import wait_finished
 from server.api.chat import fim_prompt
@@ -85,14 +86,20 @@ async def list_tasks(svc: TaskService = Depends(get_service),
                      offset: int = Query(0, ge=0, le=I64_MAX,
                                          description="db_tasks from this position"),
                      limit: int = Query(100, ge=0, le=10_000, description="db_tasks at most"),
-                     order: Literal["recent", "id"] = Query(
-                         "recent", description="db_tasks most recently written first, or by id"),
+                     order: Literal["recent", "id"] | None = Query(
+                         None, description="db_tasks most recently written first (the default), "
+                         "or by id (with ``after``: always)"),
                      after: str | None = Query(
                          None, max_length=256, description="db_tasks past this id, by id: a "
                          "page's last id gives the next page, whatever was written, created or "
                          "deleted between (offsets shift then)")):
     """Ids in memory, and ``limit`` stored ids from ``offset`` (most recently written first:
     API.md's first 100 by default; a client pages through the rest with ``after``)."""
+    if after is not None and order == "recent":  # (a cursor pages by id: the order asked for
+        # was ignored without a word)
+        raise RequestValidationError([{
+            "type": "value_error", "loc": ("query", "order"), "input": order,
+            "msg": "after=<id> pages in id order: leave order out or give order=id"}])
     return await svc.store(svc.manager.list_all_tasks, offset=offset, limit=limit,
                            by_id=order == "id", after=after)
 
