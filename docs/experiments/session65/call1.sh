@@ -9,7 +9,7 @@
 #    alternating, twice (session 64, one run each, old code: 1,024 86 %, 256 81 % of peak).
 # 2. The served memory with the early release at copy-back 1,024 / 256.
 # 3. Decode at batch 1,024 with and without the small cuBLAS workspaces run.py sets since
-#    session 64 (not timed there at 1,024), if time is left (call2.sh has the longer form).
+#    session 64 (not timed there at 1,024), if time is left (next_call.sh has the longer form).
 set -u
 OUT=${OUT:-/tmp/out}
 T0=$SECONDS
