@@ -234,6 +234,24 @@ def test_staged_rows_leave_the_budget_before_they_are_cloned(monkeypatch):
         _assert_home(task, slot, state, penalties, counter)
 
 
+def test_copy_back_time_is_split_into_the_copy_home_and_the_clones(monkeypatch):
+    """The thread's seconds are reported as getting the rows to host memory and cloning them
+    (the stress bench prints both: which one paces a small budget)."""
+    state, penalties, counter = _rows()
+    rb = row_bytes(state, penalties, counter)
+    real_split = copyback.split_rows
+    monkeypatch.setattr(copyback, "split_rows",
+                        lambda *host: time.sleep(0.3) or real_split(*host))
+    cb = CopyBack(torch.device("cpu"), budget=rb, group_bytes=rb)
+    cb.staging = Staging(rb, pin=False)
+    real_copy_in = cb.staging.copy_in
+    monkeypatch.setattr(cb.staging, "copy_in", lambda *a: time.sleep(0.1) or real_copy_in(*a))
+    cb.submit(state, penalties, counter, [1, 3], _tasks(2), lambda ts, err: None)
+    assert cb.wait_idle(10)
+    tasks, busy, _, home, clones = cb.stats
+    assert tasks == 2 and 0.2 <= home < 0.55 and 0.6 <= clones <= home + clones <= busy
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_cuda_copy_back_bounds_device_memory_and_reuses_pinned_staging():

@@ -144,6 +144,14 @@ def apply_copyback(engine, mb: int) -> None:
         engine.copyback.budget = mb << 20
 
 
+def copyback_text(stats: list) -> str:
+    """The copy-back thread's figures (``engine.unload_stats``, or their difference over a
+    run) as the benches print them."""
+    return (f"{stats[0]} tasks in {stats[1] * 1e3:.0f} ms (to host memory {stats[3] * 1e3:.0f},"
+            f" clones {stats[4] * 1e3:.0f}); the scheduler waited {stats[2] * 1e3:.0f} ms for "
+            f"its budget")
+
+
 def apply_gemv_rows(model, rows: int) -> None:
     """``--gemv-rows``: the fused path's skinny products up to ``rows`` rows (0: as served)."""
     if not rows:

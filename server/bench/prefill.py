@@ -98,8 +98,7 @@ def step_lines(steps: list[dict], copyback: list) -> str:
              f"{(s.get('step', 0.0) - s.get('prefill', 0.0) - s.get('pulse', 0.0)) * 1e3:.1f}"]
             for i, s in enumerate(steps)]
     return (common.table(["step", "ms", "prefill call", "pulse call", "rest"], rows)
-            + f"\ncopy-back thread: {copyback[0]} tasks, {copyback[1] * 1e3:.0f} ms busy; the "
-            f"scheduler waited {copyback[2] * 1e3:.0f} ms for its budget")
+            + f"\ncopy-back thread: {common.copyback_text(copyback)}")
 
 
 def scheduler_case(model, n: int, length: int, seed: int = 99, detail: bool = False,

@@ -207,8 +207,7 @@ def report(r: dict, args) -> str:
         q = lambda f: ttft[min(len(ttft) - 1, int(f * len(ttft)))] * 1e3  # noqa: E731
         lines.append(f" time to first token (submitted -> first tokens' callback), ms: "
                      f"median {q(0.5):,.0f} · p90 {q(0.9):,.0f} · max {ttft[-1] * 1e3:,.0f}")
-    lines.append(f" state copy-back: {r['unload'][0]} tasks in {r['unload'][1] * 1e3:.0f} ms"
-                 f" (the scheduler waited {r['unload'][2] * 1e3:.0f} ms for its budget)"
+    lines.append(f" state copy-back: {common.copyback_text(r['unload'])}"
                  f" · graph captures during the run: {len(r['captures'])}"
                  f" ({sum(ms for _, ms in r['captures']):.0f} ms)")
     return "\n".join(lines)

@@ -117,13 +117,15 @@ class Staging:
         return host
 
 
-def to_host(g: Gathered, stream=None, staging: Staging | None = None, freed=None
+def to_host(g: Gathered, stream=None, staging: Staging | None = None, freed=None, spent=None
             ) -> tuple[list[State], list[torch.Tensor], list[int]]:
     """Per-row CPU states, penalties and counters of ``g`` (copy-back thread). With
     ``staging`` (CUDA) the rows are copied through it, on ``stream`` when given; ``g``'s
     tensors are dropped once copied, and ``freed()`` is then called (before the rows are
     cloned out of the staging buffer: the gathered rows' memory is free for the next group).
-    Without, they are read where they are (CPU), and ``freed`` is not called."""
+    Without, they are read where they are (CPU), and ``freed`` is not called. ``spent`` (a
+    list) gets the seconds to host memory and the seconds cloning added to its [3] and [4]."""
+    t0 = time.perf_counter()
     host = g.tensors()
     g.drop()  # (CPU: ``host`` holds the rows, read in place)
     if staging is not None:
@@ -136,7 +138,12 @@ def to_host(g: Gathered, stream=None, staging: Staging | None = None, freed=None
             # the lock (the last reference was ``host``)
         if freed is not None:
             freed()
-    return split_rows(*host)
+    t1 = time.perf_counter()
+    rows = split_rows(*host)
+    if spent is not None:
+        spent[3] += t1 - t0
+        spent[4] += time.perf_counter() - t1
+    return rows
 
 
 def split_rows(wkv, shift, pen, counter) -> tuple[list[State], list[torch.Tensor], list[int]]:
@@ -164,8 +171,10 @@ class CopyBack:
         self.stream = torch.cuda.Stream(device) if cuda else None
         self.staging = Staging(self.group_bytes, pin=True) if cuda else None
         # tasks copied back, seconds the copy-back thread spent, seconds submit() waited for
-        # room in the budget (the scheduler thread, its pulses held up meanwhile)
-        self.stats = [0, 0.0, 0.0]
+        # room in the budget (the scheduler thread, its pulses held up meanwhile); of the
+        # thread's seconds: getting the rows to host memory (waiting for their gather, the
+        # copy into the staging buffer), cloning them out into each task's own memory
+        self.stats = [0, 0.0, 0.0, 0.0, 0.0]
         self._queue: queue.Queue = queue.Queue()
         self._pending = 0  # groups queued or being copied
         self._tasks = 0  # their tasks: out of their slots, not yet finished
@@ -270,7 +279,8 @@ class CopyBack:
 
         try:
             if g is not None:
-                states, pens, counters = to_host(g, self.stream, self.staging, freed)
+                states, pens, counters = to_host(g, self.stream, self.staging, freed,
+                                                 self.stats)
                 for task, st, pen, c in zip(tasks, states, pens, counters):
                     task.state, task.penalties, task.rng_counter = st, pen, c
         except Exception as e:  # the tasks fail; the thread goes on

@@ -393,7 +393,7 @@ class BatchEngine:
     @property
     def unload_stats(self) -> list:
         """[tasks copied back, seconds the copy-back thread spent, seconds this thread waited
-        for room in its budget]."""
+        for room in its budget, the copy-back's seconds to host memory, its seconds cloning]."""
         return self.copyback.stats
 
     def free(self, slots: list[int]) -> None:

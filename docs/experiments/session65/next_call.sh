@@ -27,9 +27,9 @@ tests)
     test/test_copyback.py test/test_engine_no_wait_gpu.py > "$OUT/tests.log" 2>&1
   echo "tests rc=$? at $((SECONDS - T0)) s: $(tail -1 "$OUT/tests.log")" ;;
 stress)
-  rm -rf /tmp/old && mkdir /tmp/old && cp -a . /tmp/old/ && \
-    (cd /tmp/old && patch -R -p1 -s < docs/experiments/session65/copyback.patch) || exit 1
-  for round in 1 2; do
+  [ -d /tmp/old ] || { mkdir /tmp/old && cp -a . /tmp/old/ && \
+    (cd /tmp/old && patch -R -p1 -s < docs/experiments/session65/copyback.patch); } || exit 1
+  for round in ${ROUNDS:-1 2}; do  # ROUNDS=1, then ROUNDS=2: a call each
     for v in "old /tmp/old 256" "new . 256" "new . 1024"; do
       set -- $v
       echo "=== $1 $3 $round" >> "$OUT/stress.log"
