@@ -436,9 +436,12 @@ def test_bad_prompts_raise_or_fail_alone(tiny_loader):
             scheduler.new_task(ids)
     with pytest.raises(TypeError, match="integers"):
         scheduler.new_task([1, 2.5])
-    for nothing in (None, 7):  # (None said "'NoneType' object is not iterable"; session 26)
+    for nothing in (None, 7, b"hello"):  # (None: "'NoneType' object is not iterable",
+        # session 26; bytes were read as token ids 104, 101, ..., session 66's QA)
         with pytest.raises(TypeError, match="prompt must be text or a list of token ids"):
             scheduler.new_task(nothing)
+    with pytest.raises(TypeError, match="not bytes"):
+        Task(b"hello", tokenizer=tiny_loader)
     assert not scheduler.waiting
     text = "User: a\n\nAssistant:"
     bad = Task(max_tokens=5, temperature=0, tokenizer=tiny_loader)
@@ -448,6 +451,34 @@ def test_bad_prompts_raise_or_fail_alone(tiny_loader):
     scheduler.run()
     assert bad.finish_reason == "error" and "token id 70000" in bad.error
     assert bad.pending == [1, 70000] and bad.history == []  # as it was: can be fixed and rerun
+    assert good.finish_reason == "length" and good.output == run_alone(
+        tiny_loader, text, max_tokens=5, temperature=0)
+
+
+def test_a_constraint_or_callback_of_the_wrong_type_raises_or_fails_its_task_alone(
+        tiny_loader):
+    """A constraint that is no ``Constraint`` (a dict, as a response_format) failed every task
+    of its pulse ("'dict' object has no attribute 'words'"), and a callback that cannot be
+    called logged a traceback each pulse (session 66's QA): ``new_task`` and ``add_task``
+    refuse them, naming them; one set after the task was queued fails that task alone."""
+    scheduler = DynamicScheduler(tiny_loader, max_batch_size=4, buffer_size=4)
+    text = "User: a\n\nAssistant:"
+    for kw, name in (({"constraint": {"type": "json_object"}}, "constraint must be"),
+                     ({"collect_callback": 5}, "collect_callback must be callable"),
+                     ({"finish_callback": "x"}, "finish_callback must be callable")):
+        with pytest.raises(ValueError, match=name):
+            scheduler.new_task(text, max_tokens=5, **kw)
+        task = Task(text, max_tokens=5, tokenizer=tiny_loader)
+        for key, value in kw.items():
+            setattr(task, key, value)
+        with pytest.raises(ValueError, match=name):
+            scheduler.add_task(task)
+    assert not scheduler.waiting
+    good = scheduler.new_task(text, max_tokens=5, temperature=0)
+    late = scheduler.new_task(text, max_tokens=5, temperature=0)
+    late.constraint = "json"  # after add_task: admission checks again
+    scheduler.run()
+    assert late.finish_reason == "error" and "constraint must be" in late.error
     assert good.finish_reason == "length" and good.output == run_alone(
         tiny_loader, text, max_tokens=5, temperature=0)
 

@@ -529,3 +529,43 @@ def test_every_template_is_done_as_its_status_says(tiny_model_path, tmp_path):
             assert client.get(f"/v1/tasks/{name}/status").json()["status"] == 3
             tpl = manager.get_task(name)
             assert tpl.is_finished and tpl.wait(timeout=2), f"{name}: FINISHED, wait() blocks"
+
+
+def test_a_state_that_makes_the_output_nan_still_gets_strict_json(tiny_model_path, tmp_path):
+    """A state of 1e20 (within fp32, so imported) makes the model's output NaN: log
+    probabilities were a 500 ("Out of range float values are not JSON compliant") on both
+    OpenAI routes and ``"logprob":NaN`` in their streams, which strict JSON parsers refuse
+    (session 66's QA). Every reply parses as strict JSON now (non-finite numbers as strings)."""
+    from server.api.app import create_app
+    from server.config import Settings
+
+    def strict(text: str):
+        def refuse(name):
+            raise ValueError(f"non-JSON constant {name}")
+        return json.loads(text, parse_constant=refuse)
+
+    settings = Settings(model_path=tiny_model_path, demo=None, device="cpu", api_key=None,
+                        task_db_path=str(tmp_path / "t.db"), state_dtype="fp32")
+    with TestClient(create_app(settings)) as client:
+        cfg = client.app.state.runtime.loader.cfg
+        huge = tuning_file(cfg, 2, dtype=torch.float32, scale=1.0, **{
+            f"blocks.{i}.att.time_state": torch.full((cfg.n_head, cfg.head_size, cfg.head_size),
+                                                     1e20) for i in range(cfg.n_layer)})
+        r = client.post("/v1/tasks/import_state?name=_huge", content=huge)
+        assert r.status_code == 200, r.text
+        chat = {"model": "rwkv-7:_huge", "max_tokens": 2, "logprobs": True, "top_logprobs": 2,
+                "messages": [{"role": "user", "content": "hi"}]}
+        done = {"model": "rwkv-7:_huge", "max_tokens": 2, "prompt": "hi", "logprobs": 2}
+        seen_nan = False
+        for path, body in (("/v1/chat/completions", chat), ("/v1/completions", done)):
+            r = client.post(path, json=body)
+            assert r.status_code == 200, r.text
+            seen_nan |= "nan" in r.text.lower()
+            strict(r.text)
+            with client.stream("POST", path, json={**body, "stream": True}) as s:
+                assert s.status_code == 200
+                events = [line[6:] for line in s.iter_lines() if line.startswith("data: ")]
+            assert events[-1] == "[DONE]"
+            for e in events[:-1]:
+                strict(e)
+        assert seen_nan  # (the case this is about: the output did go NaN)

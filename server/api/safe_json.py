@@ -74,8 +74,13 @@ def sse_json(obj, **dumps_kw) -> str:
     U+0085 escaped. JSON allows them raw and SSE does not split on them, yet Python's
     ``str.splitlines`` does (``httpx``'s ``iter_lines``, which hand-written clients and SSE
     helpers read streams with): the event's JSON came in two broken halves (a review, session
-    14)."""
-    return json.dumps(obj, ensure_ascii=False, **dumps_kw).translate(_LINE_BREAKS)
+    14). Strict JSON: non-finite floats are written as strings, as ``dumps_safe`` writes them
+    (a state that made the model's output NaN streamed ``"logprob":NaN``; session 66's QA)."""
+    try:
+        text = json.dumps(obj, ensure_ascii=False, allow_nan=False, **dumps_kw)
+    except ValueError:
+        text = json.dumps(_finite(obj), ensure_ascii=False, allow_nan=False, **dumps_kw)
+    return text.translate(_LINE_BREAKS)
 
 
 class SafeJSONResponse(JSONResponse):

@@ -157,8 +157,11 @@ class BaseScheduler(SlotCycle):
         running daemon may admit it at once: set on the returned task, they could come too
         late). ``ValueError`` for an empty prompt (nothing to generate from), token ids
         outside the model's vocabulary or a parameter out of range (``Task.check_params``,
-        ``check_logit_bias``)."""
+        ``check_logit_bias``) or a constraint or callback of the wrong type; ``TypeError`` for
+        a prompt that is neither text nor token ids (bytes too: decode them first)."""
         try:
+            if isinstance(prompt, (bytes, bytearray)):  # (list() made token ids of its bytes)
+                raise TypeError
             tokens = self.loader.encode(prompt) if isinstance(prompt, str) else list(prompt)
         except TypeError:  # (None: "'NoneType' object is not iterable" named no argument)
             raise TypeError(f"prompt must be text or a list of token ids, not "

@@ -33,8 +33,9 @@ from collections import OrderedDict
 from server.logger import get_logger
 from server.model.state import State
 from server.task.policy import (TaskNotFound, TaskUnreadable, TemplateExists, TemplateProtected,
-                                TooManyTemplates, is_busy, is_template_id, is_temporary_id,
-                                model_mismatch, same_content, signature, stored_mismatch)
+                                TooManyTemplates, id_problem, is_busy, is_template_id,
+                                is_temporary_id, model_mismatch, same_content, signature,
+                                stored_mismatch)
 from server.task.serialize import (DTYPES, RecordError, TaskBusy, decode_task, decode_tensors,
                                    snapshot)
 from server.task.state_file import range_problem, wider
@@ -99,7 +100,14 @@ class TaskManager:
                  max_templates: int = 0) -> str:
         """Store ``task`` under ``task_id`` (sets ``task.task_id``). Templates: see module doc.
         ``pin``: not evicted until ``unpin`` (a task about to be submitted). ``max_templates``
-        (a template; 0 = no limit): raise ``TooManyTemplates`` when that many are stored."""
+        (a template; 0 = no limit): raise ``TooManyTemplates`` when that many are stored.
+        ``TypeError`` for a ``task`` that is no Task, ``ValueError`` for an unusable id
+        (``policy.TASK_ID``)."""
+        if not isinstance(task, Task):
+            raise TypeError(f"put_task stores a Task, not {type(task).__name__}")
+        problem = id_problem(task_id)
+        if problem:
+            raise TypeError(problem) if not isinstance(task_id, str) else ValueError(problem)
         if task.tokenizer is None and self.loader is not None:
             task.tokenizer = self.loader
         if is_template_id(task_id):

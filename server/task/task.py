@@ -304,6 +304,8 @@ class Task:
     def _tokens(self, prompt: str | list[int]) -> list[int]:
         if isinstance(prompt, str):
             return self._need_tokenizer().encode(prompt)
+        if isinstance(prompt, (bytes, bytearray)):  # (its items are ints: taken as token ids)
+            raise TypeError("a prompt is text or token ids, not bytes: decode them first")
         try:  # integers only: int() took 1.5 as token 1
             return [operator.index(t) for t in prompt]
         except TypeError as e:
@@ -443,8 +445,24 @@ class Task:
             self.check_params()
         except (TypeError, ValueError) as e:
             return str(e)  # ("task <id>: ...")
-        why = check_logit_bias(self.logit_bias, vocab_size)
+        why = check_logit_bias(self.logit_bias, vocab_size) or self._hooks_problem()
         return None if why is None else f"task {self.task_id}: {why}"
+
+    def _hooks_problem(self) -> str | None:
+        """Why the task's constraint or callbacks are unusable, or None: a constraint that is
+        no ``Constraint`` failed every task of its pulse (a dict: "'dict' object has no
+        attribute 'words'"), a callback that is not callable logged a traceback each pulse
+        (session 66's QA)."""
+        from server.task.constraint import Constraint
+
+        if self.constraint is not None and not isinstance(self.constraint, Constraint):
+            return (f"constraint must be a server.task.constraint.Constraint (or None), not "
+                    f"{type(self.constraint).__name__}")
+        for name in ("collect_callback", "finish_callback"):
+            fn = getattr(self, name)
+            if fn is not None and not callable(fn):
+                return f"{name} must be callable (or None), not {type(fn).__name__}"
+        return None
 
     def check_params(self, **changes) -> None:
         """Raise ``TypeError`` naming an unknown parameter, ``ValueError`` naming the first

@@ -33,7 +33,6 @@ import time
 
 import anyio
 from fastapi import APIRouter, Request
-from fastapi.responses import JSONResponse
 from sse_starlette.sse import EventSourceResponse, ServerSentEvent
 
 from server.api.chat import (ANSWER_LEAD, ChatError, build_chat_prompt, fim_prompt,
@@ -50,7 +49,7 @@ from server.api.routes.openai_format import (Reply, chat_body, chat_events, chat
                                              completion_body, completion_events)
 from server.api.routes.openai_schemas import (MAX_CHOICES, ChatRequest, CompletionRequest,
                                               OpenAIError, off_loop_if_big, parse_request)
-from server.api.safe_json import utf8_safe
+from server.api.safe_json import SafeJSONResponse, utf8_safe
 from server.api.splitter import OutputSplitter
 from server.api.stopping import stop_in_background
 from server.api.task_stream import SHUTDOWN_GRACE_S
@@ -392,7 +391,7 @@ async def chat_completions(request: Request):
         drain = request.app.state.drain
         return _sse(chat_events(reply, choices, rt.loader.tokenizer, drain), choices, drain)
     await _run_to_end(request, rt, choices)
-    return JSONResponse(chat_body(reply, choices, rt.loader.tokenizer))
+    return SafeJSONResponse(chat_body(reply, choices, rt.loader.tokenizer))
 
 
 def _warm_next_turn(rt, req, tools, task, tpl):
@@ -576,4 +575,4 @@ async def completions(request: Request):
         return _sse(completion_events(reply, choices, rt.loader.tokenizer, drain), choices,
                     drain)
     await _run_to_end(request, rt, choices)
-    return JSONResponse(completion_body(reply, choices, rt.loader.tokenizer))
+    return SafeJSONResponse(completion_body(reply, choices, rt.loader.tokenizer))
