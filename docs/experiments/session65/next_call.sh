@@ -3,6 +3,9 @@
 # back mid-call, and no other came). One step a call, each about 2-4 minutes, so a machine
 # taken back loses little: STEP=tests, then stress, memory, decode, chat (H200 only).
 #   OUT=$OUT STEP=tests bash docs/experiments/session65/next_call.sh
+# (Session 66: no machine came either; ROUNDS=1 / ROUNDS=2 split the stress step into a call
+# each, the stress report now splits the copy-back thread's time into the copy home and the
+# clones, and the tests step also times session66/clone_threads.py on the host.)
 # tests:  the CUDA code that has run on the CPU only: session 64's GraphedDecode eviction and
 #         pruning under CAPTURE_LOCK (74bff84), fused.linear_logits, out_key's removal; session
 #         65's copy-back (copyback.patch: the budget given back once a group is in the pinned
@@ -25,7 +28,10 @@ case ${STEP:-tests} in
 tests)
   timeout 230 python3 -m pytest -o addopts= -m gpu -q -p no:cacheprovider test/test_model_gpu.py \
     test/test_copyback.py test/test_engine_no_wait_gpu.py > "$OUT/tests.log" 2>&1
-  echo "tests rc=$? at $((SECONDS - T0)) s: $(tail -1 "$OUT/tests.log")" ;;
+  echo "tests rc=$? at $((SECONDS - T0)) s: $(tail -1 "$OUT/tests.log")"
+  # (session 66) the copy-back's row clones on more threads, on this host's 16 cores
+  timeout 60 python3 docs/experiments/session66/clone_threads.py > "$OUT/clone_threads.log" 2>&1
+  echo "clones rc=$?: $(tr '\n' ' ' < "$OUT/clone_threads.log" | cut -c1-600)" ;;
 stress)
   [ -d /tmp/old ] || { mkdir /tmp/old && cp -a . /tmp/old/ && \
     (cd /tmp/old && patch -R -p1 -s < docs/experiments/session65/copyback.patch); } || exit 1
