@@ -62,9 +62,10 @@ class Settings(BaseSettings):
                                 "batched prefill pass holds at most; lower it where GPU memory "
                                 "is short (a pass holds at least one prompt's piece of the "
                                 "model's chunk: 1,024 tokens on CUDA, 256 on the CPU)")
-    # finished requests' states gathered on the device on their way home (copyback.py): at 256
-    # MiB a served 2.9B held 0.7 GiB less after a load, the seed's stress test ran 6 % slower
-    copyback_mb: int = Field(1024, ge=1, description="MiB of finished requests' states "
+    # finished requests' states gathered on the device on their way home (copyback.py): 256 MiB
+    # since session 66 (H100, 2.9B, the seed's stress test, alternating: 84 / 86 % of its peak
+    # against 85 / 86 % at 1,024, peak 9.0 GB allocated against 9.3, 9.7 reserved against 10.5)
+    copyback_mb: int = Field(256, ge=1, description="MiB of finished requests' states "
                              "gathered on the GPU and not yet copied to host memory, at most; "
                              "lower it where GPU memory is short (the scheduler then waits "
                              "for the copy when many requests end at once)")

@@ -200,12 +200,12 @@ def test_copyback_mb_reaches_the_served_engine(monkeypatch, tmp_path):
     with pytest.raises(SystemExit) as e:
         load_settings()
     assert "RWKV_COPYBACK_MB:" in str(e.value)
-    for var, value in (("RWKV_COPYBACK_MB", "256"), ("RWKV_DEMO", "tiny"), ("RWKV_DEVICE", "cpu"),
+    for var, value in (("RWKV_COPYBACK_MB", "512"), ("RWKV_DEMO", "tiny"), ("RWKV_DEVICE", "cpu"),
                        ("RWKV_TASK_DB_PATH", str(tmp_path / "tasks.db"))):
         monkeypatch.setenv(var, value)
     rt = build_runtime(load_settings())
     try:
-        assert rt.scheduler.engine.copyback.budget == 256 << 20
+        assert rt.scheduler.engine.copyback.budget == 512 << 20  # (the default: 256)
     finally:
         close_runtime(rt)
 

@@ -130,10 +130,10 @@ def copyback_option(parser) -> None:
     """``--copyback-mb`` of benches that drive a scheduler directly (the memory bench, which
     builds a served runtime, sets ``RWKV_COPYBACK_MB`` instead): the bytes of finished rows'
     states gathered on the device and not yet copied home, at most (``copyback.BUDGET_BYTES``,
-    1 GiB): the served process's peak under load once prefill passes are capped
-    (docs/performance.md, session 62)."""
+    256 MiB since session 66; 1 GiB before, the served process's peak under load once prefill
+    passes were capped: docs/performance.md, session 62)."""
     parser.add_argument("--copyback-mb", type=int, default=0, help="the copy-back's budget of "
-                        "gathered states on the device, MiB (default: 1024, RWKV_COPYBACK_MB's)")
+                        "gathered states on the device, MiB (default: 256, RWKV_COPYBACK_MB's)")
 
 
 def apply_copyback(engine, mb: int) -> None:

@@ -231,7 +231,7 @@ def parse_args(argv=None):
     p.add_argument("--prefill-tokens", type=int, default=0, help="tokens a batched "
                    "prefill pass holds at most (RWKV_PREFILL_TOKENS; default: as served, 16384)")
     p.add_argument("--copyback-mb", type=int, default=0, help="MiB of finished states "
-                   "gathered on the device at most (RWKV_COPYBACK_MB; default: as served, 1024)")
+                   "gathered on the device at most (RWKV_COPYBACK_MB; default: as served, 256)")
     return p.parse_args(argv)
 
 

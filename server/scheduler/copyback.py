@@ -11,7 +11,7 @@ state is home).
 Memory is bounded: a submission is gathered in groups of at most ``GROUP_BYTES`` and at most
 ``BUDGET_BYTES`` of gathered rows wait for the copy-back at any time; past that, the scheduler
 thread waits for earlier groups to reach host memory before gathering more (so 256 finished
-21 MB states of a 2.9B model take at most 1 GiB of transient device memory instead of 5.4 GB;
+21 MB states of a 2.9B model take at most 256 MiB of transient device memory instead of 5.4 GB;
 a group is gathered in one copy, without an intermediate, and leaves the budget once it is in
 the staging buffer, before its rows are cloned out). The staging buffer holds one group (it
 grows only for a single row larger than a group).
@@ -35,9 +35,11 @@ from server.task.task import SCHEDULER_THREAD
 log = get_logger("scheduler.copy")
 IDLE_EXIT_S = 5.0  # the thread ends after this long without work (started again on demand)
 # gathered rows not yet copied home, at most (a larger single row: alone); served:
-# ``RWKV_COPYBACK_MB``. Session 64 (H100, 2.9B, one run each): 256 MiB instead held 0.7 GiB less
-# after a load of 256 requests, but the seed's stress test kept 81 % of its peak instead of 86 %
-BUDGET_BYTES = 1 << 30
+# ``RWKV_COPYBACK_MB``. Session 66 (H100, 2.9B, the seed's stress test, 256 / 1,024 MiB
+# alternating, twice): 84 / 86 % of its peak against 85 / 86 %, peak 9.0 against 9.3 GB
+# allocated (9.7 against 10.5 reserved); before session 65's copy-back changes (session 64, one
+# run each) 81 against 86 %
+BUDGET_BYTES = 256 << 20
 GROUP_BYTES = 256 << 20  # rows gathered and copied together, at most; the pinned staging size
 _ALIGN = 256  # byte alignment of each tensor inside the staging buffer
 
