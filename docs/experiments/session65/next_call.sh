@@ -3,9 +3,11 @@
 # back mid-call, and no other came). One step a call, each about 2-4 minutes, so a machine
 # taken back loses little: STEP=tests, then stress, memory, decode, chat (H200 only).
 #   OUT=$OUT STEP=tests bash docs/experiments/session65/next_call.sh
-# (Session 66: no machine came either; ROUNDS=1 / ROUNDS=2 split the stress step into a call
-# each, the stress report now splits the copy-back thread's time into the copy home and the
-# clones, and the tests step also times session66/clone_threads.py on the host.)
+# (Session 66, an H100 for ~6 minutes: the tests step's test_copyback.py and test_model_gpu.py
+# passed and clone_threads.py ran (session66/gpu_call1); the stress step's "new" runs ran twice
+# each (gpu_call2-5) and 256 MiB became the default. Left: test_engine_no_wait_gpu.py, the
+# "old" stress runs (optional now), memory (at the new default: "0"), decode, chat. ROUNDS=1 /
+# ROUNDS=2 split the stress step into a call each.)
 # tests:  the CUDA code that has run on the CPU only: session 64's GraphedDecode eviction and
 #         pruning under CAPTURE_LOCK (74bff84), fused.linear_logits, out_key's removal; session
 #         65's copy-back (copyback.patch: the budget given back once a group is in the pinned
