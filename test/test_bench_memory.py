@@ -185,11 +185,11 @@ def test_the_copyback_budget_option_sets_the_engines_budget():
     engine = SimpleNamespace(copyback=SimpleNamespace(budget=BUDGET_BYTES))
     apply_copyback(engine, stress.parse_args(["--copyback-mb", "0"]).copyback_mb)
     assert engine.copyback.budget == BUDGET_BYTES
-    apply_copyback(engine, stress.parse_args(["--copyback-mb", "256"]).copyback_mb)
-    assert engine.copyback.budget == 256 * 2**20
+    apply_copyback(engine, stress.parse_args(["--copyback-mb", "512"]).copyback_mb)
+    assert engine.copyback.budget == 512 * 2**20  # (the default: 256)
     with pytest.raises(SystemExit):
         apply_copyback(engine, -1)
     assert served_options(parse_args([])) == {}
-    given = served_options(parse_args(["--copyback-mb", "256", "--prefill-tokens", "4096"]))
-    assert given == {"copyback_mb": 256, "prefill_tokens": 4096}
-    assert Settings(**given).copyback_mb == 256
+    given = served_options(parse_args(["--copyback-mb", "512", "--prefill-tokens", "4096"]))
+    assert given == {"copyback_mb": 512, "prefill_tokens": 4096}
+    assert Settings(**given).copyback_mb == 512

@@ -234,6 +234,24 @@ def test_staged_rows_leave_the_budget_before_they_are_cloned(monkeypatch):
         _assert_home(task, slot, state, penalties, counter)
 
 
+def test_a_group_is_at_most_the_budget():
+    """A group goes through whenever nothing else is in flight, so a budget below the group
+    size bounded nothing (256 MiB groups, the budget's default since session 66: any
+    RWKV_COPYBACK_MB up to 256 gave the same peak; session 66's review). Groups shrink to the
+    budget, and the staging buffer with them; a larger budget keeps the group size."""
+    cb = CopyBack(torch.device("cpu"), budget=1000, group_bytes=4000)
+    assert cb.group_bytes == 1000
+    cb.staging = Staging(4000, pin=False)
+    cb.budget = 3000
+    assert cb.group_bytes == 3000 and cb.staging.min_bytes == 3000
+    cb.budget = 10_000
+    assert cb.group_bytes == 4000 and cb.staging.min_bytes == 4000
+    served = CopyBack(torch.device("cpu"))
+    assert served.budget == copyback.BUDGET_BYTES and served.group_bytes == copyback.GROUP_BYTES
+    served.budget = 1 << 20  # RWKV_COPYBACK_MB=1
+    assert served.group_bytes == 1 << 20
+
+
 def test_copy_back_time_is_split_into_the_copy_home_and_the_clones(monkeypatch):
     """The thread's seconds are reported as getting the rows to host memory and cloning them
     (the stress bench prints both: which one paces a small budget)."""

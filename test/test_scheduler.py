@@ -436,12 +436,14 @@ def test_bad_prompts_raise_or_fail_alone(tiny_loader):
             scheduler.new_task(ids)
     with pytest.raises(TypeError, match="integers"):
         scheduler.new_task([1, 2.5])
-    for nothing in (None, 7, b"hello"):  # (None: "'NoneType' object is not iterable",
-        # session 26; bytes were read as token ids 104, 101, ..., session 66's QA)
+    # (None: "'NoneType' object is not iterable", session 26; bytes were read as token ids
+    # 104, 101, ..., session 66's QA)
+    for nothing in (None, 7, b"hello", memoryview(b"hi")):
         with pytest.raises(TypeError, match="prompt must be text or a list of token ids"):
             scheduler.new_task(nothing)
-    with pytest.raises(TypeError, match="not bytes"):
-        Task(b"hello", tokenizer=tiny_loader)
+    for raw in (b"hello", bytearray(b"hi"), memoryview(b"hi")):
+        with pytest.raises(TypeError, match="not bytes"):
+            Task(raw, tokenizer=tiny_loader)
     assert not scheduler.waiting
     text = "User: a\n\nAssistant:"
     bad = Task(max_tokens=5, temperature=0, tokenizer=tiny_loader)

@@ -61,7 +61,7 @@ def test_put_task_refuses_what_cannot_name_or_be_a_task(db):
     """An id with a space was stored and then served under /v1/tasks/bad%20id; None as the
     task and 5 as the id raised AttributeErrors naming neither (session 66's QA)."""
     tm = manager(db)
-    for bad in ("bad id", "", "x" * 129, "a/b", "_sl/ash"):
+    for bad in ("bad id", "", "x" * 129, "a/b", "_sl/ash", ".", "..", "..."):
         with pytest.raises(ValueError, match="task id"):
             tm.put_task(bad, make_task(1))
     with pytest.raises(TypeError, match="a task id is a str, not int"):
@@ -71,7 +71,10 @@ def test_put_task_refuses_what_cannot_name_or_be_a_task(db):
     tm.put_task("_t", make_task(1))
     with pytest.raises(ValueError, match="task id"):
         tm.fork_template("_t", new_id="two words")
+    with pytest.raises(ValueError, match="task id"):  # (before looking for the template)
+        tm.fork_template("_missing", new_id="two words")
     assert tm.put_task("TASK_ok-1.2", make_task(1)) == "TASK_ok-1.2"
+    assert tm.put_task(".dot", make_task(1)) == ".dot"
     tm.close()
     store = TaskStore(db)
     assert store.contains("TASK_ok-1.2") and not store.contains("bad id")

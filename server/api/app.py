@@ -241,11 +241,10 @@ def create_app(settings=None, runtime=None, freeze_heap: bool = False) -> FastAP
         settings = runtime.settings if runtime is not None else _default_settings()
     app = FastAPI(title="RWKV-Server", version="0.1.0",
                   redirect_slashes=False,  # served instead: TrailingSlashMiddleware
-                  default_response_class=SafeJSONResponse,  # (strict JSON whatever a reply
-                  # holds: a NaN log probability was a 500; session 66's QA)
                   lifespan=_lifespan(settings, runtime, freeze_heap),
                   description="Batched RWKV-7 inference: Task API and OpenAI-compatible API")
     app.add_api_route("/health", _health, methods=["GET"], tags=["server"],
+                      response_class=SafeJSONResponse,
                       summary="Model, scheduler and queue state")
     app.add_exception_handler(RequestValidationError, validation_error_reply)  # echoes any input
     app.add_exception_handler(StarletteHTTPException, _http_error)

@@ -160,7 +160,8 @@ class BaseScheduler(SlotCycle):
         ``check_logit_bias``) or a constraint or callback of the wrong type; ``TypeError`` for
         a prompt that is neither text nor token ids (bytes too: decode them first)."""
         try:
-            if isinstance(prompt, (bytes, bytearray)):  # (list() made token ids of its bytes)
+            if isinstance(prompt, (bytes, bytearray, memoryview)):  # (list() made token ids
+                # of its bytes)
                 raise TypeError
             tokens = self.loader.encode(prompt) if isinstance(prompt, str) else list(prompt)
         except TypeError:  # (None: "'NoneType' object is not iterable" named no argument)

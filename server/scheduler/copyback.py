@@ -161,17 +161,17 @@ def split_rows(wkv, shift, pen, counter) -> tuple[list[State], list[torch.Tensor
 class CopyBack:
     """A thread that completes unloads in submission order (started when work arrives, ended
     when idle, so an engine that is dropped leaves no thread behind). ``budget`` and
-    ``group_bytes`` default to BUDGET_BYTES and GROUP_BYTES."""
+    ``group_bytes`` default to BUDGET_BYTES and GROUP_BYTES; a group is at most the budget."""
 
     def __init__(self, device: torch.device, budget: int | None = None,
                  group_bytes: int | None = None):
         self.device = device
         self.owner = None  # the scheduler whose finish callbacks run on this thread
-        self.budget = BUDGET_BYTES if budget is None else budget
-        self.group_bytes = GROUP_BYTES if group_bytes is None else group_bytes
+        self._group_max = GROUP_BYTES if group_bytes is None else group_bytes
         cuda = device.type == "cuda"
         self.stream = torch.cuda.Stream(device) if cuda else None
-        self.staging = Staging(self.group_bytes, pin=True) if cuda else None
+        self.staging = Staging(self._group_max, pin=True) if cuda else None
+        self.budget = BUDGET_BYTES if budget is None else budget  # (sets group_bytes)
         # tasks copied back, seconds the copy-back thread spent, seconds submit() waited for
         # room in the budget (the scheduler thread, its pulses held up meanwhile); of the
         # thread's seconds: getting the rows to host memory (waiting for their gather, the
@@ -183,6 +183,21 @@ class CopyBack:
         self._in_flight = 0  # bytes gathered and not yet copied home
         self._cv = threading.Condition()
         self._thread: threading.Thread | None = None
+
+    @property
+    def budget(self) -> int:
+        return self._budget
+
+    @budget.setter
+    def budget(self, nbytes: int) -> None:
+        """The budget (``RWKV_COPYBACK_MB``; set before any submit), and groups of at most it:
+        a group goes through whenever nothing else is in flight, so with the default groups a
+        budget below 256 MiB bounded nothing (session 66's review); the staging buffer
+        shrinks with them."""
+        self._budget = nbytes
+        self.group_bytes = min(self._group_max, nbytes)
+        if self.staging is not None:
+            self.staging.min_bytes = self.group_bytes
 
     def submit(self, state: State, penalties, counter, slots: list[int], tasks: list,
                then, handed: list | None = None) -> None:

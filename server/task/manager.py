@@ -33,7 +33,7 @@ from collections import OrderedDict
 from server.logger import get_logger
 from server.model.state import State
 from server.task.policy import (TaskNotFound, TaskUnreadable, TemplateExists, TemplateProtected,
-                                TooManyTemplates, id_problem, is_busy, is_template_id,
+                                TooManyTemplates, check_id, is_busy, is_template_id,
                                 is_temporary_id, model_mismatch, same_content, signature,
                                 stored_mismatch)
 from server.task.serialize import (DTYPES, RecordError, TaskBusy, decode_task, decode_tensors,
@@ -105,9 +105,7 @@ class TaskManager:
         (``policy.TASK_ID``)."""
         if not isinstance(task, Task):
             raise TypeError(f"put_task stores a Task, not {type(task).__name__}")
-        problem = id_problem(task_id)
-        if problem:
-            raise TypeError(problem) if not isinstance(task_id, str) else ValueError(problem)
+        check_id(task_id)
         if task.tokenizer is None and self.loader is not None:
             task.tokenizer = self.loader
         if is_template_id(task_id):
@@ -190,7 +188,10 @@ class TaskManager:
         self._submit(jobs)
 
     def fork_template(self, template_id: str, new_id: str | None = None, tmp: bool = False) -> str:
-        """Put a copy of ``template_id`` (any stored task at rest) under a new id; return it."""
+        """Put a copy of ``template_id`` (any stored task at rest) under a new id; return it.
+        ``ValueError`` for an unusable ``new_id`` (``put_task``'s check, before any reading)."""
+        if new_id is not None:
+            check_id(new_id)
         src = self.get_task(template_id)
         if src is None:
             raise TaskNotFound(f"task {template_id} not found")

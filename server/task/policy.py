@@ -13,7 +13,8 @@ from server.task.task import SAMPLING_FIELDS, Task
 
 # ids a task may be stored under: they appear in URL paths (/v1/tasks/<id>/...) and in the
 # database; what the server makes (``TASK_<hex>``, ``TMP_<hex>``, template names) all fit
-TASK_ID = re.compile(r"[A-Za-z0-9_.\-]{1,128}")
+# (not dots alone: a client normalises /v1/tasks/./status to /v1/tasks/status)
+TASK_ID = re.compile(r"(?!\.+$)[A-Za-z0-9_.\-]{1,128}")
 
 
 class TaskNotFound(LookupError):
@@ -37,14 +38,13 @@ class TooManyTemplates(RuntimeError):
     """``put_task``'s ``max_templates`` templates are stored (or being stored) already."""
 
 
-def id_problem(task_id) -> str | None:
-    """Why ``task_id`` cannot name a stored task (``TASK_ID``), or None."""
+def check_id(task_id) -> None:
+    """``TypeError`` unless ``task_id`` is a str, ``ValueError`` unless it fits ``TASK_ID``."""
     if not isinstance(task_id, str):
-        return f"a task id is a str, not {type(task_id).__name__}"
+        raise TypeError(f"a task id is a str, not {type(task_id).__name__}")
     if not TASK_ID.fullmatch(task_id):
-        return (f"task id {task_id[:60]!r}: use 1-128 letters, digits, '_', '.', '-' (it "
-                "appears in URL paths)")
-    return None
+        raise ValueError(f"task id {task_id[:60]!r}: use 1-128 letters, digits, '_', '.', '-', "
+                         "not dots alone (it appears in URL paths)")
 
 
 def is_template_id(task_id: str) -> bool:

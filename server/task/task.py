@@ -304,7 +304,8 @@ class Task:
     def _tokens(self, prompt: str | list[int]) -> list[int]:
         if isinstance(prompt, str):
             return self._need_tokenizer().encode(prompt)
-        if isinstance(prompt, (bytes, bytearray)):  # (its items are ints: taken as token ids)
+        if isinstance(prompt, (bytes, bytearray, memoryview)):  # (its items are ints: they
+            # were taken as token ids)
             raise TypeError("a prompt is text or token ids, not bytes: decode them first")
         try:  # integers only: int() took 1.5 as token 1
             return [operator.index(t) for t in prompt]

@@ -59,7 +59,9 @@ from server.model.tokenizer import incomplete_tail
 from server.scheduler import QueueFull
 from server.scheduler.scoring import ScoringStopped
 
-router = APIRouter(tags=["openai"])
+# strict JSON whatever a reply holds (a NaN log probability was a 500; session 66's QA). Not
+# the app's default: the Task API's routes (response models) keep pydantic's own JSON writer
+router = APIRouter(tags=["openai"], default_response_class=SafeJSONResponse)
 PING_SECONDS = 15
 COMPLETION_TOP_MAX = 5  # OpenAI's limit of the completions' ``logprobs``
 STARTED = int(time.time())  # "created" of a model whose file is gone (demo weights)

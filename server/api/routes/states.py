@@ -17,6 +17,7 @@ from fastapi import APIRouter, Depends, HTTPException, Query, Request
 from fastapi.responses import Response
 
 from server.api.routes.tasks import NOT_FOUND, RESUMED, get_service
+from server.api.safe_json import SafeJSONResponse
 from server.api.schemas.tasks import GenerationParams
 from server.api.task_service import TaskService
 from server.task.state_file import (StateFileError, StateShapeError, check_lengths,
@@ -39,7 +40,7 @@ async def export_task_state(task_id: str, svc: TaskService = Depends(get_service
         "Content-Disposition": f'attachment; filename="{task_id}.safetensors"'})
 
 
-@router.post("/import_state", responses={
+@router.post("/import_state", response_class=SafeJSONResponse, responses={
     200: {"description": "The new template"}, 400: {"description": "Unreadable file"},
     409: {"description": "Template name taken, or RWKV_MAX_TEMPLATES reached"},
     413: {"description": "Body too large"},
