@@ -17,7 +17,7 @@
 #         changes ("old": this tree with copyback.patch reversed, in /tmp/old) and after
 #         ("new"), and 1,024 MiB after; alternating, twice (session 64, one run each, old
 #         code: 1,024 86 %, 256 81 % of peak; copy-back thread 346 / 1,141 ms).
-# memory: the served memory after a load, copy-back 256 / 1,024 (the default), new code
+# memory: the served memory after a load, copy-back 256 (the default since session 66) / 1,024, new code
 #         (session 64, old code: 10.16 / 10.86 GiB after the load, peak allocated 8.84 / 9.32).
 # decode: batch 1 / 256 / 1,024 with and without the small cuBLAS workspaces run.py sets since
 #         session 64 (1,024 not timed with them), alternating, twice.
@@ -49,7 +49,7 @@ stress)
     done
   done ;;
 memory)
-  for mb in 256 0; do
+  for mb in 0 1024; do  # (0: as served, 256 since session 66)
     echo "=== copyback $mb" >> "$OUT/memory.log"
     timeout 110 python3 -m server.bench memory --demo 2.9b --max-batch 256 --state-dtype fp16 \
       --load 256 --copyback-mb $mb >> "$OUT/memory.log" 2>&1
