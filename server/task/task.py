@@ -454,11 +454,13 @@ class Task:
         no ``Constraint`` failed every task of its pulse (a dict: "'dict' object has no
         attribute 'words'"), a callback that is not callable logged a traceback each pulse
         (session 66's QA)."""
-        from server.task.constraint import Constraint
+        if self.constraint is not None:  # (the import only then: this runs at every
+            # add_task and admission, on the scheduler's path to a first token)
+            from server.task.constraint import Constraint
 
-        if self.constraint is not None and not isinstance(self.constraint, Constraint):
-            return (f"constraint must be a server.task.constraint.Constraint (or None), not "
-                    f"{type(self.constraint).__name__}")
+            if not isinstance(self.constraint, Constraint):
+                return (f"constraint must be a server.task.constraint.Constraint (or None), "
+                        f"not {type(self.constraint).__name__}")
         for name in ("collect_callback", "finish_callback"):
             fn = getattr(self, name)
             if fn is not None and not callable(fn):
