@@ -13,7 +13,8 @@
 ``_release`` frees slots (tasks that keep their state finish in ``_finish_home`` once the
 copy-back thread has brought it home); ``_resize`` changes capacity and compacts live slots to the
 front; ``_fail_all`` fails the tasks in slots after a fault, their state restored
-(``_restore_admitted``).
+(``_restore_admitted``); ``_fail_broken`` fails the tasks whose model output became NaN or
+infinite the same way, the batch going on.
 
 The state it works on (``slots``, ``decoding``, ``waiting``, ``engine``, ``prefiller``, ``stats``,
 ``_cv``, ``_ramp``, …) and the capacity policy (``initial_capacity``, ``target_capacity``) belong
@@ -26,11 +27,18 @@ import functools
 import time
 import traceback
 
-from server.scheduler.engine import REASON_EOS, REASON_LENGTH, REASON_STOP, RowsMoved
+from server.scheduler.engine import (REASON_EOS, REASON_LENGTH, REASON_NONFINITE, REASON_STOP,
+                                     RowsMoved)
 from server.task.policy import model_mismatch
 from server.task.task import Status, Task, call_all
 
-REASON_NAMES = {REASON_EOS: "stop", REASON_LENGTH: "length", REASON_STOP: "abort"}
+REASON_NAMES = {REASON_EOS: "stop", REASON_LENGTH: "length", REASON_STOP: "abort",
+                REASON_NONFINITE: "nonfinite"}
+# a task whose row ended with REASON_NONFINITE fails with this error
+NONFINITE_ERROR = ("the model's output became NaN or infinite: a numeric overflow (the weights' "
+                   "or the state's dtype: RWKV_DTYPE=fp32 or bf16, RWKV_STATE_DTYPE=fp32 avoid "
+                   "fp16's range) or a broken imported state; the task's state is as it was "
+                   "before this round")
 
 
 def finish_all(items) -> None:
@@ -274,7 +282,9 @@ class SlotCycle:
         for slot in sorted(self.decoding):
             task, toks = self.slots[slot], res.tokens[slot]
             reason = res.reason[slot]
-            n_fed = len(toks) + (reason == REASON_EOS)
+            # (an ending token's step fed the token before it: ended or broken, the row's state
+            # has consumed every token it was given)
+            n_fed = len(toks) + (reason in (REASON_EOS, REASON_NONFINITE))
             task.history.extend(([task.current_token] + toks)[:n_fed])
             if n_fed > (slot in kept):  # a token went into the state through a decode step
                 task.state_decoded = True
@@ -287,6 +297,9 @@ class SlotCycle:
                 finished.setdefault(REASON_NAMES[reason], []).append(slot)
             elif slot in res.forced:
                 self._fast_forward(slot, res.forced[slot])
+        broken = finished.pop("nonfinite", None)
+        if broken:
+            self._fail_broken(broken)
         for name, slots in finished.items():
             self._release(slots, name)
 
@@ -369,6 +382,19 @@ class SlotCycle:
         finally:
             if fault is not None:
                 raise fault
+
+    def _fail_broken(self, slots: list[int]) -> None:
+        """Rows whose model output was NaN or infinite (REASON_NONFINITE): their state is
+        garbage, so it neither goes home nor into the prefix cache. Their tasks are back to
+        the state they were admitted with, as after a fault, and fail naming the cause; the
+        other rows go on."""
+        tasks = [self._take_lost(slot) for slot in slots]
+        self.log.error(f"Non-finite model output: failing {', '.join(t.task_id for t in tasks)} "
+                       f"({NONFINITE_ERROR})")
+        try:
+            self.engine.free(slots)
+        finally:
+            finish_all((t, "error", NONFINITE_ERROR) for t in tasks)
 
     def _finish_home(self, tasks: list[Task], reason: str, error: str | None) -> None:
         """Copy-back thread: the tasks' state is home (or failed to come): finish them."""

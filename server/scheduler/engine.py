@@ -105,8 +105,10 @@ class RowsMoved(RuntimeError):
     while the caller's slot map has not (no failed growth to go on from: a fault)."""
 
 
-# reasons a row ended, as stored in PulseResult.reason
-RUNNING, REASON_EOS, REASON_LENGTH, REASON_STOP = 0, 1, 2, 3
+# reasons a row ended, as stored in PulseResult.reason. REASON_NONFINITE: the model's logits
+# at the row's drawn token were NaN or infinite (its state overflowed or was imported broken:
+# every later token would be garbage); the token is not accepted, the scheduler fails the task
+RUNNING, REASON_EOS, REASON_LENGTH, REASON_STOP, REASON_NONFINITE = 0, 1, 2, 3, 4
 
 
 @dataclass
@@ -528,7 +530,7 @@ class BatchEngine:
                                       update=False)  # [cap]
             if lp is not None:
                 lp.record(logits, tok)
-            self._step_end(tok, active, done, reason, out, valid, s)
+            self._step_end(tok, logits, active, done, reason, out, valid, s)
             if guide is not None:
                 guide.record(tok, valid[:, s])
             # penalties count the tokens accepted: not the one that ends a row (end-of-text, a
@@ -573,7 +575,7 @@ class BatchEngine:
         logits = torch.zeros(cap, self.vocab_size, dtype=torch.float32, device=dev)
         tok = self.sampler.sample(logits, self.samp, active=active)
         self.sampler.warm(logits)
-        self._step_end(tok, active, done, reason, out, valid, 0)
+        self._step_end(tok, logits, active, done, reason, out, valid, 0)
 
     def _step_begin(self, done, reason, nostop_rows) -> torch.Tensor:
         """A step's start: rows with a stop request (except ``nostop_rows``) end with
@@ -594,20 +596,23 @@ class BatchEngine:
         reason.masked_fill_(~done & stop, REASON_STOP)
         return ~done & ~stop
 
-    def _step_end(self, tok, active, done, reason, out, valid, s: int) -> None:
-        """A step's end, for the sampled ``tok`` [cap]: end of generation (EOS, a new turn, or
-        max_tokens) into ``reason`` and ``done``; accepted tokens into column ``s`` of
-        ``out``/``valid``, ``cur`` and ``n_gen``."""
+    def _step_end(self, tok, logits, active, done, reason, out, valid, s: int) -> None:
+        """A step's end, for the sampled ``tok`` [cap] drawn from ``logits`` [cap, V] (the
+        model's, before any bias or grammar mask): end of generation (EOS, a new turn, or
+        max_tokens; REASON_NONFINITE where the model's logit of the drawn token is NaN or
+        infinite: one value a row, no pass over the logits) into ``reason`` and ``done``;
+        accepted tokens into column ``s`` of ``out``/``valid``, ``cur`` and ``n_gen``."""
         if self._kernels is not None:
-            self._kernels.step_end(tok, self.cur, active, self.n_gen, self.max_new, self.turn,
-                                   done, reason, out, valid, s, EOS_TOKEN, USER_TOKEN,
-                                   REASON_EOS, REASON_LENGTH, TURN_NEWLINE, NEWLINE,
-                                   NEWLINE_ENDED)
+            self._kernels.step_end(tok, logits, self.cur, active, self.n_gen, self.max_new,
+                                   self.turn, done, reason, out, valid, s, EOS_TOKEN,
+                                   USER_TOKEN, REASON_EOS, REASON_LENGTH, REASON_NONFINITE,
+                                   TURN_NEWLINE, NEWLINE, NEWLINE_ENDED)
             return
+        broken = active & ~torch.isfinite(logits.gather(1, tok[:, None]).squeeze(1))
         on = self.turn != NO_TURN
         armed = on & ((self.cur == TURN_NEWLINE) | (self.cur == self.turn))
         is_eos = (tok == EOS_TOKEN) | ((tok == USER_TOKEN) & armed)
-        ok = active & ~is_eos
+        ok = active & ~is_eos & ~broken
         out[:, s] = tok
         valid[:, s] = ok
         self.n_gen += ok
@@ -617,8 +622,9 @@ class BatchEngine:
                                     self.turn))
         self.cur.copy_(torch.where(ok, tok, self.cur))
         reason.masked_fill_(active & is_eos, REASON_EOS)
+        reason.masked_fill_(broken, REASON_NONFINITE)
         reason.masked_fill_(ok & (self.n_gen >= self.max_new), REASON_LENGTH)
-        done |= ~active | is_eos | (self.n_gen >= self.max_new)
+        done |= ~active | is_eos | broken | (self.n_gen >= self.max_new)
 
     def _first_logits(self, first_slots, rows, kept, active):
         """The first step's logits: ``kept`` [len(first_slots), V] for ``rows`` (those slots, in

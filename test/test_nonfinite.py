@@ -1,0 +1,145 @@
+"""A row whose model output becomes NaN or infinite (a numeric overflow, a broken imported
+state) fails its task alone, naming the cause, instead of returning garbage tokens drawn from
+NaN logits; the other rows of its batch go on unchanged (engine.REASON_NONFINITE)."""
+
+import json
+
+import pytest
+import torch
+from fastapi.testclient import TestClient
+
+from server.model.state import State
+from server.scheduler import DynamicScheduler
+from server.scheduler.cycle import NONFINITE_ERROR
+from server.task.task import Status, Task
+
+PROMPT = "User: hello there\n\nAssistant:"
+
+
+def huge_state(cfg) -> State:
+    """A state whose WKV entries are 1e20 (finite in fp32): the first output is NaN."""
+    L, C, H, N = cfg.n_layer, cfg.n_embd, cfg.n_head, cfg.head_size
+    return State(torch.zeros(L, 2, 1, C), torch.full((L, 1, H, N, N), 1e20))
+
+
+def greedy(sched, tokens, **kw):
+    return sched.new_task(tokens, max_tokens=6, temperature=0.0, **kw)
+
+
+@pytest.fixture(params=["cpu", pytest.param("cuda", marks=[pytest.mark.gpu, pytest.mark.skipif(
+    not torch.cuda.is_available(), reason="needs CUDA")])])
+def loader(request, tiny_loader, tiny_model_path):
+    """The tiny model on the CPU (the torch bookkeeping), and on CUDA in fp16 (the Triton step
+    bookkeeping, the decode graphs and the sampler's kernels)."""
+    if request.param == "cpu":
+        return tiny_loader
+    from server.model.loader import RWKV070ModelLoader
+    return RWKV070ModelLoader(tiny_model_path, device="cuda", dtype="fp16")
+
+
+def test_a_row_whose_output_is_nan_fails_alone(loader):
+    tiny_loader = loader
+    tokens = tiny_loader.encode(PROMPT)
+    alone = DynamicScheduler(tiny_loader, max_batch_size=1, buffer_size=4)
+    want = greedy(alone, tokens)
+    alone.run()
+    assert len(want.output) == 6
+
+    sched = DynamicScheduler(tiny_loader, max_batch_size=8, buffer_size=4)
+    good = greedy(sched, tokens)
+    # broken rows of each sampler path: argmax, top-k, the whole vocabulary, sorted top-p
+    kinds = [dict(temperature=0.0), dict(temperature=1.0, top_k=20, top_p=0.9),
+             dict(temperature=1.0, top_k=0, top_p=1.0), dict(temperature=1.0, top_k=0, top_p=0.5)]
+    bad = [Task(tokens, max_tokens=6, **kw) for kw in kinds]
+    for task in bad:
+        task.state = huge_state(tiny_loader.cfg)
+        sched.add_task(task)
+    sampled = sched.new_task(tokens, max_tokens=6, temperature=1.0, top_k=0, top_p=1.0, seed=3)
+    sched.run()
+    for task in bad:
+        assert task.status == Status.FINISHED and task.finish_reason == "error"
+        assert task.error == NONFINITE_ERROR and "NaN or infinite" in task.error
+        assert task.output == []  # no token drawn from NaN logits
+    assert good.finish_reason == "length" and good.output == want.output
+    assert sampled.finish_reason == "length" and len(sampled.output) == 6
+
+
+def test_a_decode_step_gone_nan_fails_the_round_and_keeps_the_admitted_state(loader):
+    """The first step of a continued task is a decode step (not a prefill pass's kept
+    logits): its NaN ends the row there. The task is back to the state and history it was
+    admitted with, so the round can be retried from it."""
+    tiny_loader = loader
+    sched = DynamicScheduler(tiny_loader, max_batch_size=2, buffer_size=4)
+    task = greedy(sched, tiny_loader.encode(PROMPT))
+    sched.run()
+    assert task.finish_reason == "length"
+    task.state = huge_state(tiny_loader.cfg)  # (as if its state had overflowed)
+    history, current = list(task.history), task.current_token
+    task.continue_gen(max_tokens=4)
+    sched.add_task(task)
+    sched.run()
+    assert task.finish_reason == "error" and task.error == NONFINITE_ERROR
+    assert task.round_tokens() == []
+    assert task.history == history and task.current_token == current
+    assert torch.equal(task.state.wkv, huge_state(tiny_loader.cfg).wkv)
+    assert sched.capacity == 1 and sched.num_active == 0  # its slot was freed
+
+
+def test_requests_from_a_state_that_makes_the_output_nan_fail_with_strict_json(
+        tiny_model_path, tmp_path):
+    """A state of 1e20 (within fp32, so imported) makes the model's output NaN. Its requests
+    returned garbage text with a 200, or a 500 for log probabilities ("Out of range float
+    values are not JSON compliant") and ``"logprob":NaN`` in streams (session 66's QA). Now
+    both OpenAI routes answer a 500 naming the overflow (an error event in a stream), every
+    reply strict JSON."""
+    from server.api.app import create_app
+    from server.config import Settings
+    from test_state_files import tuning_file
+
+    def strict(text: str):
+        def refuse(name):
+            raise ValueError(f"non-JSON constant {name}")
+        return json.loads(text, parse_constant=refuse)
+
+    settings = Settings(model_path=tiny_model_path, demo=None, device="cpu", api_key=None,
+                        task_db_path=str(tmp_path / "t.db"), state_dtype="fp32")
+    with TestClient(create_app(settings)) as client:
+        cfg = client.app.state.runtime.loader.cfg
+        huge = tuning_file(cfg, 2, dtype=torch.float32, scale=1.0, **{
+            f"blocks.{i}.att.time_state": torch.full((cfg.n_head, cfg.head_size, cfg.head_size),
+                                                     1e20) for i in range(cfg.n_layer)})
+        r = client.post("/v1/tasks/import_state?name=_huge", content=huge)
+        assert r.status_code == 200, r.text
+        chat = {"model": "rwkv-7:_huge", "max_tokens": 2, "logprobs": True, "top_logprobs": 2,
+                "messages": [{"role": "user", "content": "hi"}]}
+        done = {"model": "rwkv-7:_huge", "max_tokens": 2, "prompt": "hi", "logprobs": 2}
+        for path, body in (("/v1/chat/completions", chat), ("/v1/completions", done)):
+            r = client.post(path, json=body)
+            assert r.status_code == 500, r.text
+            assert "NaN or infinite" in strict(r.text)["error"]["message"]
+            with client.stream("POST", path, json={**body, "stream": True}) as s:
+                assert s.status_code == 200
+                events = [line[6:] for line in s.iter_lines() if line.startswith("data: ")]
+            parsed = [strict(e) for e in events if e != "[DONE]"]
+            assert any("NaN or infinite" in json.dumps(e) for e in parsed), events
+        # the same model serves a healthy request after them
+        r = client.post("/v1/chat/completions", json={
+            "max_tokens": 2, "messages": [{"role": "user", "content": "hi"}]})
+        assert r.status_code == 200 and r.json()["choices"][0]["finish_reason"] == "length"
+
+
+def test_replies_write_non_finite_numbers_as_strings():
+    """The OpenAI routes' replies (``SafeJSONResponse``) and stream events (``sse_json``) stay
+    strict JSON should a non-finite number reach them (a log probability of a row whose
+    logits are partly NaN: strict parsers refused ``NaN``, the SDKs retried a 500)."""
+    from server.api.safe_json import SafeJSONResponse, sse_json
+
+    obj = {"logprob": float("nan"), "top": [{"logprob": float("-inf")}], "text": "é\u2028"}
+
+    def refuse(name):
+        raise ValueError(f"non-JSON constant {name}")
+    body = json.loads(SafeJSONResponse(obj).body, parse_constant=refuse)
+    event = sse_json(obj)
+    assert "\u2028" not in event  # (one line: the SSE line-break escape stays)
+    for got in (body, json.loads(event, parse_constant=refuse)):
+        assert got == {"logprob": "nan", "top": [{"logprob": "-inf"}], "text": "é\u2028"}
