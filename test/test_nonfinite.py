@@ -122,6 +122,8 @@ def test_requests_from_a_state_that_makes_the_output_nan_fail_with_strict_json(
                 events = [line[6:] for line in s.iter_lines() if line.startswith("data: ")]
             parsed = [strict(e) for e in events if e != "[DONE]"]
             assert any("NaN or infinite" in json.dumps(e) for e in parsed), events
+        metrics = client.get("/metrics").text
+        assert "rwkv_nonfinite_tasks_total 4.0" in metrics  # (two routes, stream or not)
         # the same model serves a healthy request after them
         r = client.post("/v1/chat/completions", json={
             "max_tokens": 2, "messages": [{"role": "user", "content": "hi"}]})

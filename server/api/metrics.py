@@ -14,6 +14,8 @@ Series (each app has its own registry, so several apps in one process do not col
   ``rwkv_http_request_duration_seconds{route}`` (until the last byte, streams included);
 * ``rwkv_prompt_tokens_total``, ``rwkv_generated_tokens_total`` (tokens in and out),
   ``rwkv_prefill_tokens_total`` (prompt tokens actually computed: the rest came from the cache);
+* ``rwkv_nonfinite_tasks_total``: tasks failed because the model's output became NaN or
+  infinite (an alert on it catches a checkpoint that overflows in fp16);
 * ``rwkv_time_to_first_token_seconds`` and ``rwkv_time_per_output_token_seconds`` histograms
   (see ``server/scheduler/stats.py``);
 * gauges ``rwkv_queue_length``, ``rwkv_scoring_jobs``, ``rwkv_capacity``,
@@ -87,6 +89,9 @@ class _RuntimeCollector:
                                   value=st["prompt_tokens"])
         yield CounterMetricFamily("rwkv_generated_tokens", "Tokens generated",
                                   value=st["generated_tokens"])
+        yield CounterMetricFamily("rwkv_nonfinite_tasks", "Tasks failed because the model's "
+                                  "output became NaN or infinite (a numeric overflow, a broken "
+                                  "imported state)", value=st["nonfinite_tasks"])
         yield CounterMetricFamily("rwkv_prefill_tokens", "Prompt tokens computed by prefill",
                                   value=sch.prefiller.prefilled_tokens)
         yield CounterMetricFamily("rwkv_prefill_calls", "Prefill calls that computed those "

@@ -389,6 +389,7 @@ class SlotCycle:
         the state they were admitted with, as after a fault, and fail naming the cause; the
         other rows go on."""
         tasks = [self._take_lost(slot) for slot in slots]
+        self.stats.on_nonfinite(len(tasks))
         self.log.error(f"Non-finite model output: failing {', '.join(t.task_id for t in tasks)} "
                        f"({NONFINITE_ERROR})")
         try:

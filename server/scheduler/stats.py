@@ -14,7 +14,9 @@ scheduler thread only; ``snapshot`` may be called from any thread.
 * ``tpot``: seconds per decode step of each pulse, once per task in the pulse that ran a decode
   step for it (the time between two tokens of one stream): not the one-step pulse that only
   samples a task's first token from its prefill's logits (it was a sample of ~2.5 ms for every
-  request on the tiny model against ~10 ms decode steps; session 38's QA).
+  request on the tiny model against ~10 ms decode steps; session 38's QA);
+* ``nonfinite_tasks``: tasks failed because the model's output became NaN or infinite
+  (``cycle._fail_broken``: a numeric overflow or a broken imported state).
 """
 
 from __future__ import annotations
@@ -53,6 +55,7 @@ class SchedulerStats:
         self._lock = threading.Lock()
         self.prompt_tokens = 0
         self.generated_tokens = 0
+        self.nonfinite_tasks = 0
         self.ttft = Histogram(TTFT_BUCKETS)
         self.tpot = Histogram(TPOT_BUCKETS)
 
@@ -74,9 +77,14 @@ class SchedulerStats:
             if decoded > 0:
                 self.tpot.observe(pulse_s / max(steps, 1))
 
+    def on_nonfinite(self, n: int) -> None:
+        with self._lock:
+            self.nonfinite_tasks += n
+
     def snapshot(self) -> dict:
         with self._lock:
             return {"prompt_tokens": self.prompt_tokens,
                     "generated_tokens": self.generated_tokens,
+                    "nonfinite_tasks": self.nonfinite_tasks,
                     "ttft": (self.ttft.cumulative(), self.ttft.sum),
                     "tpot": (self.tpot.cumulative(), self.tpot.sum)}
