@@ -11,6 +11,7 @@ from fastapi.testclient import TestClient
 from server.model.state import State
 from server.scheduler import DynamicScheduler
 from server.scheduler.cycle import NONFINITE_ERROR
+from server.scheduler.prefix_cache import PrefixCache
 from server.task.task import Status, Task
 
 PROMPT = "User: hello there\n\nAssistant:"
@@ -83,6 +84,60 @@ def test_a_decode_step_gone_nan_fails_the_round_and_keeps_the_admitted_state(loa
     assert task.history == history and task.current_token == current
     assert torch.equal(task.state.wkv, huge_state(tiny_loader.cfg).wkv)
     assert sched.capacity == 1 and sched.num_active == 0  # its slot was freed
+
+
+def test_a_row_broken_mid_reply_keeps_nothing_of_the_round_and_retries_the_same(
+        tiny_model_path, monkeypatch):
+    """A row whose logits go NaN after tokens were accepted (the model's output made NaN at
+    its 5th decode step): its task fails with the tokens it had shown; history and prompt are
+    back to their admitted values; its end state is not cached (the prefix cache holds what a
+    run of the healthy twin alone holds); a retry gives the twin's reply; the twin beside it
+    is unchanged. (A model without split invariance: only there does the cache keep a
+    finished task's end state.)"""
+    from server.model.loader import RWKV070ModelLoader
+
+    tiny_loader = RWKV070ModelLoader(tiny_model_path, device="cpu", split_invariant=False)
+    tokens = tiny_loader.encode("User: tell me a long story about a cat and a dog\n\nAssistant:")
+    assert len(tokens) >= 16  # (the cache's shortest entry)
+
+    def run(break_a: bool):
+        sched = DynamicScheduler(tiny_loader, max_batch_size=4, buffer_size=4,
+                                 prefix_cache=PrefixCache(64 << 20, "cpu"))
+        a, b = (Task(list(tokens), max_tokens=12, temperature=0.0) for _ in range(2))
+        for t in (a, b):
+            t.cache_origin = ""  # (in the prefix cache, as the API's tasks are)
+        sched.add_task(b)
+        if break_a:
+            sched.add_task(a)
+            model, calls = sched.engine.model, [0]
+            decode = model.decode
+
+            def nan_in_a(*args, **kw):
+                out = decode(*args, **kw)
+                calls[0] += 1
+                if calls[0] == 5:
+                    out = out.clone()
+                    out[sched.slots.index(a)] = float("nan")
+                return out
+            monkeypatch.setattr(model, "decode", nan_in_a)
+        sched.run()
+        monkeypatch.undo()
+        return sched, a, b
+
+    _, _, twin = run(False)
+    sched, a, b = run(True)
+    assert a.finish_reason == "error" and a.error == NONFINITE_ERROR
+    assert 1 <= len(a.output) < 12 and a.output == twin.output[:len(a.output)]
+    assert a.history == [] and a.pending == tokens and a.current_token is None
+    assert b.finish_reason == "length" and b.output == twin.output
+    # b's end state is cached (its whole history); a's, shorter, is not
+    cached = sorted(sched.prefiller.cache._lengths.get("", []))
+    assert cached and cached[-1] == len(b.history), (cached, len(b.history))
+    assert not [n for n in cached if len(tokens) < n < len(b.history)], cached
+    a.continue_gen()
+    sched.add_task(a)
+    sched.run()
+    assert a.finish_reason == "length" and a.output == twin.output
 
 
 def test_requests_from_a_state_that_makes_the_output_nan_fail_with_strict_json(

@@ -282,9 +282,7 @@ class SlotCycle:
         for slot in sorted(self.decoding):
             task, toks = self.slots[slot], res.tokens[slot]
             reason = res.reason[slot]
-            # (an ending token's step fed the token before it: ended or broken, the row's state
-            # has consumed every token it was given)
-            n_fed = len(toks) + (reason in (REASON_EOS, REASON_NONFINITE))
+            n_fed = len(toks) + (reason == REASON_EOS)
             task.history.extend(([task.current_token] + toks)[:n_fed])
             if n_fed > (slot in kept):  # a token went into the state through a decode step
                 task.state_decoded = True
@@ -385,9 +383,10 @@ class SlotCycle:
 
     def _fail_broken(self, slots: list[int]) -> None:
         """Rows whose model output was NaN or infinite (REASON_NONFINITE): their state is
-        garbage, so it neither goes home nor into the prefix cache. Their tasks are back to
-        the state they were admitted with, as after a fault, and fail naming the cause; the
-        other rows go on."""
+        garbage, so it neither goes home nor into the prefix cache as their end state (states
+        a prefill pass cached on the way there, from a broken template say, fail the same way
+        where they are reused). Their tasks are back to the state they were admitted with, as
+        after a fault, and fail naming the cause; the other rows go on."""
         tasks = [self._take_lost(slot) for slot in slots]
         self.stats.on_nonfinite(len(tasks))
         self.log.error(f"Non-finite model output: failing {', '.join(t.task_id for t in tasks)} "
@@ -414,6 +413,7 @@ class SlotCycle:
         task = self.slots[slot]
         self.slots[slot] = None
         self.decoding.discard(slot)
+        self.prefiller.forget(task)  # (its prefill plan: a resubmission plans anew)
         self._restore_admitted(task)
         return task
 

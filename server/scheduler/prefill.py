@@ -615,6 +615,11 @@ class Prefiller(LaterWork):
         self.cache.insert(key, tokens[:n], state(),
                           None if logits is None else logits.clone(), defer=True)
 
+    def forget(self, task) -> None:
+        """``task`` left its slot with its state lost (a fault, a NaN output): its plan goes
+        (``find_at_admission`` took a resubmitted task's old plan as it was)."""
+        self._seqs.pop(id(task), None)
+
     def on_release(self, slots: list[int], tasks: list) -> None:
         """Finishing tasks (their slots still hold their state): keep ``history``'s state
         (not with ``align`` > 1: decode computes the generated tokens' state with other bits
