@@ -47,6 +47,18 @@ def test_missing_file_says_where_models_come_from(tmp_path):
         load_checkpoint(tmp_path)
 
 
+def test_a_file_name_that_is_not_utf8_is_said_to_be_one(tmp_path, small_sd):
+    """PyTorch opens files by a UTF-8 name: a Latin-1 one ("caf\\xe9.pth") failed as "corrupt,
+    or not a state dict of tensors" (session 67's mutation review)."""
+    import os
+
+    good = save(tmp_path, small_sd)
+    odd = os.path.join(os.fsencode(tmp_path), b"caf\xe9.pth")
+    os.link(os.fsencode(good), odd)
+    with pytest.raises(CheckpointError, match="its name is not valid UTF-8"):
+        load_checkpoint(os.fsdecode(odd))
+
+
 def test_garbage_or_truncated_file_is_unreadable(tmp_path, small_sd):
     path = tmp_path / "junk.pth"
     path.write_bytes(b"this is not a pickle or a zip file at all" * 10)

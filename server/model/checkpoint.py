@@ -332,6 +332,13 @@ def load_checkpoint(path) -> tuple[dict[str, torch.Tensor], ModelConfig]:
         what = "is a directory, not a checkpoint file" if path.is_dir() else "does not exist"
         raise CheckpointError(f"model file {path} {what}. {WHERE_MODELS_COME_FROM}")
     try:
+        str(path).encode("utf-8")
+    except UnicodeEncodeError:  # (PyTorch's loader opens files by a UTF-8 name: it failed with
+        # "corrupt, or not a state dict of tensors"; session 67's mutation review)
+        raise CheckpointError(f"cannot open {path!r}: its name is not valid UTF-8, which PyTorch "
+                              "cannot open; rename the file (or link it under a UTF-8 name)") \
+            from None
+    try:
         sd = _torch_load(path)
     except Exception as e:
         if is_out_of_memory(e):  # (was called corrupt: a review, session 14)
