@@ -138,7 +138,7 @@ def test_the_staging_buffer_is_allocated_once_at_its_minimum_and_reused():
     also for one of exactly its size. Mutants killed: ``min_bytes`` ignored (sized to the
     first group, grown for each larger one) and ``>=`` for ``>`` (a new buffer for a group
     that fits exactly)."""
-    state, penalties, counter = _rows()
+    state, penalties, counter = _rows(16)
     rb = row_bytes(state, penalties, counter)
     cb = copyback.CopyBack(torch.device("cpu"), group_bytes=64 * rb)
     cb.staging = Staging(1, pin=False)
@@ -146,8 +146,9 @@ def test_the_staging_buffer_is_allocated_once_at_its_minimum_and_reused():
     staging = cb.staging
     copyback.to_host(gather_rows(state, penalties, counter, [3]), None, staging)
     buf = staging.buf
-    assert staging.nbytes == 16 * rb
-    for slots in ([0, 1, 2, 3, 4, 5, 6, 7], [6, 2], [5]):
+    assert staging.nbytes == 16 * rb + 4 * copyback._ALIGN
+    # (a whole group, 16 rows, fits too: its 4 tensors' alignment padding is in the minimum)
+    for slots in ([0, 1, 2, 3, 4, 5, 6, 7], [6, 2], list(range(16)), [5]):
         states, _, counters = copyback.to_host(
             gather_rows(state, penalties, counter, slots), None, staging)
         assert staging.buf is buf and counters == [7 * s for s in slots]

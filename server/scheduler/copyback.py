@@ -196,8 +196,10 @@ class CopyBack:
         shrinks with them."""
         self._budget = nbytes
         self.group_bytes = min(self._group_max, nbytes)
-        if self.staging is not None:
-            self.staging.min_bytes = self.group_bytes
+        if self.staging is not None:  # (each of a group's 4 tensors starts at an _ALIGN
+            # boundary: a group of nearly group_bytes allocated the buffer again, ~1 KiB more;
+            # session 67's mutation review)
+            self.staging.min_bytes = self.group_bytes + 4 * _ALIGN
 
     def submit(self, state: State, penalties, counter, slots: list[int], tasks: list,
                then, handed: list | None = None) -> None:
