@@ -3,6 +3,7 @@ and reject bad files with an error that names the problem (MODEL.md has the layo
 
 from __future__ import annotations
 
+import hashlib
 import math
 import zipfile
 from collections import Counter
@@ -356,6 +357,25 @@ def load_checkpoint(path) -> tuple[dict[str, torch.Tensor], ModelConfig]:
         get_logger(__name__).info(f"{path.name}: every key began with {removed!r} (saved from "
                                   "a training wrapper); read without it")
     return sd, check_state_dict(sd, path)
+
+
+DIGEST_VALUES = 256  # values hashed at each end of every tensor
+
+
+def weights_digest(sd: dict) -> str:
+    """A short digest of a checkpoint's weights, to tell whether a stored state was computed by
+    this model: every key and shape, and the first and last ``DIGEST_VALUES`` values of each
+    tensor rounded to bfloat16 (the published files' dtype: the same weights saved as fp32
+    digest alike). Reads two pages a tensor of a memory-mapped file."""
+    h = hashlib.blake2b(digest_size=8)
+    for name in sorted(sd):
+        t = sd[name]
+        flat = t.reshape(-1)
+        ends = flat if flat.numel() <= 2 * DIGEST_VALUES else torch.cat(
+            (flat[:DIGEST_VALUES], flat[-DIGEST_VALUES:]))
+        h.update(f"{name}{tuple(t.shape)}".encode())
+        h.update(ends.float().to(torch.bfloat16).view(torch.int16).numpy().tobytes())
+    return h.hexdigest()
 
 
 # layer 0's value-residual LoRA: some published files carry it; RWKV-7 never reads it (layer 0's

@@ -12,7 +12,8 @@ from pathlib import Path
 import torch
 from loguru import logger
 
-from server.model.checkpoint import check_state_dict, load_checkpoint, unused_keys
+from server.model.checkpoint import (check_state_dict, load_checkpoint, unused_keys,
+                                     weights_digest)
 from server.model.forward import RWKV7
 from server.model.state import State
 
@@ -81,6 +82,8 @@ class RWKV070ModelLoader:
             sd, self.cfg = load_checkpoint(self.model_path)
         else:
             sd, self.cfg = state_dict, check_state_dict(state_dict, self.name)
+        # (which weights a stored state was computed by: TaskManager refuses another's)
+        self.digest = weights_digest(sd)
         unused = unused_keys(sd, self.cfg)
         if unused:
             shown = ", ".join(unused[:5]) + (", ..." if len(unused) > 5 else "")

@@ -62,6 +62,9 @@ class TaskManager:
                                   self.max_db_size, on_lost=self._forget_clean,
                                   max_db_bytes=mb << 20 if mb else None)
         self.loader, self.sampler = loader, None
+        # the loaded weights' digest (``checkpoint.weights_digest``): stored with each state,
+        # and a stored state of other weights is refused (None: no loader, nothing checked)
+        self.model_digest: str | None = getattr(loader, "digest", None)
         self._lock = threading.RLock()
         self._cache: OrderedDict[str, Task] = OrderedDict()  # non-templates, least recent first
         self._templates: dict[str, Task] = {}  # pinned, not counted
@@ -150,6 +153,8 @@ class TaskManager:
             # wider dtypes: only the import checked the range, and such a template was served
             # as empty text with a 200; session 41's QA)
             loaded.state_unfit = range_problem(loaded.state, model.dtype, model.state_dtype)
+        if loaded.state is not None:
+            loaded.state_unfit = loaded.state_unfit or self.other_weights(loaded.state_model)
         with self._lock:
             task, jobs = self._get_cached(task_id, pin)
             if task is None:  # nobody loaded or put it meanwhile
@@ -318,7 +323,8 @@ class TaskManager:
         meta = self._read_row(self.store.get_meta, tid, damaged="")  # (damaged: unfit)
         try:
             meta = json.loads(meta) if meta else None
-            fit = bool(meta) and stored_mismatch(meta, cfg) is None and self._in_range(tid, meta)
+            fit = bool(meta) and stored_mismatch(meta, cfg) is None and self._in_range(tid, meta) \
+                and not self.other_weights(meta.get("state_model"))
         except (ValueError, TypeError, KeyError, RecordError):  # unreadable: not usable
             fit = False
         self._template_fit[tid] = (cfg, fit)
@@ -460,7 +466,7 @@ class TaskManager:
         if busy:
             return task_id
         try:
-            written = self.writer.write_template(task_id, snapshot(task), seq)
+            written = self.writer.write_template(task_id, self._snapshot(task), seq)
         except BaseException as e:  # not stored: not kept (a full disk left a template in
             self.writer.end_template_put(task_id, seq)  # memory only, served until a restart
             with self._lock:  # lost it); the id is free again
@@ -538,6 +544,23 @@ class TaskManager:
                 return self._job_both_locked(tid, task)
         return None
 
+    def other_weights(self, digest: str | None) -> str | None:
+        """Why a state stored with the weights digest ``digest`` cannot run on the loaded model
+        (another checkpoint computed it: its replies would be neither model's, with a 200), or
+        None (the same weights, or either digest unknown: a record from before session 67)."""
+        if digest is None or self.model_digest is None or digest == self.model_digest:
+            return None
+        return (f"its state was computed by other weights (digest {digest}; the loaded "
+                f"checkpoint's is {self.model_digest}): a state belongs to the model that made "
+                "it; prefill its prompt again on this model")
+
+    def _snapshot(self, task: Task):
+        """``snapshot(task)``, its state stamped with the loaded weights' digest first (a state
+        in this process was computed here, imported for this model, or read with a stamp)."""
+        if task.state is not None and task.state_model is None:
+            task.state_model = self.model_digest
+        return snapshot(task)
+
     def _job_locked(self, task_id: str, task: Task, template: bool = False) -> WriteJob | None:
         """A write of ``task`` unless its content was written already (caller holds the lock;
         the task's is taken here: ``continue_gen`` changes the task under it, and a snapshot
@@ -551,7 +574,7 @@ class TaskManager:
         sig = signature(task)
         if same_content(self._clean.get(task_id), sig):
             return None
-        job = self.writer.prepare(task_id, task, snapshot(task), template)
+        job = self.writer.prepare(task_id, task, self._snapshot(task), template)
         self._clean[task_id] = sig
         return job
 

@@ -65,13 +65,13 @@ def is_busy(task: Task) -> bool:
 def model_mismatch(task: Task, cfg) -> str | None:
     """Why ``task``'s state, penalties or next input tokens do not fit a model of config ``cfg``
     (a task stored while the server ran another model), or None when they fit."""
-    if task.state_unfit:  # (values beyond the server's dtypes: TaskManager.get_task)
-        return task.state_unfit
     shapes = {} if task.state is None else {"shift": task.state.shift.shape,
                                              "wkv": task.state.wkv.shape}
     if task.penalties is not None:
         shapes["penalties"] = task.penalties.shape
-    return shapes_mismatch(shapes, task.unfed(), cfg)
+    # (shapes first: another model's shapes say more than its weights' digest)
+    # state_unfit: values beyond the server's dtypes, other weights (TaskManager.get_task)
+    return shapes_mismatch(shapes, task.unfed(), cfg) or task.state_unfit
 
 
 def stored_mismatch(meta: dict, cfg) -> str | None:

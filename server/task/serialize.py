@@ -94,6 +94,7 @@ def snapshot(task: Task) -> Snapshot:
         "finish_reason": task.finish_reason,
         "error": task.error,
         "stop_at_turn": task.stop_at_turn,
+        "state_model": task.state_model,
         "prefill_time": task.prefill_time,
         "gen_time": task.gen_time,
         "created": task.created,
@@ -160,6 +161,7 @@ def decode_task(meta_json: str | dict, blob: bytes | None, task_id: str | None =
     task._unpopped = min(int(meta.get("unpopped", 0)), len(task.output))
     task.finish_reason = meta["finish_reason"]
     task.stop_at_turn = bool(meta.get("stop_at_turn", True))  # (absent: a record before it)
+    task.state_model = meta.get("state_model")  # (absent: a record before session 67)
     task.error = meta["error"]
     task.prefill_time = float(meta["prefill_time"])
     task.gen_time = float(meta["gen_time"])

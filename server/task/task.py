@@ -198,6 +198,9 @@ class Task:
         # why the state cannot run on the loaded model although its shapes fit (set when it is
         # read from the database: values beyond the range of the server's dtypes), or None
         self.state_unfit: str | None = None
+        # the digest of the weights that computed the state (``checkpoint.weights_digest``;
+        # set when it is stored, kept with its record): None for one of unknown origin
+        self.state_model: str | None = None
         # generation ends at a new turn of the chat format ("User" right after "\n\n"), as at
         # end-of-text; False for fill-in-the-middle (code: "\n\nUser = get_user_model()")
         self.stop_at_turn = True
@@ -609,7 +612,7 @@ class Task:
                  **{k: getattr(self, k) for k in SAMPLING_FIELDS})
         t.state = None if self.state is None else self.state.clone()
         t.penalties = None if self.penalties is None else self.penalties.clone()
-        t.state_unfit = self.state_unfit
+        t.state_unfit, t.state_model = self.state_unfit, self.state_model
         t.stop_at_turn = self.stop_at_turn
         t.current_token = self.current_token
         t.pending = list(self.pending)

@@ -1,0 +1,82 @@
+"""A stored state belongs to the weights that computed it: a server restarted on another
+checkpoint of the same shape (a newer release of the model, a fine-tune) served the templates
+and tasks stored before, and their replies were neither model's, with a 200 (session 41's
+note). Each stored state now carries the weights' digest (``checkpoint.weights_digest``), and
+a state of other weights is refused (409 naming it; not listed in /v1/models), as a state of
+another shape is."""
+
+import time
+
+import pytest
+import torch
+from fastapi.testclient import TestClient
+
+from server.model.checkpoint import weights_digest
+from server.model.random import make_random_state_dict
+
+
+def test_the_digest_follows_the_weights_not_their_dtype():
+    sd = make_random_state_dict(2, 128, seed=0, dtype=torch.bfloat16, device="cpu")
+    digest = weights_digest(sd)
+    assert weights_digest({k: v.float() for k, v in sd.items()}) == digest  # saved as fp32
+    assert weights_digest(make_random_state_dict(2, 128, seed=1, dtype=torch.bfloat16,
+                                                 device="cpu")) != digest
+    tuned = dict(sd)  # one value changed at the end of one tensor
+    w = tuned["blocks.1.ffn.value.weight"].clone()
+    w.view(-1)[-1] += 1.0
+    tuned["blocks.1.ffn.value.weight"] = w
+    assert weights_digest(tuned) != digest
+
+
+@pytest.fixture(scope="module")
+def other_model_path(tmp_path_factory) -> str:
+    """A second random ``tiny`` checkpoint: the same shapes as ``tiny_model_path``'s, other
+    weights."""
+    from server.model.random import main as make_random
+
+    path = tmp_path_factory.mktemp("models") / "rwkv7-tiny-other.pth"
+    make_random([str(path), "--preset", "tiny", "--seed", "2"])
+    return str(path)
+
+
+def test_states_stored_by_other_weights_are_refused(tiny_model_path, other_model_path,
+                                                    tmp_path):
+    from server.api.app import create_app
+    from server.config import Settings
+
+    def app(path):
+        return create_app(Settings(model_path=path, demo=None, device="cpu", api_key=None,
+                                   task_db_path=str(tmp_path / "t.db")))
+
+    body = {"prompt": "User: hi\n\nAssistant:", "max_tokens": 0}
+    with TestClient(app(tiny_model_path)) as client:
+        tid = client.post("/v1/tasks/create", json=body).json()["task_id"]
+        assert client.post(f"/v1/tasks/{tid}/as_template?name=sys").status_code == 200
+        run = client.post("/v1/tasks/create", json={**body, "max_tokens": 3,
+                                                     "temperature": 0}).json()["task_id"]
+        for _ in range(500):  # (a 3-token reply of the tiny model: well under a second)
+            if client.get(f"/v1/tasks/{run}/get_result").json()["finished"]:
+                break
+            time.sleep(0.01)
+        want = client.post("/v1/completions", json={
+            "model": "rwkv-7:_sys", "prompt": " Hello", "max_tokens": 4,
+            "temperature": 0}).json()["choices"][0]["text"]
+    with TestClient(app(other_model_path)) as client:
+        listed = [m["id"] for m in client.get("/v1/models").json()["data"]]
+        assert "rwkv-7:_sys" not in listed, listed
+        r = client.post("/v1/completions", json={"model": "rwkv-7:_sys", "prompt": " Hello",
+                                                  "max_tokens": 4})
+        assert r.status_code == 409 and "computed by other weights" in r.text, r.text
+        for path in ("/v1/tasks/_sys/fork", f"/v1/tasks/{run}/continue"):
+            r = client.post(path, json={"prompt": " more", "max_tokens": 2})
+            assert r.status_code == 409 and "computed by other weights" in r.text, (path, r.text)
+        # still readable, and a fresh request on this model is served
+        assert client.get(f"/v1/tasks/{run}/get_result").status_code == 200
+        assert client.post("/v1/tasks/tmp", json={**body, "max_tokens": 2}).status_code == 200
+    with TestClient(app(tiny_model_path)) as client:  # back on the weights that made them
+        assert "rwkv-7:_sys" in [m["id"] for m in client.get("/v1/models").json()["data"]]
+        r = client.post("/v1/completions", json={"model": "rwkv-7:_sys", "prompt": " Hello",
+                                                  "max_tokens": 4, "temperature": 0})
+        assert r.status_code == 200 and r.json()["choices"][0]["text"] == want
+        r = client.post(f"/v1/tasks/{run}/continue", json={"prompt": " more", "max_tokens": 2})
+        assert r.status_code == 200, r.text
