@@ -28,6 +28,15 @@ def test_the_digest_follows_the_weights_not_their_dtype():
     assert weights_digest(tuned) != digest
 
 
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_the_digest_of_weights_on_the_gpu_is_theirs_on_the_cpu():
+    """A demo's random weights are made on the GPU (``lifecycle.load_model``): the digest reads
+    them there, and equals the CPU copy's."""
+    sd = make_random_state_dict(2, 128, seed=0, dtype=torch.bfloat16, device="cuda")
+    assert weights_digest(sd) == weights_digest({k: v.cpu() for k, v in sd.items()})
+
+
 @pytest.fixture(scope="module")
 def other_model_path(tmp_path_factory) -> str:
     """A second random ``tiny`` checkpoint: the same shapes as ``tiny_model_path``'s, other

@@ -374,7 +374,8 @@ def weights_digest(sd: dict) -> str:
         ends = flat if flat.numel() <= 2 * DIGEST_VALUES else torch.cat(
             (flat[:DIGEST_VALUES], flat[-DIGEST_VALUES:]))
         h.update(f"{name}{tuple(t.shape)}".encode())
-        h.update(ends.float().to(torch.bfloat16).view(torch.int16).numpy().tobytes())
+        # (on the CPU: a demo's random weights are made on the GPU)
+        h.update(ends.float().to(torch.bfloat16).cpu().view(torch.int16).numpy().tobytes())
     return h.hexdigest()
 
 
