@@ -89,3 +89,28 @@ def test_states_stored_by_other_weights_are_refused(tiny_model_path, other_model
         assert r.status_code == 200 and r.json()["choices"][0]["text"] == want
         r = client.post(f"/v1/tasks/{run}/continue", json={"prompt": " more", "max_tokens": 2})
         assert r.status_code == 200, r.text
+
+
+def test_the_scheduler_stamps_the_states_it_computes_and_refuses_others(tiny_loader):
+    """Without the task database too (the SDK): a state that comes home from the scheduler is
+    stamped with the loaded weights' digest, a fork and a template start carry their source's,
+    and a task whose state another model computed fails alone at admission, naming it."""
+    from server.scheduler import DynamicScheduler
+    from server.task.task import Task
+
+    sched = DynamicScheduler(tiny_loader, max_batch_size=2, buffer_size=4)
+    made = sched.new_task("User: hi\n\nAssistant:", max_tokens=3, temperature=0.0)
+    sched.run()
+    assert made.state is not None and made.state_model == tiny_loader.digest
+    copy = made.fork("copy")
+    assert copy.state_model == tiny_loader.digest
+    alien = made.fork("alien")
+    alien.state_model = "0123456789abcdef"  # (another checkpoint's)
+    alien.continue_gen(max_tokens=2)
+    copy.continue_gen(max_tokens=2)
+    sched.add_task(alien)
+    sched.add_task(copy)
+    sched.run()
+    assert alien.finish_reason == "error" and "computed by other weights" in alien.error
+    assert alien.state_model == "0123456789abcdef"  # (its state never ran here)
+    assert copy.finish_reason == "length" and copy.state_model == tiny_loader.digest

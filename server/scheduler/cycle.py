@@ -29,7 +29,7 @@ import traceback
 
 from server.scheduler.engine import (REASON_EOS, REASON_LENGTH, REASON_NONFINITE, REASON_STOP,
                                      RowsMoved)
-from server.task.policy import model_mismatch
+from server.task.policy import loaded_digest, model_mismatch
 from server.task.task import Status, Task, call_all
 
 REASON_NAMES = {REASON_EOS: "stop", REASON_LENGTH: "length", REASON_STOP: "abort",
@@ -168,8 +168,9 @@ class SlotCycle:
         this thread, not in ``add_task``: the API checked its prompts already, and its event
         loop would scan each task's tokens again."""
         cfg, fit, unfit = self.engine.model.cfg, [], []
+        digest = loaded_digest(self.loader)
         for task in batch:
-            problem = model_mismatch(task, cfg)
+            problem = model_mismatch(task, cfg, digest)
             if problem:
                 unfit.append((task, "error", f"task {task.task_id} does not fit the model: "
                                              f"{problem}"))
@@ -397,11 +398,15 @@ class SlotCycle:
             finish_all((t, "error", NONFINITE_ERROR) for t in tasks)
 
     def _finish_home(self, tasks: list[Task], reason: str, error: str | None) -> None:
-        """Copy-back thread: the tasks' state is home (or failed to come): finish them."""
+        """Copy-back thread: the tasks' state is home (or failed to come): finish them. A
+        state that came home was computed by this model: stamped with its weights' digest."""
         try:
+            digest = loaded_digest(self.loader)
             for task in tasks:
                 if error is not None:
                     self._restore_admitted(task)
+                else:
+                    task.state_model = digest
             finish_all(ending(t, reason, error) for t in tasks)
         finally:
             with self._cv:

@@ -34,8 +34,8 @@ from server.logger import get_logger
 from server.model.state import State
 from server.task.policy import (TaskNotFound, TaskUnreadable, TemplateExists, TemplateProtected,
                                 TooManyTemplates, check_id, is_busy, is_template_id,
-                                is_temporary_id, model_mismatch, same_content, signature,
-                                stored_mismatch)
+                                is_temporary_id, loaded_digest, model_mismatch, other_weights,
+                                same_content, signature, stored_mismatch)
 from server.task.serialize import (DTYPES, RecordError, TaskBusy, decode_task, decode_tensors,
                                    snapshot)
 from server.task.state_file import range_problem, wider
@@ -62,9 +62,6 @@ class TaskManager:
                                   self.max_db_size, on_lost=self._forget_clean,
                                   max_db_bytes=mb << 20 if mb else None)
         self.loader, self.sampler = loader, None
-        # the loaded weights' digest (``checkpoint.weights_digest``): stored with each state,
-        # and a stored state of other weights is refused (None: no loader, nothing checked)
-        self.model_digest: str | None = getattr(loader, "digest", None)
         self._lock = threading.RLock()
         self._cache: OrderedDict[str, Task] = OrderedDict()  # non-templates, least recent first
         self._templates: dict[str, Task] = {}  # pinned, not counted
@@ -88,12 +85,19 @@ class TaskManager:
         self._template_fit: dict[str, tuple] = {}  # template id -> (model config, it fits)
         self._damage: str | None = None  # SQLite's first "malformed" under a read (/health)
 
+    @property
+    def model_digest(self) -> str | None:
+        """The loaded weights' digest (``checkpoint.weights_digest``): a stored state of other
+        weights does not fit (``policy.other_weights``); None without a loader."""
+        return loaded_digest(self.loader)
+
     def set_dependencies(self, loader, sampler=None) -> None:
         """Attach the model bundle: tasks loaded from the database decode with ``loader.decode``
         and are checked against its model. ``sampler`` is kept for the seed's signature
         (``set_dependencies(loader, scheduler.sampler)``); nothing here samples."""
         self.loader, self.sampler = loader, sampler
         with self._lock:
+            self._template_fit.clear()  # (read against the model before, or none)
             for t in [*self._cache.values(), *self._templates.values()]:
                 if t.tokenizer is None:
                     t.tokenizer = loader
@@ -153,8 +157,6 @@ class TaskManager:
             # wider dtypes: only the import checked the range, and such a template was served
             # as empty text with a 200; session 41's QA)
             loaded.state_unfit = range_problem(loaded.state, model.dtype, model.state_dtype)
-        if loaded.state is not None:
-            loaded.state_unfit = loaded.state_unfit or self.other_weights(loaded.state_model)
         with self._lock:
             task, jobs = self._get_cached(task_id, pin)
             if task is None:  # nobody loaded or put it meanwhile
@@ -316,7 +318,7 @@ class TaskManager:
 
     def _fits(self, tid: str, task: Task | None, cfg) -> bool:
         if task is not None:
-            return model_mismatch(task, cfg) is None
+            return model_mismatch(task, cfg, self.model_digest) is None
         known = self._template_fit.get(tid)
         if known is not None and known[0] == cfg:
             return known[1]
@@ -324,7 +326,7 @@ class TaskManager:
         try:
             meta = json.loads(meta) if meta else None
             fit = bool(meta) and stored_mismatch(meta, cfg) is None and self._in_range(tid, meta) \
-                and not self.other_weights(meta.get("state_model"))
+                and not other_weights(meta.get("state_model"), self.model_digest)
         except (ValueError, TypeError, KeyError, RecordError):  # unreadable: not usable
             fit = False
         self._template_fit[tid] = (cfg, fit)
@@ -466,7 +468,7 @@ class TaskManager:
         if busy:
             return task_id
         try:
-            written = self.writer.write_template(task_id, self._snapshot(task), seq)
+            written = self.writer.write_template(task_id, snapshot(task), seq)
         except BaseException as e:  # not stored: not kept (a full disk left a template in
             self.writer.end_template_put(task_id, seq)  # memory only, served until a restart
             with self._lock:  # lost it); the id is free again
@@ -544,23 +546,6 @@ class TaskManager:
                 return self._job_both_locked(tid, task)
         return None
 
-    def other_weights(self, digest: str | None) -> str | None:
-        """Why a state stored with the weights digest ``digest`` cannot run on the loaded model
-        (another checkpoint computed it: its replies would be neither model's, with a 200), or
-        None (the same weights, or either digest unknown: a record from before session 67)."""
-        if digest is None or self.model_digest is None or digest == self.model_digest:
-            return None
-        return (f"its state was computed by other weights (digest {digest}; the loaded "
-                f"checkpoint's is {self.model_digest}): a state belongs to the model that made "
-                "it; prefill its prompt again on this model")
-
-    def _snapshot(self, task: Task):
-        """``snapshot(task)``, its state stamped with the loaded weights' digest first (a state
-        in this process was computed here, imported for this model, or read with a stamp)."""
-        if task.state is not None and task.state_model is None:
-            task.state_model = self.model_digest
-        return snapshot(task)
-
     def _job_locked(self, task_id: str, task: Task, template: bool = False) -> WriteJob | None:
         """A write of ``task`` unless its content was written already (caller holds the lock;
         the task's is taken here: ``continue_gen`` changes the task under it, and a snapshot
@@ -574,7 +559,7 @@ class TaskManager:
         sig = signature(task)
         if same_content(self._clean.get(task_id), sig):
             return None
-        job = self.writer.prepare(task_id, task, self._snapshot(task), template)
+        job = self.writer.prepare(task_id, task, snapshot(task), template)
         self._clean[task_id] = sig
         return job
 

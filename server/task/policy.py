@@ -62,16 +62,36 @@ def is_busy(task: Task) -> bool:
     return task.held
 
 
-def model_mismatch(task: Task, cfg) -> str | None:
+def model_mismatch(task: Task, cfg, digest: str | None = None) -> str | None:
     """Why ``task``'s state, penalties or next input tokens do not fit a model of config ``cfg``
-    (a task stored while the server ran another model), or None when they fit."""
+    (a task stored while the server ran another model) and, given the model's weights
+    ``digest``, why its state is another model's (``other_weights``), or None when they fit."""
     shapes = {} if task.state is None else {"shift": task.state.shift.shape,
                                              "wkv": task.state.wkv.shape}
     if task.penalties is not None:
         shapes["penalties"] = task.penalties.shape
     # (shapes first: another model's shapes say more than its weights' digest)
-    # state_unfit: values beyond the server's dtypes, other weights (TaskManager.get_task)
-    return shapes_mismatch(shapes, task.unfed(), cfg) or task.state_unfit
+    # state_unfit: values beyond the server's dtypes (TaskManager.get_task)
+    return shapes_mismatch(shapes, task.unfed(), cfg) or task.state_unfit or (
+        None if task.state is None else other_weights(task.state_model, digest))
+
+
+def other_weights(stamp: str | None, digest: str | None) -> str | None:
+    """Why a state stamped with the weights digest ``stamp`` (``Task.state_model``) cannot run
+    on a model whose weights digest is ``digest``: another checkpoint computed it, and its
+    replies would be neither model's, with a 200. None for the same weights, or either unknown
+    (a state stored before session 67 or imported from the command line; a loader without a
+    digest)."""
+    if stamp is None or digest is None or stamp == digest:
+        return None
+    return (f"its state was computed by other weights (digest {stamp}; the loaded "
+            f"checkpoint's is {digest}): a state belongs to the model that made it; prefill "
+            "its prompt again on this model")
+
+
+def loaded_digest(loader) -> str | None:
+    """The weights digest of ``loader``'s model (``checkpoint.weights_digest``), or None."""
+    return getattr(loader, "digest", None)
 
 
 def stored_mismatch(meta: dict, cfg) -> str | None:

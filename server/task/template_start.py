@@ -47,6 +47,7 @@ def start_from(task, tpl) -> None:
     task.pending = tpl.unfed() + task.pending
     task.history = list(tpl.history)
     task.state = load_ready(tpl)
+    task.state_model = tpl.state_model
     task.state_decoded = tpl.state_decoded
 
 

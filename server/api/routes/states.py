@@ -20,6 +20,7 @@ from server.api.routes.tasks import NOT_FOUND, RESUMED, get_service
 from server.api.safe_json import SafeJSONResponse
 from server.api.schemas.tasks import GenerationParams
 from server.api.task_service import TaskService
+from server.task.policy import loaded_digest
 from server.task.state_file import (StateFileError, StateShapeError, check_lengths,
                                     check_range, read_state_file)
 from server.task.state_templates import export_state, template_name, template_task
@@ -69,6 +70,7 @@ async def import_task_state(
         status = 422 if isinstance(e, StateShapeError) else 400
         raise HTTPException(status, f"Cannot import the state: {e}") from None
     task = template_task(tid, sf, svc.sampling(GenerationParams(), defaults=True))
+    task.state_model = loaded_digest(svc.loader)  # (imported for this model: counts as its)
     await svc.put_template(task)
     return {"task_id": tid, "format": sf.kind, "layers": svc.loader.cfg.n_layer,
             "history_tokens": len(sf.history)}
