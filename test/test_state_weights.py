@@ -31,8 +31,9 @@ def test_the_digest_follows_the_weights_not_their_dtype():
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_the_digest_of_weights_on_the_gpu_is_theirs_on_the_cpu():
-    """A demo's random weights are made on the GPU (``lifecycle.load_model``): the digest reads
-    them there, and equals the CPU copy's."""
+    """``weights_digest`` of tensors on the GPU equals their CPU copy's (it reads each tensor's
+    ends through a CPU copy). (A loaded checkpoint's and a demo's weights are on the CPU when
+    digested: this guards the function, not a served path.)"""
     sd = make_random_state_dict(2, 128, seed=0, dtype=torch.bfloat16, device="cuda")
     assert weights_digest(sd) == weights_digest({k: v.cpu() for k, v in sd.items()})
 

@@ -374,7 +374,7 @@ def weights_digest(sd: dict) -> str:
         ends = flat if flat.numel() <= 2 * DIGEST_VALUES else torch.cat(
             (flat[:DIGEST_VALUES], flat[-DIGEST_VALUES:]))
         h.update(f"{name}{tuple(t.shape)}".encode())
-        # (on the CPU: a demo's random weights are made on the GPU)
+        # (through a CPU copy: a caller's tensors may be on a GPU)
         h.update(ends.float().to(torch.bfloat16).cpu().view(torch.int16).numpy().tobytes())
     return h.hexdigest()
 
