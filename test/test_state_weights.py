@@ -115,3 +115,33 @@ def test_the_scheduler_stamps_the_states_it_computes_and_refuses_others(tiny_loa
     assert alien.finish_reason == "error" and "computed by other weights" in alien.error
     assert alien.state_model == "0123456789abcdef"  # (its state never ran here)
     assert copy.finish_reason == "length" and copy.state_model == tiny_loader.digest
+
+
+def test_the_command_line_stamps_imports_and_refuses_exports_of_other_weights(
+        tiny_model_path, other_model_path, tmp_path, monkeypatch, capsys):
+    """``python -m server.task.state_templates``: an import counts as RWKV_MODEL_PATH's
+    weights' (a digest read from the memory-mapped checkpoint), and an export of a state of
+    other weights is an ``error:`` line and exit code 2, as the server's export is a 409."""
+    from server.config import settings
+    from server.model.checkpoint import load_checkpoint
+    from server.task.manager import TaskManager
+    from server.task.state_templates import main
+    from test_state_files import tuning_file
+
+    monkeypatch.setattr(settings, "model_path", tiny_model_path)
+    monkeypatch.setattr(settings, "task_db_path", str(tmp_path / "tasks.db"))
+    sd, cfg = load_checkpoint(tiny_model_path)
+    state_file = tmp_path / "tuned.pth"
+    state_file.write_bytes(tuning_file(cfg))
+    assert main(["import", str(state_file), "--name", "tuned"]) == 0
+    manager = TaskManager(db_path=str(tmp_path / "tasks.db"))
+    try:
+        assert manager.get_task("_tuned").state_model == weights_digest(sd)
+    finally:
+        manager.close()
+    assert main(["export", "_tuned", str(tmp_path / "a.st")]) == 0
+    capsys.readouterr()
+    monkeypatch.setattr(settings, "model_path", other_model_path)
+    assert main(["export", "_tuned", str(tmp_path / "b.st")]) == 2
+    assert "computed by other weights" in capsys.readouterr().err
+    assert not (tmp_path / "b.st").exists()

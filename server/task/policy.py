@@ -80,8 +80,7 @@ def other_weights(stamp: str | None, digest: str | None) -> str | None:
     """Why a state stamped with the weights digest ``stamp`` (``Task.state_model``) cannot run
     on a model whose weights digest is ``digest``: another checkpoint computed it, and its
     replies would be neither model's, with a 200. None for the same weights, or either unknown
-    (a state stored before session 67 or imported from the command line; a loader without a
-    digest)."""
+    (a state stored before session 67; a loader without a digest)."""
     if stamp is None or digest is None or stamp == digest:
         return None
     return (f"its state was computed by other weights (digest {stamp}; the loaded "

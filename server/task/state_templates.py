@@ -24,6 +24,7 @@ from pathlib import Path
 
 from server.files import write_whole
 from server.task.cache_origin import state_origin
+from server.task.policy import loaded_digest, other_weights
 from server.task.state_file import (StateFile, StateFileError, check_lengths, check_range,
                                     encode_state_file, read_state_file)
 from server.task.task import Task
@@ -74,7 +75,7 @@ def import_state(path, name: str, manager=None, cfg=None, layout: str = "vk") ->
         from server.task.manager import get_task_manager
 
         manager = get_task_manager()
-    cfg = cfg or _model_config(manager)
+    cfg, digest = (cfg, loaded_digest(manager.loader)) if cfg else _model(manager)
     sf = read_state_file(Path(path).read_bytes(), cfg, layout)
     if manager.loader is not None:  # (the command line has no model to run it)
         check_range(sf, manager.loader.model.dtype, manager.loader.model.state_dtype)
@@ -82,6 +83,7 @@ def import_state(path, name: str, manager=None, cfg=None, layout: str = "vk") ->
 
     check_lengths(sf, settings.max_prompt_tokens)  # (as the route's import)
     task = template_task(name, sf)
+    task.state_model = digest  # (imported for this model: counts as its)
     manager.put_task(task.task_id, task)
     return task
 
@@ -101,18 +103,22 @@ def export_state(task: Task, cfg, path=None) -> bytes:
     return data
 
 
-def _model_config(manager):
+def _model(manager) -> tuple:
+    """``(config, weights digest)`` of the model the states are for: the manager's loader's,
+    else the server's settings' (RWKV_MODEL_PATH's checkpoint, memory-mapped, or RWKV_DEMO's
+    preset: its sizes, and no digest, its weights being random)."""
     if manager.loader is not None:
-        return manager.loader.cfg
+        return manager.loader.cfg, loaded_digest(manager.loader)
     from server.config import settings
 
     if settings.demo:  # a --demo server's sizes (its weights are random, its shapes a preset's)
         from server.model.random import preset_config
 
-        return preset_config(settings.demo)
-    from server.model.checkpoint import load_checkpoint
+        return preset_config(settings.demo), None
+    from server.model.checkpoint import load_checkpoint, weights_digest
 
-    return load_checkpoint(settings.model_path)[1]
+    sd, cfg = load_checkpoint(settings.model_path)
+    return cfg, weights_digest(sd)
 
 
 def main(argv=None) -> int:
@@ -163,7 +169,11 @@ def main(argv=None) -> int:
             task = manager.get_task(args.task_id)
             if task is None:
                 raise LookupError(f"task {args.task_id} not found")
-            export_state(task, _model_config(manager), args.out)
+            cfg, digest = _model(manager)
+            problem = other_weights(task.state_model, digest)
+            if problem:  # (as the server's export: a 409)
+                raise ValueError(f"task {args.task_id} does not fit the model: {problem}")
+            export_state(task, cfg, args.out)
             print(f"wrote {args.out}")
     except (StateFileError, TemplateExists, LookupError, ValueError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
