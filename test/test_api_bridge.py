@@ -364,7 +364,7 @@ def test_requests_from_a_template_start_inline_once_its_state_was_prepared(monke
     class Runtime:
         manager, loader = Manager(), type("Loader", (), {"cfg": None})
 
-    monkeypatch.setattr(prefix, "model_mismatch", lambda *a, **k: None)  # (fits the model)
+    monkeypatch.setattr(prefix, "loader_mismatch", lambda *a, **k: None)  # (fits the model)
     threads.clear()
     assert asyncio.run(prefix.find_template(Runtime, "rwkv-7:_tpl_inline")) is tpl
     assert threads == []

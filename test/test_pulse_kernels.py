@@ -36,7 +36,8 @@ for trial in range(20):
     # the model's logits: the drawn token's NaN / +inf / -inf in some rows (the row breaks),
     # a NaN elsewhere in others (it does not); rows of a wider buffer (a row stride > V)
     V = 28_330
-    logits = torch.randn(n, V + 3, generator=g)[:, :V]
+    padded = torch.randn(n, V + 3, generator=g)  # (sliced on the device, below)
+    logits = padded[:, :V]
     odd = torch.rand(n, generator=g)
     for r in range(n):
         if odd[r] < 0.3:
@@ -52,7 +53,8 @@ for trial in range(20):
                                     turn=t[9], _kernels=kernels)
         rows = None if nostop is None else nostop.to(dev)
         active = E.BatchEngine._step_begin(eng, t[4], t[6], rows)
-        E.BatchEngine._step_end(eng, t[1], logits.to(dev), active, t[4], t[6], t[7], t[8], s)
+        E.BatchEngine._step_end(eng, t[1], padded.to(dev)[:, :V], active, t[4], t[6], t[7],
+                                t[8], s)
         results.append([active] + t)
         seen.append(int((t[6] == E.REASON_NONFINITE).sum()))
     for a, b in zip(*results):

@@ -68,6 +68,8 @@ def test_states_stored_by_other_weights_are_refused(tiny_model_path, other_model
             if client.get(f"/v1/tasks/{run}/get_result").json()["finished"]:
                 break
             time.sleep(0.01)
+        else:
+            pytest.fail(f"task {run} did not finish")
         want = client.post("/v1/completions", json={
             "model": "rwkv-7:_sys", "prompt": " Hello", "max_tokens": 4,
             "temperature": 0}).json()["choices"][0]["text"]
@@ -94,10 +96,9 @@ def test_states_stored_by_other_weights_are_refused(tiny_model_path, other_model
 
 def test_the_scheduler_stamps_the_states_it_computes_and_refuses_others(tiny_loader):
     """Without the task database too (the SDK): a state that comes home from the scheduler is
-    stamped with the loaded weights' digest, a fork and a template start carry their source's,
+    stamped with the loaded weights' digest, a fork carries its source's,
     and a task whose state another model computed fails alone at admission, naming it."""
     from server.scheduler import DynamicScheduler
-    from server.task.task import Task
 
     sched = DynamicScheduler(tiny_loader, max_batch_size=2, buffer_size=4)
     made = sched.new_task("User: hi\n\nAssistant:", max_tokens=3, temperature=0.0)

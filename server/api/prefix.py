@@ -16,7 +16,7 @@ import asyncio
 
 from server.api.routes.openai_schemas import OpenAIError
 from server.task.manager import is_busy
-from server.task.policy import loaded_digest, model_mismatch
+from server.task.policy import loader_mismatch
 from server.task.template_start import start_all
 ALIAS = "rwkv-7"  # the loaded model's other name (``/v1/models``); ``rwkv-7:_name``: a template
 
@@ -46,7 +46,7 @@ async def find_template(rt, model: str | None):
     if is_busy(tpl):
         raise OpenAIError(409, f"State template {tid} is still being built; retry when "
                           "it has finished", param="model", code="template_busy")
-    problem = model_mismatch(tpl, rt.loader.cfg, loaded_digest(rt.loader))
+    problem = loader_mismatch(tpl, rt.loader)
     if problem:  # (for good: the SDKs retry a 409 twice unless told not to)
         raise OpenAIError(409, f"State template {tid} does not fit the loaded model: "
                           f"{problem}", param="model", code="template_mismatch",

@@ -28,7 +28,7 @@ from server.scheduler import QueueFull
 from server.task.cache_origin import origin_of
 from server.task.manager import TaskNotFound, TemplateExists, TooManyTemplates
 from server.task.manager import is_busy as is_busy  # re-exported for the routes
-from server.task.policy import loaded_digest, model_mismatch
+from server.task.policy import loader_mismatch
 from server.task.state_templates import default_params
 from server.task.task import Task, TaskHeld, new_task_id
 
@@ -175,7 +175,7 @@ class TaskService:
         restarted with another model on the same database can read the tasks stored before,
         not resume them)."""
         check_resumable(task)
-        problem = model_mismatch(task, self.loader.cfg, loaded_digest(self.loader))
+        problem = loader_mismatch(task, self.loader)
         if problem:
             raise HTTPException(409, f"Task {task.task_id} does not fit the loaded model: "
                                      f"{problem}. It can be read and deleted, not continued, "

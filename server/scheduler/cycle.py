@@ -413,8 +413,9 @@ class SlotCycle:
                 self._cv.notify_all()
 
     def _take_lost(self, slot: int) -> Task:
-        """The task in ``slot``, whose state there is lost (a fault), out of its slot and back
-        to what its own (CPU) state stands for; its caller finishes it."""
+        """The task in ``slot``, whose state there is lost (a fault) or garbage (a NaN output),
+        out of its slot and back to what its own (CPU) state stands for; its caller finishes
+        it."""
         task = self.slots[slot]
         self.slots[slot] = None
         self.decoding.discard(slot)

@@ -88,6 +88,11 @@ def other_weights(stamp: str | None, digest: str | None) -> str | None:
             "its prompt again on this model")
 
 
+def loader_mismatch(task: Task, loader) -> str | None:
+    """``model_mismatch`` of ``task`` against ``loader``'s model: its shapes and its weights."""
+    return model_mismatch(task, loader.cfg, loaded_digest(loader))
+
+
 def loaded_digest(loader) -> str | None:
     """The weights digest of ``loader``'s model (``checkpoint.weights_digest``), or None."""
     return getattr(loader, "digest", None)

@@ -40,12 +40,15 @@ def template_name(name: str) -> str:
     return tid
 
 
-def template_task(name: str, sf: StateFile, params: dict | None = None) -> Task:
+def template_task(name: str, sf: StateFile, params: dict | None = None,
+                  digest: str | None = None) -> Task:
     """A finished template task holding ``sf``'s state and penalties (an exported task's; zeros
     for a state-tuning file), no output; ``params``: its sampling parameters (what forks
-    inherit), default the server's defaults."""
+    inherit), default the server's defaults; ``digest``: the weights digest of the model it is
+    imported for (``Task.state_model``: it counts as that model's; None: unknown)."""
     task = Task(task_id=template_name(name), **(default_params() if params is None else params))
     task.state = sf.state
+    task.state_model = digest
     task.history = list(sf.history)
     task.pending = list(sf.pending)  # a task exported mid-prompt: the rest of its prompt
     task.current_token = sf.current_token
@@ -82,8 +85,7 @@ def import_state(path, name: str, manager=None, cfg=None, layout: str = "vk") ->
     from server.config import settings
 
     check_lengths(sf, settings.max_prompt_tokens)  # (as the route's import)
-    task = template_task(name, sf)
-    task.state_model = digest  # (imported for this model: counts as its)
+    task = template_task(name, sf, digest=digest)
     manager.put_task(task.task_id, task)
     return task
 

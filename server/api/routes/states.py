@@ -69,8 +69,8 @@ async def import_task_state(
     except StateFileError as e:
         status = 422 if isinstance(e, StateShapeError) else 400
         raise HTTPException(status, f"Cannot import the state: {e}") from None
-    task = template_task(tid, sf, svc.sampling(GenerationParams(), defaults=True))
-    task.state_model = loaded_digest(svc.loader)  # (imported for this model: counts as its)
+    task = template_task(tid, sf, svc.sampling(GenerationParams(), defaults=True),
+                         digest=loaded_digest(svc.loader))
     await svc.put_template(task)
     return {"task_id": tid, "format": sf.kind, "layers": svc.loader.cfg.n_layer,
             "history_tokens": len(sf.history)}
