@@ -163,3 +163,30 @@ def after_a_template(loader, template: list[int], prompt: list[int], cache, **sa
         sched.run()
     assert task.wait(60)
     return task
+
+
+def stand_in_graphs(max_graphs: int = 2, fail=()):
+    """A ``GraphedDecode`` whose captures are CPU stand-ins: each takes its logits from ``_out``
+    as the real capture does, then raises while ``fail`` (a list) is non-empty. Returns
+    ``(graphs, decode, states)``: ``decode(name, rows)`` steps a view of the first ``rows``
+    rows of ``states[name]`` (``name`` in "abc", 4 rows each)."""
+    from server.model.cuda_graph import GraphedDecode, _Graph
+
+    gd = GraphedDecode(lambda *a, **k: None, max_graphs=max_graphs)
+
+    def capture(tokens, state, active):
+        logits = gd._out(state, tokens.shape[0], 8)
+        if fail:
+            raise RuntimeError("capture failed")
+        graph = type("Replay", (), {"replay": staticmethod(lambda: None)})()
+        return _Graph(graph, torch.zeros_like(tokens), None, logits)
+
+    gd._capture = capture
+    states = {n: State(torch.zeros(1, 2, 4, 3), torch.zeros(1, 4, 1, 2, 2)) for n in "abc"}
+
+    def decode(name, rows):
+        st = states[name]
+        return gd(torch.zeros(rows, dtype=torch.long),
+                  State(st.shift[:, :, :rows], st.wkv[:, :rows]), None, copy=False)
+
+    return gd, decode, states

@@ -288,26 +288,10 @@ def test_decode_graphs_logits_buffers_are_dropped_with_their_last_graph():
     when no graph uses them: at the LRU eviction of their state's last graph, and after a
     capture that failed (its buffer was made before the capture). A CPU stand-in for the
     capture; the GPU tests replay real graphs."""
-    from server.model.cuda_graph import GraphedDecode, _Graph
-    from server.model.state import State
+    from model_cases import stand_in_graphs
 
-    gd = GraphedDecode(lambda *a, **k: None, max_graphs=2)
     fail = []
-
-    def capture(tokens, state, active):
-        logits = gd._out(state, tokens.shape[0], 8)
-        if fail:
-            raise RuntimeError("capture failed")
-        graph = type("Replay", (), {"replay": staticmethod(lambda: None)})()
-        return _Graph(graph, torch.zeros_like(tokens), None, logits)
-
-    gd._capture = capture
-    full = {name: State(torch.zeros(1, 2, 4, 3), torch.zeros(1, 4, 1, 2, 2)) for name in "abc"}
-
-    def decode(name, rows):
-        st = full[name]
-        return gd(torch.zeros(rows, dtype=torch.long), State(st.shift[:, :, :rows],
-                                                            st.wkv[:, :rows]), None, copy=False)
+    gd, decode, full = stand_in_graphs(2, fail)
 
     la, lb = decode("a", 2), decode("a", 4)
     assert len(gd._outs) == 1 and la.data_ptr() == lb.data_ptr()  # one buffer, 4 rows

@@ -10,7 +10,7 @@ from collections import OrderedDict
 import pytest
 import torch
 
-from server.model.cuda_graph import CAPTURE_LOCK, GraphedDecode, _Graph
+from server.model.cuda_graph import CAPTURE_LOCK
 from server.model.state import State
 from server.scheduler import copyback
 from server.scheduler.copyback import Staging, gather_rows, row_bytes
@@ -18,23 +18,10 @@ from server.scheduler.copyback import Staging, gather_rows, row_bytes
 
 # ---- GraphedDecode's graph and logits-buffer bookkeeping (a stand-in capture) ------------
 def _graphed(max_graphs=2):
-    """A GraphedDecode whose captures are stand-ins (no CUDA): each takes its logits from
-    ``_out`` as the real capture does; ``decode(name, rows)`` steps a view of state ``name``."""
-    gd = GraphedDecode(lambda *a, **k: None, max_graphs=max_graphs)
+    """``model_cases.stand_in_graphs``' graphs and stepping function."""
+    from model_cases import stand_in_graphs
 
-    def capture(tokens, state, active):
-        logits = gd._out(state, tokens.shape[0], 8)
-        graph = type("Replay", (), {"replay": staticmethod(lambda: None)})()
-        return _Graph(graph, torch.zeros_like(tokens), None, logits)
-
-    gd._capture = capture
-    full = {n: State(torch.zeros(1, 2, 4, 3), torch.zeros(1, 4, 1, 2, 2)) for n in "abc"}
-
-    def decode(name, rows):
-        st = full[name]
-        return gd(torch.zeros(rows, dtype=torch.long),
-                  State(st.shift[:, :, :rows], st.wkv[:, :rows]), None, copy=False)
-
+    gd, decode, _ = stand_in_graphs(max_graphs)
     return gd, decode
 
 
