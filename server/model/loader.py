@@ -82,7 +82,8 @@ class RWKV070ModelLoader:
             sd, self.cfg = load_checkpoint(self.model_path)
         else:
             sd, self.cfg = state_dict, check_state_dict(state_dict, self.name)
-        # (which weights a stored state was computed by: TaskManager refuses another's)
+        # (the scheduler stamps the states it computes with it; a state of other weights is
+        # refused: ``policy.other_weights``)
         self.digest = weights_digest(sd)
         unused = unused_keys(sd, self.cfg)
         if unused:

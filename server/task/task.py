@@ -199,7 +199,8 @@ class Task:
         # read from the database: values beyond the range of the server's dtypes), or None
         self.state_unfit: str | None = None
         # the digest of the weights that computed the state (``checkpoint.weights_digest``;
-        # set when it is stored, kept with its record): None for one of unknown origin
+        # set where a state is made: the scheduler's copy home, an import; kept with its
+        # record, carried by forks): None for one of unknown origin
         self.state_model: str | None = None
         # generation ends at a new turn of the chat format ("User" right after "\n\n"), as at
         # end-of-text; False for fill-in-the-middle (code: "\n\nUser = get_user_model()")
