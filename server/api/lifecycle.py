@@ -96,7 +96,23 @@ def open_manager(settings, loader):
             else f"{counts[0]} stored tasks and {counts[1]} templates")
     log.info(f"Task database {where}: {held} (kept: "
              f"{tm.writer.limits}, the oldest pruned)")
+    warn_unfit_templates(tm, loader)
     return tm
+
+
+def warn_unfit_templates(tm, loader) -> None:
+    """A warning naming the stored templates the loaded model cannot serve (another model's
+    shapes or weights, values beyond its dtypes: a server restarted on another checkpoint), so
+    an operator learns of them at start rather than from a client's 409."""
+    every = tm.template_ids()
+    fit = set(tm.template_ids(loader.cfg))
+    unfit = [tid for tid in every if tid not in fit]
+    if unfit:
+        shown = ", ".join(unfit[:5]) + (", ..." if len(unfit) > 5 else "")
+        log.warning(f"{len(unfit)} of {len(every)} stored templates do not fit the loaded model "
+                    f"({shown}): another model's shapes or weights, or values beyond its "
+                    "dtypes; they are not served (GET /v1/tasks/ID/status reads one, "
+                    "POST /v1/tasks/ID/delete?force=true removes it)")
 
 
 def make_prefix_cache(settings, loader):
