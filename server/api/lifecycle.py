@@ -103,7 +103,10 @@ def open_manager(settings, loader):
 def warn_unfit_templates(tm, loader) -> None:
     """A warning naming the stored templates the loaded model cannot serve (another model's
     shapes or weights, values beyond its dtypes: a server restarted on another checkpoint), so
-    an operator learns of them at start rather than from a client's 409."""
+    an operator learns of them at start rather than from a client's 409. (No loader: no model
+    to check them against.)"""
+    if loader is None:
+        return
     every = tm.template_ids()
     fit = set(tm.template_ids(loader.cfg))
     unfit = [tid for tid in every if tid not in fit]
