@@ -234,3 +234,33 @@ def test_health_is_utf8_json_whatever_the_store_reports(client, monkeypatch):
     assert r.status_code == 200
     body = _strict(r.content.decode("utf-8"))
     assert body["status"] == "degraded" and body["task_store"]["error"].startswith("OSError")
+
+
+# ---- a task whose slot's state is lost ----------------------------------------------------
+def test_a_task_failed_mid_prefill_leaves_no_prefill_plan(tiny_loader, monkeypatch):
+    """A fault in a prefill pass fails the tasks in slots (``_fail_all`` -> ``_take_lost``):
+    their prefill plans go with them (``Prefiller.forget``), so a task resubmitted before the
+    next prefill step is planned anew rather than from the lost pass's plan (session 67's
+    review; nothing else dropped it before that step). Mutant killed: ``forget`` dropped."""
+    from server.scheduler import DynamicScheduler
+    from server.scheduler.prefix_cache import PrefixCache
+    from server.task.task import Task
+
+    sched = DynamicScheduler(tiny_loader, max_batch_size=2, buffer_size=4,
+                             prefix_cache=PrefixCache(64 << 20, "cpu"))
+    task = Task(tiny_loader.encode("User: " + "a long question " * 20 + "\n\nAssistant:"),
+                max_tokens=2, temperature=0.0)
+    task.cache_origin = ""  # (in the prefix cache: its prefill is planned, as the API's are)
+    sched.add_task(task)
+
+    def fault(*a, **k):
+        raise RuntimeError("injected prefill fault")
+    monkeypatch.setattr(sched.engine, "prefill", fault)
+    sched.step()
+    assert task.finish_reason == "error" and "injected prefill fault" in task.error
+    assert id(task) not in sched.prefiller._seqs
+    monkeypatch.undo()
+    task.continue_gen()  # (its round failed: run it again, from its admitted state)
+    sched.add_task(task)
+    sched.run()
+    assert task.finish_reason == "length" and len(task.round_tokens()) == 2
