@@ -34,8 +34,8 @@ from server.logger import get_logger
 from server.model.state import State
 from server.task.policy import (TaskNotFound, TaskUnreadable, TemplateExists, TemplateProtected,
                                 TooManyTemplates, check_id, is_busy, is_template_id,
-                                is_temporary_id, loaded_digest, model_mismatch, other_weights,
-                                same_content, signature, stored_mismatch)
+                                is_temporary_id, loaded_digest, model_mismatch, same_content,
+                                signature, stored_mismatch)
 from server.task.serialize import (DTYPES, RecordError, TaskBusy, decode_task, decode_tensors,
                                    snapshot)
 from server.task.state_file import range_problem, wider
@@ -325,8 +325,8 @@ class TaskManager:
         meta = self._read_row(self.store.get_meta, tid, damaged="")  # (damaged: unfit)
         try:
             meta = json.loads(meta) if meta else None
-            fit = bool(meta) and stored_mismatch(meta, cfg) is None and self._in_range(tid, meta) \
-                and not other_weights(meta.get("state_model"), self.model_digest)
+            fit = bool(meta) and stored_mismatch(meta, cfg, self.model_digest) is None \
+                and self._in_range(tid, meta)
         except (ValueError, TypeError, KeyError, RecordError):  # unreadable: not usable
             fit = False
         self._template_fit[tid] = (cfg, fit)

@@ -98,12 +98,15 @@ def loaded_digest(loader) -> str | None:
     return getattr(loader, "digest", None)
 
 
-def stored_mismatch(meta: dict, cfg) -> str | None:
+def stored_mismatch(meta: dict, cfg, digest: str | None = None) -> str | None:
     """``model_mismatch`` of a stored record's JSON meta (``serialize``), its tensors unread."""
     shapes = {t["name"]: t["shape"] for t in meta.get("tensors", ())}
     cur = meta.get("current_token")
-    return shapes_mismatch(shapes, list(meta.get("pending", ())) + ([] if cur is None else [cur]),
-                           cfg)
+    problem = shapes_mismatch(shapes, list(meta.get("pending", ())) +
+                              ([] if cur is None else [cur]), cfg)
+    if problem is None and "shift" in shapes:  # (a state held: whose weights made it)
+        problem = other_weights(meta.get("state_model"), digest)
+    return problem
 
 
 def shapes_mismatch(shapes: dict, ids: list[int], cfg) -> str | None:
