@@ -1,0 +1,52 @@
+import sys; sys.path.insert(0,"/tmp/qa67")
+from common import *
+# tmp
+r = show("tmp", c.post("/v1/tasks/tmp", json={"prompt":"Hello","max_tokens":5}))
+j = r.json(); print({k:type(v).__name__ for k,v in j.items()})
+tid=j["task_id"]; import re; print("tmp id ok:", bool(re.fullmatch(r"TMP_[0-9a-f]{32}", tid)))
+r = show("tmp get_result", wait_done(tid)); print({k:type(v).__name__ for k,v in r.json().items()})
+show("tmp status", c.get(f"/v1/tasks/{tid}/status"))
+# create
+r = show("create", c.post("/v1/tasks/create", json={"prompt":"Hello","max_tokens":5}))
+tid=r.json()["task_id"]; print("create id ok:", bool(re.fullmatch(r"TASK_[0-9a-f]{32}", tid)))
+r = show("create get_result", wait_done(tid))
+show("status", c.get(f"/v1/tasks/{tid}/status"))
+# token id prompt
+show("create ids", c.post("/v1/tasks/create", json={"prompt":[1,2,3],"max_tokens":3}))
+# max_tokens 0
+r = show("create mt0", c.post("/v1/tasks/create", json={"prompt":"Template text\n\n","max_tokens":0}))
+t0 = r.json()["task_id"]
+show("mt0 status", c.get(f"/v1/tasks/{t0}/status"))
+show("mt0 get_result", c.get(f"/v1/tasks/{t0}/get_result"))
+r = show("as_template", c.post(f"/v1/tasks/{t0}/as_template"))
+tpl = r.json()["task_id"]; print("tpl id ok:", bool(re.fullmatch(r"_TMPL_[0-9a-f]+", tpl)), tpl)
+show("tpl status", c.get(f"/v1/tasks/{tpl}/status"))
+show("fork tpl", c.post(f"/v1/tasks/{tpl}/fork", json={"prompt":"x","max_tokens":3}))
+show("fork tpl tmp=true", c.post(f"/v1/tasks/{tpl}/fork?tmp=true", json={"prompt":"x","max_tokens":3}))
+show("fork tpl no body", c.post(f"/v1/tasks/{tpl}/fork"))
+show("continue tpl", c.post(f"/v1/tasks/{tpl}/continue", json={"prompt":"x","max_tokens":3}))
+show("delete tpl noforce", c.post(f"/v1/tasks/{tpl}/delete"))
+show("delete tpl force=false", c.post(f"/v1/tasks/{tpl}/delete?force=false"))
+show("delete tpl force", c.post(f"/v1/tasks/{tpl}/delete?force=true"))
+show("status deleted tpl", c.get(f"/v1/tasks/{tpl}/status"))
+# continue / fork normal
+show("continue", c.post(f"/v1/tasks/{tid}/continue", json={"prompt":" more","max_tokens":4}))
+show("continue gr", wait_done(tid))
+show("continue no body", c.post(f"/v1/tasks/{tid}/continue"))
+wait_done(tid)
+show("continue empty body", c.post(f"/v1/tasks/{tid}/continue", json={}))
+wait_done(tid)
+r=show("fork", c.post(f"/v1/tasks/{tid}/fork", json={"max_tokens":3}))
+show("fork result", wait_done(r.json()["task_id"]))
+show("stop finished", c.post(f"/v1/tasks/{tid}/stop"))
+show("delete", c.post(f"/v1/tasks/{tid}/delete"))
+show("after delete", c.get(f"/v1/tasks/{tid}/get_result"))
+for p in ["get_result","status","stream"]:
+    show("unknown "+p, c.get(f"/v1/tasks/TASK_{'0'*32}/{p}"))
+for p in ["fork","continue","stop","as_template","delete"]:
+    show("unknown "+p, c.post(f"/v1/tasks/TASK_{'0'*32}/{p}", json={}))
+show("fim", c.post("/v1/tasks/fim", json={"prefix":"def f(x):\n","suffix":"\n    return y","max_tokens":5}))
+show("fim no suffix", c.post("/v1/tasks/fim", json={"prefix":"def f(x):\n","max_tokens":5}))
+r=show("list", c.get("/v1/tasks/list"), 600)
+j=r.json(); print(list(j.keys()), {k:type(v).__name__ for k,v in j.items()})
+print("cpu_tasks[0]", j["cpu_tasks"][:2], "db_tasks", j["db_tasks"][:2])
