@@ -100,8 +100,8 @@ class DummyTask(SlotTask):
 
 
 def product_options(parser) -> None:
-    """``--gemv-rows``, ``--lora-stream``, ``--split-invariant`` and ``--prefill-tokens`` (read
-    by ``apply_product_options``)."""
+    """``--gemv-rows``, ``--lora-stream``, ``--seq-one-kernel``, ``--split-invariant`` and
+    ``--prefill-tokens`` (read by ``apply_product_options``)."""
     parser.add_argument("--gemv-rows", type=int, default=0, help="products of up to this many "
                         "rows (<= 256) through the skinny-product kernel instead of cuBLAS "
                         "(default: the server's, fused.GEMV_MAX_ROWS = 4): a short prompt's pass "
@@ -109,6 +109,10 @@ def product_options(parser) -> None:
     parser.add_argument("--lora-stream", type=int, default=1, choices=(0, 1),
                         help="0: the LoRA stages of cuBLAS passes on the main stream, after "
                              "the r/k/v product (served: beside it on a second stream; CUDA)")
+    parser.add_argument("--seq-one-kernel", type=int, default=1, choices=(0, 1),
+                        help="0: a batched prefill's WKV token loop as three launches (pre_wkv, "
+                             "the loop, post_wkv; fp32 intermediates in memory) instead of one "
+                             "(decode_triton.time_mix_seq; CUDA)")
     parser.add_argument("--split-invariant", type=int, default=1, choices=(0, 1),
                         help="0: prefill without split invariance (RWKV_SPLIT_INVARIANT=false: "
                              "every product whole, short passes' own kernels)")
@@ -124,6 +128,7 @@ def apply_product_options(model, args) -> None:
         model.prefill_tokens = args.prefill_tokens
     if model._fused is not None:
         model._fused.lora_stream = bool(args.lora_stream)
+        model._fused.seq_one_kernel = bool(args.seq_one_kernel)
 
 
 def copyback_option(parser) -> None:

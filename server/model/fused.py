@@ -152,6 +152,9 @@ class FusedBlocks:
         # and in prefill); False: one stream (``decode --lora-stream 0``). Read at call time:
         # graphs already captured keep the form they were captured with.
         self.lora_stream = model.device.type == "cuda"  # (the interpreter runs this on CPU)
+        # a batched prefill's WKV token loop with pre_wkv and post_wkv in one kernel (read at
+        # call time; False: three launches, fp32 intermediates in memory: benchmarks, tests)
+        self.seq_one_kernel = True
         self._sides = threading.local()  # a side stream per thread: one thread's graph capture
         # never takes in another thread's work
         # slices of K of the residual products in a split-invariant prefill, by product
@@ -229,6 +232,9 @@ class FusedBlocks:
             # pre_wkv + WKV step + post_wkv in one launch
             out = self.decode.time_mix_decode(*pre, lw.lnx_w, lw.lnx_b, self.k.DECAY_SCALE,
                                               GN_EPS)
+        elif mid is None and self._one_kernel_loop(B, T):  # the same over T tokens
+            out = self.decode.time_mix_seq(*pre, lw.lnx_w, lw.lnx_b, self.k.DECAY_SCALE,
+                                           GN_EPS, T)
         else:
             w, kk, vv, kap, a, bonus = self.k.pre_wkv(*pre[1:], H)
             if T == 1:
@@ -240,6 +246,20 @@ class FusedBlocks:
                                   lw.lnx_b, GN_EPS, m.dtype)
         self._add_residual(x, out, lw.wo, "output", T)
         return v if v_first is None else v_first
+
+    def _one_kernel_loop(self, B: int, T: int) -> bool:
+        """Whether a pass of B sequences of T > 1 tokens takes the WKV's token loop with
+        pre_wkv and post_wkv in its kernel (``decode_triton.time_mix_seq``): where the model's
+        WKV is the Triton one and its programs, a sequence and head each, fill the GPU twice
+        over (then the chunked form is not taken either: ``kernels.prefer_chunked``).
+        ``seq_one_kernel`` False: the three launches (benchmarks, tests)."""
+        if T < 2 or self.decode is None or not self.seq_one_kernel:
+            return False
+        from server.model import kernels
+
+        m = self.model
+        return (getattr(m.wkv_chunk, "func", m.wkv_chunk) is kernels.wkv_chunk
+                and self.decode.seq_programs_fill(B, m.cfg.n_head, m.device))
 
     def _lora(self, xs: Tensor, st, h: Tensor | None = None,
               lora: Tensor | None = None) -> Tensor:
