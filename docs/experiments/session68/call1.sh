@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Session 68, call 1: the one-kernel WKV token loop of batched prefill passes
-# (decode_triton.time_mix_seq) on CUDA: its tests and the decode kernel's (refactored to share
+# (decode_triton.time_mix_seq) on CUDA (call 2 ran it again on its second form): its tests and the decode kernel's (refactored to share
 # its pre_wkv / post_wkv helpers), then batched prefill through the engine with it on / off,
 # alternating, twice.   OUT=$OUT bash docs/experiments/session68/call1.sh
 set -u

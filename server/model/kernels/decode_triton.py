@@ -26,7 +26,7 @@ import triton.language as tl
 from torch import Tensor
 
 from . import pdl
-from .fused_triton import HEAD
+from .fused_triton import HEAD, decay_terms, mixed_value, post_wkv, pre_wkv
 from .wkv_triton import _sm_count, _state_view
 
 
@@ -79,24 +79,28 @@ def _decode_head(r_ptr, k_ptr, v_ptr, lora_ptr, vfirst_ptr, keep_ptr,
     s_ptrs = S_ptr + b * s_sb + h * s_sh + i[:, None] * N + j[None, :]
     if EARLY:  # (benchmark variant) the state's load issued before the vector work
         s = tl.load(s_ptrs, eviction_policy=EVICT).to(tl.float32)
-    # --- pre_wkv, along the key channels j, then the value channels i ---
+    # --- pre_wkv, along the key channels j ---
     k = tl.load(k_ptr + oj).to(tl.float32)
     r = tl.load(r_ptr + oj).to(tl.float32)
-    wl = tl.load(lora_ptr + R * C + oj).to(tl.float32)
-    al = tl.load(lora_ptr + 2 * R * C + oj).to(tl.float32)
+    w, a, kk, kp = decay_terms(k, tl.load(lora_ptr + R * C + oj).to(tl.float32),
+                               tl.load(lora_ptr + 2 * R * C + oj).to(tl.float32),
+                               tl.load(w0_ptr + cj).to(tl.float32),
+                               tl.load(a0_ptr + cj).to(tl.float32), tl.load(kk_ptr + cj),
+                               tl.load(ka_ptr + cj), decay_scale)
+    kap = kk / tl.maximum(tl.sqrt(tl.sum(kk * kk, axis=0)), 1e-12)
+    bonus = tl.sum(r * kp * tl.load(rk_ptr + cj), axis=0)
+    # the value, along the value channels i
     v = tl.load(v_ptr + oi).to(tl.float32)
-    vl, vf, v0 = v, v, v  # (unused in the first layer)
     if not FIRST:
-        vl = tl.load(lora_ptr + oi).to(tl.float32)
-        vf = tl.load(vfirst_ptr + oi).to(tl.float32)
-        v0 = tl.load(v0_ptr + ci).to(tl.float32)
-    keep = j < N  # the row's flag, along the head's channels
+        v = mixed_value(v, tl.load(lora_ptr + oi).to(tl.float32),
+                        tl.load(vfirst_ptr + oi).to(tl.float32),
+                        tl.load(v0_ptr + ci).to(tl.float32), FIRST)
     if HAS_KEEP:
-        keep = tl.load(keep_ptr + b + j * 0) != 0
-    w, kap, a, kp, v, bonus = _head_vectors(
-        k, r, wl, al, v, vl, vf, keep, tl.load(w0_ptr + cj).to(tl.float32),
-        tl.load(a0_ptr + cj).to(tl.float32), v0, tl.load(kk_ptr + cj), tl.load(ka_ptr + cj),
-        tl.load(rk_ptr + cj), decay_scale, FIRST, HAS_KEEP)
+        keep = tl.load(keep_ptr + b + j * 0) != 0  # the row's flag, along the head's channels
+        w = tl.where(keep, w, 1.0)
+        kp = tl.where(keep, kp, 0.0)
+        kap = tl.where(keep, kap, 0.0)
+        v = tl.where(keep, v, 0.0)
     # --- the WKV step on the head's state (loaded here: loading it first, to overlap the
     # vector work above, made the kernel 8 % slower on the H200 at batch 256, fp16 state) ---
     if not EARLY:
@@ -107,41 +111,12 @@ def _decode_head(r_ptr, k_ptr, v_ptr, lora_ptr, vfirst_ptr, keep_ptr,
     y = tl.sum(s * r[None, :], axis=1)
     y = y.to(out_ptr.dtype.element_ty).to(tl.float32)  # the three-kernel path stores y so
     # --- post_wkv: GroupNorm of the head, + bonus * v, times the gate ---
-    g = tl.load(lora_ptr + 3 * R * C + oi).to(tl.float32)
-    out = _head_out(y, v, bonus, g, tl.load(lw_ptr + ci), tl.load(lb_ptr + ci), eps, N)
-    tl.store(out_ptr + oi, out.to(out_ptr.dtype.element_ty))
-
-
-@triton.jit
-def _head_vectors(k, r, wl, al, v, vl, vf, keep, w0, a0, v0, kkw, kaw, rkw, decay_scale,
-                  FIRST: tl.constexpr, HAS_KEEP: tl.constexpr):
-    """pre_wkv of one head of one row, from its vectors (fp32; the value's v, vl, vf, v0 along
-    the value channels, the rest along the key channels): (w, kappa, a, k', v', bonus), an
-    identity step's where ``keep`` is False (HAS_KEEP)."""
-    w = tl.exp(-decay_scale * tl.sigmoid(w0 + wl))
-    a = tl.sigmoid(a0 + al)
-    kk = k * kkw
-    kap = kk / tl.maximum(tl.sqrt(tl.sum(kk * kk, axis=0)), 1e-12)
-    kp = k * (1.0 + (a - 1.0) * kaw)
-    bonus = tl.sum(r * kp * rkw, axis=0)
-    if not FIRST:
-        v = v + (vf - v) * tl.sigmoid(v0 + vl)
-    if HAS_KEEP:
-        w = tl.where(keep, w, 1.0)
-        kp = tl.where(keep, kp, 0.0)
-        kap = tl.where(keep, kap, 0.0)
-        v = tl.where(keep, v, 0.0)
-    return w, kap, a, kp, v, bonus
-
-
-@triton.jit
-def _head_out(y, v, bonus, g, ln_w, ln_b, eps, N: tl.constexpr):
-    """post_wkv of one head of one row (fp32): GroupNorm of y, + bonus * v', times the gate."""
     mean = tl.sum(y, axis=0) / N
     d = y - mean
     var = tl.sum(d * d, axis=0) / N
-    yn = d * (1.0 / tl.sqrt(var + eps)) * ln_w + ln_b
-    return (yn + bonus * v) * g
+    yn = d * (1.0 / tl.sqrt(var + eps)) * tl.load(lw_ptr + ci) + tl.load(lb_ptr + ci)
+    g = tl.load(lora_ptr + 3 * R * C + oi).to(tl.float32)
+    tl.store(out_ptr + oi, ((yn + bonus * v) * g).to(out_ptr.dtype.element_ty))
 
 
 SMALL_ROWS = 16  # up to this many rows: the default warps (4 / 8 for fp16 / fp32 state)
@@ -180,53 +155,56 @@ def time_mix_decode(S: Tensor, r: Tensor, k: Tensor, v: Tensor, lora: Tensor,
     return out
 
 
-@triton.jit(do_not_specialize=["T", "R"])
-def _seq_kernel(r_ptr, k_ptr, v_ptr, lora_ptr, vfirst_ptr, keep_ptr,
-                w0_ptr, a0_ptr, v0_ptr, kk_ptr, ka_ptr, rk_ptr, lw_ptr, lb_ptr,
-                S_ptr, out_ptr, T, R, C, H, s_sb, s_sh, decay_scale, eps,
-                FIRST: tl.constexpr, HAS_KEEP: tl.constexpr, N: tl.constexpr):
-    """One program per (sequence, head): the decode kernel's time mix over T tokens one after
-    another, the head's state in registers from the first token to the last (the token loop of
-    ``wkv_triton._recurrent_kernel`` with pre_wkv and post_wkv inside). Token t + 1's vectors
-    are loaded while t is computed."""
+@triton.jit(do_not_specialize=["T"])
+def _seq_kernel(r_ptr, k_ptr, v_ptr, lora_ptr, vfirst_ptr, keep_ptr, norm_ptr,
+                w0_ptr, a0_ptr, v0_ptr, kk_ptr, ka_ptr, S_ptr, y_ptr, T, R, C, H, s_sb, s_sh,
+                decay_scale, FIRST: tl.constexpr, HAS_KEEP: tl.constexpr, N: tl.constexpr):
+    """One program per (sequence, head): the WKV's T tokens one after another, the head's
+    state in registers throughout (``wkv_triton._recurrent_kernel``'s token loop over a whole
+    head), each token's decay, rate, keys and value computed from the products' outputs as
+    pre_wkv computes them, the key's norm (a sum over the head) read from ``norm_ptr`` ([R, H]:
+    ``pre_wkv(norms_only=True)``). Token t + 1's vectors are loaded while t is computed."""
     pid = tl.program_id(0)
     b = (pid // H).to(tl.int64)
     h = pid % H
     j = tl.arange(0, N)  # key channels; the value channels (rows of S) are the same range
     cj = h * N + j
     s_ptrs = S_ptr + b * s_sb + h * s_sh + j[:, None] * N + j[None, :]
-    w0 = tl.load(w0_ptr + cj).to(tl.float32)  # the head's parameters: every token's
+    w0 = tl.load(w0_ptr + cj).to(tl.float32)  # the head's parameters, every token's
     a0 = tl.load(a0_ptr + cj).to(tl.float32)
     v0 = tl.load(v0_ptr + cj).to(tl.float32)  # (w0 again in the first layer: unused)
-    kkw, kaw, rkw = tl.load(kk_ptr + cj), tl.load(ka_ptr + cj), tl.load(rk_ptr + cj)
-    ln_w, ln_b = tl.load(lw_ptr + cj), tl.load(lb_ptr + cj)
+    kkw, kaw = tl.load(kk_ptr + cj), tl.load(ka_ptr + cj)
     p0 = b * T  # the sequence's first row
-    k_n, r_n, wl_n, al_n, v_n, vl_n, vf_n, g_n, keep_n = _seq_loads(
-        r_ptr, k_ptr, v_ptr, lora_ptr, vfirst_ptr, keep_ptr, p0, 0, T, R, C, cj, FIRST,
-        HAS_KEEP)
+    k_n, r_n, wl_n, al_n, v_n, vl_n, vf_n, nrm_n, keep_n = _seq_loads(
+        r_ptr, k_ptr, v_ptr, lora_ptr, vfirst_ptr, keep_ptr, norm_ptr, p0, 0, T, R, C, H, h,
+        cj, FIRST, HAS_KEEP)
     s = tl.load(s_ptrs).to(tl.float32)
     for t in range(T):
-        k, r, wl, al, v, vl, vf, g, keep = k_n, r_n, wl_n, al_n, v_n, vl_n, vf_n, g_n, keep_n
-        k_n, r_n, wl_n, al_n, v_n, vl_n, vf_n, g_n, keep_n = _seq_loads(
-            r_ptr, k_ptr, v_ptr, lora_ptr, vfirst_ptr, keep_ptr, p0, t + 1, T, R, C, cj, FIRST,
-            HAS_KEEP)
-        w, kap, a, kp, v, bonus = _head_vectors(k, r, wl, al, v, vl, vf, keep, w0, a0, v0,
-                                                kkw, kaw, rkw, decay_scale, FIRST, HAS_KEEP)
+        k, r, wl, al, v, vl, vf, nrm, keep = k_n, r_n, wl_n, al_n, v_n, vl_n, vf_n, nrm_n, keep_n
+        k_n, r_n, wl_n, al_n, v_n, vl_n, vf_n, nrm_n, keep_n = _seq_loads(
+            r_ptr, k_ptr, v_ptr, lora_ptr, vfirst_ptr, keep_ptr, norm_ptr, p0, t + 1, T, R, C,
+            H, h, cj, FIRST, HAS_KEEP)
+        w, a, kk, kp = decay_terms(k, wl, al, w0, a0, kkw, kaw, decay_scale)
+        kap = kk / nrm
+        v = mixed_value(v, vl, vf, v0, FIRST)
+        if HAS_KEEP:
+            w = tl.where(keep, w, 1.0)
+            kp = tl.where(keep, kp, 0.0)
+            kap = tl.where(keep, kap, 0.0)
+            v = tl.where(keep, v, 0.0)
         sk = tl.sum(s * kap[None, :], axis=1)
         s = s * w[None, :] - sk[:, None] * (kap * a)[None, :] + v[:, None] * kp[None, :]
         y = tl.sum(s * r[None, :], axis=1)
-        y = y.to(out_ptr.dtype.element_ty).to(tl.float32)  # (as the three-kernel path)
-        out = _head_out(y, v, bonus, g, ln_w, ln_b, eps, N)
-        tl.store(out_ptr + (p0 + t) * C + cj, out.to(out_ptr.dtype.element_ty))
+        tl.store(y_ptr + (p0 + t) * C + cj, y.to(y_ptr.dtype.element_ty))
     tl.store(s_ptrs, s.to(S_ptr.dtype.element_ty))
 
 
 @triton.jit
-def _seq_loads(r_ptr, k_ptr, v_ptr, lora_ptr, vfirst_ptr, keep_ptr, p0, t, T, R, C, cj,
-               FIRST: tl.constexpr, HAS_KEEP: tl.constexpr):
-    """Token t's vectors (row p0 + t) of the head at channels cj (fp32): k, r, the w and a
-    LoRAs, v, the value LoRA and v_first (v again in the first layer), the gate and the keep
-    flag; zeros where t >= T (past the sequence's end: never used)."""
+def _seq_loads(r_ptr, k_ptr, v_ptr, lora_ptr, vfirst_ptr, keep_ptr, norm_ptr, p0, t, T, R, C,
+               H, h, cj, FIRST: tl.constexpr, HAS_KEEP: tl.constexpr):
+    """Token t's vectors (row p0 + t) of head h at its channels cj (fp32): k, r, the w and a
+    LoRAs, v, the value LoRA and v_first (v again in the first layer), the key's norm and the
+    keep flag; zeros where t >= T (past the sequence's end: never used)."""
     o = (p0 + t) * C + cj
     m = (cj * 0 + t) < T
     k = tl.load(k_ptr + o, mask=m, other=0.0).to(tl.float32)
@@ -234,21 +212,21 @@ def _seq_loads(r_ptr, k_ptr, v_ptr, lora_ptr, vfirst_ptr, keep_ptr, p0, t, T, R,
     wl = tl.load(lora_ptr + R * C + o, mask=m, other=0.0).to(tl.float32)
     al = tl.load(lora_ptr + 2 * R * C + o, mask=m, other=0.0).to(tl.float32)
     v = tl.load(v_ptr + o, mask=m, other=0.0).to(tl.float32)
-    g = tl.load(lora_ptr + 3 * R * C + o, mask=m, other=0.0).to(tl.float32)
     vl, vf = v, v
     if not FIRST:
         vl = tl.load(lora_ptr + o, mask=m, other=0.0).to(tl.float32)
         vf = tl.load(vfirst_ptr + o, mask=m, other=0.0).to(tl.float32)
+    nrm = tl.load(norm_ptr + (p0 + t) * H + h + cj * 0, mask=m, other=1.0)
     keep = m
     if HAS_KEEP:
         keep = tl.load(keep_ptr + p0 + t + cj * 0, mask=m, other=1) != 0
-    return k, r, wl, al, v, vl, vf, g, keep
+    return k, r, wl, al, v, vl, vf, nrm, keep
 
 
 def seq_programs_fill(B: int, H: int, device: torch.device) -> bool:
-    """Whether ``time_mix_seq``'s programs (one a sequence and head) are enough for the GPU:
-    at least two per SM. Below that the token loop of ``wkv_triton`` splits a head's rows over
-    more programs (and the chunked form takes over at one a SM: ``prefer_chunked``)."""
+    """Whether ``time_mix_seq``'s token loop (a program a sequence and head) has enough programs
+    for the GPU: two an SM. With fewer, ``wkv_triton``'s token loop splits a head's rows over
+    more programs (and at one an SM the chunked form takes over: ``prefer_chunked``)."""
     return B * H >= 2 * _sm_count(device)
 
 
@@ -260,25 +238,28 @@ def time_mix_seq(S: Tensor, r: Tensor, k: Tensor, v: Tensor, lora: Tensor,
     """``time_mix_decode`` for a prefill pass of B sequences of T tokens: r, k, v: [B·T, C]
     (row b·T + t: token t of sequence b); lora: [4, B·T, C]; v_first: [B·T, C] or None;
     keep: [B·T] int8 or None (False: an identity step); S: [B, H, N, N], in place; the rest as
-    there. Returns the gated, normalised WKV output [B·T, C] in r's dtype. The same operations
-    as pre_wkv, the token loop of the WKV (``wkv_seq_triton``) and post_wkv, in one launch: no
-    fp32 intermediates in memory (pre_wkv's five [B·T, C] outputs, ~51 KB a token at 2.9B, were
-    a batched pass's largest)."""
+    there. Returns the gated, normalised WKV output [B·T, C] in r's dtype: pre_wkv, the WKV's
+    token loop (``wkv_seq_triton``) and post_wkv, the same operations, without pre_wkv's five
+    [B·T, C] fp32 outputs in memory (~51 KB a token at 2.9B: a batched pass's largest). Three
+    launches: each head's key norm and bonus ([B·T, H]), the loop (computing the rest of
+    pre_wkv per channel, as it goes), post_wkv mixing the value again."""
     R, C = r.shape
     H = C // HEAD
     B = R // T
     assert B * T == R, (R, T)
-    St = _state_view(S, B, H)  # (S itself unless its [N, N] blocks are not contiguous)
     assert lora.is_contiguous() and lora.shape == (4, R, C)
-    assert all(x.stride() == (C, 1) for x in (r, k, v) + ((v_first,) if v_first is not None
-                                                           else ()))
+    assert all(x.stride() == (C, 1) for x in (r, k, v) if x is not None)
+    assert v_first is None or v_first.stride() == (C, 1)
+    norm, bonus = pre_wkv(r, k, v, lora, v_first, keep, w0, a0, v0, k_k, k_a, r_k, H,
+                          norms_only=True)
+    St = _state_view(S, B, H)  # (S itself unless its [N, N] blocks are not contiguous)
+    y = torch.empty_like(r)
     first = v_first is None
-    out = torch.empty_like(r)
     _seq_kernel[(B * H,)](
-        r, k, v, lora, v if first else v_first, keep if keep is not None else r, w0, a0,
-        w0 if first else v0, k_k, k_a, r_k, ln_w, ln_b, St, out, T, R, C, H, St.stride(0),
-        St.stride(1), decay_scale, eps, FIRST=first, HAS_KEEP=keep is not None, N=HEAD,
-        num_warps=num_warps)
+        r, k, v, lora, v if first else v_first, keep if keep is not None else r, norm, w0, a0,
+        w0 if first else v0, k_k, k_a, St, y, T, R, C, H, St.stride(0), St.stride(1),
+        decay_scale, FIRST=first, HAS_KEEP=keep is not None, N=HEAD, num_warps=num_warps)
     if St is not S:
         S.copy_(St)
-    return out
+    return post_wkv(y, v, lora[3], bonus, ln_w, ln_b, eps, r.dtype,
+                    raw=(lora[0], v_first, w0 if first else v0, keep))
