@@ -26,7 +26,7 @@ import triton.language as tl
 from torch import Tensor
 
 from . import pdl
-from .fused_triton import HEAD, decay_terms, mixed_value, post_wkv, pre_wkv
+from .fused_triton import HEAD, decay_terms, mixed_value
 from .wkv_triton import _sm_count, _state_view
 
 
@@ -155,111 +155,137 @@ def time_mix_decode(S: Tensor, r: Tensor, k: Tensor, v: Tensor, lora: Tensor,
     return out
 
 
-@triton.jit(do_not_specialize=["T"])
-def _seq_kernel(r_ptr, k_ptr, v_ptr, lora_ptr, vfirst_ptr, keep_ptr, norm_ptr,
-                w0_ptr, a0_ptr, v0_ptr, kk_ptr, ka_ptr, S_ptr, y_ptr, T, R, C, H, s_sb, s_sh,
-                decay_scale, FIRST: tl.constexpr, HAS_KEEP: tl.constexpr, N: tl.constexpr):
-    """One program per (sequence, head): the WKV's T tokens one after another, the head's
-    state in registers throughout (``wkv_triton._recurrent_kernel``'s token loop over a whole
-    head), each token's decay, rate, keys and value computed from the products' outputs as
-    pre_wkv computes them, the key's norm (a sum over the head) read from ``norm_ptr`` ([R, H]:
-    ``pre_wkv(norms_only=True)``). Token t + 1's vectors are loaded while t is computed."""
+@triton.jit(do_not_specialize=["T", "R", "ITEMS"])
+def _seq_kernel(r_ptr, k_ptr, v_ptr, lora_ptr, vfirst_ptr, keep_ptr,
+                w0_ptr, a0_ptr, v0_ptr, kk_ptr, ka_ptr, rk_ptr, lw_ptr, lb_ptr,
+                S_ptr, out_ptr, scr_ptr, T, R, C, H, ITEMS, s_sb, s_sh, decay_scale, eps,
+                FIRST: tl.constexpr, HAS_KEEP: tl.constexpr, N: tl.constexpr,
+                TC: tl.constexpr):
+    """Items (sequence b, head h) b·H + h from program_id(0) in steps of the grid: the head's
+    T tokens TC at a time, its state in registers from the first to the last. A chunk's
+    pre_wkv is computed for all its tokens at once ([TC, N] tiles: each value once, the
+    head's sums along the tile's rows) into this program's scratch (w, k', v', kappa, a; fp32,
+    L1/L2-resident), the token loop reads it back row by row and writes y (rounded to the
+    output dtype, as the three-kernel path stores it) into the scratch's sixth tile, and the
+    chunk's post_wkv reads that and writes the output. Barriers between the stages: the
+    scratch is written and read by different threads of the program."""
     pid = tl.program_id(0)
-    b = (pid // H).to(tl.int64)
-    h = pid % H
-    j = tl.arange(0, N)  # key channels; the value channels (rows of S) are the same range
-    cj = h * N + j
-    s_ptrs = S_ptr + b * s_sb + h * s_sh + j[:, None] * N + j[None, :]
-    w0 = tl.load(w0_ptr + cj).to(tl.float32)  # the head's parameters, every token's
-    a0 = tl.load(a0_ptr + cj).to(tl.float32)
-    v0 = tl.load(v0_ptr + cj).to(tl.float32)  # (w0 again in the first layer: unused)
-    kkw, kaw = tl.load(kk_ptr + cj), tl.load(ka_ptr + cj)
-    p0 = b * T  # the sequence's first row
-    k_n, r_n, wl_n, al_n, v_n, vl_n, vf_n, nrm_n, keep_n = _seq_loads(
-        r_ptr, k_ptr, v_ptr, lora_ptr, vfirst_ptr, keep_ptr, norm_ptr, p0, 0, T, R, C, H, h,
-        cj, FIRST, HAS_KEEP)
-    s = tl.load(s_ptrs).to(tl.float32)
-    for t in range(T):
-        k, r, wl, al, v, vl, vf, nrm, keep = k_n, r_n, wl_n, al_n, v_n, vl_n, vf_n, nrm_n, keep_n
-        k_n, r_n, wl_n, al_n, v_n, vl_n, vf_n, nrm_n, keep_n = _seq_loads(
-            r_ptr, k_ptr, v_ptr, lora_ptr, vfirst_ptr, keep_ptr, norm_ptr, p0, t + 1, T, R, C,
-            H, h, cj, FIRST, HAS_KEEP)
-        w, a, kk, kp = decay_terms(k, wl, al, w0, a0, kkw, kaw, decay_scale)
-        kap = kk / nrm
-        v = mixed_value(v, vl, vf, v0, FIRST)
-        if HAS_KEEP:
-            w = tl.where(keep, w, 1.0)
-            kp = tl.where(keep, kp, 0.0)
-            kap = tl.where(keep, kap, 0.0)
-            v = tl.where(keep, v, 0.0)
-        sk = tl.sum(s * kap[None, :], axis=1)
-        s = s * w[None, :] - sk[:, None] * (kap * a)[None, :] + v[:, None] * kp[None, :]
-        y = tl.sum(s * r[None, :], axis=1)
-        tl.store(y_ptr + (p0 + t) * C + cj, y.to(y_ptr.dtype.element_ty))
-    tl.store(s_ptrs, s.to(S_ptr.dtype.element_ty))
-
-
-@triton.jit
-def _seq_loads(r_ptr, k_ptr, v_ptr, lora_ptr, vfirst_ptr, keep_ptr, norm_ptr, p0, t, T, R, C,
-               H, h, cj, FIRST: tl.constexpr, HAS_KEEP: tl.constexpr):
-    """Token t's vectors (row p0 + t) of head h at its channels cj (fp32): k, r, the w and a
-    LoRAs, v, the value LoRA and v_first (v again in the first layer), the key's norm and the
-    keep flag; zeros where t >= T (past the sequence's end: never used)."""
-    o = (p0 + t) * C + cj
-    m = (cj * 0 + t) < T
-    k = tl.load(k_ptr + o, mask=m, other=0.0).to(tl.float32)
-    r = tl.load(r_ptr + o, mask=m, other=0.0).to(tl.float32)
-    wl = tl.load(lora_ptr + R * C + o, mask=m, other=0.0).to(tl.float32)
-    al = tl.load(lora_ptr + 2 * R * C + o, mask=m, other=0.0).to(tl.float32)
-    v = tl.load(v_ptr + o, mask=m, other=0.0).to(tl.float32)
-    vl, vf = v, v
-    if not FIRST:
-        vl = tl.load(lora_ptr + o, mask=m, other=0.0).to(tl.float32)
-        vf = tl.load(vfirst_ptr + o, mask=m, other=0.0).to(tl.float32)
-    nrm = tl.load(norm_ptr + (p0 + t) * H + h + cj * 0, mask=m, other=1.0)
-    keep = m
-    if HAS_KEEP:
-        keep = tl.load(keep_ptr + p0 + t + cj * 0, mask=m, other=1) != 0
-    return k, r, wl, al, v, vl, vf, nrm, keep
+    j = tl.arange(0, N)
+    tt = tl.arange(0, TC)
+    tile = tt[:, None] * N + j[None, :]
+    scr = scr_ptr + pid.to(tl.int64) * (6 * TC * N)  # w, k', v', kappa, a, y: [TC, N] each
+    for item in range(pid, ITEMS, tl.num_programs(0)):
+        b = (item // H).to(tl.int64)
+        h = item % H
+        cj = h * N + j
+        s_ptrs = S_ptr + b * s_sb + h * s_sh + j[:, None] * N + j[None, :]
+        w0 = tl.load(w0_ptr + cj).to(tl.float32)[None, :]  # the head's parameters
+        a0 = tl.load(a0_ptr + cj).to(tl.float32)[None, :]
+        v0 = tl.load(v0_ptr + cj).to(tl.float32)[None, :]  # (w0 in the first layer: unused)
+        kkw, kaw = tl.load(kk_ptr + cj)[None, :], tl.load(ka_ptr + cj)[None, :]
+        rkw = tl.load(rk_ptr + cj)[None, :]
+        ln_w, ln_b = tl.load(lw_ptr + cj)[None, :], tl.load(lb_ptr + cj)[None, :]
+        s = tl.load(s_ptrs).to(tl.float32)
+        for c0 in range(0, T, TC):
+            # --- pre_wkv of the chunk's tokens, [TC, N] ---
+            rows = b * T + c0 + tt
+            m = (c0 + tt < T)[:, None]
+            o = rows[:, None] * C + cj[None, :]
+            k = tl.load(k_ptr + o, mask=m, other=0.0).to(tl.float32)
+            r = tl.load(r_ptr + o, mask=m, other=0.0).to(tl.float32)
+            w, a, kk, kp = decay_terms(
+                k, tl.load(lora_ptr + R * C + o, mask=m, other=0.0).to(tl.float32),
+                tl.load(lora_ptr + 2 * R * C + o, mask=m, other=0.0).to(tl.float32), w0, a0,
+                kkw, kaw, decay_scale)
+            kap = kk / tl.maximum(tl.sqrt(tl.sum(kk * kk, axis=1)), 1e-12)[:, None]
+            bonus = tl.sum(r * kp * rkw, axis=1)  # [TC]
+            v = tl.load(v_ptr + o, mask=m, other=0.0).to(tl.float32)
+            if not FIRST:
+                v = mixed_value(v, tl.load(lora_ptr + o, mask=m, other=0.0).to(tl.float32),
+                                tl.load(vfirst_ptr + o, mask=m, other=0.0).to(tl.float32), v0,
+                                FIRST)
+            if HAS_KEEP:
+                keep = tl.load(keep_ptr + rows, mask=c0 + tt < T, other=1)[:, None] != 0
+                w = tl.where(keep, w, 1.0)
+                kp = tl.where(keep, kp, 0.0)
+                v = tl.where(keep, v, 0.0)
+                kap = tl.where(keep, kap, 0.0)
+            tl.store(scr + tile, w)
+            tl.store(scr + TC * N + tile, kp)
+            tl.store(scr + 2 * TC * N + tile, v)
+            tl.store(scr + 3 * TC * N + tile, kap)
+            tl.store(scr + 4 * TC * N + tile, a)
+            tl.debug_barrier()
+            # --- the WKV, token by token ---
+            for t in range(0, tl.minimum(TC, T - c0)):
+                rt = tl.load(r_ptr + (b * T + c0 + t) * C + cj).to(tl.float32)
+                wt = tl.load(scr + t * N + j)
+                kt = tl.load(scr + TC * N + t * N + j)
+                vt = tl.load(scr + 2 * TC * N + t * N + j)
+                kapt = tl.load(scr + 3 * TC * N + t * N + j)
+                at = tl.load(scr + 4 * TC * N + t * N + j)
+                sk = tl.sum(s * kapt[None, :], axis=1)
+                s = s * wt[None, :] - sk[:, None] * (kapt * at)[None, :] + \
+                    vt[:, None] * kt[None, :]
+                y = tl.sum(s * rt[None, :], axis=1)
+                tl.store(scr + 5 * TC * N + t * N + j,
+                         y.to(out_ptr.dtype.element_ty).to(tl.float32))
+            tl.debug_barrier()
+            # --- post_wkv of the chunk's tokens ---
+            y = tl.load(scr + 5 * TC * N + tile, mask=m, other=0.0)  # (past T: not written)
+            mean = tl.sum(y, axis=1) / N
+            d = y - mean[:, None]
+            var = tl.sum(d * d, axis=1) / N
+            yn = d * (1.0 / tl.sqrt(var + eps))[:, None] * ln_w + ln_b
+            g = tl.load(lora_ptr + 3 * R * C + o, mask=m, other=0.0).to(tl.float32)
+            tl.store(out_ptr + o, ((yn + bonus[:, None] * v) * g).to(out_ptr.dtype.element_ty),
+                     mask=m)
+            tl.debug_barrier()  # (the next chunk writes the scratch again)
+        tl.store(s_ptrs, s.to(S_ptr.dtype.element_ty))
 
 
 def seq_programs_fill(B: int, H: int, device: torch.device) -> bool:
-    """Whether ``time_mix_seq``'s token loop (a program a sequence and head) has enough programs
-    for the GPU: two an SM. With fewer, ``wkv_triton``'s token loop splits a head's rows over
-    more programs (and at one an SM the chunked form takes over: ``prefer_chunked``)."""
+    """Whether ``time_mix_seq``'s items (a sequence and head each) fill the GPU: two an SM.
+    With fewer, ``wkv_triton``'s token loop splits a head's rows over more programs (and at one
+    an SM the chunked form takes over: ``prefer_chunked``)."""
     return B * H >= 2 * _sm_count(device)
+
+
+# launch options of time_mix_seq: programs an SM (a persistent grid: the scratch is a program's),
+# tokens a chunk, warps; replaced for benchmarks
+SEQ_VARIANT = dict(per_sm=4, chunk=16, num_warps=4)
 
 
 def time_mix_seq(S: Tensor, r: Tensor, k: Tensor, v: Tensor, lora: Tensor,
                  v_first: Tensor | None, keep: Tensor | None, w0: Tensor, a0: Tensor,
                  v0: Tensor | None, k_k: Tensor, k_a: Tensor, r_k: Tensor, ln_w: Tensor,
-                 ln_b: Tensor, decay_scale: float, eps: float, T: int,
-                 num_warps: int = 4) -> Tensor:
+                 ln_b: Tensor, decay_scale: float, eps: float, T: int) -> Tensor:
     """``time_mix_decode`` for a prefill pass of B sequences of T tokens: r, k, v: [B·T, C]
     (row b·T + t: token t of sequence b); lora: [4, B·T, C]; v_first: [B·T, C] or None;
     keep: [B·T] int8 or None (False: an identity step); S: [B, H, N, N], in place; the rest as
     there. Returns the gated, normalised WKV output [B·T, C] in r's dtype: pre_wkv, the WKV's
-    token loop (``wkv_seq_triton``) and post_wkv, the same operations, without pre_wkv's five
-    [B·T, C] fp32 outputs in memory (~51 KB a token at 2.9B: a batched pass's largest). Three
-    launches: each head's key norm and bonus ([B·T, H]), the loop (computing the rest of
-    pre_wkv per channel, as it goes), post_wkv mixing the value again."""
+    token loop (``wkv_seq_triton``) and post_wkv, the same operations in one launch, without
+    pre_wkv's five [B·T, C] fp32 outputs and y in memory (~56 KB a token at 2.9B: a batched
+    pass's largest): a chunk's worth in each program's scratch instead (~25 KB a program)."""
     R, C = r.shape
     H = C // HEAD
     B = R // T
     assert B * T == R, (R, T)
     assert lora.is_contiguous() and lora.shape == (4, R, C)
-    assert all(x.stride() == (C, 1) for x in (r, k, v) if x is not None)
+    assert all(x.stride() == (C, 1) for x in (r, k, v))
     assert v_first is None or v_first.stride() == (C, 1)
-    norm, bonus = pre_wkv(r, k, v, lora, v_first, keep, w0, a0, v0, k_k, k_a, r_k, H,
-                          norms_only=True)
+    opts = SEQ_VARIANT
+    chunk = opts["chunk"]
+    grid = min(B * H, opts["per_sm"] * _sm_count(r.device))
+    scratch = torch.empty(grid, 6, chunk, HEAD, dtype=torch.float32, device=r.device)
     St = _state_view(S, B, H)  # (S itself unless its [N, N] blocks are not contiguous)
-    y = torch.empty_like(r)
+    out = torch.empty_like(r)
     first = v_first is None
-    _seq_kernel[(B * H,)](
-        r, k, v, lora, v if first else v_first, keep if keep is not None else r, norm, w0, a0,
-        w0 if first else v0, k_k, k_a, St, y, T, R, C, H, St.stride(0), St.stride(1),
-        decay_scale, FIRST=first, HAS_KEEP=keep is not None, N=HEAD, num_warps=num_warps)
+    _seq_kernel[(grid,)](
+        r, k, v, lora, v if first else v_first, keep if keep is not None else r, w0, a0,
+        w0 if first else v0, k_k, k_a, r_k, ln_w, ln_b, St, out, scratch, T, R, C, H, B * H,
+        St.stride(0), St.stride(1), decay_scale, eps, FIRST=first, HAS_KEEP=keep is not None,
+        N=HEAD, TC=chunk, num_warps=opts["num_warps"])
     if St is not S:
         S.copy_(St)
-    return post_wkv(y, v, lora[3], bonus, ln_w, ln_b, eps, r.dtype,
-                    raw=(lora[0], v_first, w0 if first else v0, keep))
+    return out

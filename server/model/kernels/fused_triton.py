@@ -182,11 +182,10 @@ def mixed_value(v, vl, vf, v0, FIRST: tl.constexpr):
 @triton.jit(do_not_specialize=["R"], do_not_specialize_on_alignment=["R"])  # (as ln_mix)
 def _pre_wkv_kernel(r_ptr, k_ptr, v_ptr, lora_ptr, vfirst_ptr, keep_ptr,
                     w0_ptr, a0_ptr, v0_ptr, kk_ptr, ka_ptr, rk_ptr,
-                    w_out, k_out, v_out, kap_out, a_out, bonus_out, norm_out,
+                    w_out, k_out, v_out, kap_out, a_out, bonus_out,
                     R, C, H, decay_scale,
                     FIRST: tl.constexpr, HAS_KEEP: tl.constexpr, BH: tl.constexpr,
-                    N: tl.constexpr, NORMS: tl.constexpr = False):
-    """NORMS: only each head's key norm (as kappa's division takes it) and bonus, [R, H]."""
+                    N: tl.constexpr):
     p = tl.program_id(0).to(tl.int64)
     h = tl.program_id(1) * BH + tl.arange(0, BH)        # this program's heads
     j = tl.arange(0, N)
@@ -202,63 +201,50 @@ def _pre_wkv_kernel(r_ptr, k_ptr, v_ptr, lora_ptr, vfirst_ptr, keep_ptr,
         tl.load(a0_ptr + ch, mask=hm, other=0.0).to(tl.float32),
         tl.load(kk_ptr + ch, mask=hm, other=0.0), tl.load(ka_ptr + ch, mask=hm, other=0.0),
         decay_scale)
-    norm = tl.maximum(tl.sqrt(tl.sum(kk * kk, axis=1)), 1e-12)  # [BH]
+    kap = kk / tl.maximum(tl.sqrt(tl.sum(kk * kk, axis=1)), 1e-12)[:, None]
     bonus = tl.sum(r * kp * tl.load(rk_ptr + ch, mask=hm, other=0.0), axis=1)  # [BH]
+    v = tl.load(v_ptr + o, mask=hm, other=0.0).to(tl.float32)
+    if not FIRST:
+        v = mixed_value(v, tl.load(lora_ptr + o, mask=hm, other=0.0).to(tl.float32),
+                        tl.load(vfirst_ptr + o, mask=hm, other=0.0).to(tl.float32),
+                        tl.load(v0_ptr + ch, mask=hm, other=0.0).to(tl.float32), FIRST)
+    if HAS_KEEP:
+        keep = (tl.load(keep_ptr + p + ch * 0) != 0)
+        w = tl.where(keep, w, 1.0)
+        kp = tl.where(keep, kp, 0.0)
+        v = tl.where(keep, v, 0.0)
+        kap = tl.where(keep, kap, 0.0)
+    tl.store(w_out + o, w, mask=hm)
+    tl.store(k_out + o, kp, mask=hm)
+    tl.store(v_out + o, v, mask=hm)
+    tl.store(kap_out + o, kap, mask=hm)
+    tl.store(a_out + o, a, mask=hm)
     tl.store(bonus_out + p * H + h, bonus, mask=h < H)
-    if NORMS:
-        tl.store(norm_out + p * H + h, norm, mask=h < H)
-    else:
-        kap = kk / norm[:, None]
-        v = tl.load(v_ptr + o, mask=hm, other=0.0).to(tl.float32)
-        if not FIRST:
-            v = mixed_value(v, tl.load(lora_ptr + o, mask=hm, other=0.0).to(tl.float32),
-                            tl.load(vfirst_ptr + o, mask=hm, other=0.0).to(tl.float32),
-                            tl.load(v0_ptr + ch, mask=hm, other=0.0).to(tl.float32), FIRST)
-        if HAS_KEEP:
-            keep = (tl.load(keep_ptr + p + ch * 0) != 0)
-            w = tl.where(keep, w, 1.0)
-            kp = tl.where(keep, kp, 0.0)
-            v = tl.where(keep, v, 0.0)
-            kap = tl.where(keep, kap, 0.0)
-        tl.store(w_out + o, w, mask=hm)
-        tl.store(k_out + o, kp, mask=hm)
-        tl.store(v_out + o, v, mask=hm)
-        tl.store(kap_out + o, kap, mask=hm)
-        tl.store(a_out + o, a, mask=hm)
 
 
 def pre_wkv(r: Tensor, k: Tensor, v: Tensor, lora: Tensor, v_first: Tensor | None,
             keep: Tensor | None, w0: Tensor, a0: Tensor, v0: Tensor | None, k_k: Tensor,
-            k_a: Tensor, r_k: Tensor, n_head: int, norms_only: bool = False
-            ) -> tuple[Tensor, ...]:
+            k_a: Tensor, r_k: Tensor, n_head: int) -> tuple[Tensor, ...]:
     """r, k, v: [R, C] run dtype (matmul outputs); lora: [4, R, C] (v, w, a, g LoRA outputs);
     v_first: [R, C] or None (first layer: v is the value); keep: [R] bool or None;
     w0, a0, v0: [C] run dtype; k_k, k_a, r_k: [C] fp32.
     Returns (w, k', v', kappa, a) [R, C] fp32 — masked to identity steps where keep is False —
-    and bonus [R, H] fp32. ``norms_only``: (norm, bonus), [R, H] fp32 each, norm each head's
-    divisor of kappa (the rest is per channel: ``decode_triton.time_mix_seq`` computes it)."""
+    and bonus [R, H] fp32."""
     R, C = r.shape
     f32 = dict(dtype=torch.float32, device=r.device)
-    outs = tuple(torch.empty(R, C, **f32) for _ in range(0 if norms_only else 5))
+    outs = tuple(torch.empty(R, C, **f32) for _ in range(5))
     bonus = torch.empty(R, n_head, **f32)
-    norm = torch.empty(R, n_head, **f32) if norms_only else None
     first = v_first is None
     _pre_wkv_kernel[(R, triton.cdiv(n_head, HEADS_PER_PROGRAM))](
         r, k, v, lora, v if first else v_first, keep if keep is not None else r, w0, a0,
-        w0 if first else v0, k_k, k_a, r_k, *(outs or (bonus,) * 5), bonus,
-        bonus if norm is None else norm, R, C, n_head, DECAY_SCALE, FIRST=first,
-        HAS_KEEP=keep is not None, BH=HEADS_PER_PROGRAM, N=HEAD, NORMS=norms_only,
-        num_warps=4)
-    return (norm, bonus) if norms_only else outs + (bonus,)
+        w0 if first else v0, k_k, k_a, r_k, *outs, bonus, R, C, n_head, DECAY_SCALE,
+        FIRST=first, HAS_KEEP=keep is not None, BH=HEADS_PER_PROGRAM, N=HEAD, num_warps=4)
+    return outs + (bonus,)
 
 
 @triton.jit
 def _post_wkv_kernel(y_ptr, v_ptr, g_ptr, bonus_ptr, lw_ptr, lb_ptr, out_ptr,
-                     vl_ptr, vf_ptr, v0_ptr, keep_ptr, C, H, eps, BH: tl.constexpr,
-                     N: tl.constexpr, RAW: tl.constexpr = False, FIRST: tl.constexpr = True,
-                     HAS_KEEP: tl.constexpr = False):
-    """RAW: v is the value product's output, mixed here as pre_wkv mixes it (vl, vf, v0;
-    FIRST) and zero where keep is False (HAS_KEEP); else v is pre_wkv's v'."""
+                     C, H, eps, BH: tl.constexpr, N: tl.constexpr):
     p = tl.program_id(0).to(tl.int64)
     h = tl.program_id(1) * BH + tl.arange(0, BH)
     j = tl.arange(0, N)
@@ -273,32 +259,20 @@ def _post_wkv_kernel(y_ptr, v_ptr, g_ptr, bonus_ptr, lw_ptr, lb_ptr, out_ptr,
     yn = yn * tl.load(lw_ptr + ch, mask=hm, other=0.0) + tl.load(lb_ptr + ch, mask=hm, other=0.0)
     bonus = tl.load(bonus_ptr + p * H + h, mask=h < H, other=0.0)
     v = tl.load(v_ptr + o, mask=hm, other=0.0).to(tl.float32)
-    if RAW:
-        if not FIRST:
-            v = mixed_value(v, tl.load(vl_ptr + o, mask=hm, other=0.0).to(tl.float32),
-                            tl.load(vf_ptr + o, mask=hm, other=0.0).to(tl.float32),
-                            tl.load(v0_ptr + ch, mask=hm, other=0.0).to(tl.float32), FIRST)
-        if HAS_KEEP:
-            v = tl.where(tl.load(keep_ptr + p + ch * 0) != 0, v, 0.0)
     g = tl.load(g_ptr + o, mask=hm, other=0.0).to(tl.float32)
     out = (yn + bonus[:, None] * v) * g
     tl.store(out_ptr + o, out.to(out_ptr.dtype.element_ty), mask=hm)
 
 
 def post_wkv(y: Tensor, v: Tensor, g: Tensor, bonus: Tensor, ln_w: Tensor, ln_b: Tensor,
-             eps: float, out_dtype: torch.dtype, raw: tuple | None = None) -> Tensor:
+             eps: float, out_dtype: torch.dtype) -> Tensor:
     """y: [R, C] (WKV output); v: [R, C] (mixed value); g: [R, C] gate; bonus: [R, H];
-    ln_w, ln_b: [C] fp32. Returns (GroupNorm_H(y) + bonus·v)·g: [R, C] in out_dtype.
-    ``raw``: (value LoRA [R, C], v_first or None, v0 [C], keep [R] int8 or None), v then the
-    value product's output, mixed here (pre_wkv's v' without its fp32 copy in memory)."""
+    ln_w, ln_b: [C] fp32. Returns (GroupNorm_H(y) + bonus·v)·g: [R, C] in out_dtype."""
     R, C = y.shape
     H = bonus.shape[1]
     out = torch.empty(R, C, dtype=out_dtype, device=y.device)
-    vl, vf, v0, keep = raw if raw is not None else (v, None, v, None)
     _post_wkv_kernel[(R, triton.cdiv(H, HEADS_PER_PROGRAM))](
-        y, v, g, bonus, ln_w, ln_b, out, vl, v if vf is None else vf, v0,
-        v if keep is None else keep, C, H, eps, BH=HEADS_PER_PROGRAM, N=HEAD,
-        RAW=raw is not None, FIRST=vf is None, HAS_KEEP=keep is not None, num_warps=4)
+        y, v, g, bonus, ln_w, ln_b, out, C, H, eps, BH=HEADS_PER_PROGRAM, N=HEAD, num_warps=4)
     return out
 
 
