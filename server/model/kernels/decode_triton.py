@@ -232,9 +232,9 @@ def _seq_kernel(r_ptr, k_ptr, v_ptr, lora_ptr, vfirst_ptr, keep_ptr,
                          y.to(out_ptr.dtype.element_ty).to(tl.float32))
             tl.debug_barrier()
             # --- post_wkv of the chunk's tokens ---
-            y = tl.load(scr + 5 * TC * N + tile, mask=m, other=0.0)  # (past T: not written)
-            mean = tl.sum(y, axis=1) / N
-            d = y - mean[:, None]
+            yc = tl.load(scr + 5 * TC * N + tile, mask=m, other=0.0)  # (past T: not written)
+            mean = tl.sum(yc, axis=1) / N
+            d = yc - mean[:, None]
             var = tl.sum(d * d, axis=1) / N
             yn = d * (1.0 / tl.sqrt(var + eps))[:, None] * ln_w + ln_b
             g = tl.load(lora_ptr + 3 * R * C + o, mask=m, other=0.0).to(tl.float32)
