@@ -81,7 +81,9 @@ def test_batched_prefill_one_kernel_on_cuda(state_dtype, monkeypatch):
 
     case = make_case("c512")
     H = case.cfg.n_head
-    batch = -(-2 * wkv_triton._sm_count(torch.device("cuda")) // H)  # two programs an SM
+    batch = -(-4 * wkv_triton._sm_count(torch.device("cuda")) // H)  # four items an SM
+    assert decode_triton.seq_programs_fill(batch, H, torch.device("cuda"))
+    assert not decode_triton.seq_programs_fill(batch - 1, H, torch.device("cuda"))
     g = torch.Generator().manual_seed(1)
     V = case.cfg.vocab_size
     prompts = [torch.randint(0, V, (2 + 7 * i % 29,), generator=g).tolist() for i in range(batch)]

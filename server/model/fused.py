@@ -250,8 +250,9 @@ class FusedBlocks:
     def _one_kernel_loop(self, B: int, T: int) -> bool:
         """Whether a pass of B sequences of T > 1 tokens takes the WKV's token loop with
         pre_wkv and post_wkv in its kernel (``decode_triton.time_mix_seq``): where the model's
-        WKV is the Triton one and its programs, a sequence and head each, fill the GPU twice
-        over (then the chunked form is not taken either: ``kernels.prefer_chunked``).
+        WKV is the Triton one and the pass has enough sequences (``seq_programs_fill``: four
+        items of a sequence and head an SM; the chunked form is then not taken either:
+        ``kernels.prefer_chunked``).
         ``seq_one_kernel`` False: the three launches (benchmarks, tests)."""
         if T < 2 or self.decode is None or not self.seq_one_kernel:
             return False
