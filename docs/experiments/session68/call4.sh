@@ -1,10 +1,8 @@
 #!/usr/bin/env bash
 # Session 68, call 4 (at the one-kernel token loop's final launch options: chunks of 32, four
-# items an SM at least): its CUDA tests; seq_variants.py once (off / 32-token chunks with 4 and
-# 8 warps) at 64 x 512, 16 x 1,024, 256 x 32 and 14 x 512 (the smallest batch taking it at
-# 2.9B); the served process's memory after a load of 256 requests (one batched prefill pass of
+# items an SM at least): its CUDA tests; the served process's memory after a load of 256 requests (one batched prefill pass of
 # them is the peak: session 67) with it and before it (.whl/ab_base: session 67's final code,
-# 6f719bd); decode at batch 1 / 256 / 1,024, new / base alternating (the decode kernel now
+# 6f719bd); decode at batch 1 / 256 / 1,024, new then base (the decode kernel now
 # shares pre_wkv's helpers: the same operations).   OUT=$OUT bash docs/experiments/session68/call4.sh
 set -u
 OUT=${OUT:-/tmp/out}
@@ -15,10 +13,6 @@ timeout 90 python3 -m pytest -o addopts= -m gpu -q -s -p no:cacheprovider \
   test/test_wkv_seq_kernel.py > "$OUT/tests.log" 2>&1
 echo "tests rc=$? at $((SECONDS - T0)) s: $(tail -1 "$OUT/tests.log")"
 grep -E "rel err|seq kernel ok" "$OUT/tests.log" | head -8
-timeout 120 python3 docs/experiments/session68/seq_variants.py --rounds 1 \
-  --cases 64x512,16x1024,256x32,14x512 --variants "off;4,32,4;4,32,8" > "$OUT/variants.log" 2>&1
-echo "variants rc=$? at $((SECONDS - T0)) s"
-grep -E "^round|Error" "$OUT/variants.log"
 for v in "new ." "base $BASE"; do
   set -- $v
   echo "=== $1" >> "$OUT/memory.log"
@@ -27,7 +21,7 @@ for v in "new ." "base $BASE"; do
   echo "memory $1 rc=$? at $((SECONDS - T0)) s: $(sed -n "/=== $1/,\$p" "$OUT/memory.log" \
     | grep -E '^device in use|after a load' | tr '\n' ' ' | cut -c1-600)"
 done
-for v in "new ." "base $BASE" "new ." "base $BASE"; do
+for v in "new ." "base $BASE"; do
   set -- $v
   echo "=== $1" >> "$OUT/decode.log"
   (cd "$2" && timeout 50 python3 -m server.bench decode --preset 2.9b --batch 1,256,1024 \
