@@ -2,8 +2,8 @@
 # Session 68, call 4 (at the one-kernel token loop's final launch options: chunks of 32, four
 # items an SM at least): its CUDA tests; the served process's memory after a load of 256 requests (one batched prefill pass of
 # them is the peak: session 67) with it and before it (.whl/ab_base: session 67's final code,
-# 6f719bd); decode at batch 1 / 256 / 1,024, new then base (the decode kernel now
-# shares pre_wkv's helpers: the same operations).   OUT=$OUT bash docs/experiments/session68/call4.sh
+# 6f719bd); decode at batch 1 / 256 / 1,024 once, the new code (the decode
+# kernel now shares pre_wkv's helpers: the same operations).   OUT=$OUT bash docs/experiments/session68/call4.sh
 set -u
 OUT=${OUT:-/tmp/out}
 T0=$SECONDS
@@ -21,7 +21,7 @@ for v in "new ." "base $BASE"; do
   echo "memory $1 rc=$? at $((SECONDS - T0)) s: $(sed -n "/=== $1/,\$p" "$OUT/memory.log" \
     | grep -E '^device in use|after a load' | tr '\n' ' ' | cut -c1-600)"
 done
-for v in "new ." "base $BASE"; do
+for v in "new ."; do  # (the device time left: one decode run, the new code)
   set -- $v
   echo "=== $1" >> "$OUT/decode.log"
   (cd "$2" && timeout 50 python3 -m server.bench decode --preset 2.9b --batch 1,256,1024 \
