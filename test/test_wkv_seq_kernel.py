@@ -13,7 +13,8 @@ from model_cases import run_interpreted
 
 # 3 sequences of 5 tokens, 3 heads: sequence 0 padded at its end (two identity steps), sequence 2
 # at its start; each state dtype, the first layer (v is the value) and a later one (v mixed with
-# v_first). The token loop's reference takes a head's 64 value rows a program in the interpreter
+# v_first), with the served launch options, then with small chunks and a small grid. The token
+# loop's reference takes a head's 64 value rows a program in the interpreter
 SEQ_CHECK = """
 import torch
 from server.model.kernels import decode_triton as d, fused_triton as f, wkv_triton as w
@@ -24,31 +25,39 @@ C, R = H * N, B * T
 def rnd(*shape, scale=1.0, dtype=torch.float16):
     return (torch.randn(*shape, generator=g, device=dev) * scale).to(dtype)
 worst, exact = 0.0, True
-for sdt in (torch.float32, torch.float16):
-    for first in (True, False):
-        r, k, v = rnd(3, R, C).unbind(0)  # (views of one tensor, as the r/k/v product gives)
-        lora = rnd(4, R, C)
-        vf = None if first else rnd(R, C)
-        keep = torch.ones(R, dtype=torch.int8, device=dev)
-        keep[T - 2:T] = 0
-        keep[2 * T] = 0
-        w0, a0, v0 = (rnd(C) for _ in range(3))
-        kk, ka, rk, lw, lb = (rnd(C, dtype=torch.float32) for _ in range(5))
-        S0 = rnd(B, H, N, N, scale=0.3, dtype=sdt)
-        S1, S2 = S0.clone(), S0.clone()
-        wv, kp, vv, kap, a, bonus = f.pre_wkv(r, k, v, lora, vf, keep, w0, a0, v0, kk, ka, rk, H)
-        y = w.wkv_seq_triton(S1, *(t.view(B, T, H, N) for t in (r, wv, kp, vv, kap, a)),
-                             rows=None if dev == "cuda" else N)
-        want = f.post_wkv(y.view(R, C), vv, lora[3], bonus, lw, lb, 1e-5, r.dtype)
-        got = d.time_mix_seq(S2, r, k, v, lora, vf, keep, w0, a0, v0, kk, ka, rk, lw, lb,
-                             f.DECAY_SCALE, 1e-5, T)
-        assert got.dtype == r.dtype and got.shape == (R, C)
-        exact = exact and torch.equal(got, want) and torch.equal(S1, S2)
-        for name, want_t, have in (("out", want, got), ("S", S1, S2)):
-            e = ((have.float() - want_t.float()).abs().max() / want_t.float().abs().max()).item()
-            worst = max(worst, e)
-            assert e < (2e-3 if sdt == torch.float16 or name == "out" else 1e-5), (
-                sdt, first, name, e)
+served = dict(d.SEQ_VARIANT)
+cases = [(sdt, first, served) for sdt in (torch.float32, torch.float16) for first in (True, False)]
+# chunks of 2 tokens (two whole, one partial) and 2 programs for the 9 (sequence, head) items:
+# the chunk loop, its scratch reused, and the persistent grid's loop over items
+cases += [(torch.float16, False, dict(served, chunk=2, grid=2))]
+for sdt, first, variant in cases:
+    d.SEQ_VARIANT.clear()
+    d.SEQ_VARIANT.update(variant)
+    r, k, v = rnd(3, R, C).unbind(0)  # (views of one tensor, as the r/k/v product gives)
+    lora = rnd(4, R, C)
+    vf = None if first else rnd(R, C)
+    keep = torch.ones(R, dtype=torch.int8, device=dev)
+    keep[T - 2:T] = 0
+    keep[2 * T] = 0
+    w0, a0, v0 = (rnd(C) for _ in range(3))
+    kk, ka, rk, lw, lb = (rnd(C, dtype=torch.float32) for _ in range(5))
+    S0 = rnd(B, H, N, N, scale=0.3, dtype=sdt)
+    S1, S2 = S0.clone(), S0.clone()
+    wv, kp, vv, kap, a, bonus = f.pre_wkv(r, k, v, lora, vf, keep, w0, a0, v0, kk, ka, rk, H)
+    y = w.wkv_seq_triton(S1, *(t.view(B, T, H, N) for t in (r, wv, kp, vv, kap, a)),
+                         rows=None if dev == "cuda" else N)
+    want = f.post_wkv(y.view(R, C), vv, lora[3], bonus, lw, lb, 1e-5, r.dtype)
+    got = d.time_mix_seq(S2, r, k, v, lora, vf, keep, w0, a0, v0, kk, ka, rk, lw, lb,
+                         f.DECAY_SCALE, 1e-5, T)
+    assert got.dtype == r.dtype and got.shape == (R, C)
+    exact = exact and torch.equal(got, want) and torch.equal(S1, S2)
+    for name, want_t, have in (("out", want, got), ("S", S1, S2)):
+        e = ((have.float() - want_t.float()).abs().max() / want_t.float().abs().max()).item()
+        worst = max(worst, e)
+        assert e < (2e-3 if sdt == torch.float16 or name == "out" else 1e-5), (
+            sdt, first, variant, name, e)
+d.SEQ_VARIANT.clear()
+d.SEQ_VARIANT.update(served)
 print(f"seq kernel ok, worst rel err {worst:.1e}, bit-equal {exact}")
 """
 

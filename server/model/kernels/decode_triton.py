@@ -246,18 +246,21 @@ def _seq_kernel(r_ptr, k_ptr, v_ptr, lora_ptr, vfirst_ptr, keep_ptr,
 
 def seq_programs_fill(B: int, H: int, device: torch.device) -> bool:
     """Whether a pass of B sequences (H heads) takes ``time_mix_seq``: at least four items (a
-    sequence and head each) an SM. Measured on an H100 at 2.9B (session 68, its launch options
-    as set below, against the three launches): 64 x 512 +1-2 %, 16 x 1,024 -1 %, 256 x 32 the
-    same, but 8 x 512 (2.4 items an SM) 10-17 % slower, its token loops' latency then exposed;
-    there ``wkv_triton``'s token loop (and below one an SM its chunked form) keeps the pass."""
+    sequence and head each) an SM. Measured on an H100 at 2.9B (session 68, call 3, against the
+    three launches, two rounds): 64 x 512 the same, 16 x 1,024 2.5-3.7 % and 256 x 32 1-2 %
+    slower, but 8 x 512 (2.4 items an SM) 10 % slower, its token loops' latency then exposed:
+    there ``wkv_triton``'s token loop (and at one item an SM or fewer its chunked form) keeps
+    the pass."""
     return B * H >= 4 * _sm_count(device)
 
 
 # launch options of time_mix_seq: programs an SM (a persistent grid: the scratch is a
-# program's), tokens a chunk, warps; replaced for benchmarks. Measured on an H100 (session 68,
-# seq_variants.py): chunks of 32 tokens 1-2 % faster than 16 at 64 x 512 and 16 x 1,024; 2 or 8
-# programs an SM as 4; 8 warps ~1-2 % slower at 64 x 512 and 256 x 32
-SEQ_VARIANT = dict(per_sm=4, chunk=32, num_warps=4)
+# program's; "grid": that many programs, for tests), tokens a chunk, warps; replaced for
+# benchmarks. Measured on an H100 (session 68, call 3, seq_variants.py): 2 or 8 programs an SM
+# as 4; 8 warps 1-2 % slower at 64 x 512 and 256 x 32; chunks of 32 tokens 1-3 % faster than 16
+# at 64 x 512 and 16 x 1,024 (then at parity with the three launches or better), not yet run
+# through the CUDA tests: the next GPU session's first step
+SEQ_VARIANT = dict(per_sm=4, chunk=16, num_warps=4)
 
 
 def time_mix_seq(S: Tensor, r: Tensor, k: Tensor, v: Tensor, lora: Tensor,
@@ -270,7 +273,7 @@ def time_mix_seq(S: Tensor, r: Tensor, k: Tensor, v: Tensor, lora: Tensor,
     there. Returns the gated, normalised WKV output [B·T, C] in r's dtype: pre_wkv, the WKV's
     token loop (``wkv_seq_triton``) and post_wkv, the same operations in one launch, without
     pre_wkv's five [B·T, C] fp32 outputs and y in memory (~56 KB a token at 2.9B: a batched
-    pass's largest): a chunk's worth in each program's scratch instead (~50 KB a program)."""
+    pass's largest): a chunk's worth in each program's scratch instead (~25 KB a program)."""
     R, C = r.shape
     H = C // HEAD
     B = R // T
@@ -280,7 +283,7 @@ def time_mix_seq(S: Tensor, r: Tensor, k: Tensor, v: Tensor, lora: Tensor,
     assert v_first is None or v_first.stride() == (C, 1)
     opts = SEQ_VARIANT
     chunk = opts["chunk"]
-    grid = min(B * H, opts["per_sm"] * _sm_count(r.device))
+    grid = min(B * H, opts.get("grid") or opts["per_sm"] * _sm_count(r.device))
     scratch = torch.empty(grid, 6, chunk, HEAD, dtype=torch.float32, device=r.device)
     St = _state_view(S, B, H)  # (S itself unless its [N, N] blocks are not contiguous)
     out = torch.empty_like(r)
