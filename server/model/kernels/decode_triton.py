@@ -174,6 +174,7 @@ def _seq_kernel(r_ptr, k_ptr, v_ptr, lora_ptr, vfirst_ptr, keep_ptr,
     tt = tl.arange(0, TC)
     tile = tt[:, None] * N + j[None, :]
     scr = scr_ptr + pid.to(tl.int64) * (6 * TC * N)  # w, k', v', kappa, a, y: [TC, N] each
+    RC = R.to(tl.int64) * C  # (a LoRA's offset in lora: 3·R·C passes 2^31 at ~280k rows)
     for item in range(pid, ITEMS, tl.num_programs(0)):
         b = (item // H).to(tl.int64)
         h = item % H
@@ -194,8 +195,8 @@ def _seq_kernel(r_ptr, k_ptr, v_ptr, lora_ptr, vfirst_ptr, keep_ptr,
             k = tl.load(k_ptr + o, mask=m, other=0.0).to(tl.float32)
             r = tl.load(r_ptr + o, mask=m, other=0.0).to(tl.float32)
             w, a, kk, kp = decay_terms(
-                k, tl.load(lora_ptr + R * C + o, mask=m, other=0.0).to(tl.float32),
-                tl.load(lora_ptr + 2 * R * C + o, mask=m, other=0.0).to(tl.float32), w0, a0,
+                k, tl.load(lora_ptr + RC + o, mask=m, other=0.0).to(tl.float32),
+                tl.load(lora_ptr + 2 * RC + o, mask=m, other=0.0).to(tl.float32), w0, a0,
                 kkw, kaw, decay_scale)
             kap = kk / tl.maximum(tl.sqrt(tl.sum(kk * kk, axis=1)), 1e-12)[:, None]
             bonus = tl.sum(r * kp * rkw, axis=1)  # [TC]
@@ -237,7 +238,7 @@ def _seq_kernel(r_ptr, k_ptr, v_ptr, lora_ptr, vfirst_ptr, keep_ptr,
             d = yc - mean[:, None]
             var = tl.sum(d * d, axis=1) / N
             yn = d * (1.0 / tl.sqrt(var + eps))[:, None] * ln_w + ln_b
-            g = tl.load(lora_ptr + 3 * R * C + o, mask=m, other=0.0).to(tl.float32)
+            g = tl.load(lora_ptr + 3 * RC + o, mask=m, other=0.0).to(tl.float32)
             tl.store(out_ptr + o, ((yn + bonus[:, None] * v) * g).to(out_ptr.dtype.element_ty),
                      mask=m)
             tl.debug_barrier()  # (the next chunk writes the scratch again)
