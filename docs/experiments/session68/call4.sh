@@ -9,7 +9,7 @@ OUT=${OUT:-/tmp/out}
 T0=$SECONDS
 BASE=.whl/ab_base
 nvidia-smi --query-gpu=name,driver_version,memory.total,power.limit --format=csv | tee "$OUT/gpu.txt"
-timeout 90 python3 -m pytest -o addopts= -m gpu -q -s -p no:cacheprovider \
+timeout 120 python3 -m pytest -o addopts= -m gpu -q -s -p no:cacheprovider \
   test/test_wkv_seq_kernel.py > "$OUT/tests.log" 2>&1
 echo "tests rc=$? at $((SECONDS - T0)) s: $(tail -1 "$OUT/tests.log")"
 grep -E "rel err|seq kernel ok" "$OUT/tests.log" | head -8
