@@ -57,11 +57,13 @@ class Settings(BaseSettings):
                                "least 32); 0 or auto: 4096 on CUDA, 512 on the CPU (a step's "
                                "prefill holds up the other tasks' next pulse)")
     # a batched pass's transient device memory grows with it (README, "GPU memory"); fewer
-    # tokens cost batched prefill throughput (docs/levers.md)
-    prefill_tokens: int = Field(16384, ge=32, description="tokens (rows x padded width) one "
-                                "batched prefill pass holds at most; lower it where GPU memory "
-                                "is short (a pass holds at least one prompt's piece of the "
-                                "model's chunk: 1,024 tokens on CUDA, 256 on the CPU)")
+    # tokens cost batched prefill throughput (docs/levers.md). At most 65,536: the CUDA
+    # kernels' offsets into a pass's stacked activations (up to 5 rows x C, ln_mix) are 32-bit,
+    # 2^31 at ~105k rows for C = 4,096 (session 68's review)
+    prefill_tokens: int = Field(16384, ge=32, le=65536, description="tokens (rows x padded "
+                                "width) one batched prefill pass holds at most; lower it where "
+                                "GPU memory is short (a pass holds at least one prompt's piece "
+                                "of the model's chunk: 1,024 tokens on CUDA, 256 on the CPU)")
     # finished requests' states gathered on the device on their way home (copyback.py): 256 MiB
     # since session 66 (H100, 2.9B, the seed's stress test, alternating: 84 / 86 % of its peak
     # against 85 / 86 % at 1,024, peak 9.0 GB allocated against 9.3, 9.7 reserved against 10.5)

@@ -211,15 +211,16 @@ def test_copyback_mb_reaches_the_served_engine(monkeypatch, tmp_path):
 
 
 def test_prefill_tokens_reaches_the_served_model(monkeypatch):
-    """``RWKV_PREFILL_TOKENS`` caps the model's batched passes (a memory knob): too small a
-    value is refused with the variable named; a valid one is the loaded model's, and its passes
-    hold no more rows than it allows."""
+    """``RWKV_PREFILL_TOKENS`` caps the model's batched passes (a memory knob): too small or
+    too large a value is refused with the variable named; a valid one is the loaded model's,
+    and its passes hold no more rows than it allows."""
     from server.api.lifecycle import load_model
 
-    monkeypatch.setenv("RWKV_PREFILL_TOKENS", "16")
-    with pytest.raises(SystemExit) as e:
-        load_settings()
-    assert "RWKV_PREFILL_TOKENS:" in str(e.value)
+    for bad in ("16", "65537"):  # (past 65,536 the kernels' 32-bit offsets could wrap)
+        monkeypatch.setenv("RWKV_PREFILL_TOKENS", bad)
+        with pytest.raises(SystemExit) as e:
+            load_settings()
+        assert "RWKV_PREFILL_TOKENS:" in str(e.value)
     monkeypatch.setenv("RWKV_PREFILL_TOKENS", "64")
     monkeypatch.setenv("RWKV_DEMO", "tiny")
     monkeypatch.setenv("RWKV_DEVICE", "cpu")
