@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Session 68, call 4 (at the one-kernel token loop's final launch options: chunks of 32, four
-# items an SM at least): its CUDA tests; the served process's memory after a load of 256 requests (one batched prefill pass of
+# items an SM at least): its CUDA tests (the many-items one also at chunks of 32: if it passes,
+# 32 can become the default, 1-3 % faster in call 3); the served process's memory after a load of 256 requests (one batched prefill pass of
 # them is the peak: session 67) with it and before it (.whl/ab_base: session 67's final code,
 # 6f719bd); decode at batch 1 / 256 / 1,024 once, the new code (the decode
 # kernel now shares pre_wkv's helpers: the same operations).   OUT=$OUT bash docs/experiments/session68/call4.sh
