@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
-# Session 68, call 4 (at the one-kernel token loop's final launch options: chunks of 32, four
-# items an SM at least): its CUDA tests (the many-items one also at chunks of 32: if it passes,
-# 32 can become the default, 1-3 % faster in call 3); the served process's memory after a load of 256 requests (one batched prefill pass of
-# them is the peak: session 67) with it and before it (.whl/ab_base: session 67's final code,
-# 6f719bd); decode at batch 1 / 256 / 1,024 once, the new code (the decode
-# kernel now shares pre_wkv's helpers: the same operations).   OUT=$OUT bash docs/experiments/session68/call4.sh
+# Session 68, call 4 (not run in session 68: no device time left; the next GPU session's first
+# call). At the one-kernel token loop's served options (chunks of 16, four items an SM at least):
+# - its CUDA tests (the many-items one also at chunks of 32: if that passes, 32 can become the
+#   default, 1-3 % faster in call 3);
+# - the served process's memory after a load of 256 requests (one batched prefill pass of them
+#   is the peak: session 67), with it and before it (.whl/ab_base, git-ignored: make it first
+#   with  mkdir -p .whl/ab_base && git archive 6f719bd server run.py eof_v20230424.txt
+#   few_shot.txt | tar -x -C .whl/ab_base  (session 67's final code));
+# - decode at batch 1 / 256 / 1,024 once (the decode kernel now shares pre_wkv's helpers).
+#   OUT=$OUT bash docs/experiments/session68/call4.sh
 set -u
 OUT=${OUT:-/tmp/out}
 T0=$SECONDS
