@@ -18,6 +18,11 @@ state with one warp (the default 8 warps: 570 / 147). One warp for fp16 state to
 faster alone (195 vs 212 us at batch 1,024) but not in the step: the profiled step's kernel took
 224 us a layer against 218 with two warps, decode 52,139 / 42,910 tok/s at batch 1,024 / 256
 against 52,168 / 43,809 (docs/performance.md, session 8).
+
+`time_mix_seq` does the same for a batched prefill pass of many sequences (at least four
+(sequence, head) items an SM): the token loop of `wkv_triton` with a chunk's pre_wkv and
+post_wkv around it in one launch, a chunk at a time through a per-program scratch, instead of
+pre_wkv's five [rows, C] fp32 outputs in memory (docs/performance.md, session 68).
 """
 
 import torch
