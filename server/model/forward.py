@@ -163,14 +163,19 @@ class RWKV7:
         (``kernels.prefer_chunked``), which rounds otherwise than the chunked form a lone prompt
         takes (the prefix cache keeps no state of such a pass: a later lone request would start
         from bits an uncached run of it does not have)."""
+        return rows <= 1 or not self.takes_token_loop(rows, 64)
+
+    def takes_token_loop(self, rows: int, T: int) -> bool:
+        """Whether a prefill pass of ``rows`` prompts padded to ``T`` tokens runs the Triton
+        WKV's token loop (``kernels.prefer_chunked`` false), not its chunked form: never with
+        the torch WKV, or with a WKV function swapped in for the kernels'."""
         chunk = getattr(self.wkv_chunk, "func", self.wkv_chunk)
-        if rows <= 1 or chunk is wkv.wkv_chunk:  # (the torch WKV: no import of the kernels,
-            return True  # which brought Triton in, ~0.4 s, in a CPU server's first request)
+        if chunk is wkv.wkv_chunk:  # (the torch WKV: no import of the kernels, which brought
+            return False  # Triton in, ~0.4 s, in a CPU server's first request)
         from server.model import kernels
 
-        if chunk is not kernels.wkv_chunk:
-            return True
-        return kernels.prefer_chunked(rows, 64, self.cfg.n_head, self.device, True)
+        return chunk is kernels.wkv_chunk and not kernels.prefer_chunked(
+            rows, T, self.cfg.n_head, self.device, self.split_invariant)
 
     def _products_keep_rows(self) -> bool:
         """Whether this model's prefill products give a row the same bits at every row count,

@@ -250,18 +250,14 @@ class FusedBlocks:
     def _one_kernel_loop(self, B: int, T: int) -> bool:
         """Whether a pass of B sequences of T > 1 tokens takes the WKV's token loop with
         pre_wkv and post_wkv in its kernel (``decode_triton.time_mix_seq``): where the model's
-        WKV is the Triton one, the pass has enough sequences (``seq_programs_fill``: four
-        items of a sequence and head an SM) and the WKV would take its token loop, not the
-        chunked form (``kernels.prefer_chunked``: never at that many items as it stands).
+        WKV would take its Triton token loop (``RWKV7.takes_token_loop``) and the pass has
+        enough sequences (``seq_programs_fill``: four items of a sequence and head an SM).
         ``seq_one_kernel`` False: the three launches (benchmarks, tests)."""
         if T < 2 or self.decode is None or not self.seq_one_kernel:
             return False
-        from server.model import kernels
-
-        m, H = self.model, self.model.cfg.n_head
-        return (getattr(m.wkv_chunk, "func", m.wkv_chunk) is kernels.wkv_chunk
-                and self.decode.seq_programs_fill(B, H, m.device)
-                and not kernels.prefer_chunked(B, T, H, m.device, m.split_invariant))
+        m = self.model
+        return (self.decode.seq_programs_fill(B, m.cfg.n_head, m.device)
+                and m.takes_token_loop(B, T))
 
     def _lora(self, xs: Tensor, st, h: Tensor | None = None,
               lora: Tensor | None = None) -> Tensor:
