@@ -157,11 +157,17 @@ def test_client_gone_mid_stream_frees_the_slot(keyed, http, path, body):
         assert http.get(f"/v1/tasks/{first['task_id']}/status").json() == info
 
 
+# end-of-text and the chat format's "User": banned, so the reply cannot end early by itself (a
+# random model's unseeded reply that did ended within the client's 0.5 s once: a 200, no timeout;
+# session 68's clean-clone CI)
+NO_END = {"0": -100, "24281": -100}
+
+
 def test_client_gone_non_stream_openai(keyed, http):
     wait_idle(http)
     with pytest.raises(httpx.ReadTimeout):
-        httpx.post(keyed.url + "/v1/chat/completions", json=chat_body(LONG), headers=AUTH,
-                   timeout=0.5)
+        httpx.post(keyed.url + "/v1/chat/completions", json=chat_body(LONG, logit_bias=NO_END),
+                   headers=AUTH, timeout=0.5)
     assert _wait(http, lambda h: h["active"] == 0, timeout=5) < 1.5  # polled every 0.25 s
 
 
