@@ -26,6 +26,7 @@ from server.model.cuda_graph import MID_POINTS, GraphedDecode, GraphedPrefill
 from server.model.embedding import build_table, embed
 from server.model.fused import FusedBlocks, check_fused, fused_default, linear_logits
 from server.model.layer_weights import LayerWeights, layer_weights
+from server.model.pass_groups import plan_passes
 from server.model.reference import GN_EPS, LN_EPS
 from server.model.sampler import token_logprobs
 from server.model.state import State, rows_on, to_device, use_device
@@ -283,10 +284,10 @@ class RWKV7:
                 if m == off:
                     mid_state.assign([k], state)
             rows = [i for i in order if lens[i] > off]
-            per_pass = max(1, self.prefill_tokens // self._pass_width(lens[rows[0]] - off))
             at = [m - off if 0 < m - off < self.prefill_chunk else 0 for m in mids]
-            for g in range(0, len(rows), per_pass):
-                group = rows[g:g + per_pass]
+            widths = [self._pass_width(lens[i] - off) for i in rows]
+            for lo, hi in plan_passes(widths, self.prefill_tokens):  # (few padded tokens)
+                group = rows[lo:hi]
                 if len(group) == n:  # every row: work on the state itself, in natural order
                     group = list(range(n))
                 self._prefill_pass(token_lists, group, off, state, x_last, at, mid_state)

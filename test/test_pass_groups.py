@@ -1,0 +1,91 @@
+"""``pass_groups.plan_passes``: a batched prefill's rows grouped into passes by width (few padded
+tokens, each pass within its cap), and a model's prefill taking those groups."""
+
+import random
+
+import pytest
+
+from model_cases import make_case, one_thread, rand_tokens, rel_err
+from server.model.forward import RWKV7
+from server.model.pass_groups import PASS_FIXED_TOKENS, QUANTUM, plan_passes
+
+
+def cost(widths, groups, fixed=PASS_FIXED_TOKENS):
+    """Padded tokens (each pass at its first row's width, quantised) plus the fixed cost a pass."""
+    q = lambda w: -(-w // QUANTUM) * QUANTUM  # noqa: E731
+    return sum(fixed + (hi - lo) * q(widths[lo]) for lo, hi in groups)
+
+
+def cap_only(widths, cap):
+    """The grouping before session 69: as many rows a pass as the longest row's width allows."""
+    per = max(1, cap // widths[0])
+    return [(a, min(a + per, len(widths))) for a in range(0, len(widths), per)]
+
+
+def check(widths, groups, cap):
+    assert [lo for lo, _ in groups] == [0] + [hi for _, hi in groups[:-1]]  # in order, no gap
+    assert groups[-1][1] == len(widths)
+    for lo, hi in groups:
+        assert hi > lo and ((hi - lo) * widths[lo] <= cap or hi - lo == 1)
+
+
+def test_a_long_row_goes_apart_from_short_ones():
+    """The served load's worst pass (session 69): one 704-token row beside 15 of 240 went as
+    one pass of 16 x 704; apart, 704 + 15 x 240 padded tokens in two passes."""
+    widths = [704] + [240] * 15
+    assert cap_only(widths, 16384) == [(0, 16)]
+    assert plan_passes(widths, 16384) == [(0, 1), (1, 16)]
+
+
+def test_rows_of_one_width_stay_one_pass_within_the_cap():
+    assert plan_passes([512] * 32, 16384) == [(0, 32)]
+    assert plan_passes([512] * 64, 16384) == [(0, 32), (32, 64)]
+    assert plan_passes([40000, 16], 16384) == [(0, 1), (1, 2)]  # (wider than the cap: alone)
+    assert plan_passes([], 16384) == []
+
+
+def test_close_widths_share_a_pass():
+    """A few tokens of padding cost less than another pass's fixed cost."""
+    assert plan_passes([512, 496, 480, 480], 16384) == [(0, 4)]
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_random_rows_in_order_within_the_cap_at_no_more_cost(seed):
+    """Every row once, in order; each pass within the cap (or one row); the programme's cost never
+    above the cap-only grouping's, and never above one pass a run (its two extremes)."""
+    rnd = random.Random(seed)
+    n = rnd.randint(1, 256)
+    widths = sorted((rnd.choice([rnd.randint(1, 1024), 16 * rnd.randint(1, 64)])
+                     for _ in range(n)), reverse=True)
+    cap = rnd.choice([64, 1024, 4096, 16384])
+    groups = plan_passes(widths, cap)
+    check(widths, groups, cap)
+    assert cost(widths, groups) <= cost(widths, cap_only(widths, cap))
+
+
+def test_widths_must_come_longest_first():
+    with pytest.raises(ValueError, match="longest first"):
+        plan_passes([16, 32], 1024)
+
+
+def test_a_models_prefill_takes_the_groups_and_keeps_its_results(monkeypatch):
+    """On the CPU model: a long prompt and short ones go through in two passes (one padded
+    pass before), and each row's logits and state are those of the prompts fed one pass."""
+    case = make_case("c512", with_reference=False)
+    with one_thread():
+        model = RWKV7(case.sd, case.cfg, prefill_chunk=256)
+        passes, real = [], model._forward_padded
+
+        def spy(parts, *a, **k):
+            passes.append(sorted(len(p) for p in parts))
+            return real(parts, *a, **k)
+
+        monkeypatch.setattr(model, "_forward_padded", spy)
+        prompts = [rand_tokens(n, 1024, n) for n in (20, 200, 17, 24, 19, 22)]
+        st = model.new_state(len(prompts))
+        out = model.prefill(prompts, st)
+        assert passes == [[200], [17, 19, 20, 22, 24]]
+        for i, p in enumerate(prompts):
+            alone = model.new_state(1)
+            assert rel_err(out[i], model.prefill([p], alone)[0]) < 5e-5
+            assert rel_err(st.select([i]).wkv, alone.wkv) < 5e-5
