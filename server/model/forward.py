@@ -288,8 +288,8 @@ class RWKV7:
             widths = [self._pass_width(lens[i] - off) for i in rows]
             for lo, hi in plan_passes(widths, self.prefill_tokens):  # (few padded tokens)
                 group = rows[lo:hi]
-                if len(group) == n:  # every row: work on the state itself, in natural order
-                    group = list(range(n))
+                if max(group) - min(group) == len(group) - 1:  # consecutive rows: in order,
+                    group = sorted(group)  # their state as views (``_prefill_pass``)
                 self._prefill_pass(token_lists, group, off, state, x_last, at, mid_state)
         return self._row_logits(x_last) if logits else None
 
@@ -361,8 +361,9 @@ class RWKV7:
         one sequence)."""
         chunk = self.prefill_chunk
         parts = [token_lists[i][off:off + chunk] for i in rows]
-        in_place = rows == list(range(state.batch_size))
-        sub = state if in_place else state.select(rows)
+        sub = state.rows(rows)  # consecutive rows in order: views, else a copy of them (a
+        in_place = sub is not None  # caller gathering rows longest first, as the engine
+        sub = sub if in_place else state.select(rows)  # does, gets views only)
         if not any(mid):
             mid, mid_state = (), None
         if len(rows) == 1 and self._graphed_prefill is not None:

@@ -4,6 +4,8 @@ as before session 69 (``prefill_tokens`` alone) and by ``pass_groups.plan_passes
 The calls (each a list of prompt lengths) are ``pass_shapes.py --dump``'s: the prefiller's steps
 for ``server.bench memory --load 256`` (CPU, CUDA's budgets). Each call runs on a fresh state of
 its rows (random tokens; the served engine gathers scattered slots' rows, not counted here).
+The rows go in as the engine hands them over: in the prefiller's order before session 69,
+longest first since (its gather's order: each pass is then consecutive rows of the state).
 Prints, a variant and round: seconds for all calls (the device synchronised), prompt tokens a
 second, passes, padded tokens, and the peak allocated above the model and states.
 
@@ -52,9 +54,13 @@ def main():
     print(f"{args.preset}, {len(calls)} calls, {sum(map(len, calls))} rows, "
           f"{sum(map(sum, calls)):,} tokens · {common.gpu_name()}")
     variants = {"cap only": cap_only, "plan_passes": plan}
+    # as the engine hands them over: before, in the prefiller's order; since session 69,
+    # longest first (the engine's gather), so that each pass is consecutive rows, views
+    ordered = {"cap only": lists,
+               "plan_passes": [sorted(t, key=len, reverse=True) for t in lists]}
     for name in variants:  # warm-up: every kernel compiled at these shapes
         fw.plan_passes = variants[name]
-        for toks, st in zip(lists, states):
+        for toks, st in zip(ordered[name], states):
             model.prefill(toks, st, logits=True)
     common.sync(model.device)
     for r in range(args.rounds):
@@ -65,7 +71,7 @@ def main():
             base = torch.cuda.memory_allocated() if torch.cuda.is_available() else 0
             common.sync(model.device)
             t0 = time.perf_counter()
-            for toks, st in zip(lists, states):
+            for toks, st in zip(ordered[name], states):
                 model.prefill(toks, st, logits=True)
             common.sync(model.device)
             dt = time.perf_counter() - t0

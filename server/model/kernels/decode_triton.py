@@ -264,9 +264,10 @@ def seq_programs_fill(B: int, H: int, device: torch.device) -> bool:
 # program's; "grid": that many programs, for tests), tokens a chunk, warps; replaced for
 # benchmarks. Measured on an H100 (session 68, call 3, seq_variants.py): 2 or 8 programs an SM
 # as 4; 8 warps 1-2 % slower at 64 x 512 and 256 x 32; chunks of 32 tokens 1-3 % faster than 16
-# at 64 x 512 and 16 x 1,024 (then at parity with the three launches or better), not yet run
-# through the CUDA tests: the next GPU session's first step
-SEQ_VARIANT = dict(per_sm=4, chunk=16, num_warps=4)
+# at 64 x 512 and 16 x 1,024 (then at parity with the three launches or better); served since
+# session 69, after the CUDA tests passed at 32 (call 1: the many-items race check) and again
+# at the served options (call 2)
+SEQ_VARIANT = dict(per_sm=4, chunk=32, num_warps=4)
 
 
 def time_mix_seq(S: Tensor, r: Tensor, k: Tensor, v: Tensor, lora: Tensor,
