@@ -99,7 +99,8 @@ def test_seq_kernel_on_cuda(capsys):
 def test_batched_prefill_one_kernel_on_cuda(state_dtype, monkeypatch):
     """A batched prefill of unequal prompts (padded) whose WKV takes the one-kernel token loop:
     the logits and states the three-launch pass gives, and the kernel ran in every layer. (The
-    prompts' lengths, 17-32, pad to one width: one pass, ``pass_groups``.)"""
+    prompts' lengths, 33-48, pad to one width, one pass (``pass_groups``), of a whole chunk and
+    a part of one at the served 32 tokens.)"""
     from model_cases import make_case
 
     from server.model.forward import RWKV7
@@ -112,7 +113,7 @@ def test_batched_prefill_one_kernel_on_cuda(state_dtype, monkeypatch):
     assert not decode_triton.seq_programs_fill(batch - 1, H, torch.device("cuda"))
     g = torch.Generator().manual_seed(1)
     V = case.cfg.vocab_size
-    prompts = [torch.randint(0, V, (17 + 7 * i % 16,), generator=g).tolist() for i in range(batch)]
+    prompts = [torch.randint(0, V, (33 + 7 * i % 16,), generator=g).tolist() for i in range(batch)]
     model = RWKV7(case.sd, case.cfg, device="cuda", dtype=torch.float16, state_dtype=state_dtype,
                   fused=True)
     calls = []

@@ -78,7 +78,8 @@ def _default_dtype(device: torch.device) -> torch.dtype:
 
 class RWKV7:
     """Batched RWKV-7 forward (see docs/architecture.md). ``prefill_chunk`` tokens of each prompt
-    go through the layers at a time, at most ``prefill_tokens`` tokens (rows x chunk) per pass.
+    go through the layers at a time, at most ``prefill_tokens`` tokens (rows x chunk) per pass,
+    rows of like lengths together (``pass_groups``: a pass pads its rows to its longest).
     On CUDA, decode replays a captured CUDA graph (``cuda_graphs=False``: run eagerly), the
     WKV recurrence runs in the Triton kernels (``wkv_impl="torch"``: plain torch, wkv.py) and
     the element-wise work around it in fused Triton kernels (``fused=False``, setting ``RWKV_FUSED=false``:

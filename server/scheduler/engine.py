@@ -445,17 +445,18 @@ class BatchEngine:
         pulse (module docstring); ``start`` then gets that token as ``current`` as usual.
         ``mid`` (one slot: positions in its tokens, ``RWKV7.prefill``): returns the states
         after them (a new State, a row per position), else None."""
-        # consecutive slots (one slot: a request's prefill) are fed in place, through views:
-        # on CUDA a copy out and back is four kernel launches, two before the pass
+        # longest first, the model's order: each of its passes (rows of like lengths,
+        # ``pass_groups``) is then consecutive rows, views, of the slots' state or of the one
+        # copy of it gathered here (each pass had copied its rows: 474 MiB of such copies at a
+        # served load's peak, session 69). Slots consecutive in that order (one slot: a
+        # request's prefill) are fed in place, through views: on CUDA a copy out and back is
+        # four kernel launches, two before the pass
+        order = sorted(range(len(slots)), key=lambda j: -len(token_lists[j]))
+        slots = [slots[j] for j in order]
+        token_lists = [token_lists[j] for j in order]
         sub = self.state.rows(slots)
         copied = sub is None
         if copied:
-            # gathered longest first, the model's order: each of its passes (rows of like
-            # lengths, ``pass_groups``) is then consecutive rows of the gathered state, views,
-            # not another copy (session 69: 474 MiB of such copies at a served load's peak)
-            order = sorted(range(len(slots)), key=lambda j: -len(token_lists[j]))
-            slots = [slots[j] for j in order]
-            token_lists = [token_lists[j] for j in order]
             per = max(1, self.gather_bytes // self.state.row_bytes())
             if len(slots) > per and not mid:  # (``mid``: one slot, never gathered)
                 for a in range(0, len(slots), per):

@@ -265,8 +265,8 @@ def seq_programs_fill(B: int, H: int, device: torch.device) -> bool:
 # benchmarks. Measured on an H100 (session 68, call 3, seq_variants.py): 2 or 8 programs an SM
 # as 4; 8 warps 1-2 % slower at 64 x 512 and 256 x 32; chunks of 32 tokens 1-3 % faster than 16
 # at 64 x 512 and 16 x 1,024 (then at parity with the three launches or better); served since
-# session 69, after the CUDA tests passed at 32 (call 1: the many-items race check) and again
-# at the served options (call 2)
+# session 69, whose call 1 ran the many-items check at 32 on CUDA (bit-identical runs, within
+# 2e-3 of the three launches); the model-level CUDA test at 32 has not run yet
 SEQ_VARIANT = dict(per_sm=4, chunk=32, num_warps=4)
 
 
@@ -280,7 +280,8 @@ def time_mix_seq(S: Tensor, r: Tensor, k: Tensor, v: Tensor, lora: Tensor,
     there. Returns the gated, normalised WKV output [B·T, C] in r's dtype: pre_wkv, the WKV's
     token loop (``wkv_seq_triton``) and post_wkv, the same operations in one launch, without
     pre_wkv's five [B·T, C] fp32 outputs and y in memory (~56 KB a token at 2.9B: a batched
-    pass's largest): a chunk's worth in each program's scratch instead (~25 KB a program)."""
+    pass's largest): a chunk's worth in each program's scratch instead (6 x chunk x 64 fp32:
+    48 KiB a program at the served 32 tokens)."""
     R, C = r.shape
     H = C // HEAD
     B = R // T
