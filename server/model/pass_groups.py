@@ -3,17 +3,17 @@
 A pass pads its rows to its longest (``RWKV7._pass_width``): every padded token costs a real
 token's products, mixes and WKV steps, and its activations' memory. Grouping the rows only by
 ``prefill_tokens`` (rows x width per pass) put short rows beside a long one: in a served load
-of 256 prompts of 67-691 tokens (``server.bench memory --load 256``'s), one pass of 16 rows was
-padded to 704 tokens, 11,264 token slots for 4,077 tokens, and 25 % of all the load's batched
-pass tokens were padding (docs/experiments/session69/pass_shapes.py). The largest pass sets a
-served process's peak device memory (session 67).
+of 256 prompts of 67-691 tokens (``server.bench memory --load 256``'s), 19 % of the batched
+passes' token slots were padding, the largest pass 7,296 slots for 4,076 tokens
+(docs/experiments/session69/pass_shapes.py and its logs; session 62 measured an 11,264-slot pass
+at that load's peak). The largest pass sets a served process's peak device memory (session 67).
 
 ``plan_passes`` splits the rows (longest first) into consecutive passes minimising padded
 tokens plus a fixed cost a pass (``PASS_FIXED_TOKENS``: the weights read once, the launches),
 each pass at most ``cap`` tokens (rows x its first row's width) unless one row is wider: a
 shortest path over the rows (``best[e]``, the least cost of rows before ``e``), one numpy update
-a row, ~2 ms of host time at 256 rows. The optimum over every split: never more padded tokens
-and passes, so counted, than the ``prefill_tokens``-only grouping.
+a row, ~1 ms of host time at 256 rows (a 2-core VM). The optimum over every split, so never
+costlier, so counted, than the ``prefill_tokens``-only grouping (one of the splits it weighs).
 """
 
 from __future__ import annotations
