@@ -362,9 +362,10 @@ class RWKV7:
         one sequence)."""
         chunk = self.prefill_chunk
         parts = [token_lists[i][off:off + chunk] for i in rows]
-        sub = state.rows(rows)  # consecutive rows in order: views, else a copy of them (a
-        in_place = sub is not None  # caller gathering rows longest first, as the engine
-        sub = sub if in_place else state.select(rows)  # does, gets views only)
+        sub = state.rows(rows)  # consecutive rows in order: views (always, for a caller that
+        in_place = sub is not None  # orders its rows longest first, as the engine does)
+        if not in_place:
+            sub = state.select(rows)
         if not any(mid):
             mid, mid_state = (), None
         if len(rows) == 1 and self._graphed_prefill is not None:

@@ -99,7 +99,7 @@ def _decode_head(r_ptr, k_ptr, v_ptr, lora_ptr, vfirst_ptr, keep_ptr,
     if not FIRST:
         v = mixed_value(v, tl.load(lora_ptr + oi).to(tl.float32),
                         tl.load(vfirst_ptr + oi).to(tl.float32),
-                        tl.load(v0_ptr + ci).to(tl.float32), FIRST)
+                        tl.load(v0_ptr + ci).to(tl.float32))
     if HAS_KEEP:
         keep = tl.load(keep_ptr + b + j * 0) != 0  # the row's flag, along the head's channels
         w = tl.where(keep, w, 1.0)
@@ -208,8 +208,7 @@ def _seq_kernel(r_ptr, k_ptr, v_ptr, lora_ptr, vfirst_ptr, keep_ptr,
             v = tl.load(v_ptr + o, mask=m, other=0.0).to(tl.float32)
             if not FIRST:
                 v = mixed_value(v, tl.load(lora_ptr + o, mask=m, other=0.0).to(tl.float32),
-                                tl.load(vfirst_ptr + o, mask=m, other=0.0).to(tl.float32), v0,
-                                FIRST)
+                                tl.load(vfirst_ptr + o, mask=m, other=0.0).to(tl.float32), v0)
             if HAS_KEEP:
                 keep = tl.load(keep_ptr + rows, mask=c0 + tt < T, other=1)[:, None] != 0
                 w = tl.where(keep, w, 1.0)

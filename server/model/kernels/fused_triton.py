@@ -171,12 +171,10 @@ def decay_terms(k, wl, al, w0, a0, kkw, kaw, decay_scale):
 
 
 @triton.jit
-def mixed_value(v, vl, vf, v0, FIRST: tl.constexpr):
-    """The value a layer's WKV takes (fp32): the first layer's own, later layers' mixed with the
-    first layer's (vf) at the rate sigmoid(v0 + value LoRA)."""
-    if not FIRST:
-        v = v + (vf - v) * tl.sigmoid(v0 + vl)
-    return v
+def mixed_value(v, vl, vf, v0):
+    """The value a later layer's WKV takes (fp32; the first layer takes its own v): v mixed
+    with the first layer's (vf) at the rate sigmoid(v0 + value LoRA vl)."""
+    return v + (vf - v) * tl.sigmoid(v0 + vl)
 
 
 @triton.jit(do_not_specialize=["R"], do_not_specialize_on_alignment=["R"])  # (as ln_mix)
@@ -207,7 +205,7 @@ def _pre_wkv_kernel(r_ptr, k_ptr, v_ptr, lora_ptr, vfirst_ptr, keep_ptr,
     if not FIRST:
         v = mixed_value(v, tl.load(lora_ptr + o, mask=hm, other=0.0).to(tl.float32),
                         tl.load(vfirst_ptr + o, mask=hm, other=0.0).to(tl.float32),
-                        tl.load(v0_ptr + ch, mask=hm, other=0.0).to(tl.float32), FIRST)
+                        tl.load(v0_ptr + ch, mask=hm, other=0.0).to(tl.float32))
     if HAS_KEEP:
         keep = (tl.load(keep_ptr + p + ch * 0) != 0)
         w = tl.where(keep, w, 1.0)
