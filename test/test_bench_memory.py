@@ -157,15 +157,15 @@ def test_triton_kernels_with_local_memory_are_listed(monkeypatch):
     from server.bench.memory import triton_local_sizes
     from server.model.kernels import fused_triton, gemv_triton
 
-    spilled = SimpleNamespace(n_spills=24, n_regs=255, name="_activate_kernel")
+    spilled = SimpleNamespace(n_spills=24, n_regs=255, name="_relu_sq_kernel")
     clean = SimpleNamespace(n_spills=0, n_regs=40, name="_add_parts_kernel")
     big = SimpleNamespace(n_spills=128, n_regs=255, name="_gemv_kernel")
-    for fn, kernels in ((fused_triton._activate_kernel, [spilled]),
+    for fn, kernels in ((fused_triton._relu_sq_kernel, [spilled]),
                         (fused_triton._add_parts_kernel, [clean]),
                         (gemv_triton._gemv_kernel, [big])):
         monkeypatch.setattr(fn, "device_caches", {0: ({str(k): k for k in kernels}, None)},
                             raising=False)
-    assert triton_local_sizes() == [(512, 255, "_gemv_kernel"), (96, 255, "_activate_kernel")]
+    assert triton_local_sizes() == [(512, 255, "_gemv_kernel"), (96, 255, "_relu_sq_kernel")]
 
 
 def test_the_copyback_budget_option_sets_the_engines_budget():

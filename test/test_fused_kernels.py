@@ -135,6 +135,42 @@ def test_one_kernel_decode_in_interpreter():
     assert "one kernel ok" in out.stdout, out.stdout
 
 
+def test_lora_stacks_overlap_groups_and_keep_each_layers_weights():
+    """The LoRA stacks hold 3s + D rows (columns), not 4D: published 2.9B widths (v 64, w 96,
+    a 96, g 320) take 608 of 2,560-wide rows instead of 1,280. Each group's view starts s
+    after the previous one; a model's stacked layers (layer 0 without a value LoRA) keep
+    every LoRA matrix's values, re-pointed into the stacks."""
+    from server.model.checkpoint import infer_config
+    from server.model.forward import RWKV7
+    from server.model.fused import LORA_ORDER, _stack_layer, lora_stacks
+    from server.model.random import make_random_state_dict
+
+    first, second = lora_stacks([64, 96, 96, 320], 2560, torch.float16, "cpu")
+    assert first.shape == (4, 320, 2560) and second.shape == (4, 2560, 320)
+    assert first.untyped_storage().nbytes() == second.untyped_storage().nbytes() == 608 * 2560 * 2
+    assert first[1].data_ptr() - first[0].data_ptr() == 96 * 2560 * 2
+    assert second[3].data_ptr() - second[0].data_ptr() == 3 * 96 * 2
+    sd = make_random_state_dict(2, 128, 512, seed=3)
+    model = RWKV7(sd, infer_config(sd), dtype=torch.float32)
+    for i, lw in enumerate(model.layers):
+        want = {n + k: getattr(lw, n + k).clone() if getattr(lw, n + k) is not None else None
+                for n in LORA_ORDER for k in "12"}
+        st = _stack_layer(lw)
+        widths = [0 if want[n + "1"] is None else want[n + "1"].shape[1] for n in LORA_ORDER]
+        assert st.lim1[:, 0].tolist() == widths and (widths[0] == 0) == (i == 0)
+        s, D = 32, 64  # C = 128: widths 32, 32, 32 and 64
+        assert st.lora1.untyped_storage().nbytes() == (3 * s + D) * 128 * 4
+        for g, n in enumerate(LORA_ORDER):
+            if want[n + "1"] is None:
+                continue
+            assert torch.equal(getattr(lw, n + "1"), want[n + "1"])
+            assert torch.equal(getattr(lw, n + "2"), want[n + "2"])
+            assert getattr(lw, n + "1").untyped_storage().data_ptr() == \
+                st.lora1.untyped_storage().data_ptr()
+            assert torch.equal(st.lora1[g, :widths[g]], want[n + "1"].t())
+            assert torch.equal(st.lora2[g, :, :widths[g]], want[n + "2"].t())
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 @pytest.mark.parametrize("dtype,state_dtype,tol", [

@@ -310,7 +310,7 @@ def triton_large_rows(C: int, M: int, dt, dev, dims: list[int], wanted: list[str
             continue
         copies = max(4, -(-L2_DEFEAT_BYTES // (G * N * K * 2)))
         ws = [torch.randn(G, N, K, device=dev, dtype=dt) * 0.02 for _ in range(copies)]
-        if lim is not None:  # zero-padded stacks, as fused.py makes them
+        if lim is not None:  # zero-padded stacks (fused.py's overlap: the same products)
             for w in ws:
                 for g, (n, k) in enumerate(lim.tolist()):
                     w[g, n:].zero_()
@@ -325,7 +325,7 @@ def triton_large_rows(C: int, M: int, dt, dev, dims: list[int], wanted: list[str
                 return torch.addmm(out[0], x[0], ws[i][0].t(), out_dtype=torch.float32,
                                    out=out[0])
             y = torch.bmm(x, ws[i].transpose(1, 2))
-            return fused_triton.lora_act_(y) if epi == gt.EPI_LORA else y
+            return fused_triton.lora_act_(y, lim) if epi == gt.EPI_LORA else y
 
         t = graph_time(as_run, copies)
         flop = 2 * M * sum(n * k for n, k in lim.tolist()) / 1e6 if lim is not None else \

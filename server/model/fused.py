@@ -2,7 +2,8 @@
 
 Per layer and pass: one `ln_mix` launch per block (LayerNorm + token shift + the six lerp mixes),
 the r/k/v/o and FFN matrix products, the four LoRA first stages as one batched product and the
-second stages as another (zero-padded to a common width, stacked at load), one `pre_wkv` launch,
+second stages as another (stacked at load to a common width, overlapping: `lora_stacks`), one
+`pre_wkv` launch,
 the WKV kernel, one `post_wkv` launch, and in-place residual adds: about 20 launches a layer
 instead of about 75 (kernels: `kernels/fused_triton.py`). Decode steps fold more: pre_wkv, the
 WKV step and post_wkv are one kernel (`kernels/decode_triton.py`). Above 4 rows the products
@@ -57,8 +58,8 @@ def kernel_module(name: str, device: torch.device):
 
 @dataclass
 class _Stacked:
-    lora1: Tensor  # [4, D, C] run dtype (v, w, a, g first stages W^T, zero-padded to D rows)
-    lora2: Tensor  # [4, C, D] (second stages W^T, zero-padded columns)
+    lora1: Tensor  # [4, D, C] run dtype (v, w, a, g first stages W^T; ``lora_stacks``)
+    lora2: Tensor  # [4, C, D] (second stages W^T)
     lim1: Tensor  # [4, 2] int32: (N, K) limits of each first stage for gemv (D_i, C)
     lim2: Tensor  # [4, 2] int32: (C, D_i)
     rkv: Tensor  # [3, C, C] the r, k, v products (lw.wr/wk/wv are views of it)
@@ -66,30 +67,43 @@ class _Stacked:
     mix_ffn: Tensor  # [1, C]
 
 
+def lora_stacks(dims: list[int], C: int, dtype, device) -> tuple[Tensor, Tensor]:
+    """Zeroed stacks for the four LoRA stages of widths ``dims`` (v, w, a, g): the first stages
+    [4, D, C] and the second [4, C, D] (each matrix transposed: rows contiguous along the
+    product's reduction), D the widest rounded up to 16. Group i starts ``s`` rows (first) or
+    columns (second) after group i-1, ``s`` the widest of the first three: a group's rows or
+    columns past its width are the next group's, so the stacks hold 3s + D rows (columns)
+    instead of 4D (2.9B's published widths 64, 96, 96 and 320: 608 instead of 1,280).
+    A product over a group's padding reads the next group's weights: ``gemv`` stops at each
+    group's width (its limits); the batched products' first-stage outputs past a group's width
+    are zeroed (``lora_act_``) before the second stage reads them."""
+    D = -(-max(dims) // 16) * 16
+    s = -(-max(dims[:3]) // 16) * 16
+    first = torch.zeros(3 * s + D, C, dtype=dtype, device=device)
+    second = torch.zeros(C, 3 * s + D, dtype=dtype, device=device)
+    return (first.as_strided((4, D, C), (s * C, C, 1)),
+            second.as_strided((4, C, D), (s, 3 * s + D, 1)))
+
+
 def _stack_layer(lw: LayerWeights) -> _Stacked:
-    """Stack (and re-point ``lw``'s fields at) the r/k/v weights and the padded LoRA weights of
-    one layer. LoRA stacks hold each matrix transposed (rows contiguous along the product's
-    reduction), the layout of nn.Linear weights, so one skinny-product kernel serves them all."""
+    """Stack (and re-point ``lw``'s fields at) the r/k/v weights and the LoRA weights of one
+    layer (``lora_stacks``), so one skinny-product kernel serves them all."""
     firsts = {"v": lw.v1, "w": lw.w1, "a": lw.a1, "g": lw.g1}
     seconds = {"v": lw.v2, "w": lw.w2, "a": lw.a2, "g": lw.g2}
     C = lw.w1.shape[0]
-    D = max(t.shape[1] for t in firsts.values() if t is not None)
-    D = -(-D // 16) * 16
-    ref = lw.w1
-    lora1 = torch.zeros(4, D, C, dtype=ref.dtype, device=ref.device)
-    lora2 = torch.zeros(4, C, D, dtype=ref.dtype, device=ref.device)
-    dims = [0] * 4
+    # layer 0 has no value LoRA: width 0 (its products read the next group's rows, masked)
+    dims = [0 if firsts[n] is None else firsts[n].shape[1] for n in LORA_ORDER]
+    lora1, lora2 = lora_stacks(dims, C, lw.w1.dtype, lw.w1.device)
     for i, name in enumerate(LORA_ORDER):
-        first, second = firsts[name], seconds[name]
-        if first is None:  # layer 0 has no value LoRA: its slice stays zero (and unused)
+        first, second, d = firsts[name], seconds[name], dims[i]
+        if first is None:
             continue
-        d = dims[i] = first.shape[1]
         lora1[i, :d] = first.t()
         lora2[i, :, :d] = second.t()
         setattr(lw, f"{name}1", lora1[i, :d].t())
         setattr(lw, f"{name}2", lora2[i, :, :d].t())
-    lim1 = torch.tensor([[d, C] for d in dims], dtype=torch.int32, device=ref.device)
-    lim2 = torch.tensor([[C, d] for d in dims], dtype=torch.int32, device=ref.device)
+    lim1 = torch.tensor([[d, C] for d in dims], dtype=torch.int32, device=lw.w1.device)
+    lim2 = torch.tensor([[C, d] for d in dims], dtype=torch.int32, device=lw.w1.device)
     rkv = torch.stack([lw.wr, lw.wk, lw.wv])
     lw.wr, lw.wk, lw.wv = rkv.unbind(0)
     r, w, k, v, a, g = lw.mix.unbind(0)  # LayerWeights order: r, w, k, v, a, g
@@ -263,7 +277,8 @@ class FusedBlocks:
               lora: Tensor | None = None) -> Tensor:
         """The four LoRA stages of the mixes ``xs[2:6]``: [4, R, C] (v, w, a LoRA, gate g);
         into ``h`` / ``lora`` when given."""
-        h = self.k.lora_act_(torch.bmm(xs[2:6], st.lora1.transpose(1, 2), out=h))  # [4, R, D]
+        h = self.k.lora_act_(torch.bmm(xs[2:6], st.lora1.transpose(1, 2), out=h),  # [4, R, D]
+                             st.lim1)
         return torch.bmm(h, st.lora2.transpose(1, 2), out=lora)
 
     def _side_stream(self):

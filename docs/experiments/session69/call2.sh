@@ -14,7 +14,7 @@ OUT=${OUT:-/tmp/out}
 T0=$SECONDS
 BASE=.whl/ab_base
 nvidia-smi --query-gpu=name,driver_version,memory.total,power.limit --format=csv | tee "$OUT/gpu.txt"
-timeout 100 python3 -m pytest -o addopts= -m gpu -q -s -p no:cacheprovider -rfE \
+timeout 150 python3 -m pytest -o addopts= -m gpu -q -s -p no:cacheprovider -rfE \
   test/test_wkv_seq_kernel.py test/test_model_gpu.py -k "seq or one_kernel or matches_reference \
   or prefill_equals" > "$OUT/tests.log" 2>&1
 echo "tests rc=$? at $((SECONDS - T0)) s: $(tail -1 "$OUT/tests.log")"
@@ -27,10 +27,10 @@ fi
 for v in "new ." "base $BASE"; do
   set -- $v
   echo "=== $1" >> "$OUT/memory.log"
-  (cd "$2" && timeout 80 python3 -m server.bench memory --demo 2.9b --max-batch 256 \
+  (cd "$2" && timeout 100 python3 -m server.bench memory --demo 2.9b --max-batch 256 \
     --state-dtype fp16 --load 256) >> "$OUT/memory.log" 2>&1
   echo "memory $1 rc=$? at $((SECONDS - T0)) s: $(sed -n "/=== $1/,\$p" "$OUT/memory.log" \
     | grep -E 'after a load' | cut -c1-400)"
 done
-timeout 45 python3 docs/experiments/session69/load_prefill.py --rounds 2 > "$OUT/load_prefill.log" 2>&1
+timeout 60 python3 docs/experiments/session69/load_prefill.py --rounds 2 > "$OUT/load_prefill.log" 2>&1
 echo "load_prefill rc=$? at $((SECONDS - T0)) s"; grep -E "^round" "$OUT/load_prefill.log"

@@ -13,7 +13,8 @@ Math is fp32; inputs and outputs keep the storage dtypes stated below.
   identity-step masking of inactive positions, and the per-head "bonus" sum(r·k'·r_k).
 * `post_wkv`: per-head GroupNorm of y, + bonus·v, times the gate.
 * `relu_sq_`, `lora_act_`: in-place activations after cuBLAS products (one launch and one pass
-  over the tensor instead of two: relu then square; tanh and sigmoid of two LoRA stages).
+  over the tensor instead of two: relu then square; tanh and sigmoid of two LoRA stages, and
+  the zeros past each LoRA stage's width).
 * `add_parts_`: x += parts[0] + parts[1] + ... in fp32, added one after another (the bits of
   as many in-place adds, in one launch).
 """
@@ -274,22 +275,30 @@ def post_wkv(y: Tensor, v: Tensor, g: Tensor, bonus: Tensor, ln_w: Tensor, ln_b:
     return out
 
 
-@triton.jit(do_not_specialize=["n", "group_stride"])  # sizes vary with the batch
-def _activate_kernel(x_ptr, n, group_stride, OP: tl.constexpr, BLOCK: tl.constexpr):
-    """In place on x[g * group_stride + (0 .. n)] for g = program_id(1): OP 0 relu(x)^2 (one
-    group), OP 1 tanh of group 1 and sigmoid of group 3 (program_id(1) 0 / 1)."""
+@triton.jit(do_not_specialize=["n"])  # sizes vary with the batch
+def _relu_sq_kernel(x_ptr, n, BLOCK: tl.constexpr):
+    """relu(x)^2 in place on x[0 .. n)."""
+    o = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    m = o < n
+    x = tl.maximum(tl.load(x_ptr + o, mask=m, other=0.0).to(tl.float32), 0.0)
+    tl.store(x_ptr + o, (x * x).to(x_ptr.dtype.element_ty), mask=m)
+
+
+@triton.jit(do_not_specialize=["n"])
+def _lora_act_kernel(h_ptr, lim_ptr, n, D: tl.constexpr, BLOCK: tl.constexpr):
+    """In place on group g = program_id(1) of h [4, n / D, D]: tanh (g 1), sigmoid (g 3), as
+    is (0, 2); zero past the group's width (lim[g, 0])."""
     g = tl.program_id(1)
     o = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     m = o < n
-    if OP == 1:
-        o += (1 + 2 * g).to(tl.int64) * group_stride
-    x = tl.load(x_ptr + o, mask=m, other=0.0).to(tl.float32)
-    if OP == 0:
-        x = tl.maximum(x, 0.0)
-        y = x * x
-    else:
-        y = tl.where(g == 0, 2.0 / (1.0 + tl.exp(-2.0 * x)) - 1.0, tl.sigmoid(x))
-    tl.store(x_ptr + o, y.to(x_ptr.dtype.element_ty), mask=m)
+    p = h_ptr + g.to(tl.int64) * n + o
+    x = tl.load(p, mask=m, other=0.0).to(tl.float32)
+    if g == 1:
+        x = 2.0 / (1.0 + tl.exp(-2.0 * x)) - 1.0
+    if g == 3:
+        x = tl.sigmoid(x)
+    x = tl.where(o % D < tl.load(lim_ptr + 2 * g), x, 0.0)
+    tl.store(p, x.to(h_ptr.dtype.element_ty), mask=m)
 
 
 # 4 elements a thread: on the H200 relu_sq_ of [1,024, 10,240] fp16 took 15 us with 1,024 and
@@ -301,18 +310,19 @@ def relu_sq_(x: Tensor) -> Tensor:
     """x <- relu(x)^2 in place (contiguous); returns x."""
     assert x.is_contiguous()
     n = x.numel()
-    _activate_kernel[(triton.cdiv(n, _ACT_BLOCK), 1)](x, n, 0, OP=0, BLOCK=_ACT_BLOCK,
-                                                       num_warps=_ACT_WARPS)
+    _relu_sq_kernel[(triton.cdiv(n, _ACT_BLOCK),)](x, n, BLOCK=_ACT_BLOCK, num_warps=_ACT_WARPS)
     return x
 
 
-def lora_act_(h: Tensor) -> Tensor:
+def lora_act_(h: Tensor, limits: Tensor) -> Tensor:
     """h: [4, R, D] LoRA first-stage outputs (v, w, a, g), contiguous: h[1] <- tanh(h[1]),
-    h[3] <- sigmoid(h[3]) in place, in one launch; returns h."""
-    assert h.is_contiguous() and h.shape[0] == 4
+    h[3] <- sigmoid(h[3]), and each group's columns past its width ``limits[g, 0]`` ([4, 2]
+    int32, ``fused.lora_stacks``'s overlapping stacks: products of the next group's rows)
+    <- 0, in place, in one launch; returns h."""
+    assert h.is_contiguous() and h.shape[0] == 4 and limits.is_contiguous()
     n = h[0].numel()
-    _activate_kernel[(triton.cdiv(n, _ACT_BLOCK), 2)](h, n, n, OP=1, BLOCK=_ACT_BLOCK,
-                                                       num_warps=_ACT_WARPS)
+    _lora_act_kernel[(triton.cdiv(n, _ACT_BLOCK), 4)](h, limits, n, D=h.shape[2],
+                                                      BLOCK=_ACT_BLOCK, num_warps=_ACT_WARPS)
     return h
 
 

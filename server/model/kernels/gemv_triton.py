@@ -21,8 +21,9 @@ neighbouring element-wise work into the product:
 * ``EPI_ADD``: out += acc with out the fp32 residual (the output and FFN value products);
 * ``EPI_LORA``: group 1 tanh, group 3 sigmoid, others as stored (the LoRA first stages: v, w, a, g).
 
-``limits`` (optional, [G] int32) bounds each group's valid N and K (zero-padded LoRA stacks:
-outputs past a group's N are not written and K stops at its limit).
+``limits`` (optional, [G, 2] int32) bounds each group's valid N and K (the LoRA stacks, whose
+rows and columns past a group's limits are the next group's, ``fused.lora_stacks``: outputs
+past a group's N are not written and K stops at its limit).
 
 **Split of K** (``split`` > 1): a product with few row blocks (at 2.9B the LoRA first stages
 have ~20 blocks of 32 rows, the output and FFN value products 40-80 on 132 SMs) leaves much of
