@@ -35,6 +35,8 @@ def test_blocks_go_to_the_innermost_server_line():
     assert (b["allocated"], b["pools"], b["reserved"], b["pools_reserved"]) == (
         (78 << 20) + (512 << 10), 8 << 20, 114 << 20, 12 << 20)
     assert b["small"] == [1, 2 << 20, 512 << 10]
+    assert b["small_by"] == {"general stream 0": [1, 2 << 20, 512 << 10, {
+        "server/scheduler/engine.py:561 warm_step": 512 << 10}]}
     assert where([LIB]) == f"{LIB['filename']}:10 linear"  # no server line: the innermost
     text = report(b, top=2)
     assert "| server/model/forward.py:101 __init__ | 60.0 | 1 |" in text
@@ -42,6 +44,8 @@ def test_blocks_go_to_the_innermost_server_line():
     assert "live blocks 78.5 MiB (of them in CUDA graphs' private pools 8.0)" in text
     assert ("segments reserved 114.0 MiB (of them the graphs' pools' 12.0; 1 small-block "
             "segments 2.0, live in them 0.5)") in text
+    assert ("small-block segments, general stream 0: 1, 2.0 MiB, live 0.50 (most: "
+            "server/scheduler/engine.py:561 warm_step 0.50)") in text
     assert "(no stack)" not in text  # (past the top: counted only in the other lines' row)
     assert "other lines" not in report(b, top=3)  # (none left out)
     # a block allocated in the benchmark itself, under a library: the library's line (the

@@ -48,18 +48,25 @@ def breakdown(snapshot: dict) -> dict:
     of the graphs' pools: ``pools_reserved``, their free blocks kept for the graphs' replays).
     ``small``: [segments, reserved, live bytes] of the allocator's small-block segments (blocks
     up to 1 MiB; a segment goes back only when none of its blocks is live: session 63 found 25
-    of them holding ~65 MiB for ~5 MiB live after a 2.9B server's start)."""
+    of them holding ~65 MiB for ~5 MiB live after a 2.9B server's start). ``small_by``: the
+    same by pool and stream ({"general stream 0": [segments, reserved, live, {line: live}]})."""
     by_line: dict[str, list[int]] = defaultdict(lambda: [0, 0])
     pools = reserved = allocated = pools_reserved = 0
     small = [0, 0, 0]
+    small_by: dict[str, list] = {}
     for seg in snapshot.get("segments", []):
         reserved += seg.get("total_size", 0)
         private = tuple(seg.get("segment_pool_id", (0, 0))) != (0, 0)
         pools_reserved += seg.get("total_size", 0) if private else 0
         is_small = seg.get("segment_type") == "small"
+        group = None
         if is_small:
             small[0] += 1
             small[1] += seg.get("total_size", 0)
+            key = f"{'graph pool' if private else 'general'} stream {seg.get('stream', 0)}"
+            group = small_by.setdefault(key, [0, 0, 0, defaultdict(int)])
+            group[0] += 1
+            group[1] += seg.get("total_size", 0)
         for block in seg.get("blocks", []):
             if block.get("state") != "active_allocated":
                 continue
@@ -67,11 +74,16 @@ def breakdown(snapshot: dict) -> dict:
             allocated += size
             pools += size if private else 0
             small[2] += size if is_small else 0
-            entry = by_line[where(block.get("frames", []))]
+            line = where(block.get("frames", []))
+            if group is not None:
+                group[2] += size
+                group[3][line] += size
+            entry = by_line[line]
             entry[0] += size
             entry[1] += 1
     return {"by_line": dict(by_line), "pools": pools, "reserved": reserved,
-            "allocated": allocated, "pools_reserved": pools_reserved, "small": small}
+            "allocated": allocated, "pools_reserved": pools_reserved, "small": small,
+            "small_by": small_by}
 
 
 def peak_since(trace: list[dict], marker: int, base: int) -> dict:
@@ -212,7 +224,12 @@ def report(b: dict, top: int) -> str:
             f"them in CUDA graphs' private pools {b['pools'] / MIB:,.1f}); segments reserved "
             f"{b['reserved'] / MIB:,.1f} MiB (of them the graphs' pools' "
             f"{b['pools_reserved'] / MIB:,.1f}; {b['small'][0]} small-block segments "
-            f"{b['small'][1] / MIB:,.1f}, live in them {b['small'][2] / MIB:,.1f})")
+            f"{b['small'][1] / MIB:,.1f}, live in them {b['small'][2] / MIB:,.1f})"
+            + "".join(f"\n  small-block segments, {key}: {n}, {size / MIB:,.1f} MiB, live "
+                      f"{live / MIB:,.2f} (most: " + ", ".join(
+                          f"{line} {v / MIB:,.2f}" for line, v in sorted(
+                              lines.items(), key=lambda kv: -kv[1])[:3]) + ")"
+                      for key, (n, size, live, lines) in b.get("small_by", {}).items()))
 
 
 def parse_args(argv=None):
