@@ -29,6 +29,7 @@ from server.model.layer_weights import LayerWeights, layer_weights
 from server.model.pass_groups import plan_passes
 from server.model.reference import GN_EPS, LN_EPS
 from server.model.sampler import token_logprobs
+from server.model.small_pack import pack_small_tensors
 from server.model.state import State, rows_on, to_device, use_device
 
 DECAY_SCALE = math.exp(-0.5)  # decay = exp(-e^-0.5 · sigmoid(w))
@@ -129,6 +130,9 @@ class RWKV7:
             self._check_fused()
         if split_invariant:
             self.set_split_invariant(True)  # (checked)
+        if self.device.type == "cuda":  # before any capture: the graphs read the weights there
+            pack_small_tensors(self.layers + (self._fused.stacks if self._fused else []), dev)
+            torch.cuda.empty_cache()  # the small segments the loading left, now empty
         use_graphs = cuda_graphs and self.device.type == "cuda"
         self._graphed = GraphedDecode(self._decode_step, max_graphs=16) if use_graphs else None
         # single-sequence prefill passes from graphs too (an eager pass is launch-bound)
