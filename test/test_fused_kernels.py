@@ -135,6 +135,45 @@ def test_one_kernel_decode_in_interpreter():
     assert "one kernel ok" in out.stdout, out.stdout
 
 
+_LORA_WIDTHS = """
+import torch
+from server.model.fused import lora_stacks
+from server.model.kernels.fused_triton import lora_act_
+from server.model.kernels.gemv_triton import EPI_LORA, gemv
+C, R = 96, 5
+g = torch.Generator().manual_seed(0)
+for dims in ([100, 72, 40, 24], [0, 33, 17, 250], [24, 200, 8, 64]):
+    first, second = lora_stacks(dims, C, torch.float32, "cpu")
+    w1 = [torch.randn(C, d, generator=g) for d in dims]  # x @ W, as in a checkpoint
+    w2 = [torch.randn(d, C, generator=g) for d in dims]
+    for i, d in enumerate(dims):
+        first[i, :d] = w1[i].t()
+        second[i, :, :d] = w2[i].t()
+    lim1 = torch.tensor([[d, C] for d in dims], dtype=torch.int32)
+    lim2 = torch.tensor([[C, d] for d in dims], dtype=torch.int32)
+    xs = torch.randn(4, R, C, generator=g)
+    acts = (lambda t: t, torch.tanh, lambda t: t, torch.sigmoid)
+    want = torch.stack([acts[i](xs[i] @ w1[i]) @ w2[i] for i in range(4)])
+    h = lora_act_(torch.bmm(xs, first.transpose(1, 2)), lim1)  # the batched products' way
+    got = torch.bmm(h, second.transpose(1, 2))
+    skinny = gemv(gemv(xs, first, epi=EPI_LORA, limits=lim1), second, limits=lim2)
+    for out in (got, skinny):
+        err = ((out - want).abs().max() / want.abs().max()).item()
+        assert err < 1e-5, (dims, err)
+print("widths ok")
+"""
+
+
+def test_lora_stacks_give_each_groups_product_at_any_widths_in_interpreter():
+    """Widths under the stride, not multiples of 16, a group of width 0 (layer 0's value) and
+    the gate not the widest: the batched products over the overlapping stacks (with
+    ``lora_act_``'s zeros past each width) and the skinny kernel (its limits) both give each
+    group's x @ W1 -> activation -> @ W2."""
+    pytest.importorskip("triton")
+    out = run_interpreted(_LORA_WIDTHS, timeout=300)
+    assert "widths ok" in out.stdout, out.stdout
+
+
 def test_lora_stacks_overlap_groups_and_keep_each_layers_weights():
     """The LoRA stacks hold 3s + D rows (columns), not 4D: published 2.9B widths (v 64, w 96,
     a 96, g 320) take 608 of 2,560-wide rows instead of 1,280. Each group's view starts s

@@ -44,6 +44,8 @@ def test_small_tensors_move_into_one_buffer_with_values_shapes_and_views_kept():
 
 
 def test_nothing_small_nothing_moved():
-    big = torch.zeros(SMALL_BYTES // 4)
+    big = torch.zeros(SMALL_BYTES // 4 + 1)  # (1 MiB exactly is still a small block)
     h = Holder(big, big, big, None)
     assert pack_small_tensors([h], "cpu") == 0 and h.a is big
+    edge = Holder(torch.zeros(SMALL_BYTES // 4), big, big, None)
+    assert pack_small_tensors([edge], "cpu") == SMALL_BYTES

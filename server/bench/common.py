@@ -69,6 +69,8 @@ def build_model(preset: str, device: str | None = None, dtype: str = "fp16",
     model = RWKV7(sd, cfg, device=device, dtype=DTYPES[dtype],
                   state_dtype=DTYPES[state_dtype], **kw)
     del sd
+    if torch.device(device).type == "cuda":  # the state dict's small tensors, made there and
+        torch.cuda.empty_cache()  # copied by the model's pack, went only now
     return model
 
 

@@ -22,7 +22,7 @@ from torch import Tensor
 
 from server.model import row_invariance, wkv
 from server.model.checkpoint import ModelConfig, finite_weight
-from server.model.cuda_graph import MID_POINTS, GraphedDecode, GraphedPrefill
+from server.model.cuda_graph import CAPTURE_LOCK, MID_POINTS, GraphedDecode, GraphedPrefill
 from server.model.embedding import build_table, embed
 from server.model.fused import FusedBlocks, check_fused, fused_default, linear_logits
 from server.model.layer_weights import LayerWeights, layer_weights
@@ -131,8 +131,10 @@ class RWKV7:
         if split_invariant:
             self.set_split_invariant(True)  # (checked)
         if self.device.type == "cuda":  # before any capture: the graphs read the weights there
-            pack_small_tensors(self.layers + (self._fused.stacks if self._fused else []), dev)
-            torch.cuda.empty_cache()  # the small segments the loading left, now empty
+            with CAPTURE_LOCK:  # (no freeing while another thread's model captures a graph)
+                pack_small_tensors(self.layers + (self._fused.stacks if self._fused else []),
+                                   dev)
+                torch.cuda.empty_cache()  # the small segments the loading left, now empty
         use_graphs = cuda_graphs and self.device.type == "cuda"
         self._graphed = GraphedDecode(self._decode_step, max_graphs=16) if use_graphs else None
         # single-sequence prefill passes from graphs too (an eager pass is launch-bound)

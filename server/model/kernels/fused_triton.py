@@ -319,7 +319,8 @@ def lora_act_(h: Tensor, limits: Tensor) -> Tensor:
     h[3] <- sigmoid(h[3]), and each group's columns past its width ``limits[g, 0]`` ([4, 2]
     int32, ``fused.lora_stacks``'s overlapping stacks: products of the next group's rows)
     <- 0, in place, in one launch; returns h."""
-    assert h.is_contiguous() and h.shape[0] == 4 and limits.is_contiguous()
+    assert h.is_contiguous() and h.shape[0] == 4
+    assert limits.is_contiguous() and limits.dtype == torch.int32 and limits.shape == (4, 2)
     n = h[0].numel()
     _lora_act_kernel[(triton.cdiv(n, _ACT_BLOCK), 4)](h, limits, n, D=h.shape[2],
                                                       BLOCK=_ACT_BLOCK, num_warps=_ACT_WARPS)
