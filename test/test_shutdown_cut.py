@@ -268,3 +268,60 @@ def test_the_drain_marks_only_the_rounds_it_stops():
 
     asyncio.run(main())
 
+
+
+def _new_task_id(http, before: set) -> str:
+    """The id of the task that appeared in memory since ``before`` (a create's, in flight)."""
+    found: list[str] = []
+
+    def appeared() -> bool:
+        ids = {t if isinstance(t, str) else t.get("task_id")
+               for t in http.get("/v1/tasks/list").json()["cpu_tasks"]}
+        found[:] = sorted(ids - before)
+        return bool(found)
+    _wait(appeared, "the create's task did not appear")
+    return found[0]
+
+
+def test_a_prefill_only_request_cut_by_the_shutdown_is_a_503_at_once(http, server):
+    """A ``max_tokens: 0`` create waiting for a long prefill: the shutdown stops it and the
+    reply is a 503 with ``Retry-After`` at once, the task (never given out) dropped (it
+    waited out uvicorn's 10 s, then a plain-text 500, and the half-prefilled task was stored;
+    session 70's QA). A continue's prefill cut the same way keeps its task and the prompt
+    tokens not yet fed, says so (no ``Retry-After``: sent again, the prompt would be appended
+    twice), and a continue without a prompt feeds the rest once the server is back."""
+    long = list(range(1, 200)) * 500  # ~100k tokens: seconds of prefill on the tiny model
+    before = {t if isinstance(t, str) else t.get("task_id")
+              for t in http.get("/v1/tasks/list").json()["cpu_tasks"]}
+    created = Reader(server.url, "POST", "/v1/tasks/create", {"prompt": long, "max_tokens": 0})
+    with draining(server) as drain:
+        created.start()
+        tid = _new_task_id(http, before)
+        time.sleep(0.3)  # (in its prefill)
+        t0 = time.monotonic()
+        drain.begin()
+        created.finish()
+        assert time.monotonic() - t0 < 5
+    assert created.status == 503 and created.headers["retry-after"] == "1"
+    assert created.json == {"detail": "The server is shutting down; retry shortly"}
+    assert http.get(f"/v1/tasks/{tid}/status").status_code == 404
+    base = http.post("/v1/tasks/create", json={"prompt": PROMPT, "max_tokens": 0}).json()
+    tid = base["task_id"]
+    resumed = Reader(server.url, "POST", f"/v1/tasks/{tid}/continue",
+                     {"prompt": long, "max_tokens": 0})
+    with draining(server) as drain:
+        resumed.start()
+        _wait(lambda: http.get(f"/v1/tasks/{tid}/status").json()["status"] != 3,
+              "the continue did not start")
+        time.sleep(0.3)
+        drain.begin()
+        resumed.finish()
+    assert resumed.status == 503 and "retry-after" not in resumed.headers
+    detail = resumed.json["detail"]
+    assert detail.startswith(f"The server is shutting down: {tid}'s prefill stopped with ")
+    assert detail.endswith("prompt tokens still to feed; the task keeps them: continue it "
+                           "without a prompt once the server is back")
+    left = int(detail.split(" stopped with ")[1].split()[0])
+    assert 0 < left < len(long)
+    r = http.post(f"/v1/tasks/{tid}/continue", json={"max_tokens": 0})
+    assert r.status_code == 200 and r.json()["finished"]

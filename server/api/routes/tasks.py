@@ -7,6 +7,7 @@ Create-like endpoints (``tmp``, ``create``, ``fim``, ``fork``, ``continue``) ans
 
 from __future__ import annotations
 
+import asyncio
 from typing import Literal
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request
@@ -16,7 +17,8 @@ from server.api.bridge import wait_finished
 from server.api.chat import fim_prompt
 from server.api.schemas.tasks import (I64_MAX, ContinueRequest, CreateRequest, FimRequest,
                                       TaskInfo, TaskList, TaskResponseModel)
-from server.api.task_service import TASK_NOT_FOUND, TaskService, invalid, is_busy
+from server.api.task_service import (RETRY_AFTER_S, TASK_NOT_FOUND, TaskService, invalid,
+                                     is_busy)
 from server.task.manager import TaskNotFound
 from server.task.policy import TaskUnreadable, is_template_id, is_temporary_id
 from server.task.state_templates import template_name
@@ -38,15 +40,39 @@ def get_service(request: Request) -> TaskService:
     return request.app.state.task_service
 
 
-async def _started(svc: TaskService, task: Task, stream: bool, creator_owns: bool):
-    """The reply to a create-like request once ``task`` is submitted."""
+async def _started(svc: TaskService, task: Task, stream: bool, creator_owns: bool,
+                   new: bool = True):
+    """The reply to a create-like request once ``task`` is submitted (``new``: made by this
+    request, a create's or a fork's, not a continued one)."""
     if stream:
         stop = task.stop if creator_owns else None  # a temporary task dies with its stream
         return sse_response(task, svc.loader.tokenizer, svc.drain, 0, stop)
-    if task.max_tokens == 0:
-        await wait_finished(task)  # prefill only: the state is ready when we answer
+    if task.max_tokens == 0:  # prefill only: the state is ready when we answer
+        await _prefilled(svc, task, new)
         return svc.reply(task)
     return svc.reply(task, finished=False)
+
+
+async def _prefilled(svc: TaskService, task: Task, new: bool) -> None:
+    """Wait for a prefill-only round, stopping it if the server begins to shut down (it
+    waited out uvicorn's 10 s, then a plain-text 500: a QA report, session 70). Cut short, a
+    task this request made is dropped (its id was never given out) and the reply is a 503 to
+    retry; a continued one keeps what it had, prompt tokens not yet fed among them, and the
+    503 says so (no Retry-After: the same request again would append its prompt twice)."""
+    watcher = asyncio.create_task(svc.drain.stop_when_draining([task]))
+    try:
+        await wait_finished(task)
+    finally:
+        watcher.cancel()
+    if not svc.drain.cut_short(task):
+        return
+    if new:
+        await svc.forget(task)
+        raise HTTPException(503, "The server is shutting down; retry shortly",
+                            headers={"Retry-After": RETRY_AFTER_S})
+    raise HTTPException(503, f"The server is shutting down: {task.task_id}'s prefill stopped "
+                        f"with {len(task.pending)} prompt tokens still to feed; the task keeps "
+                        "them: continue it without a prompt once the server is back")
 
 
 async def _create(svc: TaskService, body: CreateRequest | FimRequest, prompt, tmp: bool):
@@ -199,7 +225,7 @@ async def continue_task(task_id: str, body: ContinueRequest | None = None,
             raise HTTPException(404, TASK_NOT_FOUND)
     finally:
         await svc.unpin(task)
-    return await _started(svc, task, body.stream, tmp)
+    return await _started(svc, task, body.stream, tmp, new=False)
 
 
 # the longest a stop's reply waits for its task to end (it ends at the scheduler's next step)
