@@ -352,3 +352,46 @@ def _poster(client, got: dict):
     def post(key, url, body=None):
         got[key] = client.post(url, json=body) if body is not None else client.get(url)
     return post
+
+
+def test_a_template_whose_record_fails_to_load_is_no_longer_offered(tiny_model_path, tmp_path,
+                                                                    monkeypatch):
+    """A template whose meta row reads but whose record does not (a damaged overflow page):
+    /v1/models listed it before and after the failed load, and the 500 of a chat naming it
+    had no ``x-should-retry: false`` (the openai SDK sent it three times; session 70's QA).
+    Now the 500 says not to retry and /v1/models drops the template until it is deleted."""
+    from server.api.app import create_app
+    from server.config import Settings
+
+    settings = Settings(model_path=tiny_model_path, demo=None, device="cpu", api_key=None,
+                        task_db_path=str(tmp_path / "t.db"))
+    with TestClient(create_app(settings)) as client:
+        body = {"prompt": "User: hi\n\nAssistant:", "max_tokens": 0}
+        tid = client.post("/v1/tasks/create", json=body).json()["task_id"]
+        tpl = client.post(f"/v1/tasks/{tid}/as_template").json()["task_id"]
+        manager = client.app.state.runtime.manager
+        manager.flush()
+        with manager._lock:  # (out of memory: the next read goes to the database)
+            manager._templates.pop(tpl)
+        store, read = manager.store, manager.store.get
+
+        def damaged(task_id, *a, **k):
+            if task_id == tpl:
+                raise sqlite3.DatabaseError("database disk image is malformed")
+            return read(task_id, *a, **k)
+
+        monkeypatch.setattr(store, "get", damaged)
+
+        def listed() -> bool:
+            return f"rwkv-7:{tpl}" in {m["id"] for m in client.get("/v1/models").json()["data"]}
+        assert listed()  # (its meta row reads: the damage is not known yet)
+        r = client.post("/v1/chat/completions", json={
+            "model": f"rwkv-7:{tpl}", "messages": [{"role": "user", "content": "hi"}],
+            "max_tokens": 2})
+        assert r.status_code == 500 and r.headers["x-should-retry"] == "false"
+        assert r.json()["error"]["code"] == "unreadable_task"
+        assert not listed()
+        assert client.post(f"/v1/tasks/{tpl}/delete?force=true").status_code == 200
+        monkeypatch.setattr(store, "get", read)
+        again = client.post(f"/v1/tasks/{tid}/as_template?name={tpl[1:]}")
+        assert again.status_code == 200 and listed()  # (the id made again: offered again)

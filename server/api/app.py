@@ -191,15 +191,20 @@ async def _database_error(request: Request, exc: sqlite3.DatabaseError) -> Respo
     busy = is_busy_error(exc)
     status, code = (503, "database_locked") if busy else (500, "database_error")
     body = error_body(request.url.path, status, message, code)
-    return Response(body, status_code=status, media_type="application/json",
-                    headers={"Retry-After": "1"} if busy else None)
+    headers = {"Retry-After": "1"} if busy else NO_RETRY if is_damage_error(exc) else None
+    return Response(body, status_code=status, media_type="application/json", headers=headers)
+
+
+# a failure that the same request again cannot mend (damaged pages, an unreadable record): the
+# openai SDKs retried such a 500 twice (OPENAI_COMPAT 13; session 70's QA)
+NO_RETRY = {"x-should-retry": "false"}
 
 
 async def _unreadable_task(request: Request, exc: TaskUnreadable) -> Response:
     """A stored record that cannot be decoded: a 500 saying so (delete removes it)."""
     log.error(f"{request.method} {request.url.path}: {exc}")
     body = error_body(request.url.path, 500, str(exc), "unreadable_task")
-    return Response(body, status_code=500, media_type="application/json")
+    return Response(body, status_code=500, media_type="application/json", headers=NO_RETRY)
 
 
 async def _http_error(request: Request, exc: StarletteHTTPException) -> Response:

@@ -83,6 +83,7 @@ class TaskManager:
         self._hooks: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         self._closed = False
         self._template_fit: dict[str, tuple] = {}  # template id -> (model config, it fits)
+        self._unreadable: set[str] = set()  # templates whose stored record failed to load
         self._damage: str | None = None  # SQLite's first "malformed" under a read (/health)
 
     @property
@@ -148,10 +149,17 @@ class TaskManager:
             return task
         with self._lock:  # (a delete under way now: it has counted itself already)
             start, deleting = self._last_delete, self._stale_row_locked(task_id)
-        rec = self._read_row(self.store.get, task_id)
-        if rec is None:
-            return None
-        loaded = _decode(rec[0], rec[1], task_id, tokenizer=self.loader)
+        try:
+            rec = self._read_row(self.store.get, task_id)
+            if rec is None:
+                return None
+            loaded = _decode(rec[0], rec[1], task_id, tokenizer=self.loader)
+        except TaskUnreadable:  # (a template /v1/models listed from its readable meta row
+            # kept being listed after its record failed to load; session 70's QA)
+            if is_template_id(task_id):
+                with self._lock:
+                    self._unreadable.add(task_id)
+            raise
         model = getattr(self.loader, "model", None)
         if loaded.state is not None and model is not None:  # (stored while the server ran
             # wider dtypes: only the import checked the range, and such a template was served
@@ -251,6 +259,7 @@ class TaskManager:
                           self._clean, self._template_fit):  # (an id may be made again)
                 level.pop(task_id, None)
             self._unsaved.discard(task_id)
+            self._unreadable.discard(task_id)
             self._last_delete += 1
             self._deleted[task_id] = self._last_delete
             self._deleted.move_to_end(task_id)
@@ -319,6 +328,8 @@ class TaskManager:
     def _fits(self, tid: str, task: Task | None, cfg) -> bool:
         if task is not None:
             return model_mismatch(task, cfg, self.model_digest) is None
+        if tid in self._unreadable:
+            return False
         known = self._template_fit.get(tid)
         if known is not None and known[0] == cfg:
             return known[1]
