@@ -325,3 +325,41 @@ def test_a_prefill_only_request_cut_by_the_shutdown_is_a_503_at_once(http, serve
     assert 0 < left < len(long)
     r = http.post(f"/v1/tasks/{tid}/continue", json={"max_tokens": 0})
     assert r.status_code == 200 and r.json()["finished"]
+
+
+@pytest.mark.parametrize("path", ["/v1/chat/completions", "/v1/tasks/create"])
+def test_a_body_still_arriving_when_the_shutdown_begins_is_a_503_at_once(server, path):
+    """An upload under way (here: half its bytes sent, then nothing) when the shutdown
+    begins: a 503 with Retry-After in the route's error shape at once (it waited out
+    uvicorn's 10 s, then was a plain-text 500; session 70's QA). A request whose body is in
+    is not touched by it (the other tests here)."""
+    import socket
+    from urllib.parse import urlparse
+
+    u = urlparse(server.url)
+    body = json.dumps({"prompt": "x" * 2000, "max_tokens": 1}).encode()
+    head = (f"POST {path} HTTP/1.1\r\nHost: {u.hostname}\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n").encode()
+    with draining(server) as drain, socket.create_connection((u.hostname, u.port), 10) as s:
+        s.sendall(head + body[:1000])
+        time.sleep(0.3)
+        t0 = time.monotonic()
+        drain.begin()
+        s.settimeout(5)
+        reply = b""
+        while b"\r\n\r\n" not in reply or not reply.rstrip().endswith((b"}", b"]")):
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            reply += chunk
+        assert time.monotonic() - t0 < 3
+    head_text, _, payload = reply.partition(b"\r\n\r\n")
+    lines = head_text.decode().lower().split("\r\n")
+    assert lines[0].startswith("http/1.1 503"), reply
+    assert "retry-after: 1" in lines
+    message = "The server is shutting down; retry shortly"
+    if path.startswith("/v1/tasks"):
+        assert json.loads(payload) == {"detail": message}
+    else:
+        assert json.loads(payload) == {"error": {"message": message, "type": "server_error",
+                                                 "param": None, "code": "server_shutting_down"}}

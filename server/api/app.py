@@ -26,7 +26,8 @@ from server.api.lifecycle import (EXIT_OPERATOR_ERROR, build_runtime, close_runt
                                   operator_error)
 from server.api.metrics import Metrics, MetricsMiddleware, metrics_endpoint
 from server.api.middleware import (ApiKeyMiddleware, BodyLimitMiddleware, CORSMiddleware,
-                                   HeadMiddleware, TrailingSlashMiddleware, error_body)
+                                   HeadMiddleware, ShutdownBodyMiddleware,
+                                   TrailingSlashMiddleware, error_body)
 from server.api.routes import openai, states, tasks
 from server.api.safe_json import SafeJSONResponse, unreadable_body, validation_error_reply
 from server.api.stopping import Drain
@@ -218,7 +219,10 @@ async def _http_error(request: Request, exc: StarletteHTTPException) -> Response
             return SafeJSONResponse({"detail": [{"type": "json_invalid", "loc": ["body"],
                                                  "msg": why}]}, status_code=422)
         return await http_exception_handler(request, exc)
-    body = error_body(path, exc.status_code, why or f"{exc.detail}: {request.method} {path}")
+    code = getattr(exc, "code", None)  # (``ShuttingDown``'s: its message says it all)
+    body = error_body(path, exc.status_code, why or (exc.detail if code else
+                                                     f"{exc.detail}: {request.method} {path}"),
+                      code)
     return Response(body, status_code=exc.status_code, headers=exc.headers,
                     media_type="application/json")
 
@@ -270,6 +274,7 @@ def create_app(settings=None, runtime=None, freeze_heap: bool = False) -> FastAP
     app.add_middleware(HeadMiddleware)  # HEAD on every GET route (probes)
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes,
                        larger={"/v1/tasks/import_state": lambda: _state_file_room(app)})
+    app.add_middleware(ShutdownBodyMiddleware)  # (outside it: its chunked reads are watched)
     if settings.api_key:
         app.add_middleware(ApiKeyMiddleware, api_key=settings.api_key)
     app.add_middleware(CORSMiddleware, origins=settings.cors_origins)

@@ -2,8 +2,8 @@
 
 Order, outermost first: ``CORSMiddleware`` (answers preflights on every path, puts CORS headers
 on every reply, errors included, and turns an unexpected exception into a JSON 500 that still
-carries them) -> ``ApiKeyMiddleware`` -> ``BodyLimitMiddleware`` -> ``HeadMiddleware`` -> the
-app.
+carries them) -> ``ApiKeyMiddleware`` -> ``ShutdownBodyMiddleware`` -> ``BodyLimitMiddleware``
+-> ``HeadMiddleware`` -> the app.
 
 Error bodies follow the route family: ``{"detail": msg}`` on the Task API and ``/health``,
 OpenAI's ``{"error": {...}}`` elsewhere (the OpenAI routes and anything unknown).
@@ -11,9 +11,11 @@ OpenAI's ``{"error": {...}}`` elsewhere (the OpenAI routes and anything unknown)
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import json
 
+from fastapi import HTTPException
 from starlette.requests import ClientDisconnect
 
 from server.logger import get_logger
@@ -250,3 +252,71 @@ class BodyLimitMiddleware:
     async def _too_large(self, scope, send, limit: int, why: str) -> None:
         await send_error(send, scope["path"], 413, f"Request body too large (limit "
                          f"{limit} bytes{why})", "request_too_large")
+
+
+class ShuttingDown(HTTPException):
+    """503 with Retry-After: the server began to shut down while the request's body was still
+    arriving (``code``: the OpenAI routes' error code). FastAPI's HTTPException: a route's body
+    parsing passes it on (any other exception there becomes a 400)."""
+    code = "server_shutting_down"
+
+    def __init__(self):
+        super().__init__(503, "The server is shutting down; retry shortly",
+                         headers={"Retry-After": "1"})
+
+
+class ShutdownBodyMiddleware:
+    """A request whose body is still arriving when the server begins to shut down (the app's
+    ``state.drain``) gets a 503 with Retry-After within ``BODY_GRACE_S``: it waited out
+    uvicorn's 10 s, then was a plain-text 500 with a traceback (session 70's QA: an upload at
+    8 KB/s). A body that comes in within the grace reaches its route, which refuses new work
+    in its own words. The read raises ``ShuttingDown``; the routes answer it in their shape,
+    and this middleware does where it came before them (a chunked body read by
+    ``BodyLimitMiddleware``). Once the body is in, ``receive`` is the server's own (the routes
+    watch it for a disconnect)."""
+
+    BODY_GRACE_S = 1.0
+
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send):
+        drain = getattr(getattr(scope.get("app"), "state", None), "drain", None)
+        if scope["type"] != "http" or drain is None:
+            return await self.app(scope, receive, send)
+        loop = asyncio.get_running_loop()
+        body_in, started, deadline = False, False, None
+
+        async def watched():
+            nonlocal body_in, deadline
+            if body_in:
+                return await receive()
+            get = asyncio.ensure_future(receive())
+            if not drain.draining:
+                stop = asyncio.ensure_future(drain.event.wait())
+                try:
+                    await asyncio.wait({get, stop}, return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    stop.cancel()
+            if not get.done():  # draining: the rest of the body has until the deadline
+                deadline = deadline or loop.time() + self.BODY_GRACE_S
+                await asyncio.wait({get}, timeout=max(0.0, deadline - loop.time()))
+            if not get.done():
+                get.cancel()
+                raise ShuttingDown()
+            message = get.result()
+            body_in = message["type"] != "http.request" or not message.get("more_body", False)
+            return message
+
+        async def watch_send(message):
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, watched, watch_send)
+        except ShuttingDown as e:
+            if started:
+                raise
+            await send_error(send, scope["path"], 503, e.detail, e.code,
+                             [(b"retry-after", b"1")])
