@@ -363,3 +363,29 @@ def test_a_body_still_arriving_when_the_shutdown_begins_is_a_503_at_once(server,
     else:
         assert json.loads(payload) == {"error": {"message": message, "type": "server_error",
                                                  "param": None, "code": "server_shutting_down"}}
+
+
+def test_a_prefill_only_temporary_task_whose_client_left_is_stopped_and_dropped(http, server):
+    """A ``max_tokens: 0`` ``/tmp`` request whose client gives up before the prefill ends:
+    the task is stopped and dropped (its id was never given out; it prefilled on to the end
+    for nobody, holding a slot: session 70's QA)."""
+    long = list(range(1, 200)) * 500
+    before = {t if isinstance(t, str) else t.get("task_id")
+              for t in http.get("/v1/tasks/list").json()["cpu_tasks"]}
+    outcome = []
+
+    def impatient():
+        with httpx.Client(base_url=server.url, timeout=1.5) as c:
+            try:
+                c.post("/v1/tasks/tmp", json={"prompt": long, "max_tokens": 0})
+            except httpx.ReadTimeout as e:
+                outcome.append(e)
+    client = threading.Thread(target=impatient, daemon=True)
+    client.start()
+    tid = _new_task_id(http, before)  # (listed while its request waits)
+    client.join(10)
+    assert outcome and not client.is_alive()  # the client gave up before the prefill ended
+    t0 = time.monotonic()
+    _wait(lambda: http.get(f"/v1/tasks/{tid}/status").status_code == 404,
+          "the temporary task was not dropped", timeout=5)
+    assert time.monotonic() - t0 < 5

@@ -22,6 +22,13 @@ GIVE_UP_S = 60.0  # a background reaper stops asking after this long
 _reapers: set[asyncio.Task] = set()  # strong references to running reapers
 
 
+async def client_gone(request) -> None:
+    """Return once the client of ``request`` has closed the connection (checked every
+    0.25 s)."""
+    while not await request.is_disconnected():
+        await asyncio.sleep(0.25)
+
+
 def stop_tasks(tasks) -> None:
     """Ask every unfinished task to stop; never raises."""
     for task in tasks:

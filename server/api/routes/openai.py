@@ -51,7 +51,7 @@ from server.api.routes.openai_schemas import (MAX_CHOICES, ChatRequest, Completi
                                               OpenAIError, off_loop_if_big, parse_request)
 from server.api.safe_json import SafeJSONResponse, utf8_safe
 from server.api.splitter import OutputSplitter
-from server.api.stopping import stop_in_background
+from server.api.stopping import client_gone, stop_in_background
 from server.api.task_stream import SHUTDOWN_GRACE_S
 from server.api.tools import (choice_name, forced_call_grammar, forced_tool, forces_call,
                               parse_tools, tools_active)
@@ -245,14 +245,8 @@ def _sse(events, choices: list[Choice], drain) -> EventSourceResponse:
                                data_sender_callable=stop_on_shutdown)
 
 
-async def _client_gone(request: Request) -> None:
-    """Return once the client has closed the connection (checked every 0.25 s)."""
-    while not await request.is_disconnected():
-        await asyncio.sleep(0.25)
-
-
 async def _watch_disconnect(request: Request, choices: list[Choice]) -> None:
-    await _client_gone(request)
+    await client_gone(request)
     stop_in_background([c.task for c in choices])
 
 
@@ -501,7 +495,7 @@ async def _prompt_logprobs(request: Request, rt, tokens: list[int], top: int) ->
         raise _shutting_down(f"The server is shutting down ({e}); retry shortly.") from None
     scored = asyncio.wrap_future(job)
     ends = [asyncio.ensure_future(drain.event.wait()),
-            asyncio.ensure_future(_client_gone(request))]
+            asyncio.ensure_future(client_gone(request))]
     try:
         await asyncio.wait([scored, *ends], return_when=asyncio.FIRST_COMPLETED)
     finally:

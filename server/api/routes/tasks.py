@@ -22,7 +22,7 @@ from server.api.task_service import (RETRY_AFTER_S, TASK_NOT_FOUND, TaskService,
 from server.task.manager import TaskNotFound
 from server.task.policy import TaskUnreadable, is_template_id, is_temporary_id
 from server.task.state_templates import template_name
-from server.api.stopping import stop_round
+from server.api.stopping import client_gone, stop_in_background, stop_round
 from server.api.task_stream import sse_response
 from server.task.task import Status, Task, new_task_id
 
@@ -41,29 +41,45 @@ def get_service(request: Request) -> TaskService:
 
 
 async def _started(svc: TaskService, task: Task, stream: bool, creator_owns: bool,
-                   new: bool = True):
+                   new: bool = True, request: Request | None = None):
     """The reply to a create-like request once ``task`` is submitted (``new``: made by this
-    request, a create's or a fork's, not a continued one)."""
+    request, a create's or a fork's, not a continued one; ``request``: a temporary task's,
+    whose client leaving stops and drops it)."""
     if stream:
         stop = task.stop if creator_owns else None  # a temporary task dies with its stream
         return sse_response(task, svc.loader.tokenizer, svc.drain, 0, stop)
     if task.max_tokens == 0:  # prefill only: the state is ready when we answer
-        await _prefilled(svc, task, new)
+        await _prefilled(svc, task, new, request if creator_owns else None)
         return svc.reply(task)
     return svc.reply(task, finished=False)
 
 
-async def _prefilled(svc: TaskService, task: Task, new: bool) -> None:
+async def _stop_when_gone(request: Request, task: Task, gone: list) -> None:
+    await client_gone(request)
+    gone.append(True)
+    stop_in_background([task])
+
+
+async def _prefilled(svc: TaskService, task: Task, new: bool, request: Request | None) -> None:
     """Wait for a prefill-only round, stopping it if the server begins to shut down (it
     waited out uvicorn's 10 s, then a plain-text 500: a QA report, session 70). Cut short, a
     task this request made is dropped (its id was never given out) and the reply is a 503 to
     retry; a continued one keeps what it had, prompt tokens not yet fed among them, and the
-    503 says so (no Retry-After: the same request again would append its prompt twice)."""
-    watcher = asyncio.create_task(svc.drain.stop_when_draining([task]))
+    503 says so (no Retry-After: the same request again would append its prompt twice).
+    ``request`` (a temporary task's): its client leaving stops and drops the task too (its
+    prefill went on to the end for nobody; the same QA)."""
+    gone: list = []
+    watchers = [asyncio.create_task(svc.drain.stop_when_draining([task]))]
+    if request is not None:
+        watchers.append(asyncio.create_task(_stop_when_gone(request, task, gone)))
     try:
         await wait_finished(task)
     finally:
-        watcher.cancel()
+        for w in watchers:
+            w.cancel()
+    if gone:
+        await svc.forget(task)
+        return  # (nobody reads the reply)
     if not svc.drain.cut_short(task):
         return
     if new:
@@ -75,7 +91,8 @@ async def _prefilled(svc: TaskService, task: Task, new: bool) -> None:
                         "them: continue it without a prompt once the server is back")
 
 
-async def _create(svc: TaskService, body: CreateRequest | FimRequest, prompt, tmp: bool):
+async def _create(svc: TaskService, body: CreateRequest | FimRequest, prompt, tmp: bool,
+                  request: Request | None = None):
     params = svc.sampling(body, defaults=True)  # (its 422s before a long prompt is encoded)
     settings = await svc.round_settings(body)
     fim = isinstance(body, FimRequest)
@@ -84,13 +101,14 @@ async def _create(svc: TaskService, body: CreateRequest | FimRequest, prompt, tm
     task.stop_at_turn = not fim  # (code: "User" after a blank line is the middle's own text)
     task.logit_bias, task.constraint = settings
     await svc.submit_new(task)
-    return await _started(svc, task, body.stream, tmp)
+    return await _started(svc, task, body.stream, tmp, request=request)
 
 
 @router.post("/tmp", response_model=TaskResponseModel, responses=CREATED)
-async def create_tmp(body: CreateRequest, svc: TaskService = Depends(get_service)):
+async def create_tmp(body: CreateRequest, request: Request,
+                     svc: TaskService = Depends(get_service)):
     """A temporary task (``TMP_…``): never written to the database."""
-    return await _create(svc, body, body.prompt, tmp=True)
+    return await _create(svc, body, body.prompt, tmp=True, request=request)
 
 
 @router.post("/create", response_model=TaskResponseModel, responses=CREATED)
@@ -100,11 +118,13 @@ async def create_task(body: CreateRequest, svc: TaskService = Depends(get_servic
 
 
 @router.post("/fim", response_model=TaskResponseModel, responses=CREATED)
-async def fill_in_middle(body: FimRequest, svc: TaskService = Depends(get_service)):
+async def fill_in_middle(body: FimRequest, request: Request,
+                         svc: TaskService = Depends(get_service)):
     """Fill in the middle (temporary task)."""
     if not body.prefix and not body.suffix:
         raise invalid("prefix", "prefix and suffix must not both be empty", "")
-    return await _create(svc, body, fim_prompt(body.prefix, body.suffix), tmp=True)
+    return await _create(svc, body, fim_prompt(body.prefix, body.suffix), tmp=True,
+                         request=request)
 
 
 @router.get("/list", response_model=TaskList)
