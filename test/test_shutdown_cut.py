@@ -270,14 +270,20 @@ def test_the_drain_marks_only_the_rounds_it_stops():
 
 
 
+LONG_PROMPT = list(range(1, 200)) * 500  # ~100k tokens: seconds of prefill on the tiny model
+
+
+def _memory_ids(http) -> set:
+    return {t if isinstance(t, str) else t.get("task_id")
+            for t in http.get("/v1/tasks/list").json()["cpu_tasks"]}
+
+
 def _new_task_id(http, before: set) -> str:
     """The id of the task that appeared in memory since ``before`` (a create's, in flight)."""
     found: list[str] = []
 
     def appeared() -> bool:
-        ids = {t if isinstance(t, str) else t.get("task_id")
-               for t in http.get("/v1/tasks/list").json()["cpu_tasks"]}
-        found[:] = sorted(ids - before)
+        found[:] = sorted(_memory_ids(http) - before)
         return bool(found)
     _wait(appeared, "the create's task did not appear")
     return found[0]
@@ -290,9 +296,8 @@ def test_a_prefill_only_request_cut_by_the_shutdown_is_a_503_at_once(http, serve
     session 70's QA). A continue's prefill cut the same way keeps its task and the prompt
     tokens not yet fed, says so (no ``Retry-After``: sent again, the prompt would be appended
     twice), and a continue without a prompt feeds the rest once the server is back."""
-    long = list(range(1, 200)) * 500  # ~100k tokens: seconds of prefill on the tiny model
-    before = {t if isinstance(t, str) else t.get("task_id")
-              for t in http.get("/v1/tasks/list").json()["cpu_tasks"]}
+    long = LONG_PROMPT
+    before = _memory_ids(http)
     created = Reader(server.url, "POST", "/v1/tasks/create", {"prompt": long, "max_tokens": 0})
     with draining(server) as drain:
         created.start()
@@ -369,15 +374,13 @@ def test_a_prefill_only_temporary_task_whose_client_left_is_stopped_and_dropped(
     """A ``max_tokens: 0`` ``/tmp`` request whose client gives up before the prefill ends:
     the task is stopped and dropped (its id was never given out; it prefilled on to the end
     for nobody, holding a slot: session 70's QA)."""
-    long = list(range(1, 200)) * 500
-    before = {t if isinstance(t, str) else t.get("task_id")
-              for t in http.get("/v1/tasks/list").json()["cpu_tasks"]}
+    before = _memory_ids(http)
     outcome = []
 
     def impatient():
         with httpx.Client(base_url=server.url, timeout=1.5) as c:
             try:
-                c.post("/v1/tasks/tmp", json={"prompt": long, "max_tokens": 0})
+                c.post("/v1/tasks/tmp", json={"prompt": LONG_PROMPT, "max_tokens": 0})
             except httpx.ReadTimeout as e:
                 outcome.append(e)
     client = threading.Thread(target=impatient, daemon=True)

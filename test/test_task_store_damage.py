@@ -137,34 +137,45 @@ def test_a_damaged_database_leaves_models_working_and_health_degraded(tiny_model
         assert client.post("/v1/chat/completions", json=chat).status_code == 200
 
 
+def _served(tiny_model_path, tmp_path) -> TestClient:
+    from server.api.app import create_app
+    from server.config import Settings
+
+    return TestClient(create_app(Settings(model_path=tiny_model_path, demo=None, device="cpu",
+                                          api_key=None, task_db_path=str(tmp_path / "t.db"))))
+
+
+def _stored_template(client) -> tuple[str, str]:
+    """(a task, a template made from it), the template stored and out of memory (the next
+    read of it goes to the database)."""
+    body = {"prompt": "User: hi\n\nAssistant:", "max_tokens": 0}
+    tid = client.post("/v1/tasks/create", json=body).json()["task_id"]
+    tpl = client.post(f"/v1/tasks/{tid}/as_template").json()["task_id"]
+    manager = client.app.state.runtime.manager
+    manager.flush()
+    with manager._lock:
+        manager._templates.pop(tpl)
+    return tid, tpl
+
+
+def _damaged(read, task_id: str):
+    """``read`` (a TaskStore read) failing as SQLite does on a damaged page for ``task_id``."""
+    def go(tid, *a, **k):
+        if tid == task_id:
+            raise sqlite3.DatabaseError("database disk image is malformed")
+        return read(tid, *a, **k)
+    return go
+
+
 def test_a_row_on_a_damaged_page_can_be_deleted(tiny_model_path, tmp_path, monkeypatch):
     """A template whose row SQLite read as "malformed": status, fork and delete?force=true were
     500s (the advice, moving the file aside, lost every good row too). Reading it is a 500
     saying it can only be deleted, and deleting it works."""
-    from server.api.app import create_app
-    from server.config import Settings
-
-    settings = Settings(model_path=tiny_model_path, demo=None, device="cpu", api_key=None,
-                        task_db_path=str(tmp_path / "t.db"))
-    with TestClient(create_app(settings)) as client:
-        body = {"prompt": "User: hi\n\nAssistant:", "max_tokens": 0}
-        tid = client.post("/v1/tasks/create", json=body).json()["task_id"]
-        tpl = client.post(f"/v1/tasks/{tid}/as_template").json()["task_id"]
-        manager = client.app.state.runtime.manager
-        manager.flush()
-        with manager._lock:  # (out of memory: the next read goes to the database)
-            manager._templates.pop(tpl)
-        store = manager.store
-
-        def damaged(read):
-            def go(task_id, *a, **k):
-                if task_id == tpl:
-                    raise sqlite3.DatabaseError("database disk image is malformed")
-                return read(task_id, *a, **k)
-            return go
-
-        monkeypatch.setattr(store, "get", damaged(store.get))
-        monkeypatch.setattr(store, "get_meta", damaged(store.get_meta))
+    with _served(tiny_model_path, tmp_path) as client:
+        tid, tpl = _stored_template(client)
+        store = client.app.state.runtime.manager.store
+        monkeypatch.setattr(store, "get", _damaged(store.get, tpl))
+        monkeypatch.setattr(store, "get_meta", _damaged(store.get_meta, tpl))
         r = client.get(f"/v1/tasks/{tpl}/status")
         assert r.status_code == 500 and "can only be deleted" in r.text and "t.db" in r.text
         assert client.post(f"/v1/tasks/{tpl}/delete").status_code == 403  # (still a template)
@@ -360,27 +371,11 @@ def test_a_template_whose_record_fails_to_load_is_no_longer_offered(tiny_model_p
     /v1/models listed it before and after the failed load, and the 500 of a chat naming it
     had no ``x-should-retry: false`` (the openai SDK sent it three times; session 70's QA).
     Now the 500 says not to retry and /v1/models drops the template until it is deleted."""
-    from server.api.app import create_app
-    from server.config import Settings
-
-    settings = Settings(model_path=tiny_model_path, demo=None, device="cpu", api_key=None,
-                        task_db_path=str(tmp_path / "t.db"))
-    with TestClient(create_app(settings)) as client:
-        body = {"prompt": "User: hi\n\nAssistant:", "max_tokens": 0}
-        tid = client.post("/v1/tasks/create", json=body).json()["task_id"]
-        tpl = client.post(f"/v1/tasks/{tid}/as_template").json()["task_id"]
-        manager = client.app.state.runtime.manager
-        manager.flush()
-        with manager._lock:  # (out of memory: the next read goes to the database)
-            manager._templates.pop(tpl)
-        store, read = manager.store, manager.store.get
-
-        def damaged(task_id, *a, **k):
-            if task_id == tpl:
-                raise sqlite3.DatabaseError("database disk image is malformed")
-            return read(task_id, *a, **k)
-
-        monkeypatch.setattr(store, "get", damaged)
+    with _served(tiny_model_path, tmp_path) as client:
+        tid, tpl = _stored_template(client)
+        store = client.app.state.runtime.manager.store
+        read = store.get
+        monkeypatch.setattr(store, "get", _damaged(read, tpl))
 
         def listed() -> bool:
             return f"rwkv-7:{tpl}" in {m["id"] for m in client.get("/v1/models").json()["data"]}

@@ -15,9 +15,9 @@ import asyncio
 import hmac
 import json
 
-from fastapi import HTTPException
 from starlette.requests import ClientDisconnect
 
+from server.api.stopping import ShuttingDown
 from server.logger import get_logger
 
 log = get_logger("api")
@@ -254,17 +254,6 @@ class BodyLimitMiddleware:
                          f"{limit} bytes{why})", "request_too_large")
 
 
-class ShuttingDown(HTTPException):
-    """503 with Retry-After: the server began to shut down while the request's body was still
-    arriving (``code``: the OpenAI routes' error code). FastAPI's HTTPException: a route's body
-    parsing passes it on (any other exception there becomes a 400)."""
-    code = "server_shutting_down"
-
-    def __init__(self):
-        super().__init__(503, "The server is shutting down; retry shortly",
-                         headers={"Retry-After": "1"})
-
-
 class ShutdownBodyMiddleware:
     """A request whose body is still arriving when the server begins to shut down (the app's
     ``state.drain``) gets a 503 with Retry-After within ``BODY_GRACE_S``: it waited out
@@ -319,4 +308,4 @@ class ShutdownBodyMiddleware:
             if started:
                 raise
             await send_error(send, scope["path"], 503, e.detail, e.code,
-                             [(b"retry-after", b"1")])
+                             [(k.lower().encode(), v.encode()) for k, v in e.headers.items()])

@@ -12,6 +12,7 @@ import asyncio
 import weakref
 
 import anyio
+from fastapi import HTTPException
 
 from server.api.bridge import wait_finished
 from server.logger import get_logger
@@ -20,6 +21,19 @@ log = get_logger("api")
 RETRY_S = 0.2  # between repeated stop requests
 GIVE_UP_S = 60.0  # a background reaper stops asking after this long
 _reapers: set[asyncio.Task] = set()  # strong references to running reapers
+RETRY_AFTER_S = "1"  # the Retry-After of a 503 for work the server cannot take now
+
+
+class ShuttingDown(HTTPException):
+    """503 with Retry-After: the server is shutting down (new work refused, a request's body
+    still arriving, a new task's prefill stopped). ``code``: the OpenAI routes' error code.
+    FastAPI's HTTPException: a route's body parsing passes it on (any other exception there
+    becomes a 400)."""
+    code = "server_shutting_down"
+
+    def __init__(self):
+        super().__init__(503, "The server is shutting down; retry shortly",
+                         headers={"Retry-After": RETRY_AFTER_S})
 
 
 async def client_gone(request) -> None:

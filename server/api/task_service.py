@@ -23,6 +23,7 @@ from server.api.response_format import (FieldError, new_constraints,
                                         response_grammar)
 from server.api.schemas.tasks import (MAX_TOKENS_LIMIT, GenerationParams, TaskInfo,
                                        TaskResponseModel, whole_number)
+from server.api.stopping import RETRY_AFTER_S, ShuttingDown
 from server.model.tokenizer import IncrementalDecoder
 from server.scheduler import QueueFull
 from server.task.cache_origin import origin_of
@@ -33,7 +34,6 @@ from server.task.state_templates import default_params
 from server.task.task import Task, TaskHeld, new_task_id
 
 STORE_THREADS = 4  # the TaskManager is thread-safe; a slow write must not stall every lookup
-RETRY_AFTER_S = "1"
 TASK_NOT_FOUND = "Task not found"
 PIN_POLL_S = 0.01  # how often a stream checks whether a pinned task was submitted
 
@@ -277,8 +277,7 @@ class TaskService:
         """503 with Retry-After for work the server cannot take now: a full queue, or a
         shutdown under way (a task submitted then was stopped at once, its stream cut)."""
         if self.drain is not None and self.drain.draining:
-            raise HTTPException(503, "The server is shutting down; retry shortly",
-                                headers={"Retry-After": RETRY_AFTER_S})
+            raise ShuttingDown()
         try:
             yield
         except QueueFull as e:

@@ -52,17 +52,13 @@ def breakdown(snapshot: dict) -> dict:
     same by pool and stream ({"general stream 0": [segments, reserved, live, {line: live}]})."""
     by_line: dict[str, list[int]] = defaultdict(lambda: [0, 0])
     pools = reserved = allocated = pools_reserved = 0
-    small = [0, 0, 0]
     small_by: dict[str, list] = {}
     for seg in snapshot.get("segments", []):
         reserved += seg.get("total_size", 0)
         private = tuple(seg.get("segment_pool_id", (0, 0))) != (0, 0)
         pools_reserved += seg.get("total_size", 0) if private else 0
-        is_small = seg.get("segment_type") == "small"
         group = None
-        if is_small:
-            small[0] += 1
-            small[1] += seg.get("total_size", 0)
+        if seg.get("segment_type") == "small":
             key = f"{'graph pool' if private else 'general'} stream {seg.get('stream', 0)}"
             group = small_by.setdefault(key, [0, 0, 0, defaultdict(int)])
             group[0] += 1
@@ -73,7 +69,6 @@ def breakdown(snapshot: dict) -> dict:
             size = block.get("size", 0)
             allocated += size
             pools += size if private else 0
-            small[2] += size if is_small else 0
             line = where(block.get("frames", []))
             if group is not None:
                 group[2] += size
@@ -81,6 +76,7 @@ def breakdown(snapshot: dict) -> dict:
             entry = by_line[line]
             entry[0] += size
             entry[1] += 1
+    small = [sum(g[i] for g in small_by.values()) for i in range(3)]
     return {"by_line": dict(by_line), "pools": pools, "reserved": reserved,
             "allocated": allocated, "pools_reserved": pools_reserved, "small": small,
             "small_by": small_by}

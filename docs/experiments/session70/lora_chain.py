@@ -13,6 +13,7 @@ import torch
 import triton
 import triton.language as tl
 
+from server.bench.common import cuda_graph
 from server.model.fused import lora_stacks
 from server.model.kernels import fused_triton as ft
 
@@ -52,14 +53,7 @@ def fill(a, b):
 
 
 def time_us(fn, reps):
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        fn()
-    torch.cuda.current_stream().wait_stream(s)
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        fn()
+    g = cuda_graph(fn)
     g.replay()
     torch.cuda.synchronize()
     times = []

@@ -17,12 +17,11 @@ from server.api.bridge import wait_finished
 from server.api.chat import fim_prompt
 from server.api.schemas.tasks import (I64_MAX, ContinueRequest, CreateRequest, FimRequest,
                                       TaskInfo, TaskList, TaskResponseModel)
-from server.api.task_service import (RETRY_AFTER_S, TASK_NOT_FOUND, TaskService, invalid,
-                                     is_busy)
+from server.api.task_service import TASK_NOT_FOUND, TaskService, invalid, is_busy
 from server.task.manager import TaskNotFound
 from server.task.policy import TaskUnreadable, is_template_id, is_temporary_id
 from server.task.state_templates import template_name
-from server.api.stopping import client_gone, stop_in_background, stop_round
+from server.api.stopping import ShuttingDown, client_gone, stop_in_background, stop_round
 from server.api.task_stream import sse_response
 from server.task.task import Status, Task, new_task_id
 
@@ -54,9 +53,8 @@ async def _started(svc: TaskService, task: Task, stream: bool, creator_owns: boo
     return svc.reply(task, finished=False)
 
 
-async def _stop_when_gone(request: Request, task: Task, gone: list) -> None:
+async def _stop_when_gone(request: Request, task: Task) -> None:
     await client_gone(request)
-    gone.append(True)
     stop_in_background([task])
 
 
@@ -68,24 +66,23 @@ async def _prefilled(svc: TaskService, task: Task, new: bool, request: Request |
     503 says so (no Retry-After: the same request again would append its prompt twice).
     ``request`` (a temporary task's): its client leaving stops and drops the task too (its
     prefill went on to the end for nobody; the same QA)."""
-    gone: list = []
     watchers = [asyncio.create_task(svc.drain.stop_when_draining([task]))]
     if request is not None:
-        watchers.append(asyncio.create_task(_stop_when_gone(request, task, gone)))
+        watchers.append(asyncio.create_task(_stop_when_gone(request, task)))
     try:
         await wait_finished(task)
     finally:
+        client_left = request is not None and watchers[1].done()  # (its client went first)
         for w in watchers:
             w.cancel()
-    if gone:
+    if client_left:
         await svc.forget(task)
         return  # (nobody reads the reply)
     if not svc.drain.cut_short(task):
         return
     if new:
         await svc.forget(task)
-        raise HTTPException(503, "The server is shutting down; retry shortly",
-                            headers={"Retry-After": RETRY_AFTER_S})
+        raise ShuttingDown()
     raise HTTPException(503, f"The server is shutting down: {task.task_id}'s prefill stopped "
                         f"with {len(task.pending)} prompt tokens still to feed; the task keeps "
                         "them: continue it without a prompt once the server is back")
