@@ -3,6 +3,8 @@ it without waiting for the device: a wait there (a copy from pageable memory, ``
 the plan read from device tensors) put the host's remaining work behind the pass, ~1-2 ms of a
 cached chat turn's time to first token on the H200 (docs/performance.md, session 9)."""
 
+import time
+
 import pytest
 import torch
 
@@ -34,3 +36,30 @@ def test_load_plan_prefill_and_start_never_wait_for_the_device(tiny_model_path, 
         res = engine.pulse(2)  # its one wait: the results' copy home
         assert all(len(t) == 2 for t in res.tokens[:rows])
         engine.free(slots)
+
+
+def test_an_idle_daemon_gives_the_cached_device_blocks_back(tiny_model_path, monkeypatch):
+    """A load's passes leave PyTorch's cache holding device memory that nvidia-smi counts
+    against the server (a served 2.9B: 8.99 GiB reserved after a load for 8.00 allocated,
+    session 71): once idle for ``IDLE_S`` the daemon gives it back, as it does the host's."""
+    from server.scheduler import idle_trim
+    from server.scheduler.dynamic import DynamicScheduler
+
+    monkeypatch.setattr(idle_trim, "IDLE_S", 0.5)
+    loader = RWKV070ModelLoader(tiny_model_path, device="cuda", dtype="fp16")
+    scheduler = DynamicScheduler(loader, max_batch_size=8, buffer_size=4)
+    scheduler.start_daemon()
+    try:
+        tasks = [scheduler.new_task(prompt=[100 + i] * (300 + 40 * i), max_tokens=3)
+                 for i in range(6)]
+        assert all(t.wait(60) for t in tasks)
+        # (a tiny model's passes hold little: a block of 64 MiB freed to the cache as well)
+        torch.empty(64 * 2**20, dtype=torch.uint8, device="cuda")  # freed at once: cached
+        busy = torch.cuda.memory_reserved()
+        time.sleep(1.5)  # the trim: 0.5 s after the last step
+        idle = torch.cuda.memory_reserved()
+        assert busy - idle >= 64 * 2**20, (busy, idle)
+        again = scheduler.new_task(prompt=[7] * 500, max_tokens=3)  # works after it
+        assert again.wait(60) and len(again.output) == 3
+    finally:
+        scheduler.shutdown()

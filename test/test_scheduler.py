@@ -1175,6 +1175,32 @@ def test_the_daemon_gives_free_memory_back_once_each_time_it_goes_idle(tiny_load
         scheduler.shutdown()
 
 
+@pytest.mark.parametrize("device,gives_back", [("cuda:0", True), ("cuda", True), ("cpu", False),
+                                               (None, False)])
+@pytest.mark.parametrize("libc_trim", [True, False])
+def test_the_idle_trim_gives_the_cached_device_blocks_back_on_cuda(monkeypatch, device,
+                                                                   gives_back, libc_trim):
+    """On CUDA the idle spell's trim also hands PyTorch's cached device blocks back
+    (``give_back_cached``), once per spell, even where the C library has no ``malloc_trim``."""
+    from server.scheduler import idle_trim
+
+    given = []
+    monkeypatch.setattr(idle_trim, "give_back_cached", given.append)
+    trim = idle_trim.IdleTrim(device)
+    if not libc_trim:
+        trim._fn = None
+    elif trim._fn is None:
+        pytest.skip("no malloc_trim in this C library")
+    assert not trim.due()  # never worked
+    trim.worked()
+    trim._last -= idle_trim.IDLE_S
+    assert trim.due() == (gives_back or libc_trim)
+    if trim.due():
+        trim.trim()
+    assert given == ([device] if gives_back else [])
+    assert not trim.due()  # once a spell
+
+
 @pytest.mark.parametrize("decay", [1.0, 0.5])
 @pytest.mark.parametrize("ending", ["end-of-text", "new turn"])
 def test_the_token_that_ends_a_round_counts_in_no_penalty(tiny_loader, monkeypatch, ending,

@@ -332,17 +332,30 @@ def serve_load(rt, args) -> str:
     torch.cuda.synchronize(dev)
     mem = device_memory(dev, wait=True)
     head = (f"\nafter a load of {args.load} requests ({made:,} tokens made in {seconds:.1f} s): "
-            f"{describe(mem)}; peak allocated during the load "
-            f"{torch.cuda.max_memory_allocated(dev) / 2**30:.2f} GiB")
+            f"{describe(mem)}; peak during the load: allocated "
+            f"{torch.cuda.max_memory_allocated(dev) / 2**30:.2f} GiB, reserved "
+            f"{torch.cuda.max_memory_reserved(dev) / 2**30:.2f}")
     try:
         peak = peak_since(torch.cuda.memory._snapshot()["device_traces"][index],
                           marker.data_ptr(), base)
     except ValueError as e:  # (the figures above need no trace)
-        return f"{head}\nno split of the peak: {e}"
+        return f"{head}\nno split of the peak: {e}\n{after_idle(dev)}"
     return "\n".join([
         f"{head} (the trace's, in bytes requested: {peak['peak'] / 2**30:.2f})",
         f"\nat that peak, live blocks allocated since the load began "
-        f"({peak['allocated'] / MIB:,.1f} MiB requested):", table(peak["by_line"], args.top)])
+        f"({peak['allocated'] / MIB:,.1f} MiB requested):", table(peak["by_line"], args.top),
+        after_idle(dev)])
+
+
+def after_idle(dev) -> str:
+    """The device memory once the idle daemon has given the cached blocks back (idle_trim.py)."""
+    import time
+
+    from server.model.memory import describe, device_memory
+    from server.scheduler.idle_trim import IDLE_S
+
+    time.sleep(IDLE_S + 1.0)
+    return f"\nafter {IDLE_S + 1.0:g} s idle: {describe(device_memory(dev, wait=True))}"
 
 
 def requested_live(snapshot: dict, device: int) -> int:

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import time
+
 import torch
+
+from server.logger import get_logger
 
 from server.model.cuda_graph import CAPTURE_LOCK
 
+log = get_logger(__name__)
 # the last driver reading (free, total bytes) of each device: what a read gets while
 # CAPTURE_LOCK is held
 _LAST: dict[torch.device, tuple[int, int]] = {}
@@ -46,3 +51,24 @@ def describe(memory: dict) -> str:
     return (f"{gib('allocated')} GiB allocated (peak {gib('peak_allocated')}), "
             f"{gib('reserved')} GiB reserved; {gib('used')} of the device's {gib('total')} GiB "
             "in use")
+
+
+def give_back_cached(device) -> bool:
+    """Give PyTorch's cached, unused blocks of ``device`` back to the driver (``empty_cache``;
+    with expandable segments, their pages), unless another thread holds CAPTURE_LOCK (a graph
+    capture, which the call would break, or the copy-back's gather): then nothing is done and
+    False returned. Live tensors and the CUDA graphs' private pools are not touched. It waits
+    for the device to finish its queued work: for an idle server, not between a task's steps."""
+    device = torch.device(device)
+    if device.type != "cuda" or not CAPTURE_LOCK.acquire(blocking=False):
+        return False
+    try:
+        t, before = time.perf_counter(), torch.cuda.memory_reserved(device)
+        with torch.cuda.device(device):
+            torch.cuda.empty_cache()
+        after = torch.cuda.memory_reserved(device)
+    finally:
+        CAPTURE_LOCK.release()
+    log.debug(f"idle: {(before - after) / 2**20:,.0f} MiB of cached device blocks given back in "
+              f"{(time.perf_counter() - t) * 1e3:.1f} ms ({after / 2**20:,.0f} MiB reserved)")
+    return True

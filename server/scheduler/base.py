@@ -121,7 +121,7 @@ class BaseScheduler(SlotCycle):
         self._stopping = False
         self._teardown_due = False
         self._busy = False  # True while step() has work in hand
-        self._idle_trim = IdleTrim()  # the daemon's: free memory back once idle (idle_trim.py)
+        self._idle_trim = IdleTrim(self.engine.device)  # the daemon's: free memory back once idle
         self._stepper: threading.Thread | None = None  # the caller of run() stepping now
         # CUDA queues a pass and returns: the host goes on while the device works (_under_way)
         self._async_device = self.engine.device.type == "cuda"
