@@ -370,17 +370,23 @@ def test_a_body_still_arriving_when_the_shutdown_begins_is_a_503_at_once(server,
                                                  "param": None, "code": "server_shutting_down"}}
 
 
-def test_a_prefill_only_temporary_task_whose_client_left_is_stopped_and_dropped(http, server):
-    """A ``max_tokens: 0`` ``/tmp`` request whose client gives up before the prefill ends:
-    the task is stopped and dropped (its id was never given out; it prefilled on to the end
-    for nobody, holding a slot: session 70's QA)."""
+@pytest.mark.parametrize("how", ["tmp", "fork"])
+def test_a_prefill_only_temporary_task_whose_client_left_is_stopped_and_dropped(http, server,
+                                                                               how):
+    """A ``max_tokens: 0`` ``/tmp`` request (or ``fork?tmp=true`` of a task) whose client
+    gives up before the prefill ends: the task is stopped and dropped (its id was never given
+    out; it prefilled on to the end for nobody, holding a slot: session 70's QA)."""
+    path = "/v1/tasks/tmp"
+    if how == "fork":
+        source = http.post("/v1/tasks/create", json={"prompt": "Hi", "max_tokens": 0})
+        path = f"/v1/tasks/{source.json()['task_id']}/fork?tmp=true"
     before = _memory_ids(http)
     outcome = []
 
     def impatient():
         with httpx.Client(base_url=server.url, timeout=1.5) as c:
             try:
-                c.post("/v1/tasks/tmp", json={"prompt": LONG_PROMPT, "max_tokens": 0})
+                c.post(path, json={"prompt": LONG_PROMPT, "max_tokens": 0})
             except httpx.ReadTimeout as e:
                 outcome.append(e)
     client = threading.Thread(target=impatient, daemon=True)

@@ -198,7 +198,7 @@ def _resume(svc: TaskService, task: Task, tokens: list[int], body: ContinueReque
 
 
 @router.post("/{task_id}/fork", response_model=TaskResponseModel, responses=RESUMED)
-async def fork(task_id: str, body: ContinueRequest | None = None,
+async def fork(task_id: str, request: Request, body: ContinueRequest | None = None,
                tmp: bool = Query(False, description="make the copy a TMP_ task"),
                svc: TaskService = Depends(get_service)):
     """A new task starting from a copy of ``task_id``'s state, then as continue."""
@@ -215,7 +215,7 @@ async def fork(task_id: str, body: ContinueRequest | None = None,
         raise
     finally:
         await svc.unpin(task)
-    return await _started(svc, task, body.stream, tmp)
+    return await _started(svc, task, body.stream, tmp, request=request)
 
 
 @router.post("/{task_id}/continue", response_model=TaskResponseModel, responses=RESUMED)
