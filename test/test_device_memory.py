@@ -98,3 +98,44 @@ def test_health_and_metrics_show_them_on_cuda_only(tiny_model_path, tmp_path, mo
             with CAPTURE_LOCK:
                 assert c.get("/health", timeout=2).json()["device_memory"] == FIGURES
                 assert "rwkv_device_memory_used_bytes" in c.get("/metrics", timeout=2).text
+
+
+def test_the_idle_give_back_empties_the_cache_unless_it_may_not(monkeypatch):
+    """``give_back_cached`` (the idle daemon's, idle_trim.py) calls ``empty_cache`` with the
+    model's device current, but not while another thread holds CAPTURE_LOCK (a capture would
+    break), nor while another GPU holds reserved memory (``empty_cache`` empties every
+    device's cache; pytorch#196258), nor off CUDA; and it never waits for the lock."""
+    import contextlib
+    import threading
+
+    from server.model.cuda_graph import CAPTURE_LOCK
+
+    reserved = {0: 6 << 30, 1: 0, 2: 0}
+    calls, current = [], []
+    monkeypatch.setattr(torch.cuda, "memory_reserved", lambda i: reserved[i])
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: len(reserved))
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(torch.cuda, "device", lambda i: (
+        contextlib.ExitStack() if current.append(i) else contextlib.nullcontext()))
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: calls.append(current[-1]))
+    assert memory.give_back_cached("cpu") is False
+    assert memory.give_back_cached("cuda") and calls == [0]
+    reserved[1] = 2 << 20  # another model on cuda:1
+    assert memory.give_back_cached("cuda:0") is False and calls == [0]
+    reserved[0], reserved[1] = 0, 6 << 30
+    assert memory.give_back_cached("cuda:1") and calls == [0, 1]
+    held, release = threading.Event(), threading.Event()
+
+    def capture():  # another thread's capture holds the lock
+        with CAPTURE_LOCK:
+            held.set()
+            release.wait(10)
+    other = threading.Thread(target=capture)
+    other.start()
+    try:
+        assert held.wait(10)
+        assert memory.give_back_cached("cuda:1") is False and calls == [0, 1]  # at once
+    finally:
+        release.set()
+        other.join()
+    assert not CAPTURE_LOCK.locked()

@@ -53,12 +53,16 @@ def test_an_idle_daemon_gives_the_cached_device_blocks_back(tiny_model_path, mon
         tasks = [scheduler.new_task(prompt=[100 + i] * (300 + 40 * i), max_tokens=3)
                  for i in range(6)]
         assert all(t.wait(60) for t in tasks)
-        # (a tiny model's passes hold little: a block of 64 MiB freed to the cache as well)
-        torch.empty(64 * 2**20, dtype=torch.uint8, device="cuda")  # freed at once: cached
-        busy = torch.cuda.memory_reserved()
-        time.sleep(1.5)  # the trim: 0.5 s after the last step
+        # (a tiny model's passes hold little: a block of 64 MiB freed to the cache as well,
+        # then a request, so that the idle spell begins after it)
+        torch.empty(64 * 2**20, dtype=torch.uint8, device="cuda")
+        assert scheduler.new_task(prompt=[5, 6], max_tokens=2).wait(60)
+        busy, trim = torch.cuda.memory_reserved(), scheduler._idle_trim
+        deadline = time.monotonic() + 10
+        while trim.gave_back == 0 and time.monotonic() < deadline:
+            time.sleep(0.05)
         idle = torch.cuda.memory_reserved()
-        assert busy - idle >= 64 * 2**20, (busy, idle)
+        assert trim.gave_back == 1 and busy - idle >= 32 * 2**20, (busy, idle)
         again = scheduler.new_task(prompt=[7] * 500, max_tokens=3)  # works after it
         assert again.wait(60) and len(again.output) == 3
     finally:

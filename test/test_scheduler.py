@@ -1181,23 +1181,44 @@ def test_the_daemon_gives_free_memory_back_once_each_time_it_goes_idle(tiny_load
 def test_the_idle_trim_gives_the_cached_device_blocks_back_on_cuda(monkeypatch, device,
                                                                    gives_back, libc_trim):
     """On CUDA the idle spell's trim also hands PyTorch's cached device blocks back
-    (``give_back_cached``), once per spell, even where the C library has no ``malloc_trim``."""
+    (``give_back_cached``), once per spell, even where the C library has no ``malloc_trim``;
+    not once work has come in (``busy``); tried again ``RETRY_S`` later when it could not run
+    (another thread held CAPTURE_LOCK), without a second ``malloc_trim``."""
     from server.scheduler import idle_trim
 
-    given = []
-    monkeypatch.setattr(idle_trim, "give_back_cached", given.append)
+    given, answers, host = [], [], []
+    monkeypatch.setattr(idle_trim, "give_back_cached",
+                        lambda dev: given.append(dev) or (answers.pop(0) if answers else True))
     trim = idle_trim.IdleTrim(device)
     if not libc_trim:
         trim._fn = None
     elif trim._fn is None:
         pytest.skip("no malloc_trim in this C library")
+    else:
+        trim._fn = host.append
     assert not trim.due()  # never worked
-    trim.worked()
-    trim._last -= idle_trim.IDLE_S
-    assert trim.due() == (gives_back or libc_trim)
+
+    def idle_spell():
+        trim.worked()
+        trim._last -= idle_trim.IDLE_S
+        assert trim.due() == (gives_back or libc_trim)
+
+    idle_spell()
+    trim.trim(busy=lambda: True)  # work came in meanwhile: the host's trim only
+    assert given == [] and host == ([0] if libc_trim else [])
+    assert trim.due() == gives_back  # (the device's still due)
+    idle_spell()
+    answers.append(False)  # the lock was held: not done
     if trim.due():
         trim.trim()
-    assert given == ([device] if gives_back else [])
+    assert given == ([device] if gives_back else []) and trim.gave_back == 0
+    assert not trim.due()  # not at once ...
+    trim._last -= idle_trim.RETRY_S
+    assert trim.due() == gives_back  # ... but RETRY_S later
+    if trim.due():
+        trim.trim()
+    assert given == ([device] * 2 if gives_back else []) and trim.gave_back == int(gives_back)
+    assert host == ([0, 0] if libc_trim else [])  # (one malloc_trim a spell)
     assert not trim.due()  # once a spell
 
 

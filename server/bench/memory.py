@@ -326,6 +326,7 @@ def serve_load(rt, args) -> str:
     base = requested_live(torch.cuda.memory._snapshot(), index)
     marker = torch.empty(1, device=dev)  # the trace's mark of where the load begins
     torch.cuda.reset_peak_memory_stats(dev)
+    gave = rt.scheduler._idle_trim.gave_back  # (the idle daemon's give-backs so far)
     t0 = time.perf_counter()
     made = run_load(rt.scheduler, args.load, args.load_tokens)
     seconds = time.perf_counter() - t0
@@ -339,23 +340,29 @@ def serve_load(rt, args) -> str:
         peak = peak_since(torch.cuda.memory._snapshot()["device_traces"][index],
                           marker.data_ptr(), base)
     except ValueError as e:  # (the figures above need no trace)
-        return f"{head}\nno split of the peak: {e}\n{after_idle(dev)}"
+        return f"{head}\nno split of the peak: {e}\n{after_idle(rt, gave)}"
     return "\n".join([
         f"{head} (the trace's, in bytes requested: {peak['peak'] / 2**30:.2f})",
         f"\nat that peak, live blocks allocated since the load began "
         f"({peak['allocated'] / MIB:,.1f} MiB requested):", table(peak["by_line"], args.top),
-        after_idle(dev)])
+        after_idle(rt, gave)])
 
 
-def after_idle(dev) -> str:
-    """The device memory once the idle daemon has given the cached blocks back (idle_trim.py)."""
+def after_idle(rt, gave: int) -> str:
+    """The device memory once the idle daemon has given the cached blocks back (idle_trim.py;
+    ``gave``: its count of give-backs before the load)."""
     import time
 
     from server.model.memory import describe, device_memory
     from server.scheduler.idle_trim import IDLE_S
 
-    time.sleep(IDLE_S + 1.0)
-    return f"\nafter {IDLE_S + 1.0:g} s idle: {describe(device_memory(dev, wait=True))}"
+    trim, t0 = rt.scheduler._idle_trim, time.monotonic()
+    while trim.gave_back == gave and time.monotonic() - t0 < IDLE_S + 5:
+        time.sleep(0.05)
+    if trim.gave_back == gave:
+        return f"\nno idle give-back within {IDLE_S + 5:g} s"
+    return (f"\nonce idle, the cached blocks given back (waited {time.monotonic() - t0:.1f} s "
+            f"more): {describe(device_memory(rt.loader.model.device, wait=True))}")
 
 
 def requested_live(snapshot: dict, device: int) -> int:

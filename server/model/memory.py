@@ -54,19 +54,29 @@ def describe(memory: dict) -> str:
 
 
 def give_back_cached(device) -> bool:
-    """Give PyTorch's cached, unused blocks of ``device`` back to the driver (``empty_cache``;
-    with expandable segments, their pages), unless another thread holds CAPTURE_LOCK (a graph
-    capture, which the call would break, or the copy-back's gather): then nothing is done and
-    False returned. Live tensors and the CUDA graphs' private pools are not touched. It waits
-    for the device to finish its queued work: for an idle server, not between a task's steps."""
+    """Give PyTorch's cached, unused device blocks back to the driver (``empty_cache``; with
+    expandable segments, their pages); True if done. Not done (False) while another thread
+    holds CAPTURE_LOCK (a graph capture, which the call would break, or the copy-back's
+    gather), nor while another GPU than ``device`` has memory reserved: ``empty_cache``
+    empties every device's cache, and with expandable segments PyTorch waited on the wrong
+    device's stream before unmapping another device's pages (pytorch#196258, fixed by #197159
+    in September 2026), which could pull memory from under work queued there. Live tensors
+    and the CUDA graphs' private pools are not touched. It waits for the device's queued
+    work: for an idle server, not between a task's steps."""
     device = torch.device(device)
-    if device.type != "cuda" or not CAPTURE_LOCK.acquire(blocking=False):
+    if device.type != "cuda":
+        return False
+    index = torch.cuda.current_device() if device.index is None else device.index
+    if any(torch.cuda.memory_reserved(i) for i in range(torch.cuda.device_count())
+           if i != index):
+        return False
+    if not CAPTURE_LOCK.acquire(blocking=False):
         return False
     try:
-        t, before = time.perf_counter(), torch.cuda.memory_reserved(device)
-        with torch.cuda.device(device):
+        t, before = time.perf_counter(), torch.cuda.memory_reserved(index)
+        with torch.cuda.device(index):
             torch.cuda.empty_cache()
-        after = torch.cuda.memory_reserved(device)
+        after = torch.cuda.memory_reserved(index)
     finally:
         CAPTURE_LOCK.release()
     log.debug(f"idle: {(before - after) / 2**20:,.0f} MiB of cached device blocks given back in "

@@ -557,7 +557,8 @@ class BaseScheduler(SlotCycle):
                 with self._cv:
                     self._cv.notify_all()
             elif self._idle_trim.due() and self._stepper is None and self._quiet():
-                self._idle_trim.trim()  # (outside the lock: add_task never waits for it)
+                # (outside the lock: add_task never waits for it)
+                self._idle_trim.trim(busy=lambda: self._has_slot_work)
             else:
                 with self._cv:
                     self._cv.notify_all()

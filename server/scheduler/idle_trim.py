@@ -26,6 +26,7 @@ from server.logger import get_logger
 from server.model.memory import give_back_cached
 
 IDLE_S = 2.0  # seconds without work before the trim
+RETRY_S = 0.1  # a device give-back that could not run (CAPTURE_LOCK held) is tried again after
 log = get_logger(__name__)
 
 
@@ -42,26 +43,36 @@ def _malloc_trim():
 
 class IdleTrim:
     """``worked()`` after each step with work; ``due()`` in the idle loop: True once per idle
-    spell, ``IDLE_S`` after the last work; then ``trim()`` (off any lock the request path takes)."""
+    spell, ``IDLE_S`` after the last work; then ``trim()`` (off any lock the request path
+    takes). A device give-back that could not run (another thread held CAPTURE_LOCK) is due
+    again ``RETRY_S`` later in the same spell; ``gave_back`` counts those that ran."""
 
     def __init__(self, device=None):
         self._fn = _malloc_trim()
         self._device = device  # the model's: its cached blocks go back too (on CUDA)
         self._cuda = device is not None and str(device).startswith("cuda")
-        self._last = None  # monotonic time of the last work; None: trimmed since (or never worked)
+        self._last = 0.0  # monotonic time of the last work (or of a give-back's failed try)
+        self._host = self._dev = False  # each trim still due in this idle spell
+        self.gave_back = 0
 
     def worked(self) -> None:
         self._last = time.monotonic()
+        self._host, self._dev = self._fn is not None, self._cuda
 
     def due(self) -> bool:
-        return ((self._fn is not None or self._cuda) and self._last is not None
-                and time.monotonic() - self._last >= IDLE_S)
+        return (self._host or self._dev) and time.monotonic() - self._last >= IDLE_S
 
-    def trim(self) -> None:
-        self._last = None
-        if self._fn is not None:
+    def trim(self, busy=lambda: False) -> None:
+        """``busy``: True once work has come in (checked again before the device's give-back,
+        which waits for the device and makes the next pass map its memory again)."""
+        if self._host:
+            self._host = False
             t = time.perf_counter()
             self._fn(0)
             log.debug(f"idle: malloc_trim took {(time.perf_counter() - t) * 1e3:.1f} ms")
-        if self._cuda:
-            give_back_cached(self._device)
+        if self._dev and not busy():
+            if give_back_cached(self._device):
+                self._dev = False
+                self.gave_back += 1
+            else:  # (tried again shortly: the due() clock moved on by RETRY_S)
+                self._last = time.monotonic() - IDLE_S + RETRY_S

@@ -13,7 +13,7 @@ echo "trim tests rc=$? at $((SECONDS - T0)) s: $(tail -1 "$OUT/tests_trim.log")"
 timeout 110 python3 -m server.bench memory --demo 2.9b --max-batch 256 --state-dtype fp16 \
   --load 256 > "$OUT/memory.log" 2>&1
 echo "memory rc=$? at $((SECONDS - T0)) s"
-grep -E '^device in use|after a load|s idle:' "$OUT/memory.log" | cut -c1-300
+grep -E '^device in use|after a load|once idle|no idle give-back' "$OUT/memory.log" | cut -c1-300
 timeout 150 python3 docs/experiments/session71/trim_cost.py \
   > "$OUT/trim_cost.log" 2>&1
 echo "trim_cost rc=$? at $((SECONDS - T0)) s"; grep -E "^\||given back" "$OUT/trim_cost.log" | cut -c1-200
