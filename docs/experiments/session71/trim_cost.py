@@ -44,20 +44,22 @@ def main() -> None:
         try:
             s = rt.scheduler
             run_load(s, 256, 64)
-            print("| round | pause s | reserved GiB before | what | ms |")
-            print("|---|---|---|---|---|")
+            print("| round | pause s | give-backs so far | reserved GiB before | what | ms |")
+            print("|---|---|---|---|---|---|")
             for r in range(3):
                 for pause in (0.3, IDLE_S + 1.0):
                     for _ in range(3):
                         time.sleep(pause)
                         res = torch.cuda.memory_reserved() / GIB
-                        print(f"| {r} | {pause:g} | {res:.2f} | 1 x 158 | {single(s):.2f} |")
+                        print(f"| {r} | {pause:g} | {s._idle_trim.gave_back} | {res:.2f} | 1 x 158 | "
+                              f"{single(s):.2f} |")
                 for pause in (0.0, IDLE_S + 1.0):
                     time.sleep(pause)
                     res = torch.cuda.memory_reserved() / GIB
                     t = time.perf_counter()
                     made = run_load(s, 256, 64)
-                    print(f"| {r} | {pause:g} | {res:.2f} | load of 256 ({made:,} tokens) | "
+                    print(f"| {r} | {pause:g} | {s._idle_trim.gave_back} | {res:.2f} | load of 256 "
+                          f"({made:,} tokens) | "
                           f"{(time.perf_counter() - t) * 1e3:.0f} |")
         finally:
             close_runtime(rt)
