@@ -17,5 +17,5 @@ grep -E '^device in use|after a load|once idle|no idle give-back' "$OUT/memory.l
 timeout 150 python3 docs/experiments/session71/trim_cost.py \
   > "$OUT/trim_cost.log" 2>&1
 echo "trim_cost rc=$? at $((SECONDS - T0)) s"; grep -E "^\||given back" "$OUT/trim_cost.log" | cut -c1-200
-LEFT=$((570 - (SECONDS - T0)))
+LEFT=$((470 - (SECONDS - T0)))
 OUT=$OUT timeout $LEFT bash docs/experiments/session71/call2.sh
