@@ -14,8 +14,8 @@ timeout 110 python3 -m server.bench memory --demo 2.9b --max-batch 256 --state-d
   --load 256 > "$OUT/memory.log" 2>&1
 echo "memory rc=$? at $((SECONDS - T0)) s"
 grep -E '^device in use|after a load|once idle|no idle give-back' "$OUT/memory.log" | cut -c1-300
-timeout 150 python3 docs/experiments/session71/trim_cost.py \
+timeout 120 python3 docs/experiments/session71/trim_cost.py \
   > "$OUT/trim_cost.log" 2>&1
 echo "trim_cost rc=$? at $((SECONDS - T0)) s"; grep -E "^\||given back" "$OUT/trim_cost.log" | cut -c1-200
-LEFT=$((470 - (SECONDS - T0)))
+LEFT=$((380 - (SECONDS - T0)))
 OUT=$OUT timeout $LEFT bash docs/experiments/session71/call2.sh
