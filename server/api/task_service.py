@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from fastapi import HTTPException
 from fastapi.exceptions import RequestValidationError
 
-from server.api.bridge import round_lead
+from server.api.bridge import round_lead, wait_finished
 from server.api.encoding import encode as encode_text
 from server.api.encoding import past_vocab, past_vocab_message
 from server.api.response_format import (FieldError, new_constraints,
@@ -65,6 +65,9 @@ def _fork(src: Task, new_id: str) -> Task:
     task = src.fork(new_id)
     task.cache_origin = origin
     return task
+
+
+TRIAL_TOKENS = 8  # generated from an imported state before it is stored (TaskService.trial)
 
 
 class TaskService:
@@ -225,6 +228,22 @@ class TaskService:
                                      "overwritten (delete it with force=true first)") from None
         except TooManyTemplates:
             raise self._templates_full(limit) from None
+
+    async def trial(self, template: Task) -> str | None:
+        """Generate ``TRIAL_TOKENS`` tokens from a copy of ``template``'s state (neither listed
+        nor stored; its prompt tokens not yet fed are fed first): the error the round failed
+        with (a state that makes the model's output NaN or infinite), or None. A state imported
+        without such a check was stored, and every fork of it and every request naming it was
+        a 500 (a QA report, session 71: values such as 1e20 pass the dtype's range check and
+        overflow in the model). A state that overflows only later still fails its requests so."""
+        trial = await self.store(_fork, template, new_task_id("TMP"))
+        trial.keep_state = False
+        fed = trial.current_token is not None or bool(trial.pending)
+        trial.continue_gen(None if fed else [0], max_tokens=TRIAL_TOKENS, temperature=1.0, top_k=1,
+                           presence_penalty=0.0, repetition_penalty=0.0)
+        self.submit(trial)  # (503 on a full queue or a shutdown: nothing is stored)
+        await wait_finished(trial)
+        return trial.error if trial.finish_reason == "error" else None
 
     @staticmethod
     def _templates_full(limit: int) -> HTTPException:

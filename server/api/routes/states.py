@@ -7,8 +7,9 @@ stores it as the read-only template ``_name``: fork it (``POST /v1/tasks/_name/f
 in OpenAI requests (``"model": "rwkv-7:_name"``). A body may take the larger of
 ``RWKV_MAX_BODY_BYTES`` and the loaded model's state size + 16 MiB (``app._state_file_room``: a
 2.9B state is ~21 MB, past the default 8 MiB). Errors: 400 unreadable file, 422 a file that
-does not fit the loaded model (the message names the tensor and the shapes), 409 name taken
-(or ``RWKV_MAX_TEMPLATES`` templates stored).
+does not fit the loaded model (the message names the tensor and the shapes) or whose state
+makes the model's output NaN or infinite (one token is generated from it before it is stored),
+409 name taken (or ``RWKV_MAX_TEMPLATES`` templates stored), 503 queue full or shutting down.
 """
 
 from __future__ import annotations
@@ -71,6 +72,10 @@ async def import_task_state(
         raise HTTPException(status, f"Cannot import the state: {e}") from None
     task = template_task(tid, sf, svc.sampling(GenerationParams(), defaults=True),
                          digest=loaded_digest(svc.loader))
+    problem = await svc.trial(task)
+    if problem is not None:
+        raise HTTPException(422, f"Cannot import the state: a token generated from it failed "
+                                 f"({problem}); its values are out of the model's range")
     await svc.put_template(task)
     return {"task_id": tid, "format": sf.kind, "layers": svc.loader.cfg.n_layer,
             "history_tokens": len(sf.history)}
