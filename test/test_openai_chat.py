@@ -142,6 +142,11 @@ def test_tool_errors():
     ('{"name": "f", "arguments": true}', None),
     ('{"name": "f", "arguments": "[1]"}', None),
     ('{"name": "f", "arguments": null}', ("f", "{}")),
+    # a string that is not JSON, or JSON cut short, is no call either: clients parse
+    # ``arguments`` (session 71's QA: passed on as a call)
+    ('{"name": "f", "arguments": "city=Paris"}', None),
+    ('{"name": "f", "arguments": "{\\"city\\": \\"Paris\\""}', None),
+    ('{"name": "f", "arguments": "  "}', ("f", "{}")),
 ])
 def test_parse_tool_call(body, expected):
     assert parse_tool_call(body) == expected

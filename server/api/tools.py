@@ -254,8 +254,8 @@ def parse_tool_call(body: str) -> tuple[str, str] | None:
     if isinstance(args, str):
         try:
             args = json.loads(args) if args.strip() else {}
-        except (ValueError, RecursionError):
-            return name.strip(), args  # not JSON: pass the text on unchanged
+        except (ValueError, RecursionError):  # not JSON ("city=Paris", cut short): no
+            return None  # call a client can parse (it was passed on as one: session 71's QA)
     if args is None:
         args = {}
     if not isinstance(args, dict):  # OpenAI's arguments are an object (LangChain's
