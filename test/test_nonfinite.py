@@ -153,8 +153,9 @@ def test_a_state_that_makes_the_output_nan_is_refused_at_import(tiny_model_path,
                                                                 value):
     """States of 1e20 or 1e30 are finite in fp32 (the range check passes them) but make the
     model's output NaN: stored, every fork of the template and every request naming it was a
-    500 (a QA report, session 71). The import generates one token from the state first: a
-    422 naming the overflow, nothing stored; a sane state imports as before."""
+    500 (a QA report, session 71). The import generates a few tokens from a copy of the
+    state first (``TaskService.trial``): a 422 naming the overflow, nothing stored;
+    a sane state imports as before; while the server shuts down, a 503 and nothing stored."""
     from server.api.app import create_app
     from server.config import Settings
 
@@ -172,6 +173,10 @@ def test_a_state_that_makes_the_output_nan_is_refused_at_import(tiny_model_path,
         assert r.status_code == 200, r.text
         r = client.post("/v1/tasks/_sane/fork", json={"prompt": "hi", "max_tokens": 2})
         assert r.status_code == 200, r.text
+        client.app.state.drain.begin()
+        r = client.post("/v1/tasks/import_state?name=_late", content=_huge_state(cfg, 0.5))
+        assert r.status_code == 503 and "shutting down" in r.text, r.text
+        assert client.get("/v1/tasks/_late/status").status_code == 404
 
 
 def test_requests_from_a_state_that_makes_the_output_nan_fail_with_strict_json(
@@ -186,7 +191,7 @@ def test_requests_from_a_state_that_makes_the_output_nan_fail_with_strict_json(
     from server.api.task_service import TaskService
     from server.config import Settings
 
-    async def no_trial(self, template):
+    async def no_trial(self, template, request):
         return None
     monkeypatch.setattr(TaskService, "trial", no_trial)
 

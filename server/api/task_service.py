@@ -23,9 +23,10 @@ from server.api.response_format import (FieldError, new_constraints,
                                         response_grammar)
 from server.api.schemas.tasks import (MAX_TOKENS_LIMIT, GenerationParams, TaskInfo,
                                        TaskResponseModel, whole_number)
-from server.api.stopping import RETRY_AFTER_S, ShuttingDown
+from server.api.stopping import RETRY_AFTER_S, ShuttingDown, client_gone, stop_in_background
 from server.model.tokenizer import IncrementalDecoder
 from server.scheduler import QueueFull
+from server.scheduler.cycle import NONFINITE_ERROR
 from server.task.cache_origin import origin_of
 from server.task.manager import TaskNotFound, TemplateExists, TooManyTemplates
 from server.task.manager import is_busy as is_busy  # re-exported for the routes
@@ -229,21 +230,43 @@ class TaskService:
         except TooManyTemplates:
             raise self._templates_full(limit) from None
 
-    async def trial(self, template: Task) -> str | None:
-        """Generate ``TRIAL_TOKENS`` tokens from a copy of ``template``'s state (neither listed
-        nor stored; its prompt tokens not yet fed are fed first): the error the round failed
-        with (a state that makes the model's output NaN or infinite), or None. A state imported
-        without such a check was stored, and every fork of it and every request naming it was
-        a 500 (a QA report, session 71: values such as 1e20 pass the dtype's range check and
-        overflow in the model). A state that overflows only later still fails its requests so."""
+    async def trial(self, template: Task, request) -> str | None:
+        """Generate ``TRIAL_TOKENS`` tokens from a copy of ``template``'s state (neither
+        listed, stored nor cached; its prompt tokens not yet fed are fed first): the error if
+        the state makes the model's output NaN or infinite, None if the tokens came. A state
+        imported without such a check was stored, and every fork of it and every request
+        naming it was a 500 (a QA report, session 71: values such as 1e20 pass the dtype's
+        range check and overflow in the model); one that overflows only later still fails its
+        requests so. A shutdown stops the trial (503, nothing stored), and so does the client
+        leaving (``request``); another failure (a fault of the whole pulse) is a 500."""
         trial = await self.store(_fork, template, new_task_id("TMP"))
-        trial.keep_state = False
+        trial.keep_state, trial.cache_origin = False, None  # (no cache entry of its state)
         fed = trial.current_token is not None or bool(trial.pending)
-        trial.continue_gen(None if fed else [0], max_tokens=TRIAL_TOKENS, temperature=1.0, top_k=1,
-                           presence_penalty=0.0, repetition_penalty=0.0)
+        trial.continue_gen(None if fed else [0], max_tokens=TRIAL_TOKENS, temperature=1.0,
+                           top_k=1, presence_penalty=0.0, repetition_penalty=0.0)
         self.submit(trial)  # (503 on a full queue or a shutdown: nothing is stored)
-        await wait_finished(trial)
-        return trial.error if trial.finish_reason == "error" else None
+        watchers = [asyncio.create_task(client_gone(request))]
+        if self.drain is not None:
+            watchers.append(asyncio.create_task(self.drain.stop_when_draining([trial])))
+        try:
+            finished = asyncio.create_task(wait_finished(trial))
+            await asyncio.wait([finished, watchers[0]], return_when=asyncio.FIRST_COMPLETED)
+            if not finished.done():  # the client left: the trial goes (nothing is stored)
+                stop_in_background([trial])
+            await finished
+        finally:
+            for w in watchers:
+                w.cancel()
+        if trial.finish_reason in ("stop", "length"):
+            return None
+        if trial.finish_reason == "error" and trial.error == NONFINITE_ERROR:
+            return trial.error
+        if self.drain is not None and self.drain.draining:
+            raise ShuttingDown()
+        if trial.finish_reason == "error":
+            raise HTTPException(500, f"Trying the state failed: {trial.error}",
+                                headers={"x-should-retry": "false"})
+        raise HTTPException(400, "The client closed the request; nothing was stored")
 
     @staticmethod
     def _templates_full(limit: int) -> HTTPException:

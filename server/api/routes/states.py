@@ -8,7 +8,8 @@ in OpenAI requests (``"model": "rwkv-7:_name"``). A body may take the larger of
 ``RWKV_MAX_BODY_BYTES`` and the loaded model's state size + 16 MiB (``app._state_file_room``: a
 2.9B state is ~21 MB, past the default 8 MiB). Errors: 400 unreadable file, 422 a file that
 does not fit the loaded model (the message names the tensor and the shapes) or whose state
-makes the model's output NaN or infinite (one token is generated from it before it is stored),
+makes the model's output NaN or infinite (``TaskService.trial``: a few tokens are generated
+from it before it is stored),
 409 name taken (or ``RWKV_MAX_TEMPLATES`` templates stored), 503 queue full or shutting down.
 """
 
@@ -72,7 +73,7 @@ async def import_task_state(
         raise HTTPException(status, f"Cannot import the state: {e}") from None
     task = template_task(tid, sf, svc.sampling(GenerationParams(), defaults=True),
                          digest=loaded_digest(svc.loader))
-    problem = await svc.trial(task)
+    problem = await svc.trial(task, request)
     if problem is not None:
         raise HTTPException(422, f"Cannot import the state: a token generated from it failed "
                                  f"({problem}); its values are out of the model's range")
