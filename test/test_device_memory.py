@@ -118,10 +118,10 @@ def test_the_idle_give_back_empties_the_cache_unless_it_may_not(monkeypatch):
     monkeypatch.setattr(torch.cuda, "device", lambda i: (
         contextlib.ExitStack() if current.append(i) else contextlib.nullcontext()))
     monkeypatch.setattr(torch.cuda, "empty_cache", lambda: calls.append(current[-1]))
-    assert memory.give_back_cached("cpu") is False
+    assert memory.give_back_cached("cpu") is None
     assert memory.give_back_cached("cuda") and calls == [0]
     reserved[1] = 2 << 20  # another model on cuda:1
-    assert memory.give_back_cached("cuda:0") is False and calls == [0]
+    assert memory.give_back_cached("cuda:0") is None and calls == [0]  # (not to be retried)
     reserved[0], reserved[1] = 0, 6 << 30
     assert memory.give_back_cached("cuda:1") and calls == [0, 1]
     held, release = threading.Event(), threading.Event()

@@ -7,7 +7,6 @@ import time
 import torch
 
 from server.logger import get_logger
-
 from server.model.cuda_graph import CAPTURE_LOCK
 
 log = get_logger(__name__)
@@ -53,11 +52,12 @@ def describe(memory: dict) -> str:
             "in use")
 
 
-def give_back_cached(device) -> bool:
+def give_back_cached(device) -> bool | None:
     """Give PyTorch's cached, unused device blocks back to the driver (``empty_cache``; with
-    expandable segments, their pages); True if done. Not done (False) while another thread
+    expandable segments, their pages); True if done. Not done: False while another thread
     holds CAPTURE_LOCK (a graph capture, which the call would break, or the copy-back's
-    gather), nor while another GPU than ``device`` has memory reserved: ``empty_cache``
+    gather: try again later); None off CUDA and while another GPU than ``device`` has memory
+    reserved (not to be tried again while it does): ``empty_cache``
     empties every device's cache, and with expandable segments PyTorch waited on the wrong
     device's stream before unmapping another device's pages (pytorch#196258, fixed by #197159
     in September 2026), which could pull memory from under work queued there. Live tensors
@@ -65,11 +65,11 @@ def give_back_cached(device) -> bool:
     work: for an idle server, not between a task's steps."""
     device = torch.device(device)
     if device.type != "cuda":
-        return False
+        return None
     index = torch.cuda.current_device() if device.index is None else device.index
     if any(torch.cuda.memory_reserved(i) for i in range(torch.cuda.device_count())
            if i != index):
-        return False
+        return None
     if not CAPTURE_LOCK.acquire(blocking=False):
         return False
     try:

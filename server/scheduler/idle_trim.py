@@ -44,8 +44,9 @@ def _malloc_trim():
 class IdleTrim:
     """``worked()`` after each step with work; ``due()`` in the idle loop: True once per idle
     spell, ``IDLE_S`` after the last work; then ``trim()`` (off any lock the request path
-    takes). A device give-back that could not run (another thread held CAPTURE_LOCK) is due
-    again ``RETRY_S`` later in the same spell; ``gave_back`` counts those that ran."""
+    takes). A device give-back that met CAPTURE_LOCK held is due again ``RETRY_S`` later in
+    the same spell (one that may not run, another GPU holding memory, is not); ``gave_back``
+    counts those that ran."""
 
     def __init__(self, device=None):
         self._fn = _malloc_trim()
@@ -71,8 +72,9 @@ class IdleTrim:
             self._fn(0)
             log.debug(f"idle: malloc_trim took {(time.perf_counter() - t) * 1e3:.1f} ms")
         if self._dev and not busy():
-            if give_back_cached(self._device):
-                self._dev = False
-                self.gave_back += 1
-            else:  # (tried again shortly: the due() clock moved on by RETRY_S)
+            done = give_back_cached(self._device)
+            if done is False:  # (the lock was held: tried again RETRY_S later)
                 self._last = time.monotonic() - IDLE_S + RETRY_S
+            else:  # (None: not to be done in this spell, another GPU holding memory)
+                self._dev = False
+                self.gave_back += bool(done)
