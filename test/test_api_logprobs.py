@@ -383,3 +383,60 @@ def test_a_shutdown_during_scoring_answers_503(tiny_model_path, tmp_path):
         assert time.time() - start < 10
         assert_error(got["r"], 503, code="server_shutting_down")
         assert job.future.cancelled()
+
+
+@pytest.mark.parametrize("outcome", ["scored", "failed"])
+def test_a_streamed_echo_with_logprobs_starts_before_its_prompt_is_scored(
+        tiny_model_path, tmp_path, monkeypatch, outcome):
+    """A streamed completion with ``echo`` and ``logprobs`` sent nothing, not even its status
+    line or a keep-alive, until the whole prompt was scored (34 s for a 30,000-word prompt on
+    a 2-core CPU: clients and proxies took it for a hung connection; session 71's QA). The
+    stream now starts at once; the scoring's failure after that is an error event."""
+    import concurrent.futures
+    import threading
+
+    import httpx
+
+    from openai_helpers import LiveServer
+    from server.config import Settings
+
+    settings = Settings(model_path=tiny_model_path, demo=None, device="cpu",
+                        task_db_path=str(tmp_path / "t.db"), api_key=None, verbose=False)
+    gate = threading.Event()
+    with LiveServer(settings) as srv:
+        sched = srv.runtime.scheduler
+        real = sched.score
+
+        def held_score(tokens, top=0):  # the real scoring, handed on once the gate opens
+            job, out = real(tokens, top), concurrent.futures.Future()
+
+            def relay():
+                gate.wait(60)
+                if outcome == "failed":
+                    out.set_exception(RuntimeError("boom"))
+                else:
+                    out.set_result(job.result())
+            threading.Thread(target=relay, daemon=True).start()
+            return out
+        monkeypatch.setattr(sched, "score", held_score)
+        body = {"prompt": "Hello there, world", "echo": True, "logprobs": 1, "max_tokens": 2,
+                "stream": True, "temperature": 0}
+        try:
+            with httpx.stream("POST", srv.url + "/v1/completions", json=body,
+                              timeout=10) as r:
+                assert r.status_code == 200 and not gate.is_set()  # (before the scoring)
+                gate.set()
+                events = [line[6:] for line in r.iter_lines() if line.startswith("data: ")]
+        finally:
+            gate.set()
+    if outcome == "failed":
+        assert len(events) == 1, events
+        error = json.loads(events[0])["error"]
+        assert "Scoring the prompt failed: RuntimeError: boom" in error["message"]
+        return
+    assert events[-1] == "[DONE]"
+    first = json.loads(events[0])["choices"][0]
+    assert first["text"] == "Hello there, world"
+    assert first["logprobs"]["tokens"][0] == "Hello"
+    assert first["logprobs"]["token_logprobs"][0] is None
+    assert json.loads(events[-2])["choices"][0]["finish_reason"] == "length"

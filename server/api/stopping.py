@@ -163,7 +163,9 @@ class Drain:
 
     async def stop_when_draining(self, tasks, also: anyio.Event | None = None) -> None:
         """``stop`` the tasks once draining begins, or once ``also`` is set (sse-starlette's
-        own shutdown signal: the server is stopping without having called ``begin``)."""
+        own shutdown signal: the server is stopping without having called ``begin``).
+        ``tasks``: a list, or a function giving those made by then (a stream that starts
+        before its tasks exist)."""
         waits = [asyncio.ensure_future(self.event.wait())]
         if also is not None:
             waits.append(asyncio.ensure_future(also.wait()))
@@ -172,4 +174,4 @@ class Drain:
         finally:
             for w in waits:
                 w.cancel()
-        self.stop(tasks)
+        self.stop(tasks() if callable(tasks) else tasks)

@@ -30,6 +30,8 @@ import asyncio
 import os
 import secrets
 import time
+from collections.abc import AsyncIterator
+from contextlib import aclosing
 
 import anyio
 from fastapi import APIRouter, Request
@@ -46,7 +48,7 @@ from server.api.response_format import (FieldError, new_constraints,
                                         grammar_off_loop, request_logit_bias,
                                         response_grammar)
 from server.api.routes.openai_format import (Reply, chat_body, chat_events, chat_message,
-                                             completion_body, completion_events)
+                                             completion_body, completion_events, error_event)
 from server.api.routes.openai_schemas import (MAX_CHOICES, ChatRequest, CompletionRequest,
                                               OpenAIError, off_loop_if_big, parse_request)
 from server.api.safe_json import SafeJSONResponse, utf8_safe
@@ -223,7 +225,7 @@ def _shutting_down(message: str) -> OpenAIError:
                        headers={"Retry-After": "1"})
 
 
-def _sse(events, choices: list[Choice], drain) -> EventSourceResponse:
+def _sse(events, choices: list[Choice], drain, jobs=()) -> EventSourceResponse:
     """``data: <json>\\n\\n`` events only; keep-alives are ``: ping`` comments. A client that
     disconnects stops the tasks at once (the generator's own clean-up stops them too). When the
     server shuts down, ``drain`` (the app's ``Drain``) stops the tasks, so the stream ends within
@@ -231,11 +233,14 @@ def _sse(events, choices: list[Choice], drain) -> EventSourceResponse:
     (``openai_format``), never a ``finish_reason`` and ``[DONE]`` that would pass it as whole."""
     async def on_close(_message) -> None:
         stop_in_background([c.task for c in choices])
+        for job in jobs:  # (prompts still being scored: ``jobs``, _score_jobs's)
+            if job is not None and not job.done():
+                job.cancel()
 
     shutdown = anyio.Event()  # sse-starlette's own signal (also a server without run.py's)
 
-    async def stop_on_shutdown() -> None:
-        await drain.stop_when_draining([c.task for c in choices], also=shutdown)
+    async def stop_on_shutdown() -> None:  # (choices: filled later where a prompt is scored)
+        await drain.stop_when_draining(lambda: [c.task for c in choices], also=shutdown)
 
     return EventSourceResponse(events, sep="\n", ping=PING_SECONDS,
                                ping_message_factory=lambda: ServerSentEvent(comment="ping", sep="\n"),
@@ -478,21 +483,27 @@ def _completion_logprobs(req) -> int | None:
     return lp
 
 
-async def _prompt_logprobs(request: Request, rt, tokens: list[int], top: int) -> list:
-    """An echoed prompt's ``(token, entry)`` pairs, the first token's entry None (it follows
-    nothing): scored on the scheduler's thread (``BaseScheduler.score``). A client that leaves
-    cancels the job (dropped at its next pass), and so does the server's shutdown (503)."""
+def _score_job(rt, tokens: list[int], top: int):
+    """Queue the scoring of an echoed prompt's tokens on the scheduler's thread
+    (``BaseScheduler.score``): its future, None for no tokens; 503 when the queue is full or
+    the server is shutting down."""
     if not tokens:
-        return []
-    drain = request.app.state.drain
-    if drain.draining:
-        raise _shutting_down("The server is shutting down; retry shortly.")
+        return None
     try:
-        job = rt.scheduler.score(tokens, top)
+        return rt.scheduler.score(tokens, top)
     except QueueFull as e:
         raise _busy(e) from None
     except ScoringStopped as e:
         raise _shutting_down(f"The server is shutting down ({e}); retry shortly.") from None
+
+
+async def _scored(request: Request, job, tokens: list[int]) -> list:
+    """``job``'s (``_score_job``'s) ``(token, entry)`` pairs, the first token's entry None (it
+    follows nothing). A client that leaves cancels the job (dropped at its next pass), and so
+    does the server's shutdown (503)."""
+    if job is None:
+        return []
+    drain = request.app.state.drain
     scored = asyncio.wrap_future(job)
     ends = [asyncio.ensure_future(drain.event.wait()),
             asyncio.ensure_future(client_gone(request))]
@@ -516,6 +527,36 @@ async def _prompt_logprobs(request: Request, rt, tokens: list[int], top: int) ->
                           type="server_error", code="generation_error",
                           headers={"x-should-retry": "false"}) from None
     return list(zip(tokens, [None] + entries))
+
+
+def _score_jobs(request: Request, rt, prompts, top: int) -> list:
+    """``_score_job`` for each prompt, all queued at once; none left queued if one is refused.
+    503 while the server is shutting down."""
+    if request.app.state.drain.draining:
+        raise _shutting_down("The server is shutting down; retry shortly.")
+    jobs = []
+    try:
+        for _, toks in prompts:
+            jobs.append(_score_job(rt, toks, top))
+    except OpenAIError:
+        for job in jobs:
+            if job is not None:
+                job.cancel()
+        raise
+    return jobs
+
+
+async def _after(begun, events) -> AsyncIterator[str]:
+    """A stream's ``events`` once ``begun`` (its prompts scored, its choices submitted) has
+    ended, or an error event if it failed (the status line went out already)."""
+    try:
+        await begun
+    except OpenAIError as e:
+        yield error_event(e.message, e.code or "generation_error")
+        return
+    async with aclosing(events) as ev:
+        async for event in ev:
+            yield event
 
 
 @router.post("/v1/completions", openapi_extra=_body_doc(CompletionRequest),
@@ -554,21 +595,42 @@ async def completions(request: Request):
     choices = []
     # an empty prompt starts a document (token 0), or goes on from a template's next token
     start = [] if tpl is not None and tpl.unfed() else [0]
-    for i, (text, toks) in enumerate(prompts):
-        tasks = make_tasks(toks or start, n, params, req.seed, stop_at_turn=not fim,
-                           logprobs=logprobs, logit_bias=bias)
-        echo, lead = _echo(rt, text, toks) if req.echo else ("", b"")
-        head = await _prompt_logprobs(request, rt, toks, logprobs) if scored else None
-        choices += [Choice(i * n + j, t, OutputSplitter("text", req.stop_list, boundary=not fim),
-                           echo=echo, lead=lead, echo_logprobs=head)
-                    for j, t in enumerate(tasks)]
-    await _constrain(rt, [c.task for c in choices], grammar, "response_format")
-    await prepare_tasks(rt, tpl, [c.task for c in choices])  # prefix cache; the template
-    await _submit(request, rt, [c.task for c in choices], req.stream, arrived)
     reply = _reply(rt, req, "cmpl", sum(len(t or start) + _head(tpl) for _, t in prompts))
-    if req.stream:
+
+    async def begin(jobs) -> None:
+        """Score the echoed prompts (``jobs``), then make, prepare and submit the choices."""
+        try:
+            for i, ((text, toks), job) in enumerate(zip(prompts, jobs)):
+                tasks = make_tasks(toks or start, n, params, req.seed, stop_at_turn=not fim,
+                                   logprobs=logprobs, logit_bias=bias)
+                echo, lead = _echo(rt, text, toks) if req.echo else ("", b"")
+                head = await _scored(request, job, toks) if scored else None
+                choices.extend(Choice(i * n + j, t, OutputSplitter("text", req.stop_list,
+                                                                    boundary=not fim),
+                                      echo=echo, lead=lead, echo_logprobs=head)
+                               for j, t in enumerate(tasks))
+        finally:  # (a prompt refused, the client gone: the later prompts' jobs go too)
+            for job in jobs:
+                if job is not None and not job.done():
+                    job.cancel()
+        await _constrain(rt, [c.task for c in choices], grammar, "response_format")
+        await prepare_tasks(rt, tpl, [c.task for c in choices])  # prefix cache; the template
+        await _submit(request, rt, [c.task for c in choices], req.stream, arrived)
+
+    if not (req.stream and scored):
+        await begin(_score_jobs(request, rt, prompts, logprobs) if scored
+                    else [None] * len(prompts))
+        if not req.stream:
+            await _run_to_end(request, rt, choices)
+            return SafeJSONResponse(completion_body(reply, choices, rt.loader.tokenizer))
         drain = request.app.state.drain
         return _sse(completion_events(reply, choices, rt.loader.tokenizer, drain), choices,
                     drain)
-    await _run_to_end(request, rt, choices)
-    return SafeJSONResponse(completion_body(reply, choices, rt.loader.tokenizer))
+    # streamed with the prompt scored: the stream starts (headers, keep-alives) while the
+    # prompts are scored, which can take long (a silent 34 s for a 30,000-word prompt on a
+    # CPU, session 71's QA); the jobs are queued first (a full queue or a shutdown is a 503
+    # as for any request), later failures an error event in the stream
+    jobs = _score_jobs(request, rt, prompts, logprobs)
+    drain = request.app.state.drain
+    return _sse(_after(begin(jobs), completion_events(reply, choices, rt.loader.tokenizer,
+                                                       drain)), choices, drain, jobs)
