@@ -385,13 +385,14 @@ def test_a_shutdown_during_scoring_answers_503(tiny_model_path, tmp_path):
         assert job.future.cancelled()
 
 
-@pytest.mark.parametrize("outcome", ["scored", "failed"])
+@pytest.mark.parametrize("outcome", ["scored", "failed", "crashed"])
 def test_a_streamed_echo_with_logprobs_starts_before_its_prompt_is_scored(
         tiny_model_path, tmp_path, monkeypatch, outcome):
     """A streamed completion with ``echo`` and ``logprobs`` sent nothing, not even its status
     line or a keep-alive, until the whole prompt was scored (34 s for a 30,000-word prompt on
     a 2-core CPU: clients and proxies took it for a hung connection; session 71's QA). The
-    stream now starts at once; the scoring's failure after that is an error event."""
+    stream now starts at once; a failure after that (the scoring's, or an unexpected one as
+    the choices are made) is an error event, never a stream cut without a word."""
     import concurrent.futures
     import threading
 
@@ -419,6 +420,12 @@ def test_a_streamed_echo_with_logprobs_starts_before_its_prompt_is_scored(
             threading.Thread(target=relay, daemon=True).start()
             return out
         monkeypatch.setattr(sched, "score", held_score)
+        if outcome == "crashed":
+            from server.api.routes import openai as routes
+
+            async def broken(*args):
+                raise ValueError("unexpected")
+            monkeypatch.setattr(routes, "prepare_tasks", broken)
         body = {"prompt": "Hello there, world", "echo": True, "logprobs": 1, "max_tokens": 2,
                 "stream": True, "temperature": 0}
         try:
@@ -429,10 +436,12 @@ def test_a_streamed_echo_with_logprobs_starts_before_its_prompt_is_scored(
                 events = [line[6:] for line in r.iter_lines() if line.startswith("data: ")]
         finally:
             gate.set()
-    if outcome == "failed":
+    if outcome != "scored":
         assert len(events) == 1, events
         error = json.loads(events[0])["error"]
-        assert "Scoring the prompt failed: RuntimeError: boom" in error["message"]
+        assert error["message"] == ("Scoring the prompt failed: RuntimeError: boom"
+                                    if outcome == "failed" else
+                                    "Internal server error: ValueError"), error
         return
     assert events[-1] == "[DONE]"
     first = json.loads(events[0])["choices"][0]

@@ -57,12 +57,14 @@ from server.api.stopping import client_gone, stop_in_background
 from server.api.task_stream import SHUTDOWN_GRACE_S
 from server.api.tools import (choice_name, forced_call_grammar, forced_tool, forces_call,
                               parse_tools, tools_active)
+from server.logger import get_logger
 from server.model.tokenizer import incomplete_tail
 from server.scheduler import QueueFull
 from server.scheduler.scoring import ScoringStopped
 
 # strict JSON whatever a reply holds (a NaN log probability was a 500; session 66's QA). Not
 # the app's default: the Task API's routes (response models) keep pydantic's own JSON writer
+log = get_logger("api")
 router = APIRouter(tags=["openai"], default_response_class=SafeJSONResponse)
 PING_SECONDS = 15
 COMPLETION_TOP_MAX = 5  # OpenAI's limit of the completions' ``logprobs``
@@ -538,7 +540,7 @@ def _score_jobs(request: Request, rt, prompts, top: int) -> list:
     try:
         for _, toks in prompts:
             jobs.append(_score_job(rt, toks, top))
-    except OpenAIError:
+    except BaseException:
         for job in jobs:
             if job is not None:
                 job.cancel()
@@ -552,7 +554,11 @@ async def _after(begun, events) -> AsyncIterator[str]:
     try:
         await begun
     except OpenAIError as e:
-        yield error_event(e.message, e.code or "generation_error")
+        yield error_event(e.message, e.code or "generation_error", e.type, e.param)
+        return
+    except Exception as e:  # (as the app's own 500: never a stream cut without a word)
+        log.opt(exception=e).error(f"Starting a scored completion's stream failed: {e!r}")
+        yield error_event(f"Internal server error: {type(e).__name__}", "internal_error")
         return
     async with aclosing(events) as ev:
         async for event in ev:

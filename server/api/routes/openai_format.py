@@ -43,9 +43,9 @@ def dump(obj) -> str:
     return sse_json(obj, separators=(",", ":"))
 
 
-def error_event(message: str, code: str = "generation_error") -> str:
-    return dump({"error": {"message": message, "type": "server_error", "param": None,
-                           "code": code}})
+def error_event(message: str, code: str = "generation_error", type: str = "server_error",
+                param: str | None = None) -> str:
+    return dump({"error": {"message": message, "type": type, "param": param, "code": code}})
 
 
 # ---- chat ------------------------------------------------------------------------------------
