@@ -43,6 +43,26 @@ async def client_gone(request) -> None:
         await asyncio.sleep(0.25)
 
 
+async def finish_watched(task, drain, request=None) -> bool:
+    """Wait for ``task`` to finish, stopping it once the server begins to shut down
+    (``drain``, the app's ``Drain``; None: not watched) or once the client of ``request``
+    leaves (None: not watched); True if the client left first."""
+    async def stop_when_gone() -> None:
+        await client_gone(request)
+        stop_in_background([task])
+
+    watchers = [] if drain is None else [asyncio.create_task(drain.stop_when_draining([task]))]
+    if request is not None:
+        watchers.append(gone := asyncio.create_task(stop_when_gone()))
+    try:
+        await wait_finished(task)
+    finally:
+        left = request is not None and gone.done()  # (its client went first)
+        for w in watchers:
+            w.cancel()
+    return left
+
+
 def stop_tasks(tasks) -> None:
     """Ask every unfinished task to stop; never raises."""
     for task in tasks:

@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from fastapi import HTTPException
 from fastapi.exceptions import RequestValidationError
 
-from server.api.bridge import round_lead, wait_finished
+from server.api.bridge import round_lead
 from server.api.encoding import encode as encode_text
 from server.api.encoding import past_vocab, past_vocab_message
 from server.api.response_format import (FieldError, new_constraints,
@@ -23,7 +23,7 @@ from server.api.response_format import (FieldError, new_constraints,
                                         response_grammar)
 from server.api.schemas.tasks import (MAX_TOKENS_LIMIT, GenerationParams, TaskInfo,
                                        TaskResponseModel, whole_number)
-from server.api.stopping import RETRY_AFTER_S, ShuttingDown, client_gone, stop_in_background
+from server.api.stopping import RETRY_AFTER_S, ShuttingDown, finish_watched
 from server.model.tokenizer import IncrementalDecoder
 from server.scheduler import QueueFull
 from server.scheduler.cycle import NONFINITE_ERROR
@@ -245,18 +245,7 @@ class TaskService:
         trial.continue_gen(None if fed else [0], max_tokens=TRIAL_TOKENS, temperature=1.0,
                            top_k=1, presence_penalty=0.0, repetition_penalty=0.0)
         self.submit(trial)  # (503 on a full queue or a shutdown: nothing is stored)
-        watchers = [asyncio.create_task(client_gone(request))]
-        if self.drain is not None:
-            watchers.append(asyncio.create_task(self.drain.stop_when_draining([trial])))
-        try:
-            finished = asyncio.create_task(wait_finished(trial))
-            await asyncio.wait([finished, watchers[0]], return_when=asyncio.FIRST_COMPLETED)
-            if not finished.done():  # the client left: the trial goes (nothing is stored)
-                stop_in_background([trial])
-            await finished
-        finally:
-            for w in watchers:
-                w.cancel()
+        await finish_watched(trial, self.drain, request)
         if trial.finish_reason in ("stop", "length"):
             return None
         if trial.finish_reason == "error" and trial.error == NONFINITE_ERROR:

@@ -7,13 +7,11 @@ Create-like endpoints (``tmp``, ``create``, ``fim``, ``fork``, ``continue``) ans
 
 from __future__ import annotations
 
-import asyncio
 from typing import Literal
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request
 from fastapi.exceptions import RequestValidationError
 
-from server.api.bridge import wait_finished
 from server.api.chat import fim_prompt
 from server.api.schemas.tasks import (I64_MAX, ContinueRequest, CreateRequest, FimRequest,
                                       TaskInfo, TaskList, TaskResponseModel)
@@ -21,7 +19,7 @@ from server.api.task_service import TASK_NOT_FOUND, TaskService, invalid, is_bus
 from server.task.manager import TaskNotFound
 from server.task.policy import TaskUnreadable, is_template_id, is_temporary_id
 from server.task.state_templates import template_name
-from server.api.stopping import ShuttingDown, client_gone, stop_in_background, stop_round
+from server.api.stopping import ShuttingDown, finish_watched, stop_round
 from server.api.task_stream import sse_response
 from server.task.task import Status, Task, new_task_id
 
@@ -53,11 +51,6 @@ async def _started(svc: TaskService, task: Task, stream: bool, creator_owns: boo
     return svc.reply(task, finished=False)
 
 
-async def _stop_when_gone(request: Request, task: Task) -> None:
-    await client_gone(request)
-    stop_in_background([task])
-
-
 async def _prefilled(svc: TaskService, task: Task, new: bool, request: Request | None) -> None:
     """Wait for a prefill-only round, stopping it if the server begins to shut down (it
     waited out uvicorn's 10 s, then a plain-text 500: a QA report, session 70). Cut short, a
@@ -66,16 +59,7 @@ async def _prefilled(svc: TaskService, task: Task, new: bool, request: Request |
     503 says so (no Retry-After: the same request again would append its prompt twice).
     ``request`` (a temporary task's): its client leaving stops and drops the task too (its
     prefill went on to the end for nobody; the same QA)."""
-    watchers = [asyncio.create_task(svc.drain.stop_when_draining([task]))]
-    if request is not None:
-        watchers.append(asyncio.create_task(_stop_when_gone(request, task)))
-    try:
-        await wait_finished(task)
-    finally:
-        client_left = request is not None and watchers[1].done()  # (its client went first)
-        for w in watchers:
-            w.cancel()
-    if client_left:
+    if await finish_watched(task, svc.drain, request):
         await svc.forget(task)
         return  # (nobody reads the reply)
     if not svc.drain.cut_short(task):
