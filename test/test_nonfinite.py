@@ -3,6 +3,7 @@ state) fails its task alone, naming the cause, instead of returning garbage toke
 NaN logits; the other rows of its batch go on unchanged (engine.REASON_NONFINITE)."""
 
 import json
+import time
 
 import pytest
 import torch
@@ -177,6 +178,51 @@ def test_a_state_that_makes_the_output_nan_is_refused_at_import(tiny_model_path,
         r = client.post("/v1/tasks/import_state?name=_late", content=_huge_state(cfg, 0.5))
         assert r.status_code == 503 and "shutting down" in r.text, r.text
         assert client.get("/v1/tasks/_late/status").status_code == 404
+
+
+def test_a_shutdown_during_the_trial_refuses_the_import(tiny_model_path, tmp_path,
+                                                        monkeypatch):
+    """A shutdown that begins while the import's trial runs (``TaskService.trial``) stops it:
+    a 503 and nothing stored, not the template of a state whose trial was cut short (a stopped
+    trial ends "abort", neither a pass nor the overflow). The trial is made 2,000 tokens long
+    here so that it is still running when the shutdown begins, right after it is submitted.
+    And the trial leaves no prefix-cache entry behind (``cache_origin`` None): an exported
+    task's state (105 tokens of history), served without split invariance (``align`` 1: a
+    finished task's state is cached), added an entry keyed to the trial's tokens."""
+    from server.api import task_service
+    from server.api.app import create_app
+    from server.api.task_service import TaskService
+    from server.config import Settings
+
+    submit = TaskService.submit
+
+    def submit_then_shut_down(self, task):
+        submit(self, task)
+        if task.task_id.startswith("TMP") and task.max_tokens == 2000:  # (the trial)
+            self.drain.begin()
+
+    settings = Settings(model_path=tiny_model_path, demo=None, device="cpu", api_key=None,
+                        task_db_path=str(tmp_path / "t.db"), state_dtype="fp32",
+                        split_invariant=False)
+    prompt = "User: " + "hello there, how are you today? " * 12 + "\n\nAssistant:"
+    with TestClient(create_app(settings)) as client:
+        tid = client.post("/v1/tasks/create", json={
+            "prompt": prompt, "max_tokens": 4, "temperature": 0}).json()["task_id"]
+        for _ in range(200):
+            if client.get(f"/v1/tasks/{tid}/get_result").json()["finished"]:
+                break
+            time.sleep(0.05)
+        data = client.get(f"/v1/tasks/{tid}/export_state").content
+        entries = client.get("/health").json()["prefix_cache"]["entries"]
+        r = client.post("/v1/tasks/import_state?name=_kept", content=data)
+        assert r.status_code == 200 and r.json()["history_tokens"] == 105, r.text
+        assert client.get("/health").json()["prefix_cache"]["entries"] == entries
+        monkeypatch.setattr(task_service, "TRIAL_TOKENS", 2000)
+        monkeypatch.setattr(TaskService, "submit", submit_then_shut_down)
+        r = client.post("/v1/tasks/import_state?name=_cut", content=data)
+        assert r.status_code == 503 and "shutting down" in r.text, r.text
+        assert client.get("/v1/tasks/_cut/status").status_code == 404
+        assert client.get("/v1/tasks/_kept/status").status_code == 200
 
 
 def test_requests_from_a_state_that_makes_the_output_nan_fail_with_strict_json(
