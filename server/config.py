@@ -133,6 +133,20 @@ class Settings(BaseSettings):
                                     "averages under 500 bytes/s past it, is closed")
     verbose: bool = True
 
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_stray_ends(cls, v, info):
+        """A value with spaces or line breaks at its ends is refused, naming them: a CRLF env
+        file's carriage return made RWKV_TASK_DB_PATH a new file whose name ends in one (the
+        stored templates seemingly lost), and "Model file not found" named a file that exists
+        (session 72's QA); numbers were stripped, names refused with puzzling messages. (The
+        key has its own message; a value of spaces alone, its field's.)"""
+        if isinstance(v, str) and v.strip() and v != v.strip() and info.field_name != "api_key":
+            raise ValueError(f"has spaces or line breaks at its ends ({v!r}): remove them (an "
+                             "env file with Windows line ends puts a carriage return in every "
+                             "value)")
+        return v
+
     @field_validator("device")
     @classmethod
     def _check_device(cls, v: str) -> str:

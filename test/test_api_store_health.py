@@ -78,3 +78,41 @@ def test_a_task_whose_submission_fails_unexpectedly_is_not_left_listed(tiny_mode
         monkeypatch.setattr(sched, "add_task", real)
         tid = client.post("/v1/tasks/create", json=body).json()["task_id"]
         _until(lambda: client.get(f"/v1/tasks/{tid}/get_result").json()["finished"])
+
+
+def test_a_request_whose_write_the_full_disk_refuses_is_a_507_and_degrades_health(
+        tiny_model_path, tmp_path):
+    """A request's own write refused for want of room (``as_template``, ``import_state``,
+    ``delete``) was a 500 the openai SDKs retried twice, and ``/health`` stayed "ok": only the
+    background writer's refusals showed there (session 72's QA, a 400 KB tmpfs). Now a 507
+    ``storage_full`` with ``x-should-retry: false``, ``/health`` "degraded" naming SQLite's
+    error until a write succeeds, and the same request succeeds once there is room. The disk
+    is full here by SQLite's own page limit (``max_page_count``: SQLITE_FULL, "database or disk
+    is full", as from the file system)."""
+    from server.api.app import create_app
+    from server.config import Settings
+
+    settings = Settings(model_path=tiny_model_path, demo=None, device="cpu", api_key=None,
+                        task_db_path=str(tmp_path / "t.db"))
+    body = {"prompt": "User: hi\n\nAssistant:", "max_tokens": 0}
+    with TestClient(create_app(settings)) as client:
+        store = client.app.state.runtime.manager.store
+        tid = client.post("/v1/tasks/create", json=body).json()["task_id"]
+        _until(lambda: store.contains(tid))
+        with store._lock:
+            pages = store._db.execute("PRAGMA page_count").fetchone()[0]
+            store._db.execute(f"PRAGMA max_page_count={pages}")
+        r = client.post(f"/v1/tasks/{tid}/as_template?name=full")
+        assert r.status_code == 507, r.text
+        assert r.headers.get("x-should-retry") == "false"
+        assert "disk is full" in r.json()["detail"], r.text
+        h = client.get("/health").json()
+        assert h["status"] == "degraded", h
+        assert not h["task_store"]["ok"] and "disk is full" in h["task_store"]["error"], h
+        assert client.get("/v1/tasks/_full/status").status_code == 404
+        with store._lock:
+            store._db.execute("PRAGMA max_page_count=1073741823")
+        r = client.post(f"/v1/tasks/{tid}/as_template?name=full")
+        assert r.status_code == 200, r.text
+        h = client.get("/health").json()
+        assert h["status"] == "ok" and h["task_store"]["error"] is None, h

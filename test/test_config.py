@@ -73,6 +73,26 @@ def test_an_empty_demo_is_none_and_an_api_key_with_spaces_is_refused(monkeypatch
     assert load_settings().api_key == "sk-abc"
 
 
+def test_values_with_spaces_or_line_breaks_at_their_ends_are_refused(monkeypatch):
+    """A CRLF env file's carriage return (or a stray space) at a value's end: a task database
+    path made a new file whose name ends in it (the stored templates seemingly lost), a model
+    path's "not found" named a file that exists, a device or preset got puzzling refusals and
+    numbers were quietly stripped (session 72's QA). Each is refused at start, naming the
+    variable and the value as written; spaces inside a value stay allowed."""
+    for var, value in (("RWKV_TASK_DB_PATH", "/tmp/t.db\r"), ("RWKV_MODEL_PATH", "m.pth "),
+                       ("RWKV_DEVICE", "cpu\r"), ("RWKV_MAX_BATCH_SIZE", "64\r"),
+                       ("RWKV_VERBOSE", " false")):
+        monkeypatch.setenv(var, value)
+        with pytest.raises(SystemExit) as e:
+            load_settings()
+        assert f"{var}: has spaces or line breaks at its ends ({value!r})" in str(e.value)
+        monkeypatch.delenv(var)
+    monkeypatch.setenv("RWKV_CORS_ORIGINS", "http://a.example, http://b.example")
+    monkeypatch.setenv("RWKV_TASK_DB_PATH", "/tmp/my tasks.db")
+    s = load_settings()
+    assert s.task_db_path == "/tmp/my tasks.db" and s.cors_origins.startswith("http://a")
+
+
 def test_an_empty_api_key_and_zero_token_limits_are_refused(monkeypatch):
     """``RWKV_API_KEY=`` (``${SECRET}`` with SECRET unset) served every route without a key,
     its log saying only "set RWKV_API_KEY to require one"; ``RWKV_MAX_TOKENS_CAP=0`` or

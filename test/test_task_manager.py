@@ -994,3 +994,34 @@ def test_start_up_logs_the_task_database_and_its_limits(db):
             assert any(want in line for line in lines), lines
     finally:
         logger.remove(sink)
+
+
+def test_start_up_says_when_the_task_database_is_new_and_its_folder_made(tmp_path):
+    """A new database file is named as new, and a folder made for it is a warning: with a
+    mistyped folder in RWKV_TASK_DB_PATH the server started on a new, empty database, its
+    templates seemingly lost, said only by "0 stored tasks" (session 72's QA). An existing
+    file is not new."""
+    from loguru import logger
+
+    from server.api.lifecycle import open_manager
+    from server.config import Settings
+
+    db = str(tmp_path / "typo" / "deeper" / "t.db")
+    lines = []
+    sink = logger.add(lines.append, level="INFO", format="{level} {message}")
+    try:
+        open_manager(Settings(task_db_path=db), loader=None).close()
+        assert any(f"INFO Task database {db}: a new file, 0 stored tasks" in x for x in lines)
+        made = [x for x in lines if x.startswith("WARNING Made the folder")]
+        assert len(made) == 1 and f"folder {tmp_path / 'typo'} for" in made[0], lines
+        lines.clear()
+        open_manager(Settings(task_db_path=db), loader=None).close()
+        assert any(f"INFO Task database {db}: 0 stored tasks" in x for x in lines), lines
+        assert not any("new file" in x or "Made the folder" in x for x in lines), lines
+        lines.clear()
+        db2 = str(tmp_path / "t2.db")  # (its folder there: new, no folder made)
+        open_manager(Settings(task_db_path=db2), loader=None).close()
+        assert any(f"Task database {db2}: a new file" in x for x in lines), lines
+        assert not any("Made the folder" in x for x in lines), lines
+    finally:
+        logger.remove(sink)

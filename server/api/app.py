@@ -37,7 +37,7 @@ from server.model.memory import device_memory
 from server.model.state import State
 from server.scheduler.prefix_cache import state_nbytes
 from server.task.policy import TaskUnreadable
-from server.task.store import is_busy_error, is_damage_error, unusable
+from server.task.store import is_busy_error, is_damage_error, is_full_error, unusable
 
 log = get_logger("api")
 
@@ -183,16 +183,21 @@ def _cache_health(sch) -> dict:
 async def _database_error(request: Request, exc: sqlite3.DatabaseError) -> Response:
     """The task database failed under a request (a file damaged while serving): a 500 naming
     the file and what to do, not a bare "DatabaseError". Locked by another connection past the
-    busy timeout: a 503 with Retry-After (it was a 500 advising to check the disk)."""
+    busy timeout: a 503 with Retry-After (it was a 500 advising to check the disk). Full (no
+    room on its disk): a 507 that the client should not retry (it was a 500 the openai SDKs
+    retried twice at once; the disk needs an operator; session 72's QA). A refused write shows
+    on /health (``TaskStore.refused``)."""
     manager = request.app.state.runtime.manager
     if is_damage_error(exc):
         manager.note_damage(exc)  # (/health: degraded)
     message = str(unusable(manager.store.path, exc))
     log.error(f"{request.method} {request.url.path}: {message}")
     busy = is_busy_error(exc)
-    status, code = (503, "database_locked") if busy else (500, "database_error")
+    status, code = ((503, "database_locked") if busy else (507, "storage_full")
+                    if is_full_error(exc) else (500, "database_error"))
     body = error_body(request.url.path, status, message, code)
-    headers = {"Retry-After": "1"} if busy else NO_RETRY if is_damage_error(exc) else None
+    headers = {"Retry-After": "1"} if busy else NO_RETRY if status == 507 \
+        or is_damage_error(exc) else None
     return Response(body, status_code=status, media_type="application/json", headers=headers)
 
 

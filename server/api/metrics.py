@@ -85,7 +85,8 @@ class _RuntimeCollector:
                                  ("max_batch_size", "Largest capacity", sch.max_batch_size)):
             yield GaugeMetricFamily(f"rwkv_{name}", doc, value=value)
         st = sch.stats.snapshot()
-        yield CounterMetricFamily("rwkv_prompt_tokens", "Prompt tokens of admitted tasks",
+        yield CounterMetricFamily("rwkv_prompt_tokens", "Prompt tokens of admitted tasks "
+                                  "(each of a request's n choices is one)",
                                   value=st["prompt_tokens"])
         yield CounterMetricFamily("rwkv_generated_tokens", "Tokens generated",
                                   value=st["generated_tokens"])

@@ -385,11 +385,14 @@ class TaskManager:
 
     def store_status(self) -> dict:
         """For ``/health``: whether the database takes writes, and the tasks it refused (kept
-        in memory and tried again: ``AsyncWriter``); ``damaged``: what SQLite said when a read
-        found the file damaged (until a restart)."""
+        in memory and tried again: ``AsyncWriter``); ``error``: what SQLite said when it last
+        refused a write, the writer's or a request's own (``as_template``, an import, a
+        delete: ``TaskStore.refused``), until one succeeds; ``damaged``: what it said when a
+        read found the file damaged (until a restart)."""
         unsaved = self.writer.unsaved
-        return {"ok": not unsaved and self._damage is None, "unsaved": len(unsaved),
-                "error": self.writer.last_error, "damaged": self._damage}
+        error = self.writer.last_error or self.store.refused
+        return {"ok": not unsaved and error is None and self._damage is None,
+                "unsaved": len(unsaved), "error": error, "damaged": self._damage}
 
     def note_damage(self, e: BaseException) -> None:
         """A read found the database damaged: logged (the first time) and shown by /health."""

@@ -81,6 +81,15 @@ def is_busy_error(e: BaseException) -> bool:
     return isinstance(e, sqlite3.OperationalError) and "is locked" in str(e)
 
 
+def is_full_error(e: BaseException) -> bool:
+    """SQLite's "database or disk is full" (SQLITE_FULL): the disk (or the file system's quota)
+    has no room for the write; the file is fine and the same write succeeds once there is."""
+    code = getattr(e, "sqlite_errorcode", None)
+    if code is not None:
+        return (code & 0xFF) == 13
+    return isinstance(e, sqlite3.OperationalError) and "is full" in str(e)
+
+
 def is_damage_error(e: BaseException) -> bool:
     """SQLite found the file's content damaged (SQLITE_CORRUPT, SQLITE_NOTADB: "database disk
     image is malformed") under a read: pages of it were overwritten; other rows may be fine."""
@@ -140,6 +149,10 @@ class TaskStore:
         # rows of 20 KB, docs/experiments/session35/prune_sum.py), then kept by each write,
         # delete and prune (this connection is the file's only writer: ``_claim``)
         self._bytes: float | None = None
+        # what SQLite said when it last refused a write or a delete (a full disk, a read-only
+        # file; not a lock another connection held), until one succeeds: /health's "degraded"
+        # for a request's own write too, not only the writer's (session 72's QA)
+        self.refused: str | None = None
         self._release = _nothing  # (a finalizer once the lock is held: a store never closed)
         check_files(self.path)
         try:
@@ -224,7 +237,7 @@ class TaskStore:
     def _write(self, verb: str, task_id, meta, blob, is_template, durable) -> None:
         sql = (f"{verb} INTO tasks (task_id, is_template, updated_at, meta, blob) "
                "VALUES (?, ?, ?, ?, ?)")
-        with self._lock:
+        with self._lock, self._noting_refusal():
             if durable:
                 self._db.execute("PRAGMA synchronous=FULL")
             try:
@@ -235,6 +248,20 @@ class TaskStore:
             finally:
                 if durable:
                     self._db.execute("PRAGMA synchronous=NORMAL")
+
+    @contextmanager
+    def _noting_refusal(self):
+        """(Holding the lock) ``refused`` <- SQLite's refusal of the write or delete inside, or
+        None once one succeeds. A duplicate id, a lock another connection held or a damaged
+        file (``note_damage``'s) are not the disk refusing writes."""
+        try:
+            yield
+        except sqlite3.Error as e:
+            if not (isinstance(e, sqlite3.IntegrityError) or is_busy_error(e)
+                    or is_damage_error(e)):
+                self.refused = f"{type(e).__name__}: {e}"
+            raise
+        self.refused = None
 
     @contextmanager
     def waiting(self, seconds: float):
@@ -252,7 +279,7 @@ class TaskStore:
         """Delete a row; True if there was one."""
         if not bindable(task_id):
             return False
-        with self._lock:
+        with self._lock, self._noting_refusal():
             size = self._row_bytes(task_id)
             gone = self._db.execute("DELETE FROM tasks WHERE task_id=?", (task_id,)).rowcount > 0
             if gone:
