@@ -86,9 +86,9 @@ def test_a_request_whose_write_the_full_disk_refuses_is_a_507_and_degrades_healt
     ``delete``) was a 500 the openai SDKs retried twice, and ``/health`` stayed "ok": only the
     background writer's refusals showed there (session 72's QA, a 400 KB tmpfs). Now a 507
     ``storage_full`` with ``x-should-retry: false``, ``/health`` "degraded" naming SQLite's
-    error until a write succeeds, and the same request succeeds once there is room. The disk
-    is full here by SQLite's own page limit (``max_page_count``: SQLITE_FULL, "database or disk
-    is full", as from the file system)."""
+    error until a write (or a delete of a row) succeeds, and the same request succeeds once
+    there is room. The disk is full here by SQLite's own page limit (``max_page_count``:
+    SQLITE_FULL, "database or disk is full", as from the file system)."""
     from server.api.app import create_app
     from server.config import Settings
 
@@ -110,6 +110,9 @@ def test_a_request_whose_write_the_full_disk_refuses_is_a_507_and_degrades_healt
         assert h["status"] == "degraded", h
         assert not h["task_store"]["ok"] and "disk is full" in h["task_store"]["error"], h
         assert client.get("/v1/tasks/_full/status").status_code == 404
+        # a delete of no row succeeds on a full disk too: it proves nothing (the review)
+        assert store.delete("TASK_never_stored") is False
+        assert client.get("/health").json()["status"] == "degraded"
         with store._lock:
             store._db.execute("PRAGMA max_page_count=1073741823")
         r = client.post(f"/v1/tasks/{tid}/as_template?name=full")

@@ -184,9 +184,9 @@ async def _database_error(request: Request, exc: sqlite3.DatabaseError) -> Respo
     """The task database failed under a request (a file damaged while serving): a 500 naming
     the file and what to do, not a bare "DatabaseError". Locked by another connection past the
     busy timeout: a 503 with Retry-After (it was a 500 advising to check the disk). Full (no
-    room on its disk): a 507 that the client should not retry (it was a 500 the openai SDKs
-    retried twice at once; the disk needs an operator; session 72's QA). A refused write shows
-    on /health (``TaskStore.refused``)."""
+    room on its disk): a 507. Neither a 507 nor a 500 is to be retried at once (the openai SDKs
+    retried them twice; the disk or the file needs an operator; session 72's QA). A refused
+    write shows on /health (``TaskStore.refused``)."""
     manager = request.app.state.runtime.manager
     if is_damage_error(exc):
         manager.note_damage(exc)  # (/health: degraded)
@@ -196,8 +196,8 @@ async def _database_error(request: Request, exc: sqlite3.DatabaseError) -> Respo
     status, code = ((503, "database_locked") if busy else (507, "storage_full")
                     if is_full_error(exc) else (500, "database_error"))
     body = error_body(request.url.path, status, message, code)
-    headers = {"Retry-After": "1"} if busy else NO_RETRY if status == 507 \
-        or is_damage_error(exc) else None
+    headers = {"Retry-After": "1"} if busy else NO_RETRY  # (the same request meets the same
+    # full disk, read-only file, damage or I/O error: the openai SDKs retried it twice at once)
     return Response(body, status_code=status, media_type="application/json", headers=headers)
 
 

@@ -87,8 +87,6 @@ def open_manager(settings, loader):
 
     path = settings.task_db_path
     where = path if path == ":memory:" else os.path.abspath(path)
-    new = path != ":memory:" and not os.path.lexists(path)
-    made = _missing_folder(where) if new else None
     tm = TaskManager(db_path=path, capacity=settings.task_default_cpu_capacity,
                      max_db_size=settings.task_db_max_size, max_db_mb=settings.task_db_max_mb,
                      queue_size=settings.task_async_queue_size, loader=loader)
@@ -96,29 +94,10 @@ def open_manager(settings, loader):
                                         tm.store.count(templates=True)), None)
     held = ("DAMAGED (its readable rows are served; /health says degraded)" if counts is None
             else f"{counts[0]} stored tasks and {counts[1]} templates")
-    if new:
-        held = "a new file, " + held
     log.info(f"Task database {where}: {held} (kept: "
              f"{tm.writer.limits}, the oldest pruned)")
-    if made:  # (a mistyped folder: the templates would seem lost; session 72's QA)
-        log.warning(f"Made the folder {made} for the new task database {where} "
-                    "(RWKV_TASK_DB_PATH): if a database was meant to be there, check the path")
     warn_unfit_templates(tm, loader)
     return tm
-
-
-def _missing_folder(path: str) -> str | None:
-    """The outermost folder on the way to the file ``path`` that does not exist (the store
-    makes it), or None."""
-    missing = None
-    folder = os.path.dirname(path)
-    while folder and not os.path.lexists(folder):
-        missing = folder
-        parent = os.path.dirname(folder)
-        if parent == folder:
-            break
-        folder = parent
-    return missing
 
 
 def warn_unfit_templates(tm, loader) -> None:

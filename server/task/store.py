@@ -16,6 +16,7 @@ its database refused), released by the last of its stores' ``close()``.
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import threading
 import time
@@ -82,8 +83,9 @@ def is_busy_error(e: BaseException) -> bool:
 
 
 def is_full_error(e: BaseException) -> bool:
-    """SQLite's "database or disk is full" (SQLITE_FULL): the disk (or the file system's quota)
-    has no room for the write; the file is fine and the same write succeeds once there is."""
+    """SQLite's "database or disk is full" (SQLITE_FULL): the disk has no room for the write
+    (ENOSPC); the file is fine and the same write succeeds once there is. (A quota or a file
+    size limit, EDQUOT or EFBIG, comes back as a disk I/O error: SQLITE_IOERR_WRITE.)"""
     code = getattr(e, "sqlite_errorcode", None)
     if code is not None:
         return (code & 0xFF) == 13
@@ -129,11 +131,26 @@ def _nothing() -> None:
     pass
 
 
+def _missing_folder(path: str) -> str | None:
+    """The outermost folder on the way to the file ``path`` that does not exist (the store
+    makes it), or None."""
+    missing = None
+    folder = os.path.dirname(path)
+    while folder and not os.path.lexists(folder):
+        missing, parent = folder, os.path.dirname(folder)
+        if parent == folder:
+            break
+        folder = parent
+    return missing
+
+
 class TaskStore:
     """Thread-safe put/get/delete of task records in one SQLite file."""
 
     def __init__(self, path: str | Path, timeout: float = 30.0):
         self.path = str(path)
+        new = self.path != ":memory:" and not os.path.lexists(self.path)
+        made = _missing_folder(os.path.abspath(self.path)) if new else None
         if self.path != ":memory:":
             try:
                 Path(self.path).parent.mkdir(parents=True, exist_ok=True)
@@ -150,8 +167,10 @@ class TaskStore:
         # delete and prune (this connection is the file's only writer: ``_claim``)
         self._bytes: float | None = None
         # what SQLite said when it last refused a write or a delete (a full disk, a read-only
-        # file; not a lock another connection held), until one succeeds: /health's "degraded"
-        # for a request's own write too, not only the writer's (session 72's QA)
+        # file; not a lock another connection held), until a write or a delete of a row
+        # succeeds (one of no row proves nothing: on a full disk it succeeds while every
+        # write fails): /health's "degraded" for a request's own write too, not only the
+        # writer's (session 72's QA and its review)
         self.refused: str | None = None
         self._release = _nothing  # (a finalizer once the lock is held: a store never closed)
         check_files(self.path)
@@ -178,6 +197,12 @@ class TaskStore:
             if isinstance(e, sqlite3.Error):
                 raise unusable(self.path, e) from None
             raise
+        where = os.path.abspath(self.path)
+        if made:  # (a mistyped folder: the stored templates seemed lost; session 72's QA)
+            log.warning(f"Made the folder {made} for a new task database {where} "
+                        "(RWKV_TASK_DB_PATH): if one was meant to be there, check the path")
+        elif new:
+            log.info(f"Made a new task database {where} (RWKV_TASK_DB_PATH): none was there")
 
     def _open(self) -> None:
         """Check the file, hold it, then make or update its table (run again after a wait)."""
@@ -245,15 +270,16 @@ class TaskStore:
                 self._db.execute(sql, (task_id, int(is_template), time.time(), meta, blob))
                 if self._bytes is not None:
                     self._bytes += (0 if is_template else len(meta) + len(blob or b"")) - old
+                self.refused = None
             finally:
                 if durable:
                     self._db.execute("PRAGMA synchronous=NORMAL")
 
     @contextmanager
     def _noting_refusal(self):
-        """(Holding the lock) ``refused`` <- SQLite's refusal of the write or delete inside, or
-        None once one succeeds. A duplicate id, a lock another connection held or a damaged
-        file (``note_damage``'s) are not the disk refusing writes."""
+        """(Holding the lock) ``refused`` <- SQLite's refusal of the write or delete inside. A
+        duplicate id, a lock another connection held or a damaged file (``note_damage``'s)
+        are not the disk refusing writes."""
         try:
             yield
         except sqlite3.Error as e:
@@ -261,7 +287,6 @@ class TaskStore:
                     or is_damage_error(e)):
                 self.refused = f"{type(e).__name__}: {e}"
             raise
-        self.refused = None
 
     @contextmanager
     def waiting(self, seconds: float):
@@ -286,6 +311,7 @@ class TaskStore:
                 if self._bytes is not None:
                     self._bytes -= size
                 self._reclaim()
+                self.refused = None
             return gone
 
     def _row_bytes(self, task_id: str) -> int:

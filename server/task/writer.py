@@ -374,7 +374,9 @@ class AsyncWriter:
             try:
                 self._store(job, *job.encoded)
             except sqlite3.Error as e:
-                self.last_error = f"{type(e).__name__}: {e}"
+                with self._tlock:  # (a delete's ``forget`` may have emptied it meanwhile: no
+                    if self._failed:  # error left standing with nothing unsaved: /health)
+                        self.last_error = f"{type(e).__name__}: {e}"
                 refused = True
                 if is_busy_error(e):
                     break
