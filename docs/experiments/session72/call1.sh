@@ -3,7 +3,7 @@
 # after a load and once idle, what the give-back costs the next work), plus the served memory
 # with a batched prefill pass capped at 2,048 tokens (RWKV_PREFILL_TOKENS; 16,384 served):
 # does the load's peak, a batched prefill pass, then stay within 10 GB all told?
-#   OUT=$OUT bash docs/experiments/session72/call1.sh
+#   OUT=$OUT bash docs/experiments/session72/call1.sh   (TOTAL=300: trim_cost.py gets what is left)
 set -u
 OUT=${OUT:-/tmp/out}
 T0=$SECONDS
@@ -16,6 +16,6 @@ for PT in 0 2048; do
   echo "memory (prefill tokens $PT, 0 = served default) rc=$? at $((SECONDS - T0)) s"
   grep -E '^device in use|after a load|once idle|no idle give-back' "$OUT/memory_pt$PT.log" | cut -c1-400
 done
-LEFT=$((470 - (SECONDS - T0)))
+LEFT=$((${TOTAL:-470} - (SECONDS - T0)))  # (TOTAL: seconds for the whole call)
 timeout $LEFT python3 docs/experiments/session71/trim_cost.py > "$OUT/trim_cost.log" 2>&1
 echo "trim_cost rc=$? at $((SECONDS - T0)) s"; grep -E "^\||given back" "$OUT/trim_cost.log" | cut -c1-200
