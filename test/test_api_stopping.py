@@ -3,6 +3,8 @@
 import asyncio
 import threading
 
+import anyio
+
 from server.api import stopping
 from server.task.task import Task
 
@@ -103,3 +105,63 @@ def test_stop_round_leaves_a_round_another_request_began(monkeypatch):
     over, waited = asyncio.run(main())
     assert over and waited < 1 and len(calls) == 1
     assert not task.stop_requested and not task.is_finished  # the new round runs on
+
+
+class _Req:
+    """A request whose client leaves when ``gone`` is set."""
+
+    def __init__(self):
+        self.gone = False
+
+    async def is_disconnected(self):
+        return self.gone
+
+
+
+def test_finish_watched_leaves_no_watcher_behind():
+    """Once the task has finished, neither the drain nor a later disconnect touches it: its
+    watchers are cancelled (left running, each held the task, its state too, until the
+    shutdown, polled the client every 0.25 s, and stopped the task's next round, another
+    request's; session 72's mutation review)."""
+    task, stops = Task(task_id="TASK_x"), []
+    task._stop_hook = lambda t: stops.append(t)
+
+    async def main():
+        drain, req = stopping.Drain(), _Req()
+        drain.bind(asyncio.get_running_loop())
+        threading.Timer(0.05, task._finish, args=("length",)).start()
+        assert await stopping.finish_watched(task, drain, req) is False
+        await asyncio.sleep(0)
+        task.continue_gen()  # a next round, another request's
+        req.gone = True
+        drain.begin()
+        await asyncio.sleep(0.6)
+        assert stops == [] and not drain.cut_short(task)
+        others = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        assert others == [], others
+    asyncio.run(main())
+
+
+def test_sse_starlettes_own_shutdown_stops_the_tasks_without_a_drain():
+    """``stop_when_draining``'s ``also`` (sse-starlette's shutdown event) stops the tasks
+    when the app's drain never began (a server run without run.py)."""
+    task, stops = Task(task_id="TMP_y"), []
+    task._stop_hook = lambda t: (stops.append(t), t._finish("abort"))
+
+    async def main():
+        drain, also = stopping.Drain(), anyio.Event()
+        watcher = asyncio.ensure_future(drain.stop_when_draining([task], also=also))
+        await asyncio.sleep(0.05)
+        also.set()
+        await asyncio.wait_for(watcher, 2)
+        assert stops == [task] and drain.cut_short(task)
+    asyncio.run(main())
+
+
+def test_stop_in_background_outside_a_loop_still_asks_once():
+    """Without a running event loop (a generator finalised outside it) the stop is asked at
+    once, not only by a retrying coroutine that cannot be scheduled."""
+    task, stops = Task(task_id="TMP_z"), []
+    task._stop_hook = lambda t: stops.append(t)
+    stopping.stop_in_background([task])
+    assert stops == [task]

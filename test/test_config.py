@@ -69,6 +69,8 @@ def test_an_empty_demo_is_none_and_an_api_key_with_spaces_is_refused(monkeypatch
         with pytest.raises(SystemExit) as e:
             load_settings()
         assert "RWKV_API_KEY:" in str(e.value) and "spaces" in str(e.value)
+        assert "sk-abc" not in str(e.value)  # (a secret: the other settings' message shows
+        # the value as written; session 72's mutation review)
     monkeypatch.setenv("RWKV_API_KEY", "sk-abc")
     assert load_settings().api_key == "sk-abc"
 

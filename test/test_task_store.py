@@ -400,3 +400,50 @@ def test_prune_keeps_the_row_just_written_whatever_the_clock_says(tmp_path, monk
     s.put("TASK_d", "{}", bytes(1000))
     assert s.prune(None, 1001) == ["TASK_b"]  # no keep: the newest by its date stays
     assert s.ids(templates=False) == ["TASK_d"]
+
+
+def test_a_duplicate_id_or_a_busy_lock_is_no_refusal(tmp_path):
+    """``TaskStore.refused`` (/health's "degraded") notes the disk refusing writes, not a
+    duplicate id (the 409 of a name taken) nor a lock another connection held past the busy
+    timeout: either was a false alarm (session 72's mutation review)."""
+    s = TaskStore(tmp_path / "t.db", timeout=0.2)
+    s.put("TASK_a", "{}", b"x")
+    with pytest.raises(DuplicateTaskId):
+        s.insert("TASK_a", "{}", b"x")
+    assert s.refused is None
+    other = sqlite3.connect(tmp_path / "t.db", isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")
+    try:
+        with pytest.raises(sqlite3.OperationalError):
+            s.put("TASK_b", "{}", b"y")
+        assert s.refused is None
+    finally:
+        other.execute("ROLLBACK")
+        other.close()
+    s.close()
+
+
+def test_a_delete_of_a_row_clears_a_refusal_and_a_refused_delete_is_noted(tmp_path):
+    """Deleting a row (an operator freeing room) clears the refusal; a delete the disk refuses
+    (on a full disk the WAL cannot grow) is one (session 72's mutation review)."""
+    s = TaskStore(tmp_path / "t.db")
+    s.put("TASK_a", "{}", b"x")
+    s.refused = "OperationalError: database or disk is full"
+    assert s.delete("TASK_a") and s.refused is None
+    s.put("TASK_b", "{}", b"x")
+    real = s._db
+
+    class Full:
+        def execute(self, sql, *a):
+            if sql.startswith("DELETE"):
+                raise sqlite3.OperationalError("database or disk is full")
+            return real.execute(sql, *a)
+
+    s._db = Full()
+    try:
+        with pytest.raises(sqlite3.OperationalError):
+            s.delete("TASK_b")
+    finally:
+        s._db = real
+    assert s.refused and "disk is full" in s.refused
+    s.close()
