@@ -225,6 +225,40 @@ def test_a_shutdown_during_the_trial_refuses_the_import(tiny_model_path, tmp_pat
         assert client.get("/v1/tasks/_kept/status").status_code == 200
 
 
+@pytest.mark.parametrize("ending", [("stop", None), ("error", "RuntimeError: boom")])
+def test_the_trials_other_endings(tiny_model_path, tmp_path, monkeypatch, ending):
+    """The import's trial may end at end-of-text or a turn's end within its tokens ("stop"):
+    a pass, stored as after "length" (were only "length" a pass, such a state was a 400 "the
+    client closed the request"); a failure that is not the overflow (a pulse's fault) is a 500
+    not to be retried, nothing stored, not a 422 blaming the file (session 72's mutation
+    review). The trial's ending is made here, in place of the scheduler's."""
+    from server.api.app import create_app
+    from server.api.task_service import TaskService
+    from server.config import Settings
+
+    submit = TaskService.submit
+
+    def end_the_trial(self, task):
+        if task.task_id.startswith("TMP"):  # (the trial: nothing else is submitted here)
+            task._finish(*ending)
+            return
+        submit(self, task)
+
+    monkeypatch.setattr(TaskService, "submit", end_the_trial)
+    settings = Settings(model_path=tiny_model_path, demo=None, device="cpu", api_key=None,
+                        task_db_path=str(tmp_path / "t.db"), state_dtype="fp32")
+    with TestClient(create_app(settings)) as client:
+        cfg = client.app.state.runtime.loader.cfg
+        r = client.post("/v1/tasks/import_state?name=_ended", content=_huge_state(cfg, 0.5))
+        if ending[0] == "stop":
+            assert r.status_code == 200, r.text
+            assert client.get("/v1/tasks/_ended/status").status_code == 200
+        else:
+            assert r.status_code == 500 and "boom" in r.text, r.text
+            assert r.headers.get("x-should-retry") == "false"
+            assert client.get("/v1/tasks/_ended/status").status_code == 404
+
+
 def test_requests_from_a_state_that_makes_the_output_nan_fail_with_strict_json(
         tiny_model_path, tmp_path, monkeypatch):
     """A state of 1e20 (within fp32) makes the model's output NaN. Its requests returned
