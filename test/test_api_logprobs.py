@@ -449,3 +449,27 @@ def test_a_streamed_echo_with_logprobs_starts_before_its_prompt_is_scored(
     assert first["logprobs"]["tokens"][0] == "Hello"
     assert first["logprobs"]["token_logprobs"][0] is None
     assert json.loads(events[-2])["choices"][0]["finish_reason"] == "length"
+
+
+def test_a_streamed_echo_with_logprobs_while_shutting_down_is_a_503(tiny_model_path, tmp_path):
+    """A streamed completions request with ``echo`` and ``logprobs`` that arrives once the
+    shutdown has begun is a 503 ``server_shutting_down`` with Retry-After, its prompt never
+    queued for scoring: without ``_score_jobs``' drain check it was a 200 stream holding
+    only the error event, its prompt scored for nobody (session 72's mutation review)."""
+    from fastapi.testclient import TestClient
+
+    from server.api.app import create_app
+    from server.config import Settings
+
+    settings = Settings(model_path=tiny_model_path, demo=None, device="cpu", api_key=None,
+                        task_db_path=str(tmp_path / "t.db"))
+    with TestClient(create_app(settings)) as client:
+        sched, calls = client.app.state.runtime.scheduler, []
+        real = sched.score
+        sched.score = lambda *a, **k: (calls.append(a), real(*a, **k))[1]
+        client.app.state.drain.begin()
+        r = client.post("/v1/completions", json={
+            "prompt": "hello there", "echo": True, "logprobs": 1, "max_tokens": 2,
+            "stream": True})
+        assert_error(r, 503, code="server_shutting_down")
+        assert r.headers.get("retry-after") and calls == []
