@@ -363,3 +363,29 @@ def test_a_copy_back_thread_that_fails_to_start_fails_its_tasks_alone(tiny_loade
         assert later.wait(10) and later.finish_reason == "length" and later.state is not None
     finally:
         sched.shutdown()
+
+
+def test_a_submit_from_the_copy_back_thread_never_waits_for_room():
+    """A submit made on the copy-back's own thread (a finish callback whose task goes on at
+    once) while the budget is full goes ahead: waiting there for room only that same thread
+    frees would hang for ever (``submit``'s ``own``; untested since the shutdown's teardown
+    moved to the stepping thread: session 72's mutation review). A budget of one row, two
+    rows submitted: in the first group's callback the second is in flight."""
+    state, penalties, counter = _rows()
+    rb = row_bytes(state, penalties, counter)
+    cb = CopyBack(torch.device("cpu"), budget=rb, group_bytes=rb)
+    done, calls = threading.Event(), []
+
+    def then(ts, err):
+        calls.append(ts)
+        if len(calls) == 1:  # the second row gathered meanwhile: the budget is full
+            t0 = time.monotonic()
+            while cb._in_flight == 0 and time.monotonic() - t0 < 5:
+                time.sleep(0.001)
+            assert cb._in_flight == rb
+            cb.submit(state, penalties, counter, [4], _tasks(1), lambda ts, err: None)
+            done.set()
+
+    cb.submit(state, penalties, counter, [0, 1], _tasks(2), then)
+    assert done.wait(5)
+    assert cb.wait_idle(10)

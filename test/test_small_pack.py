@@ -29,6 +29,7 @@ def test_small_tensors_move_into_one_buffer_with_values_shapes_and_views_kept():
             if getattr(h, n) is not None}
     old_ptrs = {getattr(h, n).untyped_storage().data_ptr() for (i, n), h in
                 ((k, (first, second)[k[0]]) for k in want)}
+    offsets = {k: getattr((first, second)[k[0]], k[1]).storage_offset() for k in want}
     moved = pack_small_tensors([first, second], "cpu")
     assert moved == 40 * 4 + 7 * 4 + 3 * 40 * 4 + 33 * 8  # each storage once (shared: once)
     storages = set()
@@ -37,6 +38,11 @@ def test_small_tensors_move_into_one_buffer_with_values_shapes_and_views_kept():
         assert torch.equal(t, w) and t.dtype == w.dtype and t.stride() == stride
         storages.add(t.untyped_storage().data_ptr())
     assert len(storages) == 1 and not storages & old_ptrs  # one new buffer
+    for (i, n) in want:  # each old storage starts 512-byte aligned in the buffer, as the
+        # allocator's blocks do: Triton specialises kernels on a pointer's alignment (an
+        # unaligned pack passed every value check; session 72's mutation review)
+        t = getattr((first, second)[i], n)
+        assert (t.storage_offset() - offsets[i, n]) * t.element_size() % 512 == 0
     assert first.big is big and second.big is big
     assert first.view.data_ptr() == second.a[1:, 3:].data_ptr()  # still a view of `shared`
     second.a[2, 5] = 7.0
