@@ -1175,6 +1175,37 @@ def test_the_daemon_gives_free_memory_back_once_each_time_it_goes_idle(tiny_load
         scheduler.shutdown()
 
 
+def test_the_idle_trim_waits_until_nothing_is_in_flight(tiny_loader, monkeypatch):
+    """The idle trim (``malloc_trim``, 14-59 ms holding the C allocator's locks) waits while a
+    next-turn prefix is queued or a state is on its way home (``_quiet``): without that wait
+    it ran beside them (session 72's mutation review). A queued warm-up stood in for here
+    (``prefiller.warm_wait`` not None), then none: one trim."""
+    from server.scheduler import idle_trim
+
+    monkeypatch.setattr(idle_trim, "IDLE_S", 0.2)
+    scheduler = DynamicScheduler(tiny_loader, max_batch_size=2, buffer_size=2)
+    trim = scheduler._idle_trim
+    if trim._fn is None:
+        pytest.skip("no malloc_trim in this C library")
+    calls, real = [], trim._fn
+    trim._fn = lambda pad: (calls.append(time.monotonic()), real(pad))[1]
+    scheduler.start_daemon()
+    try:
+        task = scheduler.new_task("User: hi\n\nAssistant:", max_tokens=4)
+        assert task.wait(10)
+        real_wait = scheduler.prefiller.warm_wait
+        monkeypatch.setattr(scheduler.prefiller, "warm_wait", lambda: 0.05)  # (one queued)
+        time.sleep(0.8)
+        assert calls == []
+        monkeypatch.setattr(scheduler.prefiller, "warm_wait", real_wait)
+        deadline = time.monotonic() + 5
+        while not calls and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert len(calls) == 1
+    finally:
+        scheduler.shutdown()
+
+
 @pytest.mark.parametrize("device,gives_back", [("cuda:0", True), ("cuda", True), ("cpu", False),
                                                (None, False)])
 @pytest.mark.parametrize("libc_trim", [True, False])
