@@ -473,3 +473,43 @@ def test_a_streamed_echo_with_logprobs_while_shutting_down_is_a_503(tiny_model_p
             "stream": True})
         assert_error(r, 503, code="server_shutting_down")
         assert r.headers.get("retry-after") and calls == []
+
+
+def test_a_client_that_leaves_during_scoring_cancels_the_job(tiny_model_path, tmp_path):
+    """A non-streamed completions request with ``echo`` and ``logprobs`` whose client gives up
+    while its long prompt is scored: the scoring job is cancelled (dropped at its next pass),
+    not scored to the end for nobody (``_scored`` watches the client; untested until session
+    72's mutation review: the audit's 30,000-word prompt took 34 s of scoring)."""
+    import threading
+    import time
+
+    import httpx
+
+    from openai_helpers import LiveServer
+    from server.config import Settings
+
+    settings = Settings(model_path=tiny_model_path, demo=None, device="cpu",
+                        task_db_path=str(tmp_path / "t.db"), api_key=None, verbose=False,
+                        max_prompt_tokens=100_000)
+    with LiveServer(settings) as srv:
+        sched = srv.runtime.scheduler
+
+        def ask():  # (the client gives up: its read times out, the connection is closed)
+            try:
+                httpx.post(srv.url + "/v1/completions", timeout=httpx.Timeout(60, read=1.0),
+                           json={"prompt": [5 + i % 97 for i in range(60_000)], "echo": True,
+                                 "logprobs": 1, "max_tokens": 0})
+            except httpx.TimeoutException:
+                pass
+
+        t = threading.Thread(target=ask)
+        t.start()
+        deadline = time.time() + 60
+        while not sched._scores and time.time() < deadline:
+            time.sleep(0.01)
+        job = sched._scores[0]
+        t.join(30)
+        deadline = time.time() + 10
+        while not job.future.cancelled() and time.time() < deadline:
+            time.sleep(0.05)
+        assert job.future.cancelled()
