@@ -235,9 +235,7 @@ def _sse(events, choices: list[Choice], drain, jobs=()) -> EventSourceResponse:
     (``openai_format``), never a ``finish_reason`` and ``[DONE]`` that would pass it as whole."""
     async def on_close(_message) -> None:
         stop_in_background([c.task for c in choices])
-        for job in jobs:  # (prompts still being scored: ``jobs``, _score_jobs's)
-            if job is not None and not job.done():
-                job.cancel()
+        _cancel_jobs(jobs)  # (prompts still being scored)
 
     shutdown = anyio.Event()  # sse-starlette's own signal (also a server without run.py's)
 
@@ -541,11 +539,17 @@ def _score_jobs(request: Request, rt, prompts, top: int) -> list:
         for _, toks in prompts:
             jobs.append(_score_job(rt, toks, top))
     except BaseException:
-        for job in jobs:
-            if job is not None:
-                job.cancel()
+        _cancel_jobs(jobs)
         raise
     return jobs
+
+
+def _cancel_jobs(jobs) -> None:
+    """Cancel ``_score_job``'s scoring jobs not yet done (None: a prompt of no tokens); the
+    scheduler drops each at its next pass."""
+    for job in jobs:
+        if job is not None and not job.done():
+            job.cancel()
 
 
 async def _after(begun, events) -> AsyncIterator[str]:
@@ -616,9 +620,7 @@ async def completions(request: Request):
                                       echo=echo, lead=lead, echo_logprobs=head)
                                for j, t in enumerate(tasks))
         finally:  # (a prompt refused, the client gone: the later prompts' jobs go too)
-            for job in jobs:
-                if job is not None and not job.done():
-                    job.cancel()
+            _cancel_jobs(jobs)
         await _constrain(rt, [c.task for c in choices], grammar, "response_format")
         await prepare_tasks(rt, tpl, [c.task for c in choices])  # prefix cache; the template
         await _submit(request, rt, [c.task for c in choices], req.stream, arrived)
