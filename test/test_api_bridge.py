@@ -269,7 +269,8 @@ def test_a_stream_of_a_failed_round_says_so_when_a_continue_comes_as_its_end_is_
     assert len(events) == 5 and events[-1] == "[DONE]", events  # (no error event: 4)
     assert [json.loads(e).get("data") for e in events[1:3]] == [" one", " two"]
     error = json.loads(events[3])
-    assert error["error"]["message"] == "Generation failed: injected"
+    assert error["error"] == {"message": "Generation failed: injected", "type": "server_error",
+                              "param": None, "code": "generation_error"}  # (API.md's four)
 
 
 def test_a_stream_event_counts_the_tokens_and_time_of_the_whole_character():

@@ -150,7 +150,7 @@ def test_a_plain_request_cut_by_the_shutdown_is_a_503_to_retry(http, server, lon
 
 
 def _task_error(task_id: str, message: str) -> dict:
-    return {"error": {"message": message, "type": "server_error",
+    return {"error": {"message": message, "type": "server_error", "param": None,
                       "code": "server_shutting_down"}, "task_id": task_id}
 
 

@@ -47,11 +47,13 @@ def _round_error(task: Task, this_round: list[int], drain) -> dict | None:
     if task.round_output() is not this_round:
         return None
     if task.finish_reason == "error":
-        return {"message": f"Generation failed: {task.error}", "type": "server_error"}
-    if drain is not None and drain.cut_short(task):
-        return {"message": shutdown_message(task), "type": "server_error",
-                "code": "server_shutting_down"}
-    return None
+        message, code = f"Generation failed: {task.error}", "generation_error"
+    elif drain is not None and drain.cut_short(task):
+        message, code = shutdown_message(task), "server_shutting_down"
+    else:
+        return None
+    # (the four fields of every error body, ``{"error": {...}}`` in API.md)
+    return {"message": message, "type": "server_error", "param": None, "code": code}
 
 
 async def task_events(task: Task, tokenizer, pos: int = 0,
