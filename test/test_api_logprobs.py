@@ -4,6 +4,7 @@
 the non-stream reply of the same seeded request."""
 
 import json
+import threading
 
 import pytest
 import torch
@@ -317,6 +318,48 @@ def test_more_choices_than_ever_fit_are_refused_before_any_prompt_is_scored(
     assert calls == []
 
 
+def _queued_scores(monkeypatch, sched, refuse_at: int | None = None) -> list:
+    """``sched.score`` queues nothing: it hands out pending futures (kept in the list
+    returned), and refuses the ``refuse_at``-th call as a full queue would."""
+    from concurrent.futures import Future
+
+    from server.scheduler import QueueFull
+    futures = []
+
+    def score(tokens, top):
+        if len(futures) == refuse_at:
+            raise QueueFull("the scoring queue is full")
+        futures.append(Future())
+        return futures[-1]
+    monkeypatch.setattr(sched, "score", score)
+    return futures
+
+
+def test_a_list_refused_part_way_leaves_none_of_its_prompts_queued(http, server, monkeypatch):
+    """Three prompts, the queue full at the third: a 503, and the two queued before it are
+    cancelled (the scheduler drops them), not scored for a request already answered."""
+    futures = _queued_scores(monkeypatch, server.runtime.scheduler, refuse_at=2)
+    r = http.post("/v1/completions", json={"prompt": [ECHO_TEXT] * 3, "echo": True,
+                                           "logprobs": 1, "max_tokens": 0})
+    assert_error(r, 503)
+    assert len(futures) == 2 and all(f.cancelled() for f in futures)
+
+
+def test_a_list_whose_first_prompt_fails_cancels_the_others(http, server, monkeypatch):
+    """The first prompt's scoring fails: a 500 saying so, and the later prompts' jobs, still
+    queued, are cancelled rather than scored for nobody."""
+    futures = _queued_scores(monkeypatch, server.runtime.scheduler)
+    fail = threading.Timer(0.2, lambda: futures[0].set_exception(RuntimeError("injected")))
+    fail.start()
+    r = http.post("/v1/completions", json={"prompt": [ECHO_TEXT] * 3, "echo": True,
+                                           "logprobs": 1, "max_tokens": 0})
+    fail.join()
+    error = assert_error(r, 500, code="generation_error")
+    assert "injected" in error["message"]
+    assert len(futures) == 3 and not futures[0].cancelled()
+    assert futures[1].cancelled() and futures[2].cancelled()
+
+
 def test_echo_with_logprobs_refuses_a_template(http):
     made = http.post("/v1/tasks/create", json={"prompt": "System: be brief.\n\n",
                                                 "max_tokens": 0}).json()
@@ -351,7 +394,6 @@ def test_a_shutdown_during_scoring_answers_503(tiny_model_path, tmp_path):
     """The server's shutdown (the drain) during a long prompt's scoring: 503
     server_shutting_down at once, the job cancelled (it was a 500 after uvicorn's graceful
     timeout)."""
-    import threading
     import time
 
     import httpx
@@ -394,7 +436,6 @@ def test_a_streamed_echo_with_logprobs_starts_before_its_prompt_is_scored(
     stream now starts at once; a failure after that (the scoring's, or an unexpected one as
     the choices are made) is an error event, never a stream cut without a word."""
     import concurrent.futures
-    import threading
 
     import httpx
 
@@ -480,7 +521,6 @@ def test_a_client_that_leaves_during_scoring_cancels_the_job(tiny_model_path, tm
     while its long prompt is scored: the scoring job is cancelled (dropped at its next pass),
     not scored to the end for nobody (``_scored`` watches the client; untested until session
     72's mutation review: the audit's 30,000-word prompt took 34 s of scoring)."""
-    import threading
     import time
 
     import httpx
