@@ -405,7 +405,8 @@ def test_prune_keeps_the_row_just_written_whatever_the_clock_says(tmp_path, monk
 def test_a_duplicate_id_or_a_busy_lock_is_no_refusal(tmp_path):
     """``TaskStore.refused`` (/health's "degraded") notes the disk refusing writes, not a
     duplicate id (the 409 of a name taken) nor a lock another connection held past the busy
-    timeout: either was a false alarm (session 72's mutation review)."""
+    timeout: either was a false alarm (session 72's mutation review); nor a damaged file,
+    which /health shows as ``damaged`` (``note_damage``)."""
     s = TaskStore(tmp_path / "t.db", timeout=0.2)
     s.put("TASK_a", "{}", b"x")
     with pytest.raises(DuplicateTaskId):
@@ -420,6 +421,21 @@ def test_a_duplicate_id_or_a_busy_lock_is_no_refusal(tmp_path):
     finally:
         other.execute("ROLLBACK")
         other.close()
+    real = s._db
+
+    class Damaged:  # (a damaged page under the write: ``note_damage``'s, shown apart)
+        def execute(self, sql, *a):
+            if sql.startswith("INSERT"):
+                raise sqlite3.DatabaseError("database disk image is malformed")
+            return real.execute(sql, *a)
+
+    s._db = Damaged()
+    try:
+        with pytest.raises(sqlite3.DatabaseError):
+            s.put("TASK_c", "{}", b"z")
+    finally:
+        s._db = real
+    assert s.refused is None
     s.close()
 
 
