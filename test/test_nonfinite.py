@@ -225,6 +225,44 @@ def test_a_shutdown_during_the_trial_refuses_the_import(tiny_model_path, tmp_pat
         assert client.get("/v1/tasks/_kept/status").status_code == 200
 
 
+def test_a_client_that_leaves_during_the_trial_stops_it(tiny_model_path, tmp_path,
+                                                        monkeypatch):
+    """The import's client gives up while its trial runs (made 100,000 tokens long here): the
+    trial is stopped, not run to its end for nobody, and nothing is stored (``trial`` watches
+    its client; untested until session 73)."""
+    import httpx
+
+    from openai_helpers import LiveServer
+    from server.api import task_service
+    from server.api.task_service import TaskService
+    from server.config import Settings
+
+    trials = []
+    submit = TaskService.submit
+
+    def noting_the_trial(self, task):
+        if task.task_id.startswith("TMP"):  # (the trial: nothing else is submitted here)
+            trials.append(task)
+        submit(self, task)
+
+    monkeypatch.setattr(TaskService, "submit", noting_the_trial)
+    monkeypatch.setattr(task_service, "TRIAL_TOKENS", 100_000)
+    settings = Settings(model_path=tiny_model_path, demo=None, device="cpu", api_key=None,
+                        task_db_path=str(tmp_path / "t.db"), state_dtype="fp32")
+    with LiveServer(settings) as srv:
+        data = _huge_state(srv.runtime.loader.cfg, 0.5)
+        with pytest.raises(httpx.TimeoutException):  # (its read times out: it closes)
+            httpx.post(srv.url + "/v1/tasks/import_state?name=_gone", content=data,
+                       timeout=httpx.Timeout(60, read=1.0))
+        deadline = time.time() + 30
+        while not (trials and trials[0].is_finished) and time.time() < deadline:
+            time.sleep(0.05)
+        assert trials and trials[0].is_finished, "the trial ran on after its client left"
+        assert trials[0].finish_reason == "abort" and len(trials[0].round_output()) < 100_000
+        r = httpx.get(srv.url + "/v1/tasks/_gone/status")
+        assert r.status_code == 404, r.text
+
+
 @pytest.mark.parametrize("ending", [("stop", None), ("error", "RuntimeError: boom")])
 def test_the_trials_other_endings(tiny_model_path, tmp_path, monkeypatch, ending):
     """The import's trial may end at end-of-text or a turn's end within its tokens ("stop"):
