@@ -74,7 +74,7 @@ def check_cut_task_stream(events: list) -> tuple[str, str, int]:
     assert all(set(f) == {"data", "task_id", "gen_time", "speed"} for f in frames), frames
     assert set(error) == {"error", "task_id"} and error["task_id"] == tid, error
     assert {k: v for k, v in error["error"].items() if k != "message"} == {
-        "type": "server_error", "code": "server_shutting_down"}, error
+        "type": "server_error", "param": None, "code": "server_shutting_down"}, error
     m = (TMP_CUT if tid.startswith("TMP_") else TASK_CUT).fullmatch(error["error"]["message"])
     assert m and m.group(1) == tid, error
     text = "".join(f["data"] for f in frames)
