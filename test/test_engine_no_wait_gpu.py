@@ -54,15 +54,18 @@ def test_an_idle_daemon_gives_the_cached_device_blocks_back(tiny_model_path, mon
                  for i in range(6)]
         assert all(t.wait(60) for t in tasks)
         # (a tiny model's passes hold little: a block of 64 MiB freed to the cache as well,
-        # then a request, so that the idle spell begins after it)
+        # then a request, so that the idle spell begins after it. An idle spell may already
+        # have come while the tasks' states were copied home, a first give-back with it, as
+        # on a fresh H100 in session 73: the give-back awaited is the next one)
+        trim = scheduler._idle_trim
         torch.empty(64 * 2**20, dtype=torch.uint8, device="cuda")
+        busy, before = torch.cuda.memory_reserved(), trim.gave_back
         assert scheduler.new_task(prompt=[5, 6], max_tokens=2).wait(60)
-        busy, trim = torch.cuda.memory_reserved(), scheduler._idle_trim
         deadline = time.monotonic() + 10
-        while trim.gave_back == 0 and time.monotonic() < deadline:
+        while trim.gave_back == before and time.monotonic() < deadline:
             time.sleep(0.05)
         idle = torch.cuda.memory_reserved()
-        assert trim.gave_back == 1 and busy - idle >= 32 * 2**20, (busy, idle)
+        assert trim.gave_back > before and busy - idle >= 32 * 2**20, (busy, idle)
         again = scheduler.new_task(prompt=[7] * 500, max_tokens=3)  # works after it
         assert again.wait(60) and len(again.output) == 3
     finally:
