@@ -307,7 +307,10 @@ def test_a_fork_of_an_imported_export_samples_as_a_fork_of_the_task(tiny_loader)
     (n,) = struct.unpack("<Q", data[:8])
     assert "penalties" not in json.loads(data[8:8 + n])  # zeros are not written
     for bad, match in ((torch.ones(cfg.vocab_size + 1), r"penalties has shape \[65537\]"),
-                       (torch.full((cfg.vocab_size,), float("nan")), "penalties holds NaN")):
+                       (torch.full((cfg.vocab_size,), float("nan")), "penalties holds NaN"),
+                       # finite, but forks sampled garbage: (logits + 3e38) / 0.5 overflowed
+                       (torch.full((cfg.vocab_size,), -3e38), r"penalties reach 3e\+38"),
+                       (torch.full((cfg.vocab_size,), 1.1e9), "at most 1e\\+09")):
         data = encode_state_file(random_state(cfg), cfg, penalties=bad)
         with pytest.raises(StateShapeError, match=match):
             read_state_file(data, cfg)

@@ -75,6 +75,12 @@ class StateFile:
     penalties: torch.Tensor | None = None  # [V] f32 (exported states only; None: zeros)
 
 
+# a penalty's largest magnitude in an imported state: a presence penalty of 10 and 10 for each
+# of 10^8 occurrences, far past what a task accumulates, and small enough that (logits -
+# penalty) / temperature stays finite in float32 at any temperature above 1e-29
+MAX_PENALTY = 1e9
+
+
 def check_range(sf: StateFile, dtype: torch.dtype, state_dtype: torch.dtype) -> None:
     """``StateShapeError`` unless ``sf``'s state fits a model run in ``dtype`` with its WKV
     state in ``state_dtype`` (``range_problem``)."""
@@ -345,5 +351,11 @@ def _exported(tensors: dict, meta: dict, cfg) -> StateFile:
     if "penalties" in tensors:
         penalties = _check("penalties", tensors["penalties"], (cfg.vocab_size,),
                            f"the model's vocabulary of {cfg.vocab_size} tokens")
+        largest = penalties.abs().max().item()
+        if largest > MAX_PENALTY:  # (finite, yet (logits - penalty) / temperature overflowed:
+            # forks of such an import sampled control characters; a mutation review, session 73)
+            raise StateShapeError(f"the exported state's penalties reach {largest:.3g} in "
+                                 f"magnitude; at most {MAX_PENALTY:.0e} (larger ones overflow "
+                                 "the sampler's logits)")
     return StateFile(State(shift.unsqueeze(2), wkv.unsqueeze(1)), FORMAT, history, current,
                      pending, penalties)
