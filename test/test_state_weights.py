@@ -150,3 +150,61 @@ def test_the_command_line_stamps_imports_and_refuses_exports_of_other_weights(
     assert main(["export", "_tuned", str(tmp_path / "b.st")]) == 2
     assert "computed by other weights" in capsys.readouterr().err
     assert not (tmp_path / "b.st").exists()
+
+
+def test_an_export_carries_its_weights_and_other_weights_refuse_its_import(
+        tiny_model_path, other_model_path, tmp_path, monkeypatch, capsys):
+    """An export names the weights that computed its state (``weights_digest``): imported on a
+    server of other weights of the same shape it is a 422 naming them, and so is the command
+    line's import, nothing stored; on its own weights it imports. Exports carried no digest
+    before session 73 and an import was stamped as the loaded model's: the state moved onto
+    another checkpoint, forks served with a 200 (a mutation review's finding). A file without
+    the digest (an older export, a state-tuning file) still counts as the loaded model's."""
+    import json
+    import struct
+
+    from server.api.app import create_app
+    from server.config import Settings, settings
+    from server.task.state_templates import main
+
+    def app(path):
+        return create_app(Settings(model_path=path, demo=None, device="cpu", api_key=None,
+                                   task_db_path=str(tmp_path / f"{path[-9:]}.db")))
+
+    with TestClient(app(tiny_model_path)) as client:
+        tid = client.post("/v1/tasks/create", json={"prompt": "User: hi\n\nAssistant:",
+                                                    "max_tokens": 0}).json()["task_id"]
+        for _ in range(500):
+            if client.get(f"/v1/tasks/{tid}/get_result").json()["finished"]:
+                break
+            time.sleep(0.01)
+        data = client.get(f"/v1/tasks/{tid}/export_state").content
+        digest = client.app.state.runtime.loader.digest
+        (n,) = struct.unpack("<Q", data[:8])
+        header = json.loads(data[8:8 + n])
+        assert header["__metadata__"]["weights_digest"] == digest
+        assert client.post("/v1/tasks/import_state?name=same", content=data).status_code == 200
+
+    def with_metadata(**changes) -> bytes:
+        meta = {k: v for k, v in {**header["__metadata__"], **changes}.items() if v is not None}
+        raw = json.dumps({**header, "__metadata__": meta}).encode()
+        raw += b" " * (-len(raw) % 8)
+        return struct.pack("<Q", len(raw)) + raw + data[8 + n:]
+
+    bare = with_metadata(weights_digest=None)  # (as an export before session 73)
+    with TestClient(app(other_model_path)) as client:
+        r = client.post("/v1/tasks/import_state?name=moved", content=data)
+        assert r.status_code == 422 and "computed by other weights" in r.text, r.text
+        assert client.get("/v1/tasks/_moved/status").status_code == 404
+        assert client.post("/v1/tasks/import_state?name=old", content=bare).status_code == 200
+        r = client.post("/v1/tasks/import_state?name=bad",
+                        content=with_metadata(weights_digest="../not hex"))
+        assert r.status_code == 400 and "weights_digest metadata is invalid" in r.text, r.text
+    (tmp_path / "a.st").write_bytes(data)
+    monkeypatch.setattr(settings, "model_path", other_model_path)
+    monkeypatch.setattr(settings, "task_db_path", str(tmp_path / "cli.db"))
+    capsys.readouterr()
+    assert main(["import", str(tmp_path / "a.st"), "--name", "moved"]) == 2
+    assert "computed by other weights" in capsys.readouterr().err
+    monkeypatch.setattr(settings, "model_path", tiny_model_path)
+    assert main(["import", str(tmp_path / "a.st"), "--name", "moved"]) == 0

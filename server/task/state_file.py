@@ -19,7 +19,10 @@ Two formats are read (no pickle execution: ``torch.load`` only with ``weights_on
    ``pending`` (JSON token list, absent if empty: prompt tokens not yet consumed, fed before
    ``current_token`` — a task stopped mid-prompt); and ``penalties`` ``[V]`` (float32, absent
    for all zeros: the presence/repetition penalties of the tokens the task generated, which
-   its forks inherit, so that a fork of the imported file samples as a fork of the task).
+   its forks inherit, so that a fork of the imported file samples as a fork of the task);
+   ``weights_digest`` (absent when unknown; since session 73): the digest of the weights that
+   computed the state (``Task.state_model``), so that an import on other weights is refused
+   (``check_weights``) rather than stamped as the loaded model's.
    Readable with the ``safetensors`` package too.
 
 ``read_state_file`` checks every shape against the model and raises ``StateFileError`` (a
@@ -39,11 +42,13 @@ import torch
 
 from server.model.checkpoint import is_load_error, load_error_text, tensor_problem
 from server.model.state import State
+from server.task.policy import other_weights
 
 FORMAT = "rwkv-server-state"
 VERSION = "1"
 ST_DTYPES = {"F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16}
 _ST_NAMES = {v: k for k, v in ST_DTYPES.items()}
+_DIGEST = re.compile(r"[0-9a-f]{8,128}")  # ``checkpoint.weights_digest``'s hex digest
 _TIME_STATE = re.compile(r"blocks\.(0|[1-9]\d*)\.att\.time_state")  # canonical numbers only:
 # "blocks.01" beside "blocks.1" would pass a count of layers and miss the lookup (was a 500)
 MAX_HEADER = 1 << 24
@@ -73,6 +78,7 @@ class StateFile:
     current_token: int | None = None
     pending: list[int] = field(default_factory=list)  # prompt tokens not yet consumed
     penalties: torch.Tensor | None = None  # [V] f32 (exported states only; None: zeros)
+    digest: str | None = None  # the weights that computed it (exported states; None: unknown)
 
 
 # a penalty's largest magnitude in an imported state: a presence penalty of 10 and 10 for each
@@ -99,6 +105,17 @@ def check_lengths(sf: StateFile, limit: int) -> None:
         if n > limit:
             raise StateFileError(f"it holds {n} {what}; the limit is {limit} "
                                  "(RWKV_MAX_PROMPT_TOKENS: raise it to import this file)")
+
+
+def check_weights(sf: StateFile, digest: str | None) -> None:
+    """``StateShapeError`` (a 422 over HTTP) when the file's state was computed by other weights
+    than those of digest ``digest`` (the loaded model's; None: unknown, as a file's without
+    one). An export carried no digest before session 73 and every import was stamped as the
+    loaded model's: an export moved a state onto another checkpoint of its shape (a mutation
+    review)."""
+    problem = other_weights(sf.digest, digest)
+    if problem:
+        raise StateShapeError(f"the state does not fit the loaded model: {problem}")
 
 
 def wider(dtype: torch.dtype, slot: torch.dtype) -> bool:
@@ -357,5 +374,8 @@ def _exported(tensors: dict, meta: dict, cfg) -> StateFile:
             raise StateShapeError(f"the exported state's penalties reach {largest:.3g} in "
                                  f"magnitude; at most {MAX_PENALTY:.0e} (larger ones overflow "
                                  "the sampler's logits)")
+    digest = meta.get("weights_digest")
+    if digest is not None and not (isinstance(digest, str) and _DIGEST.fullmatch(digest)):
+        raise StateFileError("the exported state's weights_digest metadata is invalid")
     return StateFile(State(shift.unsqueeze(2), wkv.unsqueeze(1)), FORMAT, history, current,
-                     pending, penalties)
+                     pending, penalties, digest)

@@ -26,7 +26,7 @@ from server.files import write_whole
 from server.task.cache_origin import state_origin
 from server.task.policy import loaded_digest, other_weights
 from server.task.state_file import (StateFile, StateFileError, check_lengths, check_range,
-                                    encode_state_file, read_state_file)
+                                    check_weights, encode_state_file, read_state_file)
 from server.task.task import Task
 
 NAME = re.compile(r"_[A-Za-z0-9_.\-]{1,100}")
@@ -80,12 +80,13 @@ def import_state(path, name: str, manager=None, cfg=None, layout: str = "vk") ->
         manager = get_task_manager()
     cfg, digest = (cfg, loaded_digest(manager.loader)) if cfg else _model(manager)
     sf = read_state_file(Path(path).read_bytes(), cfg, layout)
+    check_weights(sf, digest)
     if manager.loader is not None:  # (the command line has no model to run it)
         check_range(sf, manager.loader.model.dtype, manager.loader.model.state_dtype)
     from server.config import settings
 
     check_lengths(sf, settings.max_prompt_tokens)  # (as the route's import)
-    task = template_task(name, sf, digest=digest)
+    task = template_task(name, sf, digest=digest or sf.digest)  # (a --demo CLI has none)
     manager.put_task(task.task_id, task)
     return task
 
@@ -98,8 +99,11 @@ def export_state(task: Task, cfg, path=None) -> bytes:
 
     task._check_free("exporting its state")
     state = task.state if task.state is not None else State.zeros(cfg, 1)
-    data = encode_state_file(state, cfg, task.history, task.current_token,
-                             {"task_id": task.task_id}, task.pending, task.penalties)
+    meta = {"task_id": task.task_id}
+    if task.state_model is not None:  # (the weights that computed it: ``check_weights``)
+        meta["weights_digest"] = task.state_model
+    data = encode_state_file(state, cfg, task.history, task.current_token, meta, task.pending,
+                             task.penalties)
     if path is not None:
         write_whole(path, lambda tmp: tmp.write_bytes(data))
     return data

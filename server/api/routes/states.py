@@ -24,7 +24,7 @@ from server.api.schemas.tasks import GenerationParams
 from server.api.task_service import TaskService
 from server.task.policy import loaded_digest
 from server.task.state_file import (StateFileError, StateShapeError, check_lengths,
-                                    check_range, read_state_file)
+                                    check_range, check_weights, read_state_file)
 from server.task.state_templates import export_state, template_name, template_task
 
 router = APIRouter(prefix="/v1/tasks", tags=["tasks"])
@@ -68,11 +68,12 @@ async def import_task_state(
         model = svc.loader.model
         check_range(sf, model.dtype, model.state_dtype)
         check_lengths(sf, svc.settings.max_prompt_tokens)
+        check_weights(sf, loaded_digest(svc.loader))
     except StateFileError as e:
         status = 422 if isinstance(e, StateShapeError) else 400
         raise HTTPException(status, f"Cannot import the state: {e}") from None
     task = template_task(tid, sf, svc.sampling(GenerationParams(), defaults=True),
-                         digest=loaded_digest(svc.loader))
+                         digest=loaded_digest(svc.loader) or sf.digest)
     problem = await svc.trial(task, request)
     if problem is not None:
         raise HTTPException(422, f"Cannot import the state: a token generated from it failed "
