@@ -79,6 +79,11 @@ def test_state_tuning_file_layout(tiny_loader):
     ({"blocks.1.att.time_state": None}, "layers 0-0 (1); the loaded model has 2 layers"),
     ({"blocks.2.att.time_state": torch.zeros(2, 64, 64)}, "layers 0-2 (3)"),
     ({"blocks.0.att.time_state": torch.full((2, 64, 64), float("nan"))}, "NaN"),
+    ({"blocks.0.att.time_state": torch.zeros(2, 64, 64, dtype=torch.int32)},
+     "dtype torch.int32, expected a float dtype"),
+    # two layers, but not 0 and 1: named, not a KeyError (a 500)
+    ({"blocks.1.att.time_state": None, "blocks.5.att.time_state": torch.zeros(2, 64, 64)},
+     "layers 0-5 (2)"),
     # "01" is no layer number: beside "0" it passed the count of layers, then the lookup of
     # "blocks.1" raised KeyError (a 500; a review, session 14)
     ({"blocks.1.att.time_state": None, "blocks.01.att.time_state": torch.zeros(2, 64, 64)},
@@ -180,7 +185,9 @@ def test_malformed_files_are_refused_not_crashes(tiny_loader):
             (_pth({**{f"blocks.{i}.att.time_state": torch.zeros(H, N, N) for i in range(L)},
                    **{f"x{i}": torch.zeros(1) for i in range(1100)}}), "entries"),
             (_safetensors({f"t{i}": {"dtype": "F32", "shape": [0], "data_offsets": [0, 0]}
-                           for i in range(1100)}), "tensors"),
+                           for i in range(1100)}), "1,100 tensors.*at most 1,024"),
+            (encode_state_file(state, cfg, meta={"version": "2"}),
+             "unknown rwkv-server-state version '2'"),  # (a newer format: not guessed at)
     ):
         with pytest.raises(StateFileError, match=message) as e:
             read_state_file(data, cfg)
@@ -224,9 +231,10 @@ def test_exported_state_of_another_model(tiny_loader):
     data = encode_state_file(random_state(other), other)
     with pytest.raises(StateShapeError, match=r"shift has shape \[3, 2, 128\], the loaded model"):
         read_state_file(data, cfg)
-    bad = encode_state_file(random_state(cfg), cfg, [cfg.vocab_size + 5])
-    with pytest.raises(StateShapeError, match="outside the model's vocabulary"):
-        read_state_file(bad, cfg)
+    for history, current in (([cfg.vocab_size + 5], None), ([-3], None), ([1, 2], -1)):
+        bad = encode_state_file(random_state(cfg), cfg, history, current)
+        with pytest.raises(StateShapeError, match="outside the model's vocabulary"):
+            read_state_file(bad, cfg)  # (a negative id indexed the embedding from its end)
 
 
 def test_template_from_file_generates_as_the_state_itself(tiny_loader):
