@@ -53,6 +53,7 @@ def test_states_stored_by_other_weights_are_refused(tiny_model_path, other_model
                                                     tmp_path, capsys):
     from server.api.app import create_app
     from server.config import Settings
+    from test_state_files import tuning_file
 
     def app(path):
         return create_app(Settings(model_path=path, demo=None, device="cpu", api_key=None,
@@ -73,11 +74,17 @@ def test_states_stored_by_other_weights_are_refused(tiny_model_path, other_model
         want = client.post("/v1/completions", json={
             "model": "rwkv-7:_sys", "prompt": " Hello", "max_tokens": 4,
             "temperature": 0}).json()["choices"][0]["text"]
+        # an imported state-tuning file (no digest of its own) counts as these weights'
+        cfg = client.app.state.runtime.loader.cfg
+        r = client.post("/v1/tasks/import_state?name=imp", content=tuning_file(cfg))
+        assert r.status_code == 200, r.text
     capsys.readouterr()
     with TestClient(app(other_model_path)) as client:
         # the operator learns of it at start, not from a client's 409 (the server's log)
-        assert "1 of 1 stored templates do not fit the loaded model (_sys)" in \
+        assert "2 of 2 stored templates do not fit the loaded model (_imp, _sys)" in \
             capsys.readouterr().err
+        r = client.post("/v1/tasks/_imp/fork", json={"prompt": " more", "max_tokens": 2})
+        assert r.status_code == 409 and "computed by other weights" in r.text, r.text
         listed = [m["id"] for m in client.get("/v1/models").json()["data"]]
         assert "rwkv-7:_sys" not in listed, listed
         r = client.post("/v1/completions", json={"model": "rwkv-7:_sys", "prompt": " Hello",
