@@ -579,3 +579,30 @@ def test_a_prefill_only_tmp_task_keeps_its_state(http):
     wait_result(http, tid)
     r = http.post(f"/v1/tasks/{tid}/fork", json={"prompt": "User: hi", "max_tokens": 2, **GREEDY})
     assert r.status_code == 200, r.text
+
+
+def test_a_fork_leaves_its_copy_unpinned_and_a_temporary_one_keeps_no_state(
+        tiny_model_path, tmp_path):
+    """A fork pins its copy only until it is submitted: pinned for good, the copy was never
+    evicted from the cache (``unpin`` dropped: a mutation review's survivor, session 73). A
+    temporary fork that generates keeps no state once finished (``keep_state``: its export
+    and a fork of it are 409s; a mutant that kept it survived)."""
+    from openai_helpers import LiveServer
+    from server.config import Settings
+
+    settings = Settings(model_path=tiny_model_path, demo=None, device="cpu", api_key=None,
+                        task_db_path=str(tmp_path / "t.db"))
+    with LiveServer(settings) as srv, httpx.Client(base_url=srv.url, timeout=30) as c:
+        src = create(c, max_tokens=0)["task_id"]
+        wait_result(c, src)
+        manager = srv.app.state.task_service.manager
+        for tmp in (False, True):
+            r = c.post(f"/v1/tasks/{src}/fork", params={"tmp": tmp},
+                       json={"prompt": " more", "max_tokens": 4, **GREEDY})
+            assert r.status_code == 200, r.text
+            fid = r.json()["task_id"]
+            wait_result(c, fid)
+            assert not manager.is_pinned(fid), fid
+        assert fid.startswith("TMP_")
+        assert c.get(f"/v1/tasks/{fid}/export_state").status_code == 409
+        assert c.post(f"/v1/tasks/{fid}/fork", json={"max_tokens": 2}).status_code == 409
