@@ -18,6 +18,7 @@ import json
 import os
 import random
 import socket
+import struct
 import subprocess
 import sys
 import threading
@@ -127,6 +128,17 @@ def test_compressed_pth_is_refused_before_it_inflates(tiny_loader, monkeypatch):
         read_state_file(deflated.getvalue(), cfg)
     assert not loads  # refused before anything was inflated
     assert read_state_file(stored, cfg).kind == "state-tuning"  # torch.save's own files load
+    # a stored entry whose directory record claims 2 GB: refused as such, not as "compressed"
+    at = stored.index(b"PK\x01\x02")
+    while stored[at + 46:at + 46 + struct.unpack("<H", stored[at + 28:at + 30])[0]].endswith(
+            b".pkl"):  # (a tensor's entry, not the pickle's: its size has a check of its own)
+        at = stored.index(b"PK\x01\x02", at + 4)
+    at += 24  # (its uncompressed size)
+    forged = stored[:at] + struct.pack("<I", 2**31) + stored[at + 4:]
+    loads.clear()  # (the good file's load above)
+    with pytest.raises(StateFileError, match="entries claim 2,147,[0-9,]* bytes, more than"):
+        read_state_file(forged, cfg)
+    assert not loads
 
 
 def test_deeply_nested_tool_call_arguments_are_no_500():

@@ -214,10 +214,13 @@ def _check_zip(data: bytes) -> None:
     if pickled > MAX_PICKLE:
         raise StateFileError(f"the .pth file's pickle takes {pickled:,} bytes: a state file's "
                              f"takes ~100 a tensor (at most {MAX_PICKLE:,} are read)")
-    if any(i.compress_type != zipfile.ZIP_STORED for i in infos) \
-            or sum(i.file_size for i in infos) > len(data):
+    if any(i.compress_type != zipfile.ZIP_STORED for i in infos):
         raise StateFileError("the .pth file has compressed entries (torch.save writes none): "
                              "refused, as they could inflate to far more memory than the file")
+    claimed = sum(i.file_size for i in infos)
+    if claimed > len(data):  # (stored entries claiming more bytes than the file holds)
+        raise StateFileError(f"the .pth file's entries claim {claimed:,} bytes, more than the "
+                             f"file's {len(data):,}: a damaged or forged file")
 
 
 def _read_pth(data: bytes) -> dict:
