@@ -4,6 +4,7 @@ import json
 import re
 import sqlite3
 import threading
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -402,6 +403,25 @@ def test_prune_keeps_the_row_just_written_whatever_the_clock_says(tmp_path, monk
     assert s.ids(templates=False) == ["TASK_d"]
 
 
+@contextmanager
+def _failing(store: TaskStore, verb: str, error: sqlite3.Error):
+    """``store``'s connection raising ``error`` at each statement that starts with ``verb``
+    (a full disk, a damaged page), the others run as usual."""
+    real = store._db
+
+    class Failing:
+        def execute(self, sql, *a):
+            if sql.startswith(verb):
+                raise error
+            return real.execute(sql, *a)
+
+    store._db = Failing()
+    try:
+        yield
+    finally:
+        store._db = real
+
+
 def test_a_duplicate_id_or_a_busy_lock_is_no_refusal(tmp_path):
     """``TaskStore.refused`` (/health's "degraded") notes the disk refusing writes, not a
     duplicate id (the 409 of a name taken) nor a lock another connection held past the busy
@@ -421,20 +441,10 @@ def test_a_duplicate_id_or_a_busy_lock_is_no_refusal(tmp_path):
     finally:
         other.execute("ROLLBACK")
         other.close()
-    real = s._db
-
-    class Damaged:  # (a damaged page under the write: ``note_damage``'s, shown apart)
-        def execute(self, sql, *a):
-            if sql.startswith("INSERT"):
-                raise sqlite3.DatabaseError("database disk image is malformed")
-            return real.execute(sql, *a)
-
-    s._db = Damaged()
-    try:
-        with pytest.raises(sqlite3.DatabaseError):
-            s.put("TASK_c", "{}", b"z")
-    finally:
-        s._db = real
+    # (a damaged page under the write: ``note_damage``'s, shown apart)
+    with _failing(s, "INSERT", sqlite3.DatabaseError("database disk image is malformed")), \
+            pytest.raises(sqlite3.DatabaseError):
+        s.put("TASK_c", "{}", b"z")
     assert s.refused is None
     s.close()
 
@@ -447,19 +457,8 @@ def test_a_delete_of_a_row_clears_a_refusal_and_a_refused_delete_is_noted(tmp_pa
     s.refused = "OperationalError: database or disk is full"
     assert s.delete("TASK_a") and s.refused is None
     s.put("TASK_b", "{}", b"x")
-    real = s._db
-
-    class Full:
-        def execute(self, sql, *a):
-            if sql.startswith("DELETE"):
-                raise sqlite3.OperationalError("database or disk is full")
-            return real.execute(sql, *a)
-
-    s._db = Full()
-    try:
-        with pytest.raises(sqlite3.OperationalError):
-            s.delete("TASK_b")
-    finally:
-        s._db = real
+    with _failing(s, "DELETE", sqlite3.OperationalError("database or disk is full")), \
+            pytest.raises(sqlite3.OperationalError):
+        s.delete("TASK_b")
     assert s.refused and "disk is full" in s.refused
     s.close()
